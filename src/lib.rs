@@ -1,0 +1,7 @@
+//! stoker: a lightweight Fuel master in one binary.
+//!
+//! Modules are listed in dependency order. The pure core (`model`, `yaql`, `engine`) takes data
+//! and returns data; it never touches the network, the file system, the database or the clock.
+//! The edges (`store`, `http`, `daemon`, `cli`) do the I/O and call the core.
+
+pub mod cli;
