@@ -5,3 +5,9 @@
 //! The edges (`store`, `http`, `daemon`, `cli`) do the I/O and call the core.
 
 pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod daemon;
+pub mod http;
+pub mod model;
+pub mod store;

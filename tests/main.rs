@@ -1,2 +1,13 @@
-//! The one integration-test binary: a module per area. Do not add top-level files to `tests/`.
-#![allow(clippy::unwrap_used)]
+//! The one integration-test binary: a module per area. Do not add top-level files to `tests/`;
+//! add a module here instead, so the crate links once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod api;
+mod cli;
+mod config;
+mod pages;
+mod store;
+mod systemd;
+mod tidy;

@@ -1,10 +1,17 @@
 //! The command line: one clap `Command` enum, one function per subcommand.
 //! The CLI is a client of the daemon's HTTP API or a thin wrapper over the pure engine; it never
 //! opens the database while a daemon serves it. `anyhow` is allowed here and in `main` only.
+//!
+//! Exit codes: 0 success, 1 failure, 2 bad usage or configuration.
+
+mod config_args;
+mod serve;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub use config_args::ConfigArgs;
 
 /// stoker: a lightweight Fuel master in one binary.
 #[derive(Debug, Parser)]
@@ -16,14 +23,37 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the master: dashboard, REST API and agent endpoints.
+    Serve(ConfigArgs),
+    /// Exit 0 when the daemon answers its health endpoint, 1 otherwise (for monitors and
+    /// container health checks).
+    Healthcheck {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Base URL of the daemon; default: derived from `http.listen`.
+        #[arg(long)]
+        url: Option<String>,
+        /// Seconds to wait for an answer.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
     /// Print the version and exit.
     Version,
 }
+
+/// Exit code for bad usage or configuration, like clap's own usage errors.
+pub const EXIT_USAGE: u8 = 2;
 
 /// Parse `std::env::args` and run the chosen subcommand.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
+        Command::Healthcheck {
+            config,
+            url,
+            timeout,
+        } => serve::healthcheck(&config, url, timeout),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

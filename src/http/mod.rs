@@ -1,0 +1,92 @@
+//! The HTTP edge: the dashboard pages, the JSON API under `/api/v1`, the agent endpoints and
+//! the embedded assets, all served by one actix-web server.
+//!
+//! [`configure`] registers every route on an actix `App` (used by the daemon and by tests alike);
+//! [`serve`] runs it on an already-bound listener. Handlers are thin: extract and validate the
+//! input, make one call into the store on a blocking thread, render a view or JSON. No SQL and no
+//! business rules live here.
+
+mod agent;
+mod api;
+mod assets;
+mod error;
+mod ui;
+mod views;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpServer, dev::Server, middleware, web};
+
+pub use error::ApiError;
+
+use crate::store::Store;
+
+/// Everything a handler may reach: shared by every worker thread.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub store: Arc<Store>,
+}
+
+impl AppState {
+    /// Run a store call on the blocking pool, so a slow disk never stalls the event loop.
+    pub(crate) async fn store<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(&Store) -> crate::store::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = Arc::clone(&self.store);
+        web::block(move || f(&store))
+            .await
+            .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+            .map_err(ApiError::from)
+    }
+}
+
+/// Register every route. Order matters only for the fallbacks at the end.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(api::healthz))
+        .service(
+            web::scope("/api/v1")
+                .route("/version", web::get().to(api::version))
+                .route("/nodes", web::get().to(api::nodes))
+                .route("/nodes/{id}", web::get().to(api::node))
+                .route("/agent/hello", web::post().to(agent::hello))
+                .default_service(web::to(api::not_found)),
+        )
+        .route("/assets/{path:.*}", web::get().to(assets::asset))
+        .route("/", web::get().to(ui::overview))
+        .route("/nodes", web::get().to(ui::nodes))
+        .route("/nodes/{id}", web::get().to(ui::node))
+        .route("/environments", web::get().to(ui::environments))
+        .route("/releases", web::get().to(ui::releases))
+        .default_service(web::to(ui::not_found));
+}
+
+/// Start serving on `listener`. The returned [`Server`] resolves when the server has stopped;
+/// its handle stops it gracefully, giving in-flight requests `shutdown_timeout` to finish.
+/// Signals are not handled here: the daemon decides when to stop.
+pub fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown_timeout: Duration,
+) -> std::io::Result<Server> {
+    let data = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .app_data(web::PathConfig::default().error_handler(|err, _| {
+                ApiError::BadRequest(format!("invalid path: {err}")).into()
+            }))
+            .wrap(middleware::NormalizePath::trim())
+            .wrap(middleware::Logger::new("%r %s %b %Dms").log_target("stoker::http"))
+            .configure(configure)
+    })
+    .disable_signals()
+    .shutdown_timeout(shutdown_timeout.as_secs())
+    .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
+    .listen(listener)?
+    .run();
+    Ok(server)
+}

@@ -1,0 +1,182 @@
+//! View models for the dashboard: what a template shows, already formatted (sizes, relative
+//! times, badge classes), so templates stay free of logic and of database access.
+
+use crate::model::{Node, NodeStatus};
+use crate::store::{HistoryEntry, NodeCounts};
+
+/// Bytes in binary units with one decimal, as operators read RAM and disk sizes: `7.8 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// A coarse relative time: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
+pub fn ago(then: i64, now: i64) -> String {
+    let secs = now.saturating_sub(then);
+    match secs {
+        i64::MIN..=59 => "just now".to_string(),
+        60..=3599 => format!("{} min ago", secs / 60),
+        3600..=86_399 => format!("{} h ago", secs / 3600),
+        _ => match secs / 86_400 {
+            1 => "1 day ago".to_string(),
+            days => format!("{days} days ago"),
+        },
+    }
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian; Howard Hinnant's algorithm).
+pub fn utc(ts: i64) -> String {
+    let days = ts.div_euclid(86_400);
+    let secs = ts.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The badge colour class of a status; the CSS defines one per class.
+pub fn badge(status: NodeStatus) -> &'static str {
+    match status {
+        NodeStatus::Discover => "badge-info",
+        NodeStatus::Provisioning | NodeStatus::Deploying => "badge-progress",
+        NodeStatus::Provisioned => "badge-neutral",
+        NodeStatus::Ready => "badge-ok",
+        NodeStatus::Error => "badge-error",
+    }
+}
+
+/// One row of the nodes table.
+pub struct NodeRow {
+    pub id: i64,
+    pub name: String,
+    pub mac: String,
+    pub status: &'static str,
+    pub badge: &'static str,
+    pub cpu: String,
+    pub ram: String,
+    pub disks: String,
+    pub vendor: String,
+    pub last_seen: String,
+    pub last_seen_utc: String,
+}
+
+impl NodeRow {
+    pub fn new(node: &Node, now: i64) -> NodeRow {
+        let inv = &node.inventory;
+        let disks = match inv.disks.len() {
+            0 => "no disks".to_string(),
+            1 => format!("1 disk, {}", human_bytes(inv.disk_bytes())),
+            n => format!("{n} disks, {}", human_bytes(inv.disk_bytes())),
+        };
+        let vendor = [&inv.system.vendor, &inv.system.product]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ");
+        NodeRow {
+            id: node.id,
+            name: node.name.clone(),
+            mac: node.mac.to_string(),
+            status: node.status.as_str(),
+            badge: badge(node.status),
+            cpu: match inv.cpu.count {
+                1 => "1 CPU".to_string(),
+                n => format!("{n} CPUs"),
+            },
+            ram: human_bytes(inv.memory_bytes),
+            disks,
+            vendor,
+            last_seen: ago(node.last_seen_at, now),
+            last_seen_utc: utc(node.last_seen_at),
+        }
+    }
+}
+
+/// One tile of the Overview.
+pub struct CountTile {
+    pub label: &'static str,
+    pub value: u64,
+    pub badge: &'static str,
+}
+
+impl CountTile {
+    pub fn from_counts(counts: &NodeCounts) -> Vec<CountTile> {
+        let mut tiles = vec![CountTile {
+            label: "nodes",
+            value: counts.total,
+            badge: "",
+        }];
+        tiles.extend(NodeStatus::ALL.into_iter().map(|s| CountTile {
+            label: s.as_str(),
+            value: counts.get(s),
+            badge: badge(s),
+        }));
+        tiles
+    }
+}
+
+/// One line of the activity feed.
+pub struct HistoryRow {
+    pub when: String,
+    pub when_utc: String,
+    pub node_id: Option<i64>,
+    pub message: String,
+}
+
+impl HistoryRow {
+    pub fn new(entry: &HistoryEntry, now: i64) -> HistoryRow {
+        HistoryRow {
+            when: ago(entry.at, now),
+            when_utc: utc(entry.at),
+            node_id: entry.node_id,
+            message: entry.message.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(8 * 1024 * 1024 * 1024), "8.0 GiB");
+        assert_eq!(human_bytes(500_107_862_016), "465.8 GiB");
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_795_000_000), "2026-11-18 11:06:40 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(ago(100, 130), "just now");
+        assert_eq!(ago(0, 600), "10 min ago");
+        assert_eq!(ago(0, 7200), "2 h ago");
+        assert_eq!(ago(0, 86_400), "1 day ago");
+        assert_eq!(ago(0, 3 * 86_400), "3 days ago");
+    }
+}

@@ -1,0 +1,422 @@
+//! Nodes as every layer sees them: the validated hardware [`Inventory`] an agent reports, the
+//! node's [`NodeStatus`], and the [`Node`] record. Parsing the agent's JSON into these types
+//! ([`RawInventory::validate`]) collects every problem with the path of the field at fault.
+//! Plain data only: no storage, no network, no clock (times arrive as Unix seconds).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A MAC address, normalised to lower-case colon-separated hex (`52:54:00:12:34:56`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Mac(String);
+
+impl Mac {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Mac {
+    type Err = String;
+
+    /// Accepts `aa:bb:cc:dd:ee:ff`, `AA-BB-CC-DD-EE-FF` and `aabb.ccdd.eeff`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let hex: String = s
+            .trim()
+            .chars()
+            .filter(|c| !matches!(c, ':' | '-' | '.'))
+            .collect();
+        if hex.len() != 12 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!("{s:?} is not a MAC address"));
+        }
+        let lower = hex.to_ascii_lowercase();
+        let parts: Vec<&str> = (0..6).map(|i| &lower[i * 2..i * 2 + 2]).collect();
+        Ok(Mac(parts.join(":")))
+    }
+}
+
+impl TryFrom<String> for Mac {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Mac> for String {
+    fn from(m: Mac) -> String {
+        m.0
+    }
+}
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a node is in its life. The agent issue adds the transitions; discovery sets `Discover`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    Discover,
+    Provisioning,
+    Provisioned,
+    Deploying,
+    Ready,
+    Error,
+}
+
+impl NodeStatus {
+    pub const ALL: [NodeStatus; 6] = [
+        NodeStatus::Discover,
+        NodeStatus::Provisioning,
+        NodeStatus::Provisioned,
+        NodeStatus::Deploying,
+        NodeStatus::Ready,
+        NodeStatus::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Discover => "discover",
+            NodeStatus::Provisioning => "provisioning",
+            NodeStatus::Provisioned => "provisioned",
+            NodeStatus::Deploying => "deploying",
+            NodeStatus::Ready => "ready",
+            NodeStatus::Error => "error",
+        }
+    }
+}
+
+impl FromStr for NodeStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NodeStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown node status {s:?}"))
+    }
+}
+
+impl fmt::Display for NodeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A network interface as the agent saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nic {
+    pub name: String,
+    pub mac: Mac,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<bool>,
+}
+
+/// A block device as the agent saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disk {
+    pub name: String,
+    pub size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+}
+
+/// The machine's identity from DMI.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct System {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+}
+
+/// CPU summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cpu {
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A validated hardware inventory: at least one NIC, MACs unique, sizes non-negative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub interfaces: Vec<Nic>,
+    pub cpu: Cpu,
+    pub memory_bytes: u64,
+    pub disks: Vec<Disk>,
+    #[serde(default)]
+    pub system: System,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<String>,
+}
+
+impl Inventory {
+    /// The MAC that identifies the node: the first interface's (`validate` guarantees one).
+    pub fn primary_mac(&self) -> Option<&Mac> {
+        self.interfaces.first().map(|nic| &nic.mac)
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.disks.iter().map(|d| d.size_bytes).sum()
+    }
+}
+
+/// The agent's inventory as sent, before validation. Every field is optional here so that a
+/// missing one is reported by name rather than as a generic parse error.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawInventory {
+    pub interfaces: Option<Vec<RawNic>>,
+    pub cpu: Option<RawCpu>,
+    pub memory_bytes: Option<serde_json::Value>,
+    pub disks: Option<Vec<RawDisk>>,
+    pub system: Option<System>,
+    pub boot_mode: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawNic {
+    pub name: Option<String>,
+    pub mac: Option<String>,
+    pub speed_mbps: Option<u64>,
+    pub link: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawCpu {
+    pub count: Option<serde_json::Value>,
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawDisk {
+    pub name: Option<String>,
+    pub size_bytes: Option<serde_json::Value>,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+}
+
+/// One problem in an input document: the dotted path of the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+fn count(value: &Option<serde_json::Value>, field: &str, errors: &mut Vec<FieldError>) -> u64 {
+    match value {
+        None => {
+            errors.push(FieldError {
+                field: field.to_string(),
+                message: "is required".to_string(),
+            });
+            0
+        }
+        Some(v) => match v.as_u64() {
+            Some(n) => n,
+            None => {
+                errors.push(FieldError {
+                    field: field.to_string(),
+                    message: format!("must be a non-negative integer, got {v}"),
+                });
+                0
+            }
+        },
+    }
+}
+
+fn required(value: Option<String>, field: &str, errors: &mut Vec<FieldError>) -> String {
+    match value {
+        Some(v) if !v.trim().is_empty() => v,
+        _ => {
+            errors.push(FieldError {
+                field: field.to_string(),
+                message: "is required".to_string(),
+            });
+            String::new()
+        }
+    }
+}
+
+impl RawInventory {
+    /// Turn the raw document into an [`Inventory`], or every problem found.
+    pub fn validate(self) -> Result<Inventory, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut interfaces = Vec::new();
+        match self.interfaces {
+            Some(nics) if !nics.is_empty() => {
+                for (i, nic) in nics.into_iter().enumerate() {
+                    let name = required(nic.name, &format!("interfaces[{i}].name"), &mut errors);
+                    let field = format!("interfaces[{i}].mac");
+                    let mac = match nic.mac.as_deref().map(str::parse::<Mac>) {
+                        Some(Ok(mac)) => Some(mac),
+                        Some(Err(message)) => {
+                            errors.push(FieldError { field, message });
+                            None
+                        }
+                        None => {
+                            errors.push(FieldError {
+                                field,
+                                message: "is required".to_string(),
+                            });
+                            None
+                        }
+                    };
+                    if let Some(mac) = mac {
+                        if interfaces.iter().any(|n: &Nic| n.mac == mac) {
+                            errors.push(FieldError {
+                                field: format!("interfaces[{i}].mac"),
+                                message: format!("{mac} appears on two interfaces"),
+                            });
+                        }
+                        interfaces.push(Nic {
+                            name,
+                            mac,
+                            speed_mbps: nic.speed_mbps,
+                            link: nic.link,
+                        });
+                    }
+                }
+            }
+            _ => errors.push(FieldError {
+                field: "interfaces".to_string(),
+                message: "must list at least one interface with its MAC".to_string(),
+            }),
+        }
+        let cpu = match self.cpu {
+            Some(cpu) => Cpu {
+                count: u32::try_from(count(&cpu.count, "cpu.count", &mut errors))
+                    .unwrap_or(u32::MAX),
+                model: cpu.model,
+            },
+            None => {
+                errors.push(FieldError {
+                    field: "cpu".to_string(),
+                    message: "is required".to_string(),
+                });
+                Cpu {
+                    count: 0,
+                    model: None,
+                }
+            }
+        };
+        let memory_bytes = count(&self.memory_bytes, "memory_bytes", &mut errors);
+        let mut disks = Vec::new();
+        for (i, disk) in self.disks.unwrap_or_default().into_iter().enumerate() {
+            disks.push(Disk {
+                name: required(disk.name, &format!("disks[{i}].name"), &mut errors),
+                size_bytes: count(
+                    &disk.size_bytes,
+                    &format!("disks[{i}].size_bytes"),
+                    &mut errors,
+                ),
+                model: disk.model,
+                serial: disk.serial,
+            });
+        }
+        if errors.is_empty() {
+            Ok(Inventory {
+                interfaces,
+                cpu,
+                memory_bytes,
+                disks,
+                system: self.system.unwrap_or_default(),
+                boot_mode: self.boot_mode,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// Database id of a node.
+pub type NodeId = i64;
+
+/// A node known to the master.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    pub id: NodeId,
+    pub mac: Mac,
+    pub name: String,
+    pub status: NodeStatus,
+    pub inventory: Inventory,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds of the last message from the node's agent.
+    pub last_seen_at: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(json: &str) -> RawInventory {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn mac_forms_normalise() {
+        for form in ["52:54:00:AB:cd:01", "52-54-00-ab-cd-01", "5254.00ab.cd01"] {
+            assert_eq!(form.parse::<Mac>().unwrap().as_str(), "52:54:00:ab:cd:01");
+        }
+        assert!("52:54:00:ab:cd".parse::<Mac>().is_err());
+        assert!("zz:54:00:ab:cd:01".parse::<Mac>().is_err());
+    }
+
+    #[test]
+    fn valid_inventory() {
+        let inv = raw(
+            r#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01"}],
+            "cpu":{"count":4},"memory_bytes":8589934592,
+            "disks":[{"name":"sda","size_bytes":100},{"name":"sdb","size_bytes":50}]}"#,
+        )
+        .validate()
+        .unwrap();
+        assert_eq!(inv.primary_mac().unwrap().as_str(), "52:54:00:00:00:01");
+        assert_eq!(inv.disk_bytes(), 150);
+    }
+
+    #[test]
+    fn every_problem_is_named() {
+        let errors = raw(
+            r#"{"interfaces":[{"name":"eth0","mac":"nope"},{"mac":"52:54:00:00:00:01"}],
+            "cpu":{"count":-1},"disks":[{"name":"sda","size_bytes":"big"}]}"#,
+        )
+        .validate()
+        .unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "interfaces[0].mac",
+                "interfaces[1].name",
+                "cpu.count",
+                "memory_bytes",
+                "disks[0].size_bytes"
+            ]
+        );
+    }
+
+    #[test]
+    fn status_round_trips() {
+        for st in NodeStatus::ALL {
+            assert_eq!(st.as_str().parse::<NodeStatus>().unwrap(), st);
+        }
+    }
+}

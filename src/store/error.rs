@@ -1,0 +1,44 @@
+//! The store's error type: what went wrong at the database boundary, with the path, migration
+//! or row that a user needs to act on, and a stable code the HTTP layer maps to a status.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: u32,
+        name: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "database schema version {found} is newer than this stoker understands ({latest}); \
+         upgrade stoker or restore a backup"
+    )]
+    TooNew { found: u32, latest: u32 },
+    #[error("{entity} {id} not found")]
+    NotFound { entity: &'static str, id: String },
+    #[error("database holds an invalid {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl StoreError {
+    /// A stable identifier of the error kind, for API clients.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::NotFound { .. } => "not_found",
+            StoreError::Open { .. }
+            | StoreError::Migration { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::Sqlite(_) => "internal",
+        }
+    }
+}

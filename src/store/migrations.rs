@@ -1,0 +1,193 @@
+//! Numbered schema migrations, tracked with SQLite's `user_version`.
+//!
+//! Migration N moves the schema from version N-1 to N and runs in its own transaction together
+//! with the `user_version` bump, so a failure leaves the previous version intact. Migrations are
+//! append-only: never edit one that has shipped, add the next number instead.
+
+use rusqlite::Connection;
+
+use super::{Result, StoreError};
+
+/// One schema step.
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration in order; `MIGRATIONS[i].version == i + 1`.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "nodes",
+        sql: "
+            CREATE TABLE nodes (
+                id           INTEGER PRIMARY KEY,
+                mac          TEXT    NOT NULL UNIQUE,
+                name         TEXT    NOT NULL,
+                status       TEXT    NOT NULL,
+                inventory    TEXT    NOT NULL,
+                created_at   INTEGER NOT NULL,
+                last_seen_at INTEGER NOT NULL
+            ) STRICT;
+            -- Every MAC of every node, so a node is found by whichever NIC it boots from.
+            CREATE TABLE node_macs (
+                mac     TEXT    PRIMARY KEY,
+                node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE
+            ) STRICT;
+            CREATE INDEX node_macs_node ON node_macs(node_id);
+        ",
+    },
+    Migration {
+        version: 2,
+        name: "history",
+        sql: "
+            CREATE TABLE history (
+                id      INTEGER PRIMARY KEY,
+                at      INTEGER NOT NULL,
+                node_id INTEGER REFERENCES nodes(id) ON DELETE SET NULL,
+                kind    TEXT    NOT NULL,
+                message TEXT    NOT NULL
+            ) STRICT;
+            CREATE INDEX history_at ON history(at);
+            CREATE INDEX history_node ON history(node_id, at);
+        ",
+    },
+];
+
+/// The schema version this build writes.
+pub fn latest() -> u32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The schema version of an open database.
+pub fn current(conn: &Connection) -> Result<u32> {
+    Ok(conn.query_row("PRAGMA user_version", [], |row| row.get(0))?)
+}
+
+/// Apply migrations up to `target` (inclusive).
+pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32> {
+    let found = current(conn)?;
+    if found > latest() {
+        return Err(StoreError::TooNew {
+            found,
+            latest: latest(),
+        });
+    }
+    for m in MIGRATIONS
+        .iter()
+        .filter(|m| m.version > found && m.version <= target)
+    {
+        let fail = |source| StoreError::Migration {
+            version: m.version,
+            name: m.name,
+            source,
+        };
+        let tx = conn.transaction().map_err(fail)?;
+        tx.execute_batch(m.sql).map_err(fail)?;
+        tx.pragma_update(None, "user_version", m.version)
+            .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        tracing::info!(version = m.version, name = m.name, "applied migration");
+    }
+    current(conn)
+}
+
+/// Apply every pending migration.
+pub fn migrate(conn: &mut Connection) -> Result<u32> {
+    migrate_to(conn, latest())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables(conn: &Connection) -> Vec<String> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn versions_are_dense_and_latest_matches_count() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version as usize, i + 1, "migration {}", m.name);
+        }
+        assert_eq!(latest() as usize, MIGRATIONS.len());
+    }
+
+    #[test]
+    fn migration_1_creates_nodes() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate_to(&mut conn, 1).unwrap(), 1);
+        assert_eq!(tables(&conn), ["node_macs", "nodes"]);
+        conn.execute(
+            "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+             VALUES ('52:54:00:00:00:01', 'n', 'discover', '{}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        // STRICT tables refuse a wrongly typed column instead of storing it.
+        assert!(
+            conn.execute(
+                "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+                 VALUES ('52:54:00:00:00:02', 'n', 'discover', '{}', 'yesterday', 1)",
+                [],
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn migration_2_adds_history_and_keeps_nodes() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 1).unwrap();
+        conn.execute(
+            "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+             VALUES ('52:54:00:00:00:01', 'n', 'discover', '{}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 2).unwrap(), 2);
+        assert_eq!(tables(&conn), ["history", "node_macs", "nodes"]);
+        conn.execute(
+            "INSERT INTO history (at, node_id, kind, message) VALUES (1, 1, 'k', 'm')",
+            [],
+        )
+        .unwrap();
+        conn.execute("DELETE FROM nodes", []).unwrap();
+        let orphan: Option<i64> = conn
+            .query_row("SELECT node_id FROM history", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(orphan, None, "history survives its node");
+    }
+
+    #[test]
+    fn migrate_is_idempotent_and_refuses_newer_schema() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), latest());
+        assert_eq!(migrate(&mut conn).unwrap(), latest());
+        conn.pragma_update(None, "user_version", latest() + 1)
+            .unwrap();
+        assert!(matches!(migrate(&mut conn), Err(StoreError::TooNew { .. })));
+    }
+
+    #[test]
+    fn failed_migration_leaves_previous_version() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 1).unwrap();
+        // Sabotage: a table that migration 2 wants to create already exists.
+        conn.execute_batch("CREATE TABLE history (x INTEGER)")
+            .unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(
+            err.to_string().starts_with("migration 2 (history) failed"),
+            "{err}"
+        );
+        assert_eq!(current(&conn).unwrap(), 1);
+    }
+}

@@ -1,0 +1,137 @@
+//! The SQLite store: the only module that imports rusqlite.
+//!
+//! [`Store`] owns one writer and one reader connection to a WAL-mode database file. All access
+//! goes through [`Store::read`] (a consistent snapshot) or [`Store::write`] (an immediate
+//! transaction committed only when the closure returns `Ok`; an error or a panic rolls it back),
+//! so a half-written change never reaches the file. Calls are synchronous; async callers use
+//! `spawn_blocking`. Queries live in one file per table group; no SQL exists outside this module.
+
+mod error;
+mod history;
+pub mod migrations;
+mod nodes;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+pub use error::StoreError;
+pub use history::HistoryEntry;
+pub use nodes::{HelloOutcome, NodeCounts};
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A read-only view inside one transaction.
+pub struct ReadTxn<'a> {
+    conn: &'a Connection,
+}
+
+/// A writable view inside one immediate transaction; it can read what it wrote.
+pub struct WriteTxn<'a> {
+    conn: &'a Connection,
+}
+
+impl WriteTxn<'_> {
+    /// Read through the same transaction, seeing this transaction's own writes.
+    pub fn read(&self) -> ReadTxn<'_> {
+        ReadTxn { conn: self.conn }
+    }
+}
+
+/// The database of one stoker master.
+pub struct Store {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    reader: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<()> {
+    let setup = || -> rusqlite::Result<()> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Ok(())
+    };
+    setup().map_err(|source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path`, switch it to WAL and apply every
+    /// pending migration. A database written by a newer stoker is refused, not touched.
+    pub fn open(path: &Path) -> Result<Store> {
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut writer = Connection::open(path).map_err(open_err)?;
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        configure(&writer, path)?;
+        migrations::migrate(&mut writer)?;
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        configure(&reader, path)?;
+        Ok(Store {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+        // A panic inside a transaction rolled it back (Transaction's Drop), so the connection
+        // itself is still sound: recover it instead of poisoning the whole daemon.
+        m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Run `f` on a consistent snapshot of the database.
+    pub fn read<T>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = Self::lock(&self.reader);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        f(&ReadTxn { conn: &tx })
+    }
+
+    /// Run `f` in an immediate transaction; commit when it returns `Ok`, roll back otherwise.
+    pub fn write<T>(&self, f: impl FnOnce(&WriteTxn<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = Self::lock(&self.writer);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&WriteTxn { conn: &tx })?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Checkpoint the WAL into the main file and close both connections. After a clean close the
+    /// `-wal` and `-shm` files are gone and the database is a single self-contained file.
+    pub fn close(self) -> Result<()> {
+        let reader = self
+            .reader
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        let writer = self
+            .writer
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        writer.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,199 @@
+//! Queries on `nodes` and `node_macs`: discovery upserts, listings and counts.
+//! A node is identified by any of its MACs, so a hello from a second NIC finds the same node.
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::model::{Inventory, Mac, Node, NodeId, NodeStatus};
+
+/// Whether a hello created a node or refreshed a known one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelloOutcome {
+    Created,
+    Updated,
+}
+
+/// How many nodes are in each status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeCounts {
+    pub total: u64,
+    pub by_status: Vec<(NodeStatus, u64)>,
+}
+
+impl NodeCounts {
+    pub fn get(&self, status: NodeStatus) -> u64 {
+        self.by_status
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+const NODE_COLUMNS: &str = "id, mac, name, status, inventory, created_at, last_seen_at";
+
+/// A `nodes` row as stored, decoded into a [`Node`] by [`NodeRow::decode`].
+struct NodeRow {
+    id: NodeId,
+    mac: String,
+    name: String,
+    status: String,
+    inventory: String,
+    created_at: i64,
+    last_seen_at: i64,
+}
+
+fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
+    Ok(NodeRow {
+        id: row.get(0)?,
+        mac: row.get(1)?,
+        name: row.get(2)?,
+        status: row.get(3)?,
+        inventory: row.get(4)?,
+        created_at: row.get(5)?,
+        last_seen_at: row.get(6)?,
+    })
+}
+
+impl NodeRow {
+    fn decode(self) -> Result<Node> {
+        let corrupt = |what, detail: String| StoreError::Corrupt {
+            what,
+            detail: format!("node {}: {detail}", self.id),
+        };
+        Ok(Node {
+            id: self.id,
+            mac: self.mac.parse().map_err(|e| corrupt("node MAC", e))?,
+            status: self.status.parse().map_err(|e| corrupt("node status", e))?,
+            inventory: serde_json::from_str(&self.inventory)
+                .map_err(|e| corrupt("node inventory", e.to_string()))?,
+            name: self.name,
+            created_at: self.created_at,
+            last_seen_at: self.last_seen_at,
+        })
+    }
+}
+
+impl ReadTxn<'_> {
+    pub fn node(&self, id: NodeId) -> Result<Option<Node>> {
+        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?1");
+        self.conn
+            .query_row(&sql, [id], node_from_row)
+            .optional()?
+            .map(NodeRow::decode)
+            .transpose()
+    }
+
+    /// The node that owns `mac` on any of its interfaces.
+    pub fn node_by_mac(&self, mac: &Mac) -> Result<Option<Node>> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM nodes
+             WHERE id = (SELECT node_id FROM node_macs WHERE mac = ?1)"
+        );
+        self.conn
+            .query_row(&sql, [mac.as_str()], node_from_row)
+            .optional()?
+            .map(NodeRow::decode)
+            .transpose()
+    }
+
+    /// Every node, by id.
+    pub fn nodes(&self) -> Result<Vec<Node>> {
+        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY id");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], node_from_row)?;
+        rows.map(|r| r?.decode()).collect()
+    }
+
+    pub fn node_counts(&self) -> Result<NodeCounts> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT status, COUNT(*) FROM nodes GROUP BY status")?;
+        let mut counts = NodeCounts::default();
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (status, n) = row?;
+            let status = status.parse().map_err(|detail| StoreError::Corrupt {
+                what: "node status",
+                detail,
+            })?;
+            let n = u64::try_from(n).unwrap_or(0);
+            counts.total += n;
+            counts.by_status.push((status, n));
+        }
+        counts
+            .by_status
+            .sort_by_key(|(s, _)| NodeStatus::ALL.iter().position(|x| x == s));
+        Ok(counts)
+    }
+}
+
+/// Fuel's default name for a discovered node: "Untitled (" + the MAC's last two octets + ")".
+fn default_name(mac: &Mac) -> String {
+    let s = mac.as_str();
+    format!("Untitled ({})", &s[s.len().saturating_sub(5)..])
+}
+
+impl WriteTxn<'_> {
+    /// Record an agent's hello: create the node in `discover`, or refresh a known node's
+    /// inventory and last-seen time. Its status is left alone: a node that is being deployed
+    /// keeps its state when its agent says hello again.
+    pub fn record_hello(&self, inventory: &Inventory, now: i64) -> Result<(Node, HelloOutcome)> {
+        let primary = inventory.primary_mac().ok_or_else(|| StoreError::Corrupt {
+            what: "inventory",
+            detail: "no interface".to_string(),
+        })?;
+        let known = inventory
+            .interfaces
+            .iter()
+            .find_map(|nic| self.read().node_by_mac(&nic.mac).transpose())
+            .transpose()?;
+        let inventory_json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
+            what: "inventory",
+            detail: e.to_string(),
+        })?;
+        let (id, outcome) = match known {
+            Some(node) => {
+                self.conn.execute(
+                    "UPDATE nodes SET inventory = ?1, last_seen_at = ?2 WHERE id = ?3",
+                    params![inventory_json, now, node.id],
+                )?;
+                (node.id, HelloOutcome::Updated)
+            }
+            None => {
+                self.conn.execute(
+                    "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                    params![
+                        primary.as_str(),
+                        default_name(primary),
+                        NodeStatus::Discover.as_str(),
+                        inventory_json,
+                        now
+                    ],
+                )?;
+                (self.conn.last_insert_rowid(), HelloOutcome::Created)
+            }
+        };
+        // The node's MACs are exactly those it reports now; a MAC seen on another node before
+        // (a NIC moved between servers) follows the NIC.
+        self.conn
+            .execute("DELETE FROM node_macs WHERE node_id = ?1", [id])?;
+        for nic in &inventory.interfaces {
+            self.conn.execute(
+                "INSERT INTO node_macs (mac, node_id) VALUES (?1, ?2)
+                 ON CONFLICT(mac) DO UPDATE SET node_id = excluded.node_id",
+                params![nic.mac.as_str(), id],
+            )?;
+        }
+        let (kind, message) = match outcome {
+            HelloOutcome::Created => ("node.discovered", format!("discovered {primary}")),
+            HelloOutcome::Updated => ("node.hello", format!("hello from {primary}")),
+        };
+        self.add_history(now, Some(id), kind, &message)?;
+        let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
+            entity: "node",
+            id: id.to_string(),
+        })?;
+        Ok((node, outcome))
+    }
+}

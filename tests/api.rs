@@ -1,0 +1,137 @@
+//! The JSON API and the agent hello: shapes, stable error codes, and the node appearing.
+
+use serde_json::json;
+
+use crate::common::{TestDaemon, inventory};
+
+#[test]
+fn version_and_health() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    let v = http.get("/api/v1/version");
+    assert_eq!(v.status, 200);
+    assert!(v.content_type.starts_with("application/json"));
+    let v = v.json();
+    assert_eq!(v["name"], "stoker");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["api"], "v1");
+    assert_eq!(
+        v["schema_version"],
+        stoker::store::migrations::latest(),
+        "version reports the schema"
+    );
+    let h = http.get("/healthz");
+    assert_eq!((h.status, h.json()), (200, json!({"status": "ok"})));
+}
+
+#[test]
+fn hello_creates_then_updates_a_discover_node() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    assert_eq!(http.get("/api/v1/nodes").json(), json!([]));
+
+    let first = http.post(
+        "/api/v1/agent/hello",
+        &inventory("52:54:00:aa:00:01").to_string(),
+    );
+    assert_eq!(first.status, 201, "{}", first.body);
+    let first = first.json();
+    assert_eq!(first["created"], true);
+    let node = &first["node"];
+    assert_eq!(node["id"], 1);
+    assert_eq!(node["mac"], "52:54:00:aa:00:01");
+    assert_eq!(node["status"], "discover");
+    assert_eq!(node["name"], "Untitled (00:01)");
+    assert_eq!(node["inventory"]["cpu"]["count"], 32);
+    assert_eq!(node["inventory"]["disks"][1]["serial"], "PHYG0123");
+
+    // The same machine says hello from its second NIC, upper-case: same node, updated.
+    let mut inv = inventory("52:54:00:aa:00:01");
+    inv["interfaces"].as_array_mut().unwrap().swap(0, 1);
+    inv["interfaces"][0]["mac"] = json!("02:54:00:AA:00:01");
+    inv["memory_bytes"] = json!(137438953472u64);
+    let second = http.post("/api/v1/agent/hello", &inv.to_string());
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.json()["created"], false);
+
+    let nodes = http.get("/api/v1/nodes").json();
+    assert_eq!(nodes.as_array().unwrap().len(), 1);
+    assert_eq!(nodes[0]["inventory"]["memory_bytes"], 137438953472u64);
+    let one = http.get("/api/v1/nodes/1");
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json(), nodes[0]);
+}
+
+#[test]
+fn malformed_hello_names_the_field() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    let cases = [
+        ("{", "invalid_json", ""),
+        ("[]", "invalid_input", "$"),
+        ("{}", "invalid_input", "interfaces"),
+        (
+            r#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:zz"}],"cpu":{"count":1},"memory_bytes":1}"#,
+            "invalid_input",
+            "interfaces[0].mac",
+        ),
+        (
+            r#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01","speed_mbps":"fast"}]}"#,
+            "invalid_input",
+            "interfaces[0].speed_mbps",
+        ),
+        (
+            r#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01"}],"cpu":{"count":2},"memory_bytes":-5}"#,
+            "invalid_input",
+            "memory_bytes",
+        ),
+    ];
+    for (body, code, field) in cases {
+        let r = http.post("/api/v1/agent/hello", body);
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        let v = r.json();
+        assert_eq!(v["code"], code, "{body}: {v}");
+        assert!(v["message"].as_str().unwrap().len() > 10, "{v}");
+        if !field.is_empty() {
+            assert_eq!(v["fields"][0]["field"], field, "{body}: {v}");
+            assert!(v["message"].as_str().unwrap().contains(field), "{v}");
+        }
+    }
+    // Nothing was half-written.
+    assert_eq!(http.get("/api/v1/nodes").json(), json!([]));
+}
+
+#[test]
+fn errors_have_stable_codes() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    for (path, status, code) in [
+        ("/api/v1/nodes/42", 404, "not_found"),
+        ("/api/v1/nodes/abc", 400, "bad_request"),
+        ("/api/v1/nodes/-1", 400, "bad_request"),
+        ("/api/v1/no-such-thing", 404, "not_found"),
+    ] {
+        let r = http.get(path);
+        assert_eq!(r.status, status, "{path}");
+        let v = r.json();
+        assert_eq!(v["code"], code, "{path}");
+        assert!(v["message"].is_string(), "{path}");
+    }
+}
+
+#[test]
+fn in_process_stop_closes_the_database_cleanly() {
+    let d = TestDaemon::start();
+    let r = d.http().post(
+        "/api/v1/agent/hello",
+        &inventory("52:54:00:aa:10:01").to_string(),
+    );
+    assert_eq!(r.status, 201);
+    let db = d.db_path();
+    let _dir = d.stop().unwrap();
+    assert!(db.exists());
+    assert!(
+        !db.with_extension("db-wal").exists(),
+        "WAL checkpointed on stop"
+    );
+}

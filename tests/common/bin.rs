@@ -1,0 +1,99 @@
+//! Running the built `stoker` binary as a user would: in a directory of its own, with its
+//! output captured, stopped by PID with a signal.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const STOKER: &str = env!("CARGO_BIN_EXE_stoker");
+
+/// A `stoker` command with a clean environment (no `STOKER_*` leaking in from the host).
+pub fn stoker(cwd: &Path) -> Command {
+    let mut cmd = Command::new(STOKER);
+    cmd.current_dir(cwd);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("STOKER_") || key == "NOTIFY_SOCKET" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// A `stoker serve` process and the lines it has logged so far.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+    pub lines: mpsc::Receiver<String>,
+    pub log: Vec<String>,
+}
+
+impl Served {
+    /// Start `cmd` (already `serve ...`) and wait for its "listening on" line.
+    pub fn spawn(mut cmd: Command) -> Served {
+        cmd.stderr(Stdio::piped()).stdout(Stdio::null());
+        #[allow(clippy::zombie_processes)] // reaped in `wait` or in `Drop`
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut log = Vec::new();
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no 'listening on' line; log so far: {log:#?}"));
+            let found = line
+                .split("listening on http://")
+                .nth(1)
+                .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+            log.push(line);
+            if let Some(addr) = found {
+                return Served {
+                    child,
+                    addr,
+                    lines: rx,
+                    log,
+                };
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Wait for the process to exit; return its exit code and the rest of its log.
+    pub fn wait(mut self) -> (Option<i32>, Vec<String>) {
+        for _ in 0..200 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.log.push(line);
+                }
+                return (status.code(), std::mem::take(&mut self.log));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("stoker did not exit within 10 s; log: {:#?}", self.log);
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

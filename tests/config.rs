@@ -1,0 +1,162 @@
+//! Configuration through the real binary: layering (file < env < flags), refusal of bad values
+//! with exit code 2 and the key named, and the README's table matching the declared options.
+
+use std::process::Output;
+
+use stoker::config::OPTIONS;
+
+use crate::common::bin::{Served, stoker};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bad_values_exit_2_naming_key_and_form() {
+    let dir = tempfile::tempdir().unwrap();
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 4] = [
+        (
+            &["serve", "--http-listen", "localhost"],
+            &[],
+            "invalid value \"localhost\" for `http.listen` (from flag --http-listen): expected an IP address and port",
+        ),
+        (
+            &["serve"],
+            &[("STOKER_LOG_FORMAT", "xml")],
+            "`log.format` (from environment variable STOKER_LOG_FORMAT): expected one of human, json",
+        ),
+        (
+            &["serve"],
+            &[("STOKER_HTTP_SHUTDOWN_TIMEOUT", "soon")],
+            "`http.shutdown_timeout`",
+        ),
+        (
+            &["serve", "--config", "missing.toml"],
+            &[],
+            "cannot read config file missing.toml",
+        ),
+    ];
+    for (args, env, expected) in cases {
+        let out = stoker(dir.path())
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        !dir.path().join("stoker-data").exists(),
+        "nothing created on a bad config"
+    );
+}
+
+#[test]
+fn config_file_errors_name_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("typo.toml"),
+        "[http]\nlisen = \"127.0.0.1:1\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("broken.toml"), "[http\n").unwrap();
+    std::fs::write(dir.path().join("value.toml"), "[log]\nformat = 3\n").unwrap();
+    for (file, expected) in [
+        (
+            "typo.toml",
+            "config file typo.toml: unknown key `http.lisen`",
+        ),
+        ("broken.toml", "config file broken.toml is not valid TOML"),
+        (
+            "value.toml",
+            "invalid value \"3\" for `log.format` (from config file value.toml)",
+        ),
+    ] {
+        let out = stoker(dir.path())
+            .args(["serve", "--config", file])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{file}");
+        assert!(stderr(&out).contains(expected), "{file}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn file_then_env_then_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("stoker.toml"),
+        "data_dir = \"from-file\"\n[http]\nlisten = \"127.0.0.1:0\"\n[log]\nformat = \"json\"\n",
+    )
+    .unwrap();
+    // File alone: data dir and JSON logs from the file.
+    let mut cmd = stoker(dir.path());
+    cmd.args(["serve", "--config", "stoker.toml"]);
+    let served = Served::spawn(cmd);
+    assert!(
+        served.log[0].starts_with('{'),
+        "JSON logs: {}",
+        served.log[0]
+    );
+    served.signal("TERM");
+    assert_eq!(served.wait().0, Some(0));
+    assert!(dir.path().join("from-file/stoker.db").exists());
+
+    // Env beats the file; the flag beats env.
+    let mut cmd = stoker(dir.path());
+    cmd.args(["serve", "--config", "stoker.toml", "--log-format", "human"])
+        .env("STOKER_DATA_DIR", "from-env")
+        .env("STOKER_LOG_FORMAT", "json");
+    let served = Served::spawn(cmd);
+    assert!(
+        !served.log[0].starts_with('{'),
+        "flag wins: {}",
+        served.log[0]
+    );
+    served.signal("TERM");
+    assert_eq!(served.wait().0, Some(0));
+    assert!(dir.path().join("from-env/stoker.db").exists());
+}
+
+/// README's config table lists exactly the declared options, in order.
+#[test]
+fn readme_config_table_matches_options() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table = readme
+        .split("<!-- config-table:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- config-table:end -->").next())
+        .expect("README has a config table between markers");
+    let rows: Vec<Vec<String>> = table
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect();
+    let expected: Vec<Vec<String>> = OPTIONS
+        .iter()
+        .map(|o| {
+            vec![
+                o.key.to_string(),
+                o.env.to_string(),
+                format!("--{}", o.flag),
+                o.default.to_string(),
+                o.help.to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        rows, expected,
+        "README's config table must list OPTIONS as `| `key` | `ENV` | `--flag` | `default` | help |`"
+    );
+}

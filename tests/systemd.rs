@@ -1,0 +1,59 @@
+//! The shipped systemd unit agrees with the binary: `ExecStart` names a subcommand and flags the
+//! CLI accepts, and the unit keeps its hardening and readiness settings.
+
+use clap::Parser;
+
+fn unit() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/systemd/stoker.service"
+    ))
+    .unwrap()
+}
+
+fn directive(unit: &str, key: &str) -> Vec<String> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn exec_start_is_accepted_by_the_cli() {
+    let unit = unit();
+    let exec = directive(&unit, "ExecStart");
+    assert_eq!(exec.len(), 1);
+    let argv: Vec<&str> = exec[0].split_whitespace().collect();
+    assert_eq!(argv[0], "/usr/local/bin/stoker");
+    let cli = stoker::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+    match cli.command {
+        stoker::cli::Command::Serve(args) => {
+            assert_eq!(
+                args.config.as_deref(),
+                Some(std::path::Path::new("/etc/stoker/config.toml"))
+            );
+            let data_dir = args.values.iter().find(|(k, _)| *k == "data_dir");
+            assert_eq!(data_dir.map(|(_, v)| v.as_str()), Some("/var/lib/stoker"));
+        }
+        other => panic!("ExecStart runs {other:?}, not serve"),
+    }
+}
+
+#[test]
+fn unit_is_hardened_and_notifies_readiness() {
+    let unit = unit();
+    for (key, value) in [
+        ("Type", "notify"),
+        ("User", "stoker"),
+        ("StateDirectory", "stoker"),
+        ("ConfigurationDirectory", "stoker"),
+        ("AmbientCapabilities", "CAP_NET_BIND_SERVICE CAP_NET_RAW"),
+        ("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE CAP_NET_RAW"),
+        ("ProtectSystem", "strict"),
+        ("NoNewPrivileges", "yes"),
+        ("PrivateTmp", "yes"),
+        ("ProtectHome", "yes"),
+    ] {
+        assert_eq!(directive(&unit, key), [value], "{key}");
+    }
+}

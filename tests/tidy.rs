@@ -1,0 +1,108 @@
+//! Repository hygiene as tests: every source file says what it owns, and the pure core never
+//! reaches for I/O, the database, the network or the clock.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_doc() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    assert!(files.len() > 10);
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            !text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.starts_with("//!"))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a //! header: {missing:#?}"
+    );
+}
+
+/// Directories and files that must stay pure.
+const PURE: &[&str] = &[
+    "engine",
+    "yaql",
+    "model",
+    "dhcp/classify.rs",
+    "dhcp/reply.rs",
+    "tftp/session.rs",
+];
+
+const FORBIDDEN: &[&str] = &[
+    "tokio",
+    "rusqlite",
+    "actix",
+    "std::fs",
+    "std::net",
+    "SystemTime",
+    "Instant::now",
+];
+
+#[test]
+fn the_core_is_pure() {
+    let mut files = Vec::new();
+    for part in PURE {
+        let path = src().join(part);
+        if path.is_file() {
+            files.push(path);
+        } else {
+            rust_files(&path, &mut files);
+        }
+    }
+    assert!(!files.is_empty());
+    let mut offences = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for word in FORBIDDEN {
+                if line.contains(word) {
+                    offences.push(format!("{}:{}: {word}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "the pure core reaches out: {offences:#?}"
+    );
+}
+
+#[test]
+fn clock_is_read_in_one_place() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let readers: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("SystemTime::now")
+        })
+        .map(|f| f.strip_prefix(src()).unwrap().display().to_string())
+        .collect();
+    assert_eq!(readers, ["clock.rs"]);
+}
