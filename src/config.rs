@@ -18,6 +18,10 @@ pub enum Kind {
     Seconds,
     Choice(&'static [&'static str]),
     LogFilter,
+    /// An `http://` URL, or empty for "not set".
+    OptionalUrl,
+    /// Free text (may be empty).
+    Text,
 }
 
 impl Kind {
@@ -31,6 +35,11 @@ impl Kind {
             Kind::LogFilter => {
                 "a tracing filter, like info or stoker=debug,actix_web=warn".to_string()
             }
+            Kind::OptionalUrl => {
+                "an http:// URL without a trailing path, like http://10.20.0.2:8000, or empty"
+                    .to_string()
+            }
+            Kind::Text => "text".to_string(),
         }
     }
 }
@@ -73,6 +82,22 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "30",
         kind: Kind::Seconds,
         help: "Seconds in-flight requests get to finish after SIGTERM or SIGINT",
+    },
+    OptionSpec {
+        key: "http.public_url",
+        env: "STOKER_HTTP_PUBLIC_URL",
+        flag: "http-public-url",
+        default: "",
+        kind: Kind::OptionalUrl,
+        help: "URL nodes use to reach this master; empty: the address each boot request came to",
+    },
+    OptionSpec {
+        key: "boot.kernel_args",
+        env: "STOKER_BOOT_KERNEL_ARGS",
+        flag: "boot-kernel-args",
+        default: "console=tty0 console=ttyS0,115200n8",
+        kind: Kind::Text,
+        help: "Extra kernel command-line arguments for the bootstrap image",
     },
     OptionSpec {
         key: "log.format",
@@ -152,6 +177,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub http_listen: SocketAddr,
     pub http_shutdown_timeout: u64,
+    pub http_public_url: Option<String>,
+    pub boot_kernel_args: String,
     pub log_format: LogFormat,
     pub log_level: String,
 }
@@ -160,6 +187,11 @@ impl Config {
     /// Path of the SQLite database inside the data directory.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("stoker.db")
+    }
+
+    /// Where the bootstrap kernel and initramfs are served from (`images/` in the data dir).
+    pub fn images_dir(&self) -> PathBuf {
+        self.data_dir.join("images")
     }
 
     /// The configuration made of defaults only.
@@ -252,6 +284,15 @@ impl Layers {
                 Some(Parsed::Seconds(s)) => s,
                 _ => unreachable!("http.shutdown_timeout is declared as seconds"),
             },
+            http_public_url: match take("http.public_url") {
+                Some(Parsed::Text(t)) if t.is_empty() => None,
+                Some(Parsed::Text(t)) => Some(t),
+                _ => unreachable!("http.public_url is declared as an optional URL"),
+            },
+            boot_kernel_args: match take("boot.kernel_args") {
+                Some(Parsed::Text(t)) => t,
+                _ => unreachable!("boot.kernel_args is declared as text"),
+            },
             log_format: match take("log.format") {
                 Some(Parsed::Text(t)) if t == "json" => LogFormat::Json,
                 Some(Parsed::Text(_)) => LogFormat::Human,
@@ -285,6 +326,15 @@ fn parse_value(opt: &OptionSpec, raw: &str) -> Option<Parsed> {
             .ok()
             .filter(|_| !raw.is_empty())
             .map(|_| Parsed::Text(raw.to_string())),
+        Kind::OptionalUrl => {
+            let url = raw.trim_end_matches('/');
+            let valid = url.is_empty()
+                || url.strip_prefix("http://").is_some_and(|rest| {
+                    !rest.is_empty() && !rest.contains('/') && !rest.contains(char::is_whitespace)
+                });
+            valid.then(|| Parsed::Text(url.to_string()))
+        }
+        Kind::Text => Some(Parsed::Text(raw.to_string())),
     }
 }
 

@@ -37,6 +37,7 @@ impl Daemon {
         let http_addr = listener.local_addr()?;
         let state = AppState {
             store: Arc::clone(&store),
+            boot: http::BootSettings::from_config(config),
         };
         let server = http::serve(
             listener,

@@ -4,6 +4,7 @@
 //! and returns data; it never touches the network, the file system, the database or the clock.
 //! The edges (`store`, `http`, `daemon`, `cli`) do the I/O and call the core.
 
+pub mod agent;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -150,7 +150,11 @@ fn readme_config_table_matches_options() {
                 o.key.to_string(),
                 o.env.to_string(),
                 format!("--{}", o.flag),
-                o.default.to_string(),
+                if o.default.is_empty() {
+                    "(empty)".to_string()
+                } else {
+                    o.default.to_string()
+                },
                 o.help.to_string(),
             ]
         })

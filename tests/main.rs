@@ -4,7 +4,9 @@
 
 mod common;
 
+mod agent;
 mod api;
+mod boot;
 mod cli;
 mod config;
 mod pages;

@@ -4,6 +4,7 @@
 //!
 //! Exit codes: 0 success, 1 failure, 2 bad usage or configuration.
 
+mod agent;
 mod config_args;
 mod serve;
 
@@ -37,12 +38,22 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         timeout: u64,
     },
+    /// Run the node agent: gather the inventory and register with the master.
+    Agent(agent::AgentArgs),
     /// Print the version and exit.
     Version,
 }
 
 /// Exit code for bad usage or configuration, like clap's own usage errors.
 pub const EXIT_USAGE: u8 = 2;
+
+/// Turn a subcommand's result into an exit code, printing the error chain on failure.
+fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|err| {
+        eprintln!("stoker: {err:#}");
+        ExitCode::FAILURE
+    })
+}
 
 /// Parse `std::env::args` and run the chosen subcommand.
 pub fn run() -> ExitCode {
@@ -54,6 +65,7 @@ pub fn run() -> ExitCode {
             url,
             timeout,
         } => serve::healthcheck(&config, url, timeout),
+        Command::Agent(args) => report(agent::run(&args)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

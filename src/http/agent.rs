@@ -2,11 +2,12 @@
 //! creates a node in `discover` or refreshes a known one. Later issues add per-node tokens and
 //! the report-and-fetch-next loop here.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
 use super::{ApiError, AppState};
 use crate::model::{Node, RawInventory};
+use crate::store::TokenCheck;
 
 /// Largest inventory document accepted, far above a real server's (a few KiB).
 pub const MAX_HELLO_BYTES: usize = 256 * 1024;
@@ -50,8 +51,26 @@ pub fn parse_inventory(body: &[u8]) -> Result<crate::model::Inventory, ApiError>
     })
 }
 
+/// The bearer token of a request, if it carries one.
+fn bearer(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get(actix_web::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string())
+}
+
 /// `POST /api/v1/agent/hello`
-pub async fn hello(state: web::Data<AppState>, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+///
+/// Without a token this is plain discovery. With `Authorization: Bearer <boot token>` (the
+/// token from the node's kernel command line) the token must be the unused one issued to one of
+/// the node's MACs; a wrong token is refused and logged, and nothing is written.
+pub async fn hello(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
     if body.len() > MAX_HELLO_BYTES {
         return Err(ApiError::BadRequest(format!(
             "inventory is {} bytes; the limit is {MAX_HELLO_BYTES}",
@@ -60,9 +79,26 @@ pub async fn hello(state: web::Data<AppState>, body: web::Bytes) -> Result<HttpR
     }
     let inventory = parse_inventory(&body)?;
     let now = crate::clock::now();
+    let token_hash = bearer(&req).map(|t| super::boot::hash_token(&t));
+    let lifetime = state.boot.token_lifetime;
+    let peer = req.peer_addr();
     let (node, outcome) = state
-        .store(move |s| s.write(|tx| tx.record_hello(&inventory, now)))
-        .await?;
+        .store(move |s| {
+            s.write(|tx| {
+                if let Some(hash) = &token_hash {
+                    let macs: Vec<_> = inventory.interfaces.iter().map(|n| &n.mac).collect();
+                    if tx.consume_boot_token(&macs, hash, now, lifetime)? == TokenCheck::Refused {
+                        return Ok(Err(()));
+                    }
+                }
+                tx.record_hello(&inventory, now).map(Ok)
+            })
+        })
+        .await?
+        .map_err(|()| {
+            tracing::warn!(?peer, "agent hello refused: invalid or used boot token");
+            ApiError::Unauthorized("the boot token is invalid, used or expired".to_string())
+        })?;
     let created = outcome == crate::store::HelloOutcome::Created;
     tracing::info!(node = node.id, mac = %node.mac, created, "agent hello");
     let reply = HelloReply { created, node };

@@ -22,6 +22,8 @@ pub enum ApiError {
         fields: Vec<FieldError>,
     },
     #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
     NotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
@@ -52,6 +54,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::InvalidJson(_) => "invalid_json",
             ApiError::InvalidInput { .. } => "invalid_input",
+            ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
@@ -63,6 +66,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self.code() {
             "bad_request" | "invalid_json" | "invalid_input" => StatusCode::BAD_REQUEST,
+            "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -9,6 +9,7 @@
 mod agent;
 mod api;
 mod assets;
+mod boot;
 mod error;
 mod ui;
 mod views;
@@ -27,6 +28,31 @@ use crate::store::Store;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub store: Arc<Store>,
+    pub boot: BootSettings,
+}
+
+/// What the boot endpoints need from the configuration.
+#[derive(Debug, Clone)]
+pub struct BootSettings {
+    /// `http.public_url`, if set.
+    pub public_url: Option<String>,
+    /// Extra kernel arguments for the bootstrap image.
+    pub kernel_args: String,
+    /// Directory holding `vmlinuz` and `initrd.img`.
+    pub images_dir: std::path::PathBuf,
+    /// How long a boot token stays valid, in seconds.
+    pub token_lifetime: i64,
+}
+
+impl BootSettings {
+    pub fn from_config(config: &crate::config::Config) -> BootSettings {
+        BootSettings {
+            public_url: config.http_public_url.clone(),
+            kernel_args: config.boot_kernel_args.clone(),
+            images_dir: config.images_dir(),
+            token_lifetime: 3600,
+        }
+    }
 }
 
 impl AppState {
@@ -55,6 +81,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/agent/hello", web::post().to(agent::hello))
                 .default_service(web::to(api::not_found)),
         )
+        .route("/boot/images/{file}", web::get().to(boot::image))
+        .route("/boot/{mac}.ipxe", web::get().to(boot::ipxe_script))
         .route("/assets/{path:.*}", web::get().to(assets::asset))
         .route("/", web::get().to(ui::overview))
         .route("/nodes", web::get().to(ui::nodes))

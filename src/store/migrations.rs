@@ -53,6 +53,20 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX history_node ON history(node_id, at);
         ",
     },
+    Migration {
+        version: 3,
+        name: "boot_tokens",
+        sql: "
+            -- The one-time token put on a booting node's kernel command line, stored hashed.
+            -- One outstanding token per MAC: rendering a new boot script replaces it.
+            CREATE TABLE boot_tokens (
+                mac        TEXT    PRIMARY KEY,
+                token_hash TEXT    NOT NULL,
+                issued_at  INTEGER NOT NULL,
+                used_at    INTEGER
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -164,6 +178,30 @@ mod tests {
             .query_row("SELECT node_id FROM history", [], |r| r.get(0))
             .unwrap();
         assert_eq!(orphan, None, "history survives its node");
+    }
+
+    #[test]
+    fn migration_3_adds_boot_tokens() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 2).unwrap();
+        assert_eq!(migrate_to(&mut conn, 3).unwrap(), 3);
+        assert_eq!(
+            tables(&conn),
+            ["boot_tokens", "history", "node_macs", "nodes"]
+        );
+        conn.execute(
+            "INSERT INTO boot_tokens (mac, token_hash, issued_at) VALUES ('m', 'h', 1)",
+            [],
+        )
+        .unwrap();
+        assert!(
+            conn.execute(
+                "INSERT INTO boot_tokens (mac, token_hash, issued_at) VALUES ('m', 'h2', 2)",
+                [],
+            )
+            .is_err(),
+            "one token per MAC"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! so a half-written change never reaches the file. Calls are synchronous; async callers use
 //! `spawn_blocking`. Queries live in one file per table group; no SQL exists outside this module.
 
+mod boot_tokens;
 mod error;
 mod history;
 pub mod migrations;
@@ -16,6 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+pub use boot_tokens::TokenCheck;
 pub use error::StoreError;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, NodeCounts};

@@ -143,6 +143,39 @@ fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
 }
 
 impl Http {
+    /// POST with extra headers.
+    pub fn raw_post(url: &str, body: &str, headers: &[(&str, &str)]) -> Resp {
+        let mut req = agent().post(url).header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        read(req.send(body).unwrap())
+    }
+
+    /// GET a binary body with extra headers; returns status, bytes and lower-case headers.
+    pub fn get_bytes(
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, Vec<u8>, std::collections::HashMap<String, String>) {
+        let mut req = agent().get(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut resp = req.call().unwrap();
+        let hs = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
+            .read_to_vec()
+            .unwrap();
+        (resp.status().as_u16(), bytes, hs)
+    }
+
     pub fn get(&self, path: &str) -> Resp {
         read(agent().get(format!("{}{path}", self.base)).call().unwrap())
     }

@@ -1,0 +1,119 @@
+//! The agent's HTTP client: says hello to the master and retries with capped exponential
+//! backoff while the master is unreachable or failing (5xx), so a node that boots before the
+//! master is up, or across a master restart, still registers. A 4xx answer is final: retrying
+//! a refused token or a rejected document would not change the answer.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("master {url} refused the hello ({status}): {message}")]
+    Refused {
+        url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("master {url} unreachable after {attempts} attempts: {last}")]
+    Unreachable {
+        url: String,
+        attempts: u32,
+        last: String,
+    },
+    #[error("master {url} answered something that is not a hello reply: {detail}")]
+    BadReply { url: String, detail: String },
+}
+
+/// What the master said.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HelloReply {
+    pub created: bool,
+    pub node: HelloNode,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HelloNode {
+    pub id: i64,
+    pub mac: String,
+    pub status: String,
+}
+
+enum Attempt {
+    Done(HelloReply),
+    Final(AgentError),
+    Retry(String),
+}
+
+fn attempt(agent: &ureq::Agent, url: &str, token: Option<&str>, inventory: &Value) -> Attempt {
+    let mut req = agent.post(url).header("content-type", "application/json");
+    if let Some(token) = token {
+        req = req.header("authorization", &format!("Bearer {token}"));
+    }
+    let mut resp = match req.send(inventory.to_string()) {
+        Ok(r) => r,
+        Err(e) => return Attempt::Retry(e.to_string()),
+    };
+    let status = resp.status().as_u16();
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    match status {
+        200 | 201 => match serde_json::from_str(&body) {
+            Ok(reply) => Attempt::Done(reply),
+            Err(e) => Attempt::Final(AgentError::BadReply {
+                url: url.to_string(),
+                detail: e.to_string(),
+            }),
+        },
+        400..=499 => {
+            let message = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v["message"].as_str().map(str::to_string))
+                .unwrap_or(body);
+            Attempt::Final(AgentError::Refused {
+                url: url.to_string(),
+                status,
+                message,
+            })
+        }
+        _ => Attempt::Retry(format!("HTTP {status}")),
+    }
+}
+
+/// POST the inventory to `{master}/api/v1/agent/hello`, up to `attempts` times (0: forever),
+/// waiting 1 s, 2 s, 4 s ... up to `max_backoff` between attempts.
+pub fn hello_with_retry(
+    master: &str,
+    token: Option<&str>,
+    inventory: &Value,
+    attempts: u32,
+    max_backoff: Duration,
+) -> Result<HelloReply, AgentError> {
+    let url = format!("{}/api/v1/agent/hello", master.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut delay = Duration::from_secs(1);
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        match attempt(&agent, &url, token, inventory) {
+            Attempt::Done(reply) => return Ok(reply),
+            Attempt::Final(err) => return Err(err),
+            Attempt::Retry(last) => {
+                if attempts != 0 && n >= attempts {
+                    return Err(AgentError::Unreachable {
+                        url,
+                        attempts: n,
+                        last,
+                    });
+                }
+                tracing::warn!(attempt = n, %url, "hello failed: {last}; retrying in {delay:?}");
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(max_backoff);
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `stoker agent`: the node-side agent. Settings come from flags, else from the kernel command
+//! line (`stoker.master=`, `stoker.token=`), else from `STOKER_MASTER` / `STOKER_TOKEN` (which
+//! the bootstrap's /init exports from the same arguments).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::agent::{BootParams, hello_with_retry, inventory};
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Master URL, like http://10.20.0.2:8000 (default: stoker.master= on the kernel command line)
+    #[arg(long)]
+    master: Option<String>,
+    /// Boot token (default: stoker.token= on the kernel command line)
+    #[arg(long)]
+    token: Option<String>,
+    /// Give up after this many attempts to reach the master (0: keep trying)
+    #[arg(long, default_value_t = 0)]
+    attempts: u32,
+    /// Longest wait between attempts, in seconds
+    #[arg(long, default_value_t = 30)]
+    max_backoff: u64,
+    /// Print the gathered inventory as JSON and exit without contacting the master
+    #[arg(long)]
+    print_inventory: bool,
+    /// Root of the /proc and /sys trees to read (for testing on a prepared tree)
+    #[arg(long, default_value = "/", hide = true)]
+    root: PathBuf,
+}
+
+pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
+    let inventory = inventory::gather(&args.root);
+    if args.print_inventory {
+        println!("{}", serde_json::to_string_pretty(&inventory)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cmdline = std::fs::read_to_string(args.root.join("proc/cmdline")).unwrap_or_default();
+    let boot = BootParams::parse(&cmdline);
+    let master = args
+        .master
+        .clone()
+        .or(boot.master)
+        .or_else(|| std::env::var("STOKER_MASTER").ok())
+        .context(
+            "no master URL: pass --master or boot with stoker.master= on the kernel command line",
+        )?;
+    let token = args
+        .token
+        .clone()
+        .or(boot.token)
+        .or_else(|| std::env::var("STOKER_TOKEN").ok());
+    let reply = hello_with_retry(
+        &master,
+        token.as_deref(),
+        &inventory,
+        args.attempts,
+        Duration::from_secs(args.max_backoff.max(1)),
+    )?;
+    println!(
+        "stoker-agent: registered as node {} ({}) in status {}{}",
+        reply.node.id,
+        reply.node.mac,
+        reply.node.status,
+        if reply.created { ", new" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
