@@ -64,7 +64,8 @@ fn agent_registers_with_token_from_kernel_command_line() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("registered as node 1 (52:54:00:77:00:21) in status discover, new"),
+        stdout
+            .contains("STOKER-AGENT ok node=1 mac=52:54:00:77:00:21 status=discover created=true"),
         "{stdout}"
     );
 

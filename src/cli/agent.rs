@@ -25,6 +25,10 @@ pub struct AgentArgs {
     /// Longest wait between attempts, in seconds
     #[arg(long, default_value_t = 30)]
     max_backoff: u64,
+    /// After registering, say hello again every this many seconds (0: exit after registering).
+    /// Later hellos refresh the inventory and the node's "last seen" time.
+    #[arg(long, default_value_t = 0)]
+    heartbeat: u64,
     /// Print the gathered inventory as JSON and exit without contacting the master
     #[arg(long)]
     print_inventory: bool,
@@ -61,12 +65,26 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         args.attempts,
         Duration::from_secs(args.max_backoff.max(1)),
     )?;
+    // One greppable line, for serial consoles and the PXE lab's marker.
     println!(
-        "stoker-agent: registered as node {} ({}) in status {}{}",
-        reply.node.id,
-        reply.node.mac,
-        reply.node.status,
-        if reply.created { ", new" } else { "" }
+        "STOKER-AGENT ok node={} mac={} status={} created={}",
+        reply.node.id, reply.node.mac, reply.node.status, reply.created
     );
-    Ok(ExitCode::SUCCESS)
+    if args.heartbeat == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The boot token was good once; later hellos are plain discovery refreshes.
+    loop {
+        std::thread::sleep(Duration::from_secs(args.heartbeat));
+        let inventory = inventory::gather(&args.root);
+        if let Err(err) = hello_with_retry(
+            &master,
+            None,
+            &inventory,
+            0,
+            Duration::from_secs(args.max_backoff.max(1)),
+        ) {
+            eprintln!("stoker-agent: heartbeat refused: {err}");
+        }
+    }
 }

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Build stoker's bootstrap image from Debian packages only, around this same binary's `agent`.
+#
+# usage: images/build-bootstrap.sh [--stoker BIN] [--out DIR] [--tftp DIR] [--modules 'm1 m2']
+#
+#   --stoker BIN   the stoker binary to pack (default: target/release/stoker)
+#   --out DIR      where vmlinuz, initrd.img and manifest.txt go (default: stoker-data/images,
+#                  which `stoker serve` serves at /boot/images/)
+#   --tftp DIR     where Debian's iPXE binaries go: undionly.kpxe (BIOS), ipxe.efi and
+#                  snponly.efi (UEFI) (default: stoker-data/tftp)
+#   --modules '…'  kernel modules to include with their dependencies and load at boot
+#                  (default: NIC drivers for QEMU and common servers, plus disk controllers)
+#
+# Packages: the kernel that linux-image-amd64 depends on, busybox-static and ipxe, fetched
+# with `apt-get download` (run `apt-get update` once first) and cached in DIR/.debs.
+# The kernel command-line contract the image understands is in images/README.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+STOKER=$here/target/release/stoker
+OUT=$here/stoker-data/images
+TFTP=$here/stoker-data/tftp
+MODULES="virtio_pci virtio_net e1000 e1000e igb ixgbe i40e tg3 bnxt_en virtio_blk virtio_scsi sd_mod ahci nvme"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --stoker) STOKER=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --tftp) TFTP=$2; shift 2 ;;
+    --modules) MODULES=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//;/^set -euo/d'; exit 0 ;;
+    *) echo "build-bootstrap: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+die() { echo "build-bootstrap: $*" >&2; exit 1; }
+for t in apt-get apt-cache dpkg-deb cpio gzip xz find sha256sum ldd; do  # cpio: apt-get install cpio
+  command -v "$t" >/dev/null || die "$t not found"
+done
+[ -x "$STOKER" ] || die "$STOKER is not an executable (cargo build --release first, or --stoker BIN)"
+mkdir -p "$OUT" "$TFTP"
+OUT=$(cd "$OUT" && pwd); TFTP=$(cd "$TFTP" && pwd)
+CACHE=$OUT/.debs
+mkdir -p "$CACHE"
+
+# ---- Debian packages --------------------------------------------------------------------------
+KERNEL_PKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+[ -n "$KERNEL_PKG" ] || die "cannot resolve linux-image-amd64 (run 'apt-get update' first)"
+fetch() { # package -> path of its .deb in the cache
+  local f
+  f=$(ls "$CACHE/$1"_*.deb 2>/dev/null | head -n1 || true)
+  if [ -z "$f" ]; then
+    (cd "$CACHE" && apt-get -q -o APT::Sandbox::User=root download "$1" >&2) || die "apt-get download $1 failed"
+    f=$(ls "$CACHE/$1"_*.deb | head -n1)
+  fi
+  echo "$f"
+}
+kdeb=$(fetch "$KERNEL_PKG"); bdeb=$(fetch busybox-static); ideb=$(fetch ipxe)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/stoker-image.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+dpkg-deb -x "$kdeb" "$work/kernel"
+dpkg-deb -x "$bdeb" "$work/busybox"
+dpkg-deb -x "$ideb" "$work/ipxe"
+vmlinuz=$(ls "$work"/kernel/boot/vmlinuz-* | head -n1)
+kver=${vmlinuz##*/vmlinuz-}
+kmod=$work/kernel/lib/modules/$kver
+[ -d "$kmod" ] || die "no modules for $kver in $kdeb"
+
+# ---- iPXE for the TFTP root -------------------------------------------------------------------
+for f in undionly.kpxe ipxe.efi snponly.efi; do
+  src=$(find "$work/ipxe" -name "$f" | head -n1)
+  [ -n "$src" ] || die "$f not in $(basename "$ideb")"
+  install -m 0644 "$src" "$TFTP/$f"
+done
+
+# ---- root tree: busybox, modules, stoker ------------------------------------------------------
+root=$work/root
+mkdir -p "$root"/{bin,sbin,etc/udhcpc,proc,sys,dev,tmp,run,root,usr/bin,usr/sbin,lib/modules/"$kver"}
+cp "$work/busybox/bin/busybox" "$root/bin/busybox"
+for applet in $("$root/bin/busybox" --list); do
+  [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+echo "root:x:0:" > "$root/etc/group"
+
+declare -A seen=(); order=()
+unpack() { case $1 in *.xz) xz -dc "$1" ;; *.zst) zstd -dcq "$1" ;; *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac; }
+add_mod() { # module name: add its dependencies, then itself, once
+  local n=${1//-/_} pat f d
+  [ -n "${seen[$n]:-}" ] && return 0
+  seen[$n]=1
+  pat=${n//_/[_-]}
+  grep -qE "/${pat}\.ko(\.[a-z]+)?\$" "$kmod/modules.builtin" 2>/dev/null && return 0
+  f=$(find "$kmod/kernel" -regextype posix-extended -regex ".*/${pat}\.ko(\.xz|\.zst|\.gz)?" | head -n1)
+  [ -n "$f" ] || die "module $n is not in $KERNEL_PKG"
+  for d in $(unpack "$f" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do add_mod "$d"; done
+  order+=("$f")
+}
+for m in $MODULES; do add_mod "$m"; done
+: > "$root/etc/modules.order"
+for f in "${order[@]}"; do
+  rel=${f#"$kmod"/}; rel=${rel%.xz}; rel=${rel%.zst}; rel=${rel%.gz}
+  mkdir -p "$root/lib/modules/$kver/$(dirname "$rel")"
+  unpack "$f" > "$root/lib/modules/$kver/$rel"
+  echo "/lib/modules/$kver/$rel" >> "$root/etc/modules.order"
+done
+
+# Debug symbols are no use on a node and would double the initramfs.
+if command -v strip >/dev/null; then strip -o "$root/bin/stoker" "$STOKER"; else cp "$STOKER" "$root/bin/stoker"; fi
+if ldd "$STOKER" 2>/dev/null | grep -q '=>'; then
+  for lib in $(ldd "$STOKER" | grep -oE '/[^ ]+'); do
+    mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"
+  done
+fi
+
+cat > "$root/etc/udhcpc/default.script" <<'EOF'
+#!/bin/sh
+# udhcpc hook: configure the interface; /init waits for /run/lease.
+case "$1" in
+  deconfig) ip -4 addr flush dev "$interface"; ip link set "$interface" up ;;
+  bound|renew)
+    ip -4 addr flush dev "$interface"
+    ip addr add "$ip/${mask:-24}" dev "$interface"
+    for r in $router; do ip route add default via "$r" dev "$interface" 2>/dev/null; break; done
+    echo "$interface $ip" > /run/lease ;;
+esac
+exit 0
+EOF
+chmod 755 "$root/etc/udhcpc/default.script"
+
+cat > "$root/init" <<'EOF'
+#!/bin/sh
+# stoker bootstrap /init: bring up the boot NIC, then hand over to `stoker agent`, which reads
+# the rest of the kernel command line itself (images/README.md).
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp
+[ -d /sys/firmware/efi ] && mount -t efivarfs efivarfs /sys/firmware/efi/efivars 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+POWEROFF=1; BOOTIF=
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in
+    stoker.poweroff=*) POWEROFF=${arg#*=} ;;
+    stoker.debug=1) set -x ;;
+    BOOTIF=*) BOOTIF=${arg#*=} ;;
+  esac
+done
+up() { cut -d' ' -f1 /proc/uptime; }
+finish() { # only on failure: keep a shell (stoker.poweroff=0) or power off
+  if [ "$POWEROFF" = 0 ]; then echo "stoker: stoker.poweroff=0: shell on the console"; setsid cttyhack sh; fi
+  sync; poweroff -f; sleep 10
+}
+echo "stoker: bootstrap init at uptime=$(up)"
+while read -r m; do insmod "$m" 2>/dev/null; done < /etc/modules.order
+ip link set lo up
+want=; [ -n "$BOOTIF" ] && want=$(echo "${BOOTIF#01-}" | tr '-' ':' | tr 'A-F' 'a-f')
+nics=
+for _ in $(seq 50); do
+  nics=$(for d in /sys/class/net/*; do n=${d##*/}; [ -e "$d/device" ] || continue
+           { [ -z "$want" ] || [ "$(cat "$d/address")" = "$want" ]; } && echo "$n"; done)
+  [ -n "$nics" ] && break; sleep 0.1
+done
+[ -n "$nics" ] || { echo "STOKER-AGENT-FAIL reason=no-nic bootif=$BOOTIF"; finish; }
+for n in $nics; do
+  ip link set "$n" up
+  for _ in $(seq 100); do [ "$(cat /sys/class/net/$n/carrier 2>/dev/null)" = 1 ] && break; sleep 0.1; done
+  udhcpc -i "$n" -s /etc/udhcpc/default.script -n -q -t 10 -T 1 -A 1 && [ -s /run/lease ] && break
+done
+[ -s /run/lease ] || { echo "STOKER-AGENT-FAIL reason=no-dhcp-lease"; finish; }
+echo "stoker: lease $(cat /run/lease) at uptime=$(up)"
+# The agent prints "STOKER-AGENT ok node=N ..." once the master knows the node, then
+# stays up refreshing it, as a discovered node idles in the bootstrap until it is deployed.
+/bin/stoker agent --heartbeat 60
+echo "STOKER-AGENT-FAIL rc=$? uptime=$(up); rebooting in 30 s to try again"
+[ "$POWEROFF" = 0 ] && finish
+sleep 30; reboot -f
+EOF
+chmod 755 "$root/init"
+
+# ---- pack -------------------------------------------------------------------------------------
+install -m 0644 "$vmlinuz" "$OUT/vmlinuz"
+(cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -9 -n > "$OUT/initrd.img"
+{
+  echo "kernel: $KERNEL_PKG ($kver)"
+  echo "busybox: $(basename "$bdeb")"
+  echo "ipxe: $(basename "$ideb") -> $TFTP: undionly.kpxe ipxe.efi snponly.efi"
+  echo "stoker: $("$STOKER" --version) ($(ldd "$STOKER" 2>/dev/null | grep -q '=>' && echo dynamic || echo static))"
+  echo "modules: $(wc -l < "$root/etc/modules.order")"
+  echo "vmlinuz: $(stat -c %s "$OUT/vmlinuz") bytes sha256 $(sha256sum < "$OUT/vmlinuz" | cut -d' ' -f1)"
+  echo "initrd.img: $(stat -c %s "$OUT/initrd.img") bytes sha256 $(sha256sum < "$OUT/initrd.img" | cut -d' ' -f1)"
+} > "$OUT/manifest.txt"
+cat "$OUT/manifest.txt"
