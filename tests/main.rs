@@ -7,6 +7,7 @@ mod common;
 mod agent;
 mod api;
 mod boot;
+mod catalog;
 mod cli;
 mod config;
 mod pages;

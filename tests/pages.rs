@@ -48,8 +48,8 @@ fn empty_states_say_what_to_do() {
     assert!(nodes.contains("No nodes discovered"));
     assert!(nodes.contains("network boot"));
     assert!(!nodes.contains("<table"));
-    assert!(page(&d, "/environments").contains("no release installed"));
-    assert!(page(&d, "/releases").contains("No release installed"));
+    assert!(page(&d, "/environments").contains("No release installed"));
+    assert!(page(&d, "/releases").contains("No plugin is installed"));
 }
 
 #[test]

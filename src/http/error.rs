@@ -68,6 +68,7 @@ impl ResponseError for ApiError {
             "bad_request" | "invalid_json" | "invalid_input" => StatusCode::BAD_REQUEST,
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
+            "conflict" | "no_release" => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -10,6 +10,7 @@ mod agent;
 mod api;
 mod assets;
 mod boot;
+mod catalog;
 mod error;
 mod ui;
 mod views;
@@ -79,6 +80,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/nodes", web::get().to(api::nodes))
                 .route("/nodes/{id}", web::get().to(api::node))
                 .route("/agent/hello", web::post().to(agent::hello))
+                .route("/releases", web::get().to(catalog::releases))
+                .route("/releases/{id}", web::get().to(catalog::release))
+                .route("/plugins", web::get().to(catalog::plugins))
+                .route("/clusters", web::get().to(catalog::clusters))
+                .route("/clusters", web::post().to(catalog::create_cluster))
+                .route("/clusters/{id}", web::get().to(catalog::cluster))
                 .default_service(web::to(api::not_found)),
         )
         .route("/boot/images/{file}", web::get().to(boot::image))
@@ -88,6 +95,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/nodes", web::get().to(ui::nodes))
         .route("/nodes/{id}", web::get().to(ui::node))
         .route("/environments", web::get().to(ui::environments))
+        .route("/environments", web::post().to(ui::create_environment))
         .route("/releases", web::get().to(ui::releases))
         .default_service(web::to(ui::not_found));
 }

@@ -8,7 +8,8 @@ use askama_web::WebTemplate;
 
 use super::views::{CountTile, HistoryRow, NodeRow, human_bytes};
 use super::{ApiError, AppState};
-use crate::model::Node;
+use crate::model::{Node, Release};
+use crate::store::NO_RELEASE_MESSAGE;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -20,6 +21,8 @@ pub struct OverviewPage {
     tiles: Vec<CountTile>,
     history: Vec<HistoryRow>,
     has_nodes: bool,
+    no_release: bool,
+    no_release_message: &'static str,
 }
 
 #[derive(Template, WebTemplate)]
@@ -42,11 +45,34 @@ pub struct NodePage {
     disks: Vec<(String, String, String, String)>,
 }
 
+/// One row of the environments table.
+pub struct EnvironmentRow {
+    id: i64,
+    name: String,
+    release: String,
+    status: String,
+    created: String,
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "environments.html")]
 pub struct EnvironmentsPage {
     nav: &'static str,
     version: &'static str,
+    rows: Vec<EnvironmentRow>,
+    releases: Vec<Release>,
+    no_release_message: &'static str,
+}
+
+/// One installed plugin with its validator findings, as text lines.
+pub struct PluginRow {
+    name: String,
+    title: String,
+    version: String,
+    package_version: String,
+    kind: &'static str,
+    installed: String,
+    diagnostics: Vec<String>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -54,6 +80,9 @@ pub struct EnvironmentsPage {
 pub struct ReleasesPage {
     nav: &'static str,
     version: &'static str,
+    releases: Vec<Release>,
+    plugins: Vec<PluginRow>,
+    no_release_message: &'static str,
 }
 
 #[derive(Template)]
@@ -109,12 +138,22 @@ fn error_page(status: StatusCode, message: String) -> HttpResponse {
 /// `GET /`
 pub async fn overview(state: web::Data<AppState>) -> Result<OverviewPage, PageError> {
     let now = crate::clock::now();
-    let (counts, history) = state
-        .store(|s| s.read(|tx| Ok((tx.node_counts()?, tx.recent_history(15)?))))
+    let (counts, history, releases) = state
+        .store(|s| {
+            s.read(|tx| {
+                Ok((
+                    tx.node_counts()?,
+                    tx.recent_history(15)?,
+                    tx.releases()?.len(),
+                ))
+            })
+        })
         .await?;
     Ok(OverviewPage {
         nav: "overview",
         version: VERSION,
+        no_release: releases == 0,
+        no_release_message: NO_RELEASE_MESSAGE,
         has_nodes: counts.total > 0,
         tiles: CountTile::from_counts(&counts),
         history: history.iter().map(|h| HistoryRow::new(h, now)).collect(),
@@ -167,19 +206,109 @@ pub async fn node(
 }
 
 /// `GET /environments`
-pub async fn environments() -> EnvironmentsPage {
-    EnvironmentsPage {
+pub async fn environments(state: web::Data<AppState>) -> Result<EnvironmentsPage, PageError> {
+    let (clusters, releases) = state
+        .store(|s| s.read(|tx| Ok((tx.clusters()?, tx.releases()?))))
+        .await?;
+    let rows = clusters
+        .iter()
+        .map(|c| EnvironmentRow {
+            id: c.id,
+            name: c.name.clone(),
+            release: releases
+                .iter()
+                .find(|r| r.id == c.release_id)
+                .map_or_else(|| format!("release {}", c.release_id), |r| r.name.clone()),
+            status: c.status.clone(),
+            created: super::views::utc(c.created_at),
+        })
+        .collect();
+    Ok(EnvironmentsPage {
         nav: "environments",
         version: VERSION,
-    }
+        rows,
+        releases: releases
+            .into_iter()
+            .filter(Release::is_deployable)
+            .collect(),
+        no_release_message: NO_RELEASE_MESSAGE,
+    })
+}
+
+/// The create-environment form's fields.
+#[derive(Debug, serde::Deserialize)]
+pub struct EnvironmentForm {
+    name: String,
+    release_id: String,
+}
+
+/// `POST /environments`: create, then back to the list (post/redirect/get).
+pub async fn create_environment(
+    state: web::Data<AppState>,
+    form: web::Form<EnvironmentForm>,
+) -> Result<HttpResponse, PageError> {
+    let form = form.into_inner();
+    let body = serde_json::json!({
+        "name": form.name,
+        "release_id": form.release_id.trim().parse::<i64>().unwrap_or(0),
+    });
+    let new = super::catalog::parse_new_cluster(body.to_string().as_bytes())?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| {
+            s.write(|tx| tx.create_cluster(&new.name, new.release_id, &new.net_segment_type, now))
+        })
+        .await?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header(("Location", "/environments"))
+        .finish())
 }
 
 /// `GET /releases`
-pub async fn releases() -> ReleasesPage {
-    ReleasesPage {
+pub async fn releases(state: web::Data<AppState>) -> Result<ReleasesPage, PageError> {
+    let now = crate::clock::now();
+    let (releases, plugins) = state
+        .store(|s| s.read(|tx| Ok((tx.releases()?, tx.plugins()?))))
+        .await?;
+    let plugins = plugins
+        .into_iter()
+        .map(|p| PluginRow {
+            diagnostics: p
+                .diagnostics
+                .as_array()
+                .map(|list| list.iter().map(diagnostic_line).collect())
+                .unwrap_or_default(),
+            kind: if p.is_release { "release" } else { "plugin" },
+            installed: super::views::ago(p.installed_at, now),
+            name: p.name,
+            title: p.title,
+            version: p.version,
+            package_version: p.package_version,
+        })
+        .collect();
+    Ok(ReleasesPage {
         nav: "releases",
         version: VERSION,
-    }
+        releases,
+        plugins,
+        no_release_message: NO_RELEASE_MESSAGE,
+    })
+}
+
+/// A stored diagnostic as one line: `warning metadata.yaml:3:1 fuel_version: deprecated`.
+fn diagnostic_line(d: &serde_json::Value) -> String {
+    let text = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let num = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
+    let place = match (num("line"), num("column")) {
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", text("file")),
+        _ => text("file").to_string(),
+    };
+    format!(
+        "{} {place} {}: {}",
+        text("level"),
+        text("field"),
+        text("message")
+    )
 }
 
 /// Any path that is not a page.

@@ -21,6 +21,10 @@ pub enum StoreError {
          upgrade stoker or restore a backup"
     )]
     TooNew { found: u32, latest: u32 },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{}", super::NO_RELEASE_MESSAGE)]
+    NoRelease,
     #[error("{entity} {id} not found")]
     NotFound { entity: &'static str, id: String },
     #[error("database holds an invalid {what}: {detail}")]
@@ -34,6 +38,8 @@ impl StoreError {
     pub fn code(&self) -> &'static str {
         match self {
             StoreError::NotFound { .. } => "not_found",
+            StoreError::Conflict(_) => "conflict",
+            StoreError::NoRelease => "no_release",
             StoreError::Open { .. }
             | StoreError::Migration { .. }
             | StoreError::TooNew { .. }

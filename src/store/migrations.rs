@@ -67,6 +67,52 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 4,
+        name: "catalog",
+        sql: "
+            -- Installed plugin packages; a release plugin's releases go with it.
+            CREATE TABLE plugins (
+                id              INTEGER PRIMARY KEY,
+                name            TEXT    NOT NULL,
+                version         TEXT    NOT NULL,
+                title           TEXT    NOT NULL,
+                package_version TEXT    NOT NULL,
+                description     TEXT    NOT NULL,
+                is_release      INTEGER NOT NULL,
+                path            TEXT    NOT NULL,
+                diagnostics     TEXT    NOT NULL,
+                manifest        TEXT    NOT NULL,
+                installed_at    INTEGER NOT NULL,
+                UNIQUE (name, version)
+            ) STRICT;
+            CREATE TABLE releases (
+                id               INTEGER PRIMARY KEY,
+                plugin_id        INTEGER NOT NULL REFERENCES plugins(id) ON DELETE CASCADE,
+                name             TEXT    NOT NULL,
+                version          TEXT    NOT NULL,
+                operating_system TEXT    NOT NULL,
+                description      TEXT    NOT NULL,
+                state            TEXT    NOT NULL,
+                data             TEXT    NOT NULL,
+                UNIQUE (name, version)
+            ) STRICT;
+            -- Environments (Fuel's clusters). A release in use cannot be removed.
+            CREATE TABLE clusters (
+                id               INTEGER PRIMARY KEY,
+                name             TEXT    NOT NULL UNIQUE,
+                release_id       INTEGER NOT NULL REFERENCES releases(id) ON DELETE RESTRICT,
+                status           TEXT    NOT NULL,
+                net_segment_type TEXT    NOT NULL,
+                created_at       INTEGER NOT NULL
+            ) STRICT;
+            -- Facts about this master, such as which bundled plugins were installed once.
+            CREATE TABLE settings (
+                key   TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -202,6 +248,45 @@ mod tests {
             .is_err(),
             "one token per MAC"
         );
+    }
+
+    #[test]
+    fn migration_4_adds_the_catalog_and_protects_used_releases() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 3).unwrap();
+        assert_eq!(migrate_to(&mut conn, 4).unwrap(), 4);
+        assert_eq!(
+            tables(&conn),
+            [
+                "boot_tokens",
+                "clusters",
+                "history",
+                "node_macs",
+                "nodes",
+                "plugins",
+                "releases",
+                "settings"
+            ]
+        );
+        conn.execute_batch(
+            "INSERT INTO plugins VALUES (1, 'p', '1.0.0', 't', '5.0.0', 'd', 1, '/x', '[]', '{}', 1);
+             INSERT INTO releases VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', 'd', 'available', '{}');
+             INSERT INTO clusters VALUES (1, 'env', 1, 'new', 'vlan', 1);",
+        )
+        .unwrap();
+        assert!(
+            conn.execute("DELETE FROM plugins WHERE id = 1", [])
+                .is_err(),
+            "a release in use keeps its plugin"
+        );
+        conn.execute("DELETE FROM clusters", []).unwrap();
+        conn.execute("DELETE FROM plugins WHERE id = 1", [])
+            .unwrap();
+        let left: i64 = conn
+            .query_row("SELECT COUNT(*) FROM releases", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0, "releases go with their plugin");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! `spawn_blocking`. Queries live in one file per table group; no SQL exists outside this module.
 
 mod boot_tokens;
+mod catalog;
+mod clusters;
 mod error;
 mod history;
 pub mod migrations;
@@ -18,6 +20,8 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 pub use boot_tokens::TokenCheck;
+pub use catalog::{NewPlugin, NewRelease};
+pub use clusters::NO_RELEASE_MESSAGE;
 pub use error::StoreError;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, NodeCounts};

@@ -145,7 +145,13 @@ fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
 impl Http {
     /// POST with extra headers.
     pub fn raw_post(url: &str, body: &str, headers: &[(&str, &str)]) -> Resp {
-        let mut req = agent().post(url).header("content-type", "application/json");
+        let mut req = agent().post(url);
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            req = req.header("content-type", "application/json");
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }

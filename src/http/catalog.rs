@@ -1,0 +1,206 @@
+//! JSON endpoints for what the master holds: releases, plugins and environments (`/clusters`,
+//! shaped as Nailgun serialises them so Fuel's clients can read them).
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState};
+use crate::model::{Cluster, FieldError, Release};
+
+/// Nailgun's release shape plus stoker's `plugin_id`.
+pub fn release_json(r: &Release) -> Value {
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "version": r.version,
+        "operating_system": r.operating_system,
+        "description": r.description,
+        "state": r.state,
+        "is_deployable": r.is_deployable(),
+        "plugin_id": r.plugin_id,
+    })
+}
+
+/// Nailgun's cluster shape (`objects/serializers/cluster.py`).
+pub fn cluster_json(c: &Cluster, release: Option<&Release>) -> Value {
+    let fuel_version = release
+        .and_then(|r| r.version.split_once('-').map(|(_, fuel)| fuel.to_string()))
+        .unwrap_or_default();
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "release_id": c.release_id,
+        "status": c.status,
+        "mode": "ha_compact",
+        "net_provider": "neutron",
+        "net_segment_type": c.net_segment_type,
+        "fuel_version": fuel_version,
+        "changes": [],
+        "ui_settings": {},
+        "is_customized": false,
+        "is_locked": c.status != "new",
+        "components": [],
+        "created_at": c.created_at,
+    })
+}
+
+/// `GET /api/v1/releases`
+pub async fn releases(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let releases = state.store(|s| s.read(|tx| tx.releases())).await?;
+    Ok(HttpResponse::Ok().json(releases.iter().map(release_json).collect::<Vec<_>>()))
+}
+
+fn id_of(raw: &str, what: &str) -> Result<i64, ApiError> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::BadRequest(format!("{what} id {raw:?} is not a positive integer")))
+}
+
+/// `GET /api/v1/releases/{id}`: the release with its whole loaded tree under `data`.
+pub async fn release(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "release")?;
+    let (release, data) = state
+        .store(move |s| s.read(|tx| Ok((tx.release(id)?, tx.release_data(id)?))))
+        .await?;
+    let release = release.ok_or_else(|| ApiError::NotFound(format!("release {id} not found")))?;
+    let mut body = release_json(&release);
+    body["data"] = data.unwrap_or(Value::Null);
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `GET /api/v1/plugins`
+pub async fn plugins(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let plugins = state.store(|s| s.read(|tx| tx.plugins())).await?;
+    Ok(HttpResponse::Ok().json(plugins))
+}
+
+/// `GET /api/v1/clusters`
+pub async fn clusters(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let (clusters, releases) = state
+        .store(|s| s.read(|tx| Ok((tx.clusters()?, tx.releases()?))))
+        .await?;
+    let body: Vec<Value> = clusters
+        .iter()
+        .map(|c| cluster_json(c, releases.iter().find(|r| r.id == c.release_id)))
+        .collect();
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `GET /api/v1/clusters/{id}`
+pub async fn cluster(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let found = state
+        .store(move |s| {
+            s.read(|tx| {
+                let cluster = tx.cluster(id)?;
+                let release = match &cluster {
+                    Some(c) => tx.release(c.release_id)?,
+                    None => None,
+                };
+                Ok(cluster.map(|c| (c, release)))
+            })
+        })
+        .await?;
+    let (cluster, release) =
+        found.ok_or_else(|| ApiError::NotFound(format!("environment {id} not found")))?;
+    Ok(HttpResponse::Ok().json(cluster_json(&cluster, release.as_ref())))
+}
+
+/// The body of `POST /api/v1/clusters` as fuelclient sends it (`nodes` and `tasks` are legacy
+/// keys it always sends empty; they are ignored).
+#[derive(Debug, Deserialize)]
+struct RawNewCluster {
+    name: Option<Value>,
+    release_id: Option<Value>,
+    release: Option<Value>,
+    net_segment_type: Option<Value>,
+}
+
+/// A validated request to create an environment.
+pub struct NewCluster {
+    pub name: String,
+    pub release_id: i64,
+    pub net_segment_type: String,
+}
+
+/// Validate a create-environment document, naming every bad field.
+pub fn parse_new_cluster(body: &[u8]) -> Result<NewCluster, ApiError> {
+    let raw: RawNewCluster =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let mut fields = Vec::new();
+    let mut bad = |field: &str, message: &str| {
+        fields.push(FieldError {
+            field: field.to_string(),
+            message: message.to_string(),
+        })
+    };
+    let name = match raw.name.as_ref().and_then(Value::as_str).map(str::trim) {
+        Some(n) if !n.is_empty() && n.len() <= 100 => n.to_string(),
+        Some(_) => {
+            bad("name", "must be 1 to 100 characters");
+            String::new()
+        }
+        None => {
+            bad("name", "is required and must be a string");
+            String::new()
+        }
+    };
+    let release_id = match raw.release_id.or(raw.release) {
+        Some(v) => v.as_i64().filter(|id| *id > 0).unwrap_or_else(|| {
+            bad("release_id", "must be a positive integer");
+            0
+        }),
+        None => {
+            bad("release_id", "is required");
+            0
+        }
+    };
+    let net_segment_type = match raw.net_segment_type.as_ref().map(Value::as_str) {
+        None => "vlan".to_string(),
+        Some(Some(t @ ("vlan" | "gre" | "tun"))) => t.to_string(),
+        Some(_) => {
+            bad("net_segment_type", "must be one of vlan, gre, tun");
+            String::new()
+        }
+    };
+    if fields.is_empty() {
+        Ok(NewCluster {
+            name,
+            release_id,
+            net_segment_type,
+        })
+    } else {
+        Err(ApiError::InvalidInput {
+            what: "environment",
+            fields,
+        })
+    }
+}
+
+/// `POST /api/v1/clusters`: 201 with the environment; 409 `no_release` when no release is
+/// installed, 409 `conflict` for a taken name, 404 for an unknown release.
+pub async fn create_cluster(
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let new = parse_new_cluster(&body)?;
+    let now = crate::clock::now();
+    let (cluster, release) = state
+        .store(move |s| {
+            s.write(|tx| {
+                let c = tx.create_cluster(&new.name, new.release_id, &new.net_segment_type, now)?;
+                let r = tx.read().release(c.release_id)?;
+                Ok((c, r))
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Created().json(cluster_json(&cluster, release.as_ref())))
+}

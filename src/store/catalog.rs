@@ -1,0 +1,263 @@
+//! Queries on `plugins`, `releases` and `settings`: what is installed. Installing a plugin and
+//! its releases is one transaction; removing a plugin removes its releases, unless an
+//! environment still uses one of them.
+
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::model::{PluginSummary, Release};
+
+/// A plugin to record, as the plugin engine validated it.
+#[derive(Debug, Clone)]
+pub struct NewPlugin<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub title: &'a str,
+    pub package_version: &'a str,
+    pub description: &'a str,
+    pub is_release: bool,
+    /// Where the unpacked package lives under the data dir.
+    pub path: &'a str,
+    pub diagnostics: &'a serde_json::Value,
+    /// The loaded metadata tree.
+    pub manifest: &'a serde_json::Value,
+}
+
+/// A release to record, with its whole loaded tree.
+#[derive(Debug, Clone)]
+pub struct NewRelease<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub operating_system: &'a str,
+    pub description: &'a str,
+    pub state: &'a str,
+    pub data: &'a serde_json::Value,
+}
+
+fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<serde_json::Value> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn plugin_from_row(row: &Row<'_>) -> rusqlite::Result<PluginSummary> {
+    Ok(PluginSummary {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        title: row.get(2)?,
+        version: row.get(3)?,
+        package_version: row.get(4)?,
+        description: row.get(5)?,
+        is_release: row.get(6)?,
+        installed_at: row.get(7)?,
+        diagnostics: json_column(row, 8)?,
+    })
+}
+
+const PLUGIN_COLUMNS: &str =
+    "id, name, title, version, package_version, description, is_release, installed_at, diagnostics";
+
+fn release_from_row(row: &Row<'_>) -> rusqlite::Result<Release> {
+    Ok(Release {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        version: row.get(2)?,
+        operating_system: row.get(3)?,
+        description: row.get(4)?,
+        state: row.get(5)?,
+        plugin_id: row.get(6)?,
+    })
+}
+
+const RELEASE_COLUMNS: &str = "id, name, version, operating_system, description, state, plugin_id";
+
+impl ReadTxn<'_> {
+    pub fn plugins(&self) -> Result<Vec<PluginSummary>> {
+        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins ORDER BY name, version");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], plugin_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn plugin_by_name(&self, name: &str, version: Option<&str>) -> Result<Vec<PluginSummary>> {
+        let sql = format!(
+            "SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = ?1 AND (?2 IS NULL OR version = ?2)
+             ORDER BY version"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params![name, version], plugin_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The unpacked package directory of a plugin, relative to the data dir.
+    pub fn plugin_path(&self, id: i64) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT path FROM plugins WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?)
+    }
+
+    pub fn releases(&self) -> Result<Vec<Release>> {
+        let sql = format!("SELECT {RELEASE_COLUMNS} FROM releases ORDER BY id");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([], release_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn release(&self, id: i64) -> Result<Option<Release>> {
+        let sql = format!("SELECT {RELEASE_COLUMNS} FROM releases WHERE id = ?1");
+        Ok(self
+            .conn
+            .query_row(&sql, [id], release_from_row)
+            .optional()?)
+    }
+
+    /// The whole loaded tree of a release (roles, networks, attributes, graphs ...).
+    pub fn release_data(&self, id: i64) -> Result<Option<serde_json::Value>> {
+        Ok(self
+            .conn
+            .query_row("SELECT data FROM releases WHERE id = ?1", [id], |r| {
+                json_column(r, 0)
+            })
+            .optional()?)
+    }
+
+    pub fn setting(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Record a plugin and its releases; a plugin of the same name and version, or a release of
+    /// the same name and version, is a conflict.
+    pub fn insert_plugin(
+        &self,
+        plugin: &NewPlugin<'_>,
+        releases: &[NewRelease<'_>],
+        now: i64,
+    ) -> Result<PluginSummary> {
+        if !self
+            .read()
+            .plugin_by_name(plugin.name, Some(plugin.version))?
+            .is_empty()
+        {
+            return Err(StoreError::Conflict(format!(
+                "plugin {} {} is already installed",
+                plugin.name, plugin.version
+            )));
+        }
+        self.conn.execute(
+            "INSERT INTO plugins (name, version, title, package_version, description, is_release,
+                                  path, diagnostics, manifest, installed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                plugin.name,
+                plugin.version,
+                plugin.title,
+                plugin.package_version,
+                plugin.description,
+                plugin.is_release,
+                plugin.path,
+                plugin.diagnostics.to_string(),
+                plugin.manifest.to_string(),
+                now
+            ],
+        )?;
+        let plugin_id = self.conn.last_insert_rowid();
+        for r in releases {
+            let taken: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT id FROM releases WHERE name = ?1 AND version = ?2",
+                    params![r.name, r.version],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if taken.is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "release {:?} ({}) is already installed by another plugin",
+                    r.name, r.version
+                )));
+            }
+            self.conn.execute(
+                "INSERT INTO releases (plugin_id, name, version, operating_system, description,
+                                       state, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    plugin_id,
+                    r.name,
+                    r.version,
+                    r.operating_system,
+                    r.description,
+                    r.state,
+                    r.data.to_string()
+                ],
+            )?;
+        }
+        let kind = if plugin.is_release {
+            "release plugin"
+        } else {
+            "plugin"
+        };
+        self.add_history(
+            now,
+            None,
+            "plugin.installed",
+            &format!("installed {kind} {} {}", plugin.name, plugin.version),
+        )?;
+        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE id = ?1");
+        Ok(self.conn.query_row(&sql, [plugin_id], plugin_from_row)?)
+    }
+
+    /// Remove a plugin and its releases. Refused while an environment uses one of them.
+    pub fn remove_plugin(&self, id: i64, now: i64) -> Result<PluginSummary> {
+        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE id = ?1");
+        let plugin = self
+            .conn
+            .query_row(&sql, [id], plugin_from_row)
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "plugin",
+                id: id.to_string(),
+            })?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.name FROM clusters c JOIN releases r ON c.release_id = r.id
+             WHERE r.plugin_id = ?1 ORDER BY c.name",
+        )?;
+        let users: Vec<String> = stmt
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if !users.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "plugin {} {} provides the release of environment(s) {}; delete them first",
+                plugin.name,
+                plugin.version,
+                users.join(", ")
+            )));
+        }
+        self.conn
+            .execute("DELETE FROM plugins WHERE id = ?1", [id])?;
+        self.add_history(
+            now,
+            None,
+            "plugin.removed",
+            &format!("removed plugin {} {}", plugin.name, plugin.version),
+        )?;
+        Ok(plugin)
+    }
+
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO settings (key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+}
