@@ -1,6 +1,6 @@
 //! stoker: a lightweight Fuel master in one binary.
 //!
-//! Modules are listed in dependency order. The pure core (`model`, `yaql`, `engine`) takes data
+//! ARCHITECTURE.md is the map. The pure core (`model`, `yaql`, `engine`) takes data
 //! and returns data; it never touches the network, the file system, the database or the clock.
 //! The edges (`store`, `http`, `daemon`, `cli`) do the I/O and call the core.
 
@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod http;
 pub mod model;
 pub mod store;

@@ -1,0 +1,8 @@
+//! The pure deployment engine: data in, data out. It decides and orders; it never touches the
+//! network, the file system, the database or the clock (time arrives as an argument).
+//!
+//! - [`state`]: the node state machine, as a table.
+//! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
+
+pub mod state;
+pub mod steps;

@@ -1,0 +1,434 @@
+//! Ironic-style deploy steps: which steps a node runs, and in which order.
+//!
+//! A step is `interface.name` with a priority and `argsinfo` (each argument's description and
+//! whether it is required). Steps come from stoker's built-ins, the release and plugins. A node
+//! runs every step whose priority is above 0, highest priority first; equal priorities break by a
+//! fixed interface order ([`Interface::rank`]); one step finishes before the next starts.
+//!
+//! Per-deployment user steps (like Ironic's deploy templates and `deploy_steps` argument) may
+//! change a known step's priority (0 disables it), enable a step that is off by default, and pass
+//! arguments, all validated against `argsinfo`. A core step can be disabled but not moved. The
+//! rules and messages follow Ironic's `conductor/steps.py`. Pure: data in, data out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The driver interface a step belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interface {
+    Power,
+    Management,
+    Deploy,
+    Boot,
+    Firmware,
+    Bios,
+    Raid,
+    Network,
+    Storage,
+}
+
+impl Interface {
+    pub const ALL: [Interface; 9] = [
+        Interface::Power,
+        Interface::Management,
+        Interface::Deploy,
+        Interface::Boot,
+        Interface::Firmware,
+        Interface::Bios,
+        Interface::Raid,
+        Interface::Network,
+        Interface::Storage,
+    ];
+
+    /// Tie-break rank: among steps of equal priority, the higher rank runs first. power,
+    /// management, deploy, bios and raid keep Ironic's relative order
+    /// (`DEPLOYING_INTERFACE_PRIORITY`); stoker places boot, firmware, network and storage.
+    pub fn rank(self) -> u8 {
+        match self {
+            Interface::Power => 9,
+            Interface::Management => 8,
+            Interface::Deploy => 7,
+            Interface::Boot => 6,
+            Interface::Firmware => 5,
+            Interface::Bios => 4,
+            Interface::Raid => 3,
+            Interface::Network => 2,
+            Interface::Storage => 1,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interface::Power => "power",
+            Interface::Management => "management",
+            Interface::Deploy => "deploy",
+            Interface::Boot => "boot",
+            Interface::Firmware => "firmware",
+            Interface::Bios => "bios",
+            Interface::Raid => "raid",
+            Interface::Network => "network",
+            Interface::Storage => "storage",
+        }
+    }
+}
+
+impl fmt::Display for Interface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One argument a step takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgInfo {
+    pub description: String,
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// Where a step definition came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "name", rename_all = "lowercase")]
+pub enum Source {
+    Builtin,
+    Release(String),
+    Plugin(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("built-in"),
+            Source::Release(n) => write!(f, "release {n}"),
+            Source::Plugin(n) => write!(f, "plugin {n}"),
+        }
+    }
+}
+
+/// A step a node can run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDef {
+    pub interface: Interface,
+    pub step: String,
+    /// Default priority; 0 means off unless a user step enables it.
+    pub priority: u32,
+    #[serde(default)]
+    pub argsinfo: BTreeMap<String, ArgInfo>,
+    /// Default arguments, overridden by a user step's.
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// A core step may be disabled but not given another priority.
+    #[serde(default)]
+    pub core: bool,
+    pub source: Source,
+}
+
+/// A per-deployment request about one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserStep {
+    pub interface: Interface,
+    pub step: String,
+    pub priority: u32,
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A step as a node will run it: Ironic's `driver_internal_info.deploy_steps` entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedStep {
+    pub interface: Interface,
+    pub step: String,
+    pub priority: u32,
+    pub args: serde_json::Map<String, serde_json::Value>,
+    pub argsinfo: BTreeMap<String, ArgInfo>,
+    pub source: Source,
+}
+
+impl PlannedStep {
+    /// `interface.step`, the id Ironic uses.
+    pub fn id(&self) -> String {
+        format!("{}.{}", self.interface, self.step)
+    }
+}
+
+/// Why a set of steps was refused; every problem is reported, not just the first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid deploy steps: {}", .0.join("; "))]
+pub struct StepsError(pub Vec<String>);
+
+fn id(interface: Interface, step: &str) -> String {
+    format!("{interface}.{step}")
+}
+
+/// Order `defs` as a node runs them, after applying `user` steps.
+pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, StepsError> {
+    let mut errors = Vec::new();
+    let mut by_id: BTreeMap<String, &StepDef> = BTreeMap::new();
+    for def in defs {
+        if let Some(first) = by_id.insert(id(def.interface, &def.step), def) {
+            errors.push(format!(
+                "deploy step {} is defined twice, by {} and by {}",
+                id(def.interface, &def.step),
+                first.source,
+                def.source
+            ));
+        }
+    }
+    let mut seen_user = BTreeSet::new();
+    let mut overrides: BTreeMap<String, &UserStep> = BTreeMap::new();
+    for u in user {
+        let uid = id(u.interface, &u.step);
+        if !seen_user.insert(uid.clone()) {
+            errors.push(format!("deploy step {uid} is given more than once"));
+            continue;
+        }
+        let Some(def) = by_id.get(&uid) else {
+            errors.push(format!("no node supports the deploy step {uid}"));
+            continue;
+        };
+        let unexpected: Vec<&str> = u
+            .args
+            .keys()
+            .filter(|k| !def.argsinfo.contains_key(*k))
+            .map(String::as_str)
+            .collect();
+        if !unexpected.is_empty() {
+            errors.push(format!(
+                "deploy step {uid} has these unexpected arguments: {}",
+                unexpected.join(", ")
+            ));
+        }
+        if u.priority > 0 {
+            let missing: Vec<String> = def
+                .argsinfo
+                .iter()
+                .filter(|(name, info)| {
+                    info.required && !u.args.contains_key(*name) && !def.args.contains_key(*name)
+                })
+                .map(|(name, info)| format!("{name} ({})", info.description))
+                .collect();
+            if !missing.is_empty() {
+                errors.push(format!(
+                    "deploy step {uid} is missing these required arguments: {}",
+                    missing.join(", ")
+                ));
+            }
+            if def.core && u.priority != def.priority {
+                errors.push(format!(
+                    "deploy step {uid} is a core step and cannot be given another priority; \
+                     it may be disabled by setting the priority to 0"
+                ));
+            }
+        }
+        overrides.insert(uid, u);
+    }
+    if !errors.is_empty() {
+        return Err(StepsError(errors));
+    }
+    let mut planned: Vec<PlannedStep> = defs
+        .iter()
+        .filter_map(|def| {
+            let uid = id(def.interface, &def.step);
+            let (priority, extra) = match overrides.get(&uid) {
+                Some(u) => (u.priority, Some(&u.args)),
+                None => (def.priority, None),
+            };
+            if priority == 0 {
+                return None;
+            }
+            let mut args = def.args.clone();
+            if let Some(extra) = extra {
+                args.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            Some(PlannedStep {
+                interface: def.interface,
+                step: def.step.clone(),
+                priority,
+                args,
+                argsinfo: def.argsinfo.clone(),
+                source: def.source.clone(),
+            })
+        })
+        .collect();
+    // Stable: steps equal in priority and interface keep their definition order.
+    planned.sort_by(|a, b| (b.priority, b.interface.rank()).cmp(&(a.priority, a.interface.rank())));
+    Ok(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def(interface: Interface, step: &str, priority: u32) -> StepDef {
+        StepDef {
+            interface,
+            step: step.to_string(),
+            priority,
+            argsinfo: BTreeMap::new(),
+            args: serde_json::Map::new(),
+            core: false,
+            source: Source::Builtin,
+        }
+    }
+
+    fn user(interface: Interface, step: &str, priority: u32, args: serde_json::Value) -> UserStep {
+        UserStep {
+            interface,
+            step: step.to_string(),
+            priority,
+            args: args.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    fn ids(steps: &[PlannedStep]) -> Vec<String> {
+        steps.iter().map(PlannedStep::id).collect()
+    }
+
+    fn builtins() -> Vec<StepDef> {
+        let mut write = def(Interface::Deploy, "write_image", 80);
+        write.core = true;
+        write.argsinfo.insert(
+            "image_url".into(),
+            ArgInfo {
+                description: "HTTP URL of a raw or qcow2 image".into(),
+                required: true,
+            },
+        );
+        write
+            .args
+            .insert("image_url".into(), json!("http://m/boot/images/os.img"));
+        let mut bios = def(Interface::Bios, "apply_configuration", 0);
+        bios.argsinfo.insert(
+            "settings".into(),
+            ArgInfo {
+                description: "BIOS settings to apply".into(),
+                required: true,
+            },
+        );
+        vec![
+            def(Interface::Deploy, "configure", 70),
+            write,
+            def(Interface::Deploy, "run_tasks", 60),
+            def(Interface::Power, "reboot_to_disk", 10),
+            def(Interface::Deploy, "collect_logs", 10),
+            bios,
+            def(Interface::Raid, "create_configuration", 0),
+        ]
+    }
+
+    #[test]
+    fn highest_priority_first_ties_by_interface_and_zero_never_runs() {
+        let steps = plan(&builtins(), &[]).unwrap();
+        assert_eq!(
+            ids(&steps),
+            [
+                "deploy.write_image",
+                "deploy.configure",
+                "deploy.run_tasks",
+                "power.reboot_to_disk",
+                "deploy.collect_logs"
+            ]
+        );
+        assert_eq!(steps[0].args["image_url"], "http://m/boot/images/os.img");
+    }
+
+    #[test]
+    fn user_steps_reprioritise_enable_and_disable() {
+        let steps = plan(
+            &builtins(),
+            &[
+                user(
+                    Interface::Bios,
+                    "apply_configuration",
+                    90,
+                    json!({"settings": [{"name": "HT", "value": "off"}]}),
+                ),
+                user(Interface::Deploy, "collect_logs", 0, json!({})),
+                user(Interface::Deploy, "run_tasks", 75, json!({})),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&steps),
+            [
+                "bios.apply_configuration",
+                "deploy.write_image",
+                "deploy.run_tasks",
+                "deploy.configure",
+                "power.reboot_to_disk"
+            ]
+        );
+        assert_eq!(steps[0].args["settings"][0]["name"], "HT");
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_ironic_words() {
+        let err = plan(
+            &builtins(),
+            &[
+                user(
+                    Interface::Bios,
+                    "apply_configuration",
+                    90,
+                    json!({"bogus": 1}),
+                ),
+                user(Interface::Deploy, "write_image", 95, json!({})),
+                user(Interface::Raid, "nope", 10, json!({})),
+                user(Interface::Deploy, "configure", 10, json!({})),
+                user(Interface::Deploy, "configure", 20, json!({})),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            [
+                "deploy step bios.apply_configuration has these unexpected arguments: bogus",
+                "deploy step bios.apply_configuration is missing these required arguments: settings (BIOS settings to apply)",
+                "deploy step deploy.write_image is a core step and cannot be given another priority; it may be disabled by setting the priority to 0",
+                "no node supports the deploy step raid.nope",
+                "deploy step deploy.configure is given more than once",
+            ]
+        );
+        // A core step may still be disabled.
+        let steps = plan(
+            &builtins(),
+            &[user(Interface::Deploy, "write_image", 0, json!({}))],
+        )
+        .unwrap();
+        assert!(!ids(&steps).contains(&"deploy.write_image".to_string()));
+    }
+
+    #[test]
+    fn two_sources_defining_one_step_conflict() {
+        let mut defs = builtins();
+        let mut dup = def(Interface::Deploy, "configure", 50);
+        dup.source = Source::Plugin("lma".into());
+        defs.push(dup);
+        let err = plan(&defs, &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid deploy steps: deploy step deploy.configure is defined twice, by built-in and by plugin lma"
+        );
+    }
+
+    #[test]
+    fn ties_on_priority_and_interface_keep_definition_order() {
+        let defs = vec![
+            def(Interface::Deploy, "b", 10),
+            def(Interface::Deploy, "a", 10),
+            def(Interface::Raid, "c", 10),
+            def(Interface::Power, "d", 10),
+        ];
+        assert_eq!(
+            ids(&plan(&defs, &[]).unwrap()),
+            ["power.d", "deploy.b", "deploy.a", "raid.c"]
+        );
+        let mut ranks: Vec<u8> = Interface::ALL.iter().map(|i| i.rank()).collect();
+        ranks.dedup();
+        assert_eq!(ranks.len(), Interface::ALL.len(), "ranks are distinct");
+    }
+}
