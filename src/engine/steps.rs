@@ -254,7 +254,7 @@ pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, Ste
         })
         .collect();
     // Stable: steps equal in priority and interface keep their definition order.
-    planned.sort_by(|a, b| (b.priority, b.interface.rank()).cmp(&(a.priority, a.interface.rank())));
+    planned.sort_by_key(|s| std::cmp::Reverse((s.priority, s.interface.rank())));
     Ok(planned)
 }
 
