@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod cmdline;
+pub mod exec;
 pub mod inventory;
 
 pub use client::{AgentError, HelloReply, hello_with_retry};
