@@ -38,6 +38,10 @@ impl Daemon {
         let state = AppState {
             store: Arc::clone(&store),
             boot: http::BootSettings::from_config(config),
+            hello_limit: Arc::new(http::limit::RateLimiter::new(
+                http::limit::Limits::default(),
+                std::time::Instant::now(),
+            )),
         };
         let server = http::serve(
             listener,

@@ -135,3 +135,31 @@ fn in_process_stop_closes_the_database_cleanly() {
         "WAL checkpointed on stop"
     );
 }
+
+#[test]
+fn discovery_hello_is_rate_limited_per_client() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let r = http.post(
+            "/api/v1/agent/hello",
+            &inventory(&format!("52:54:00:aa:20:{i:02}")).to_string(),
+        );
+        statuses.push(r.status);
+        if r.status == 429 {
+            let v = r.json();
+            assert_eq!(v["code"], "rate_limited");
+            assert!(v["message"].as_str().unwrap().contains("127.0.0.1"));
+        }
+    }
+    assert_eq!(statuses[..10], [201; 10], "a burst of 10 goes through");
+    assert_eq!(statuses[10..], [429, 429]);
+    let (status, _, headers) = crate::common::Http::get_bytes(&d.url("/api/v1/nodes"), &[]);
+    assert_eq!(status, 200, "other endpoints are not limited");
+    assert!(!headers.contains_key("retry-after"));
+    assert_eq!(
+        http.get("/api/v1/nodes").json().as_array().unwrap().len(),
+        10
+    );
+}

@@ -1,7 +1,7 @@
 //! The agent's HTTP client: says hello to the master and retries with capped exponential
 //! backoff while the master is unreachable or failing (5xx), so a node that boots before the
-//! master is up, or across a master restart, still registers. A 4xx answer is final: retrying
-//! a refused token or a rejected document would not change the answer.
+//! master is up, or across a master restart, still registers. A 4xx answer other than 429 is
+//! final: retrying a refused token or a rejected document would not change the answer.
 
 use std::time::Duration;
 
@@ -65,6 +65,8 @@ fn attempt(agent: &ureq::Agent, url: &str, token: Option<&str>, inventory: &Valu
                 detail: e.to_string(),
             }),
         },
+        // Rate-limited: the master is fine, just busy; come back later.
+        429 => Attempt::Retry("HTTP 429 (rate-limited)".to_string()),
         400..=499 => {
             let message = serde_json::from_str::<Value>(&body)
                 .ok()

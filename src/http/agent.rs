@@ -77,6 +77,17 @@ pub async fn hello(
             body.len()
         )));
     }
+    if let Some(peer) = req.peer_addr()
+        && let Some(wait) = state
+            .hello_limit
+            .check(peer.ip(), std::time::Instant::now())
+    {
+        tracing::warn!(%peer, "agent hello rate-limited");
+        return Err(ApiError::RateLimited {
+            client: peer.ip().to_string(),
+            retry_after: wait.as_secs().max(1),
+        });
+    }
     let inventory = parse_inventory(&body)?;
     let now = crate::clock::now();
     let token_hash = bearer(&req).map(|t| super::boot::hash_token(&t));

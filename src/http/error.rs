@@ -25,6 +25,8 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("too many requests from {client}; try again in {retry_after} s")]
+    RateLimited { client: String, retry_after: u64 },
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -56,6 +58,7 @@ impl ApiError {
             ApiError::InvalidInput { .. } => "invalid_input",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
         }
@@ -69,6 +72,7 @@ impl ResponseError for ApiError {
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" => StatusCode::CONFLICT,
+            "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -81,7 +85,11 @@ impl ResponseError for ApiError {
             ApiError::InvalidInput { fields, .. } => fields.as_slice(),
             _ => &[],
         };
-        HttpResponse::build(self.status_code()).json(Body {
+        let mut response = HttpResponse::build(self.status_code());
+        if let ApiError::RateLimited { retry_after, .. } = self {
+            response.insert_header(("Retry-After", retry_after.to_string()));
+        }
+        response.json(Body {
             code: self.code(),
             message: self.to_string(),
             fields,

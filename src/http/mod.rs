@@ -12,6 +12,7 @@ mod assets;
 mod boot;
 mod catalog;
 mod error;
+pub mod limit;
 mod ui;
 mod views;
 
@@ -30,6 +31,8 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Arc<Store>,
     pub boot: BootSettings,
+    /// Limits the unauthenticated discovery hello.
+    pub hello_limit: Arc<limit::RateLimiter>,
 }
 
 /// What the boot endpoints need from the configuration.

@@ -1,0 +1,124 @@
+//! Rate limits for unauthenticated endpoints (the discovery hello): a token bucket per client
+//! address and one for everybody, so a boot storm is absorbed and a misbehaving client cannot
+//! starve the rest. Time is passed in, so the limiter is tested without sleeping.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Bucket sizes and refill rates.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub per_client_burst: f64,
+    pub per_client_rate: f64,
+    pub global_burst: f64,
+    pub global_rate: f64,
+}
+
+impl Default for Limits {
+    /// A node says hello once per boot and once a minute after that: 10 at once and one a second
+    /// per address is far above that; 500 at once and 200 a second overall absorbs a rack booting.
+    fn default() -> Limits {
+        Limits {
+            per_client_burst: 10.0,
+            per_client_rate: 1.0,
+            global_burst: 500.0,
+            global_rate: 200.0,
+        }
+    }
+}
+
+/// A token-bucket limiter keyed by client address.
+#[derive(Debug)]
+pub struct RateLimiter {
+    limits: Limits,
+    state: Mutex<(Bucket, HashMap<IpAddr, Bucket>)>,
+}
+
+/// Remembered clients beyond which idle (full) buckets are forgotten.
+const MAX_CLIENTS: usize = 65_536;
+
+fn take(bucket: &mut Bucket, burst: f64, rate: f64, now: Instant) -> Option<Duration> {
+    let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
+    bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
+    bucket.at = now;
+    if bucket.tokens >= 1.0 {
+        bucket.tokens -= 1.0;
+        None
+    } else {
+        Some(Duration::from_secs_f64((1.0 - bucket.tokens) / rate))
+    }
+}
+
+impl RateLimiter {
+    pub fn new(limits: Limits, now: Instant) -> RateLimiter {
+        let global = Bucket {
+            tokens: limits.global_burst,
+            at: now,
+        };
+        RateLimiter {
+            limits,
+            state: Mutex::new((global, HashMap::new())),
+        }
+    }
+
+    /// `None` if `client` may go ahead now, or how long it should wait.
+    pub fn check(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+        let l = self.limits;
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (global, clients) = &mut *guard;
+        if clients.len() >= MAX_CLIENTS {
+            clients.retain(|_, b| {
+                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * l.per_client_rate
+                    < l.per_client_burst
+            });
+        }
+        let bucket = clients.entry(client).or_insert(Bucket {
+            tokens: l.per_client_burst,
+            at: now,
+        });
+        if let Some(wait) = take(bucket, l.per_client_burst, l.per_client_rate, now) {
+            return Some(wait);
+        }
+        take(global, l.global_burst, l.global_rate, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_then_refills_per_client_and_globally() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            per_client_burst: 3.0,
+            per_client_rate: 1.0,
+            global_burst: 4.0,
+            global_rate: 1.0,
+        };
+        let rl = RateLimiter::new(limits, t0);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        for _ in 0..3 {
+            assert_eq!(rl.check(a, t0), None);
+        }
+        let wait = rl.check(a, t0).unwrap();
+        assert!(wait > Duration::from_millis(900) && wait <= Duration::from_secs(1));
+        assert_eq!(rl.check(a, t0 + Duration::from_secs(1)), None, "refilled");
+        // b has its own bucket, but the global one (4, refilling 1/s) is now spent.
+        assert_eq!(rl.check(b, t0 + Duration::from_secs(1)), None);
+        assert!(
+            rl.check(b, t0 + Duration::from_secs(1)).is_some(),
+            "global limit"
+        );
+        assert_eq!(rl.check(b, t0 + Duration::from_secs(2)), None);
+    }
+}
