@@ -38,6 +38,7 @@ impl Daemon {
         let state = AppState {
             store: Arc::clone(&store),
             boot: http::BootSettings::from_config(config),
+            data_dir: config.data_dir.clone(),
             hello_limit: Arc::new(http::limit::RateLimiter::new(
                 http::limit::Limits::default(),
                 std::time::Instant::now(),

@@ -171,3 +171,44 @@ fn a_release_in_use_cannot_be_removed() {
     assert!(err.to_string().contains("environment(s) prod"), "{err}");
     assert_eq!(store.read(|tx| tx.releases()).unwrap().len(), 1);
 }
+
+#[test]
+fn plugins_are_removed_through_the_api_with_their_files() {
+    let d = TestDaemon::start();
+    install_fake_release(&d);
+    let files = d
+        .db_path()
+        .parent()
+        .unwrap()
+        .join("plugins/test-release-1.0.0");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("metadata.yaml"), "name: test-release\n").unwrap();
+    let del = |path: &str| {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut r = agent.delete(&d.url(path)).call().unwrap();
+        (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+    };
+    assert_eq!(
+        d.http()
+            .post("/api/v1/clusters", r#"{"name": "prod", "release_id": 1}"#)
+            .status,
+        201
+    );
+    let (status, body) = del("/api/v1/plugins/test-release");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("environment(s) prod"));
+    let conn = rusqlite::Connection::open(d.db_path()).unwrap();
+    conn.execute("DELETE FROM clusters", []).unwrap();
+
+    assert_eq!(del("/api/v1/plugins/nope").0, 404);
+    assert_eq!(del("/api/v1/plugins/test-release@9.9.9").0, 404);
+    let (status, body) = del("/api/v1/plugins/test-release@1.0.0");
+    assert_eq!(status, 200, "{body}");
+    assert!(!files.exists(), "files removed");
+    assert_eq!(d.http().get("/api/v1/releases").json(), json!([]));
+    assert_eq!(d.http().get("/api/v1/plugins").json(), json!([]));
+    assert!(d.http().get("/").body.contains("No release installed"));
+}

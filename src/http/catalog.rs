@@ -204,3 +204,60 @@ pub async fn create_cluster(
         .await?;
     Ok(HttpResponse::Created().json(cluster_json(&cluster, release.as_ref())))
 }
+
+/// Split `NAME` or `NAME@VERSION`.
+fn name_and_version(raw: &str) -> (&str, Option<&str>) {
+    match raw.split_once('@') {
+        Some((name, version)) => (name, Some(version)),
+        None => (raw, None),
+    }
+}
+
+/// `DELETE /api/v1/plugins/{name}` or `{name}@{version}`: remove an installed plugin, its
+/// releases and its files. Refused (409) while an environment uses one of its releases, or when
+/// a bare name matches several installed versions.
+pub async fn remove_plugin(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let raw = path.into_inner();
+    let now = crate::clock::now();
+    let (removed, dir) = state
+        .store(move |s| {
+            s.write(|tx| {
+                let (name, version) = name_and_version(&raw);
+                let found = tx.read().plugin_by_name(name, version)?;
+                let plugin = match found.as_slice() {
+                    [one] => one.clone(),
+                    [] => {
+                        return Err(crate::store::StoreError::NotFound {
+                            entity: "plugin",
+                            id: raw.clone(),
+                        });
+                    }
+                    many => {
+                        let versions: Vec<&str> = many.iter().map(|p| p.version.as_str()).collect();
+                        return Err(crate::store::StoreError::Conflict(format!(
+                            "{name} is installed in versions {}; say which, as {name}@VERSION",
+                            versions.join(", ")
+                        )));
+                    }
+                };
+                let dir = tx.read().plugin_path(plugin.id)?;
+                let removed = tx.remove_plugin(plugin.id, now)?;
+                Ok((removed, dir))
+            })
+        })
+        .await?;
+    if let Some(dir) = dir {
+        let full = state.data_dir.join(&dir);
+        // The database no longer knows the files; a leftover directory is only disk space.
+        if let Err(e) = std::fs::remove_dir_all(&full)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %full.display(), "cannot remove plugin files: {e}");
+        }
+    }
+    tracing::info!(plugin = %removed.name, version = %removed.version, "plugin removed");
+    Ok(HttpResponse::Ok().json(removed))
+}

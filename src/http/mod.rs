@@ -31,6 +31,8 @@ use crate::store::Store;
 pub struct AppState {
     pub store: Arc<Store>,
     pub boot: BootSettings,
+    /// The data directory (installed plugins live under `plugins/` in it).
+    pub data_dir: std::path::PathBuf,
     /// Limits the unauthenticated discovery hello.
     pub hello_limit: Arc<limit::RateLimiter>,
 }
@@ -86,6 +88,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/releases", web::get().to(catalog::releases))
                 .route("/releases/{id}", web::get().to(catalog::release))
                 .route("/plugins", web::get().to(catalog::plugins))
+                .route("/plugins/{name}", web::delete().to(catalog::remove_plugin))
                 .route("/clusters", web::get().to(catalog::clusters))
                 .route("/clusters", web::post().to(catalog::create_cluster))
                 .route("/clusters/{id}", web::get().to(catalog::cluster))
