@@ -88,7 +88,33 @@ fn agent_registers_with_token_from_kernel_command_line() {
     assert_eq!(inv["system"]["vendor"], "Supermicro");
     assert_eq!(inv["boot_mode"], "uefi");
 
-    // The same token again is refused, and the agent says why and fails.
+    // The agent kept its token; run again (as after an agent crash) it is recognised.
+    let saved = root.path().join("run/stoker-agent.token");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let out = stoker(root.path())
+        .args(["agent", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("node=1 mac=52:54:00:77:00:21 status=discover created=false"),
+        "{stdout}"
+    );
+
+    // Without its token, the used boot token is refused and plain discovery of a known node
+    // too: the agent says why and fails.
+    std::fs::remove_file(&saved).unwrap();
     let out = stoker(root.path())
         .args(["agent", "--root"])
         .arg(root.path())
@@ -96,7 +122,8 @@ fn agent_registers_with_token_from_kernel_command_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("refused the hello (401)"), "{stderr}");
+    assert!(stderr.contains("refused the hello (409)"), "{stderr}");
+    assert!(stderr.contains("already registered"), "{stderr}");
 }
 
 #[test]

@@ -37,6 +37,11 @@ fn hello_creates_then_updates_a_discover_node() {
     assert_eq!(first.status, 201, "{}", first.body);
     let first = first.json();
     assert_eq!(first["created"], true);
+    let token = first["agent_token"]
+        .as_str()
+        .expect("an agent token is issued")
+        .to_string();
+    assert_eq!(token.len(), 64);
     let node = &first["node"];
     assert_eq!(node["id"], 1);
     assert_eq!(node["mac"], "52:54:00:aa:00:01");
@@ -50,9 +55,28 @@ fn hello_creates_then_updates_a_discover_node() {
     inv["interfaces"].as_array_mut().unwrap().swap(0, 1);
     inv["interfaces"][0]["mac"] = json!("02:54:00:AA:00:01");
     inv["memory_bytes"] = json!(137438953472u64);
-    let second = http.post("/api/v1/agent/hello", &inv.to_string());
+    // Without its token, a known node cannot be rewritten by anybody on the network.
+    let anonymous = http.post("/api/v1/agent/hello", &inv.to_string());
+    assert_eq!(anonymous.status, 409, "{}", anonymous.body);
+    assert_eq!(anonymous.json()["code"], "conflict");
+    let wrong = crate::common::Http::raw_post(
+        &d.url("/api/v1/agent/hello"),
+        &inv.to_string(),
+        &[("authorization", &format!("Bearer {}", "f".repeat(64)))],
+    );
+    assert_eq!(wrong.status, 401);
+    let second = crate::common::Http::raw_post(
+        &d.url("/api/v1/agent/hello"),
+        &inv.to_string(),
+        &[("authorization", &format!("Bearer {token}"))],
+    );
     assert_eq!(second.status, 200, "{}", second.body);
-    assert_eq!(second.json()["created"], false);
+    let second = second.json();
+    assert_eq!(second["created"], false);
+    assert!(
+        second.get("agent_token").is_none(),
+        "the token is not rotated by a heartbeat"
+    );
 
     let nodes = http.get("/api/v1/nodes").json();
     assert_eq!(nodes.as_array().unwrap().len(), 1);

@@ -80,8 +80,21 @@ fn hello_with_boot_token_is_one_time() {
     );
     let ok = with(&token);
     assert_eq!(ok.status, 201, "{}", ok.body);
+    let agent_token = ok.json()["agent_token"].as_str().unwrap().to_string();
     let reused = with(&token);
     assert_eq!(reused.status, 401, "a token works once");
+    // Booting again gives a new boot token, which rotates the agent token.
+    let script = d.http().get(&format!("/boot/{mac}.ipxe")).body;
+    let again = with(&kernel_arg(&script, "stoker.token"));
+    assert_eq!(again.status, 200, "{}", again.body);
+    let rotated = again.json()["agent_token"].as_str().unwrap().to_string();
+    assert_ne!(rotated, agent_token);
+    assert_eq!(
+        with(&agent_token).status,
+        401,
+        "the old agent token is gone"
+    );
+    assert_eq!(with(&rotated).status, 200);
 }
 
 #[test]

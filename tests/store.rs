@@ -38,7 +38,7 @@ fn data_survives_reopen() {
     let path = dir.path().join("stoker.db");
     let store = Store::open(&path).unwrap();
     let (node, outcome) = store
-        .write(|tx| tx.record_hello(&inv("52:54:00:dd:00:01"), 1000))
+        .write(|tx| tx.record_hello(&inv("52:54:00:dd:00:01"), Some("h"), 1000))
         .unwrap();
     assert_eq!(outcome, HelloOutcome::Created);
     assert_eq!(node.status, NodeStatus::Discover);
@@ -64,7 +64,7 @@ fn failed_write_rolls_back() {
     let store = Store::open(&dir.path().join("stoker.db")).unwrap();
     let err = store
         .write(|tx| {
-            tx.record_hello(&inv("52:54:00:ee:00:01"), 1)?;
+            tx.record_hello(&inv("52:54:00:ee:00:01"), None, 1)?;
             Err::<(), _>(StoreError::NotFound {
                 entity: "thing",
                 id: "x".into(),

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    #[error("master {url} refused every credential: {last}")]
+    NoCredential { url: String, last: String },
     #[error("master {url} refused the hello ({status}): {message}")]
     Refused {
         url: String,
@@ -31,6 +33,9 @@ pub enum AgentError {
 pub struct HelloReply {
     pub created: bool,
     pub node: HelloNode,
+    /// A new agent token, when the master issued one: keep it for every later call.
+    #[serde(default)]
+    pub agent_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -118,4 +123,34 @@ pub fn hello_with_retry(
             }
         }
     }
+}
+
+/// Say hello with the first credential the master accepts: each of `tokens` in turn (a saved
+/// agent token, then the boot token), then none (plain discovery). A 401 moves on to the next;
+/// any other refusal is final.
+pub fn hello_with_credentials(
+    master: &str,
+    tokens: &[String],
+    inventory: &Value,
+    attempts: u32,
+    max_backoff: Duration,
+) -> Result<HelloReply, AgentError> {
+    let mut last = String::new();
+    for token in tokens.iter().map(|t| Some(t.as_str())).chain([None]) {
+        match hello_with_retry(master, token, inventory, attempts, max_backoff) {
+            Err(AgentError::Refused {
+                status: 401,
+                message,
+                ..
+            }) => {
+                tracing::warn!("hello refused a token: {message}; trying the next credential");
+                last = message;
+            }
+            other => return other,
+        }
+    }
+    Err(AgentError::NoCredential {
+        url: master.to_string(),
+        last,
+    })
 }

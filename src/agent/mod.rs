@@ -9,5 +9,5 @@ pub mod cmdline;
 pub mod exec;
 pub mod inventory;
 
-pub use client::{AgentError, HelloReply, hello_with_retry};
+pub use client::{AgentError, HelloReply, hello_with_credentials, hello_with_retry};
 pub use cmdline::BootParams;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use crate::agent::{BootParams, hello_with_retry, inventory};
+use crate::agent::{BootParams, hello_with_credentials, hello_with_retry, inventory};
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -35,6 +35,10 @@ pub struct AgentArgs {
     /// Root of the /proc and /sys trees to read (for testing on a prepared tree)
     #[arg(long, default_value = "/", hide = true)]
     root: PathBuf,
+    /// Where the agent keeps the token the master issued it (default: run/stoker-agent.token
+    /// under the root, a tmpfs on a booted node)
+    #[arg(long)]
+    state: Option<PathBuf>,
 }
 
 pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
@@ -53,18 +57,30 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         .context(
             "no master URL: pass --master or boot with stoker.master= on the kernel command line",
         )?;
-    let token = args
+    let state = args
+        .state
+        .clone()
+        .unwrap_or_else(|| args.root.join("run/stoker-agent.token"));
+    let boot_token = args
         .token
         .clone()
         .or(boot.token)
         .or_else(|| std::env::var("STOKER_TOKEN").ok());
-    let reply = hello_with_retry(
-        &master,
-        token.as_deref(),
-        &inventory,
-        args.attempts,
-        Duration::from_secs(args.max_backoff.max(1)),
-    )?;
+    // A token saved by an earlier run in this boot first, then the boot token, then none.
+    let tokens: Vec<String> = std::fs::read_to_string(&state)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .into_iter()
+        .chain(boot_token)
+        .collect();
+    let backoff = Duration::from_secs(args.max_backoff.max(1));
+    let reply = hello_with_credentials(&master, &tokens, &inventory, args.attempts, backoff)?;
+    let mut agent_token = tokens.first().cloned();
+    if let Some(token) = &reply.agent_token {
+        save_token(&state, token)?;
+        agent_token = Some(token.clone());
+    }
     // One greppable line, for serial consoles and the PXE lab's marker.
     println!(
         "STOKER-AGENT ok node={} mac={} status={} created={}",
@@ -73,18 +89,35 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     if args.heartbeat == 0 {
         return Ok(ExitCode::SUCCESS);
     }
-    // The boot token was good once; later hellos are plain discovery refreshes.
+    // Later hellos refresh the node with its agent token.
     loop {
         std::thread::sleep(Duration::from_secs(args.heartbeat));
         let inventory = inventory::gather(&args.root);
-        if let Err(err) = hello_with_retry(
-            &master,
-            None,
-            &inventory,
-            0,
-            Duration::from_secs(args.max_backoff.max(1)),
-        ) {
-            eprintln!("stoker-agent: heartbeat refused: {err}");
+        match hello_with_retry(&master, agent_token.as_deref(), &inventory, 0, backoff) {
+            Ok(reply) => {
+                if let Some(token) = reply.agent_token {
+                    save_token(&state, &token)?;
+                    agent_token = Some(token);
+                }
+            }
+            Err(err) => eprintln!("stoker-agent: heartbeat refused: {err}"),
         }
     }
+}
+
+/// Keep the agent token for later runs in this boot, readable by root only.
+fn save_token(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot save the agent token to {}", path.display()))?;
+    std::io::Write::write_all(&mut file, token.as_bytes())?;
+    Ok(())
 }

@@ -1,10 +1,12 @@
 //! The pure deployment engine: data in, data out. It decides and orders; it never touches the
 //! network, the file system, the database or the clock (time arrives as an argument).
 //!
+//! - [`hello`]: who may say hello (discovery, boot token, agent token).
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`state`]: the node state machine, as a table.
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
 
+pub mod hello;
 pub mod order;
 pub mod state;
 pub mod steps;

@@ -1,11 +1,13 @@
-//! Endpoints the node agent calls. For now the discovery hello: an inventory document that
-//! creates a node in `discover` or refreshes a known one. Later issues add per-node tokens and
-//! the report-and-fetch-next loop here.
+//! Endpoints the node agent calls. For now the hello: an inventory document that creates a node
+//! in `discover` (open discovery, rate-limited) or refreshes a known one (only with the node's
+//! boot token or agent token; `engine::hello` holds the policy). The report-and-fetch-next loop
+//! joins it with the orchestration.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
 use super::{ApiError, AppState};
+use crate::engine::hello::{self, Credential, Decision, Refusal};
 use crate::model::{Node, RawInventory};
 use crate::store::TokenCheck;
 
@@ -16,6 +18,9 @@ pub const MAX_HELLO_BYTES: usize = 256 * 1024;
 struct HelloReply {
     created: bool,
     node: Node,
+    /// The node's new agent token, given once: at creation and with each boot token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_token: Option<String>,
 }
 
 /// Parse an inventory document, naming the field at fault for type errors as well as for
@@ -90,29 +95,63 @@ pub async fn hello(
     }
     let inventory = parse_inventory(&body)?;
     let now = crate::clock::now();
-    let token_hash = bearer(&req).map(|t| super::boot::hash_token(&t));
+    let presented = bearer(&req).map(|t| super::boot::hash_token(&t));
+    let (new_token, new_hash) = super::boot::new_token()?;
     let lifetime = state.boot.token_lifetime;
     let peer = req.peer_addr();
-    let (node, outcome) = state
+    let outcome = state
         .store(move |s| {
             s.write(|tx| {
-                if let Some(hash) = &token_hash {
-                    let macs: Vec<_> = inventory.interfaces.iter().map(|n| &n.mac).collect();
-                    if tx.consume_boot_token(&macs, hash, now, lifetime)? == TokenCheck::Refused {
-                        return Ok(Err(()));
+                let known = tx.read().node_for_inventory(&inventory)?;
+                let credential = match &presented {
+                    None => Credential::None,
+                    Some(hash) => {
+                        let macs: Vec<_> = inventory.interfaces.iter().map(|n| &n.mac).collect();
+                        if tx.consume_boot_token(&macs, hash, now, lifetime)?
+                            == TokenCheck::Accepted
+                        {
+                            Credential::BootToken
+                        } else if let Some(node) = &known
+                            && tx.read().agent_token_matches(node.id, hash)?
+                        {
+                            Credential::AgentToken
+                        } else {
+                            Credential::Invalid
+                        }
                     }
-                }
-                tx.record_hello(&inventory, now).map(Ok)
+                };
+                let issue = match hello::decide(known.is_some(), credential) {
+                    Decision::Refuse(why) => return Ok(Err(why)),
+                    Decision::Create | Decision::Refresh { rotate: true } => true,
+                    Decision::Refresh { rotate: false } => false,
+                };
+                let hash = issue.then_some(new_hash.as_str());
+                let (node, outcome) = tx.record_hello(&inventory, hash, now)?;
+                Ok(Ok((node, outcome, issue)))
             })
         })
-        .await?
-        .map_err(|()| {
-            tracing::warn!(?peer, "agent hello refused: invalid or used boot token");
-            ApiError::Unauthorized("the boot token is invalid, used or expired".to_string())
-        })?;
+        .await?;
+    let (node, outcome, issued) = outcome.map_err(|why| match why {
+        Refusal::Unauthorized => {
+            tracing::warn!(?peer, "agent hello refused: invalid, used or expired token");
+            ApiError::Unauthorized("the token is invalid, used or expired".to_string())
+        }
+        Refusal::AlreadyRegistered => {
+            tracing::warn!(?peer, "agent hello refused: known node without a token");
+            ApiError::Conflict(
+                "this node is already registered; say hello with its agent token or boot it \
+                 again from this master"
+                    .to_string(),
+            )
+        }
+    })?;
     let created = outcome == crate::store::HelloOutcome::Created;
     tracing::info!(node = node.id, mac = %node.mac, created, "agent hello");
-    let reply = HelloReply { created, node };
+    let reply = HelloReply {
+        created,
+        node,
+        agent_token: issued.then_some(new_token),
+    };
     Ok(if created {
         HttpResponse::Created().json(reply)
     } else {

@@ -25,6 +25,8 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
     #[error("too many requests from {client}; try again in {retry_after} s")]
     RateLimited { client: String, retry_after: u64 },
     #[error("internal error: {0}")]
@@ -58,6 +60,7 @@ impl ApiError {
             ApiError::InvalidInput { .. } => "invalid_input",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),

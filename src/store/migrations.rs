@@ -113,6 +113,14 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 5,
+        name: "agent_tokens",
+        sql: "
+            -- Each node's own agent token, stored hashed; NULL until one is issued.
+            ALTER TABLE nodes ADD COLUMN agent_token_hash TEXT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -287,6 +295,23 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM releases", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, 0, "releases go with their plugin");
+    }
+
+    #[test]
+    fn migration_5_adds_agent_tokens_to_existing_nodes() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 4).unwrap();
+        conn.execute(
+            "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+             VALUES ('52:54:00:00:00:01', 'n', 'discover', '{}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 5).unwrap(), 5);
+        let hash: Option<String> = conn
+            .query_row("SELECT agent_token_hash FROM nodes", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(hash, None);
     }
 
     #[test]

@@ -96,6 +96,29 @@ impl ReadTxn<'_> {
             .transpose()
     }
 
+    /// The known node that owns any of the inventory's MACs.
+    pub fn node_for_inventory(&self, inventory: &Inventory) -> Result<Option<Node>> {
+        for nic in &inventory.interfaces {
+            if let Some(node) = self.node_by_mac(&nic.mac)? {
+                return Ok(Some(node));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `token_hash` is the node's current agent token.
+    pub fn agent_token_matches(&self, id: NodeId, token_hash: &str) -> Result<bool> {
+        let stored: Option<Option<String>> = self
+            .conn
+            .query_row(
+                "SELECT agent_token_hash FROM nodes WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(stored.flatten().is_some_and(|h| h == token_hash))
+    }
+
     /// Every node, by id.
     pub fn nodes(&self) -> Result<Vec<Node>> {
         let sql = format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY id");
@@ -136,17 +159,19 @@ fn default_name(mac: &Mac) -> String {
 impl WriteTxn<'_> {
     /// Record an agent's hello: create the node in `discover`, or refresh a known node's
     /// inventory and last-seen time. Its status is left alone: a node that is being deployed
-    /// keeps its state when its agent says hello again.
-    pub fn record_hello(&self, inventory: &Inventory, now: i64) -> Result<(Node, HelloOutcome)> {
+    /// keeps its state when its agent says hello again. `new_token_hash`, when given, becomes the
+    /// node's agent token. Who may do this is decided before (`engine::hello`).
+    pub fn record_hello(
+        &self,
+        inventory: &Inventory,
+        new_token_hash: Option<&str>,
+        now: i64,
+    ) -> Result<(Node, HelloOutcome)> {
         let primary = inventory.primary_mac().ok_or_else(|| StoreError::Corrupt {
             what: "inventory",
             detail: "no interface".to_string(),
         })?;
-        let known = inventory
-            .interfaces
-            .iter()
-            .find_map(|nic| self.read().node_by_mac(&nic.mac).transpose())
-            .transpose()?;
+        let known = self.read().node_for_inventory(inventory)?;
         let inventory_json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
             what: "inventory",
             detail: e.to_string(),
@@ -189,6 +214,12 @@ impl WriteTxn<'_> {
             HelloOutcome::Created => ("node.discovered", format!("discovered {primary}")),
             HelloOutcome::Updated => ("node.hello", format!("hello from {primary}")),
         };
+        if let Some(hash) = new_token_hash {
+            self.conn.execute(
+                "UPDATE nodes SET agent_token_hash = ?1 WHERE id = ?2",
+                params![hash, id],
+            )?;
+        }
         self.add_history(now, Some(id), kind, &message)?;
         let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
             entity: "node",
