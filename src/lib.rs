@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod dhcp;
 pub mod engine;
 pub mod http;
 pub mod model;

@@ -48,6 +48,7 @@ const PURE: &[&str] = &[
     "yaql",
     "model",
     "dhcp/classify.rs",
+    "dhcp/lease.rs",
     "dhcp/reply.rs",
     "tftp/session.rs",
 ];
@@ -61,6 +62,9 @@ const FORBIDDEN: &[&str] = &[
     "SystemTime",
     "Instant::now",
 ];
+
+/// What `std::net` may not bring into the DHCP/TFTP protocol cores.
+const SOCKETS: &[&str] = &["UdpSocket", "TcpStream", "TcpListener", "ToSocketAddrs"];
 
 #[test]
 fn the_core_is_pure() {
@@ -78,8 +82,19 @@ fn the_core_is_pure() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         for (n, line) in text.lines().enumerate() {
+            let protocol = file.components().any(|c| {
+                let c = c.as_os_str();
+                c == "dhcp" || c == "tftp"
+            });
             for word in FORBIDDEN {
-                if line.contains(word) {
+                // Protocol cores work on addresses (`std::net::Ipv4Addr` is
+                // a value); only the sockets in `std::net` are I/O there.
+                let hit = if protocol && *word == "std::net" {
+                    SOCKETS.iter().any(|s| line.contains(s))
+                } else {
+                    line.contains(word)
+                };
+                if hit {
                     offences.push(format!("{}:{}: {word}", file.display(), n + 1));
                 }
             }
