@@ -7,8 +7,12 @@
 //! create the data directory (the daemon does).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+
+use crate::dhcp::reply::{Mode as DhcpMode, Subnet};
+use crate::dhcp::spec;
+use crate::model::Mac;
 
 /// The expected form of an option's value, used to parse it and to explain a bad one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +26,20 @@ pub enum Kind {
     OptionalUrl,
     /// Free text (may be empty).
     Text,
+    /// `true` or `false`.
+    Bool,
+    /// A positive whole number.
+    Count,
+    /// An IPv4 address, or empty for "not set".
+    OptionalIpv4,
+    /// An IP address and port, or empty for "not set".
+    OptionalSocketAddr,
+    /// A file system path, or empty for "the default under the data directory".
+    OptionalPath,
+    /// DHCP subnet lines (see `dhcp::spec`).
+    Subnets,
+    /// DHCP reservations (see `dhcp::spec`).
+    Reservations,
 }
 
 impl Kind {
@@ -40,6 +58,15 @@ impl Kind {
                     .to_string()
             }
             Kind::Text => "text".to_string(),
+            Kind::Bool => "true or false".to_string(),
+            Kind::Count => "a whole number from 1 up".to_string(),
+            Kind::OptionalIpv4 => "an IPv4 address, like 10.20.0.2, or empty".to_string(),
+            Kind::OptionalSocketAddr => {
+                "an IP address and port, like 127.0.0.1:6868, or empty".to_string()
+            }
+            Kind::OptionalPath => "a file system path, or empty".to_string(),
+            Kind::Subnets => spec::SUBNET_FORM.to_string(),
+            Kind::Reservations => spec::RESERVATION_FORM.to_string(),
         }
     }
 }
@@ -56,6 +83,7 @@ pub struct OptionSpec {
 }
 
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
+pub const DHCP_MODES: &[&str] = &["authoritative", "reservation-only"];
 
 /// Every option stoker reads. Add an option here and nowhere else.
 pub const OPTIONS: &[OptionSpec] = &[
@@ -98,6 +126,94 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "console=tty0 console=ttyS0,115200n8",
         kind: Kind::Text,
         help: "Extra kernel command-line arguments for the bootstrap image",
+    },
+    OptionSpec {
+        key: "dhcp.enabled",
+        env: "STOKER_DHCP_ENABLED",
+        flag: "dhcp-enabled",
+        default: "false",
+        kind: Kind::Bool,
+        help: "Run the DHCP server (needs `dhcp.server_ip` and `dhcp.subnets`; port 67 needs CAP_NET_BIND_SERVICE)",
+    },
+    OptionSpec {
+        key: "dhcp.listen",
+        env: "STOKER_DHCP_LISTEN",
+        flag: "dhcp-listen",
+        default: "0.0.0.0:67",
+        kind: Kind::SocketAddr,
+        help: "Where the DHCP server listens; keep 0.0.0.0 so clients' broadcasts arrive",
+    },
+    OptionSpec {
+        key: "dhcp.server_ip",
+        env: "STOKER_DHCP_SERVER_IP",
+        flag: "dhcp-server-ip",
+        default: "",
+        kind: Kind::OptionalIpv4,
+        help: "This master's address on the PXE network: server identifier, next-server, TFTP and HTTP host",
+    },
+    OptionSpec {
+        key: "dhcp.subnets",
+        env: "STOKER_DHCP_SUBNETS",
+        flag: "dhcp-subnets",
+        default: "",
+        kind: Kind::Subnets,
+        help: "Subnets served, such as `10.20.0.0/24 pool=10.20.0.100-10.20.0.199 router=10.20.0.1 dns=10.20.0.1 lease=3600`; `;` between subnets (a TOML array works too)",
+    },
+    OptionSpec {
+        key: "dhcp.reservations",
+        env: "STOKER_DHCP_RESERVATIONS",
+        flag: "dhcp-reservations",
+        default: "",
+        kind: Kind::Reservations,
+        help: "Fixed addresses, `MAC=IP` separated by `;` (a TOML array works too)",
+    },
+    OptionSpec {
+        key: "dhcp.mode",
+        env: "STOKER_DHCP_MODE",
+        flag: "dhcp-mode",
+        default: "authoritative",
+        kind: Kind::Choice(DHCP_MODES),
+        help: "Who gets answers: `authoritative` (every client on a served subnet) or `reservation-only` (reserved MACs only)",
+    },
+    OptionSpec {
+        key: "dhcp.reply_to",
+        env: "STOKER_DHCP_REPLY_TO",
+        flag: "dhcp-reply-to",
+        default: "",
+        kind: Kind::OptionalSocketAddr,
+        help: "Send every reply to this address instead of broadcasting (tests on loopback); empty in production",
+    },
+    OptionSpec {
+        key: "tftp.enabled",
+        env: "STOKER_TFTP_ENABLED",
+        flag: "tftp-enabled",
+        default: "false",
+        kind: Kind::Bool,
+        help: "Run the read-only TFTP server for the iPXE loaders (port 69 needs CAP_NET_BIND_SERVICE)",
+    },
+    OptionSpec {
+        key: "tftp.listen",
+        env: "STOKER_TFTP_LISTEN",
+        flag: "tftp-listen",
+        default: "0.0.0.0:69",
+        kind: Kind::SocketAddr,
+        help: "Where the TFTP server listens",
+    },
+    OptionSpec {
+        key: "tftp.root",
+        env: "STOKER_TFTP_ROOT",
+        flag: "tftp-root",
+        default: "",
+        kind: Kind::OptionalPath,
+        help: "Directory served over TFTP; empty: `tftp/` in the data directory (embedded files fill the gaps)",
+    },
+    OptionSpec {
+        key: "tftp.max_transfers",
+        env: "STOKER_TFTP_MAX_TRANSFERS",
+        flag: "tftp-max-transfers",
+        default: "64",
+        kind: Kind::Count,
+        help: "Concurrent TFTP transfers; more requests get a busy error and retry",
     },
     OptionSpec {
         key: "log.format",
@@ -162,6 +278,11 @@ pub enum ConfigError {
         origin: Source,
         expected: String,
     },
+    #[error("`{key}` must be set when {because}")]
+    Missing {
+        key: &'static str,
+        because: &'static str,
+    },
 }
 
 /// Log output format.
@@ -181,6 +302,30 @@ pub struct Config {
     pub boot_kernel_args: String,
     pub log_format: LogFormat,
     pub log_level: String,
+    pub dhcp: DhcpSettings,
+    pub tftp: TftpSettings,
+}
+
+/// The DHCP server's settings.
+#[derive(Debug, Clone)]
+pub struct DhcpSettings {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    pub server_ip: Option<Ipv4Addr>,
+    /// Subnets with their reservations attached.
+    pub subnets: Vec<Subnet>,
+    pub mode: DhcpMode,
+    pub reply_to: Option<SocketAddr>,
+}
+
+/// The TFTP server's settings.
+#[derive(Debug, Clone)]
+pub struct TftpSettings {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// `None`: `tftp/` in the data directory.
+    pub root: Option<PathBuf>,
+    pub max_transfers: usize,
 }
 
 impl Config {
@@ -192,6 +337,14 @@ impl Config {
     /// Where the bootstrap kernel and initramfs are served from (`images/` in the data dir).
     pub fn images_dir(&self) -> PathBuf {
         self.data_dir.join("images")
+    }
+
+    /// The directory served over TFTP.
+    pub fn tftp_root(&self) -> PathBuf {
+        self.tftp
+            .root
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("tftp"))
     }
 
     /// The configuration made of defaults only.
@@ -260,18 +413,100 @@ impl Layers {
     /// Validate every layer into a [`Config`]; the first bad value is reported with its key.
     pub fn resolve(&self) -> Result<Config, ConfigError> {
         let mut values: BTreeMap<&'static str, Parsed> = BTreeMap::new();
+        let mut origins: BTreeMap<&'static str, (String, Source)> = BTreeMap::new();
         for opt in OPTIONS {
             let (raw, source) = self.value_of(opt);
-            let parsed = parse_value(opt, &raw).ok_or_else(|| ConfigError::Invalid {
+            let parsed = parse_value(opt, &raw).map_err(|detail| ConfigError::Invalid {
                 key: opt.key,
                 value: raw.clone(),
-                origin: source,
-                expected: opt.kind.expected(),
+                origin: source.clone(),
+                expected: match detail {
+                    Some(detail) => format!("{} ({detail})", opt.kind.expected()),
+                    None => opt.kind.expected(),
+                },
             })?;
             values.insert(opt.key, parsed);
+            origins.insert(opt.key, (raw, source));
         }
         let mut take = |key: &str| values.remove(key);
+        let dhcp = {
+            let enabled = matches!(take("dhcp.enabled"), Some(Parsed::Bool(true)));
+            let listen = match take("dhcp.listen") {
+                Some(Parsed::Addr(a)) => a,
+                _ => unreachable!("dhcp.listen is declared as a socket address"),
+            };
+            let server_ip = match take("dhcp.server_ip") {
+                Some(Parsed::Ip(ip)) => ip,
+                _ => unreachable!("dhcp.server_ip is declared as an optional IPv4 address"),
+            };
+            let mut subnets = match take("dhcp.subnets") {
+                Some(Parsed::Subnets(s)) => s,
+                _ => unreachable!("dhcp.subnets is declared as subnets"),
+            };
+            let reservations = match take("dhcp.reservations") {
+                Some(Parsed::Reservations(r)) => r,
+                _ => unreachable!("dhcp.reservations is declared as reservations"),
+            };
+            spec::attach_reservations(&mut subnets, reservations).map_err(|detail| {
+                let (value, origin) = origins
+                    .get("dhcp.reservations")
+                    .cloned()
+                    .unwrap_or((String::new(), Source::Default));
+                ConfigError::Invalid {
+                    key: "dhcp.reservations",
+                    value,
+                    origin,
+                    expected: format!("{} ({detail})", Kind::Reservations.expected()),
+                }
+            })?;
+            let mode = match take("dhcp.mode") {
+                Some(Parsed::Text(t)) if t == "reservation-only" => DhcpMode::ReservationOnly,
+                Some(Parsed::Text(_)) => DhcpMode::Authoritative,
+                _ => unreachable!("dhcp.mode is declared as a choice"),
+            };
+            let reply_to = match take("dhcp.reply_to") {
+                Some(Parsed::OptAddr(a)) => a,
+                _ => unreachable!("dhcp.reply_to is declared as an optional socket address"),
+            };
+            if enabled && server_ip.is_none() {
+                return Err(ConfigError::Missing {
+                    key: "dhcp.server_ip",
+                    because: "dhcp.enabled is true",
+                });
+            }
+            if enabled && subnets.is_empty() {
+                return Err(ConfigError::Missing {
+                    key: "dhcp.subnets",
+                    because: "dhcp.enabled is true",
+                });
+            }
+            DhcpSettings {
+                enabled,
+                listen,
+                server_ip,
+                subnets,
+                mode,
+                reply_to,
+            }
+        };
+        let tftp = TftpSettings {
+            enabled: matches!(take("tftp.enabled"), Some(Parsed::Bool(true))),
+            listen: match take("tftp.listen") {
+                Some(Parsed::Addr(a)) => a,
+                _ => unreachable!("tftp.listen is declared as a socket address"),
+            },
+            root: match take("tftp.root") {
+                Some(Parsed::OptPath(p)) => p,
+                _ => unreachable!("tftp.root is declared as an optional path"),
+            },
+            max_transfers: match take("tftp.max_transfers") {
+                Some(Parsed::Count(n)) => usize::try_from(n).unwrap_or(usize::MAX),
+                _ => unreachable!("tftp.max_transfers is declared as a count"),
+            },
+        };
         Ok(Config {
+            dhcp,
+            tftp,
             data_dir: match take("data_dir") {
                 Some(Parsed::Path(p)) => p,
                 _ => unreachable!("data_dir is declared as a path"),
@@ -308,14 +543,49 @@ impl Layers {
 
 enum Parsed {
     Path(PathBuf),
+    OptPath(Option<PathBuf>),
     Addr(SocketAddr),
+    OptAddr(Option<SocketAddr>),
+    Ip(Option<Ipv4Addr>),
     Seconds(u64),
+    Count(u64),
+    Bool(bool),
     Text(String),
+    Subnets(Vec<Subnet>),
+    Reservations(Vec<(Mac, Ipv4Addr)>),
 }
 
-fn parse_value(opt: &OptionSpec, raw: &str) -> Option<Parsed> {
+/// Parse one value; the error may carry a detail that says what exactly is wrong.
+fn parse_value(opt: &OptionSpec, raw: &str) -> Result<Parsed, Option<String>> {
     let raw = raw.trim();
     match opt.kind {
+        Kind::Subnets => spec::parse_subnets(raw).map(Parsed::Subnets).map_err(Some),
+        Kind::Reservations => spec::parse_reservations(raw)
+            .map(Parsed::Reservations)
+            .map_err(Some),
+        _ => parse_simple(opt.kind, raw).ok_or(None),
+    }
+}
+
+fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
+    match kind {
+        Kind::Subnets | Kind::Reservations => None,
+        Kind::Bool => match raw {
+            "true" => Some(Parsed::Bool(true)),
+            "false" => Some(Parsed::Bool(false)),
+            _ => None,
+        },
+        Kind::Count => raw.parse().ok().filter(|n| *n > 0).map(Parsed::Count),
+        Kind::OptionalIpv4 if raw.is_empty() => Some(Parsed::Ip(None)),
+        Kind::OptionalIpv4 => raw
+            .parse::<Ipv4Addr>()
+            .ok()
+            .filter(|ip| !ip.is_unspecified() && !ip.is_broadcast())
+            .map(|ip| Parsed::Ip(Some(ip))),
+        Kind::OptionalSocketAddr if raw.is_empty() => Some(Parsed::OptAddr(None)),
+        Kind::OptionalSocketAddr => raw.parse().ok().map(|a| Parsed::OptAddr(Some(a))),
+        Kind::OptionalPath if raw.is_empty() => Some(Parsed::OptPath(None)),
+        Kind::OptionalPath => Some(Parsed::OptPath(Some(PathBuf::from(raw)))),
         Kind::Path => (!raw.is_empty()).then(|| Parsed::Path(PathBuf::from(raw))),
         Kind::SocketAddr => raw.parse().ok().map(Parsed::Addr),
         Kind::Seconds => raw.parse().ok().map(Parsed::Seconds),
@@ -378,6 +648,15 @@ fn flatten(
                     toml::Value::Integer(i) => i.to_string(),
                     toml::Value::Float(f) => f.to_string(),
                     toml::Value::Boolean(b) => b.to_string(),
+                    // Lists (subnets, reservations) are `;`-separated in their text form.
+                    toml::Value::Array(items) => items
+                        .iter()
+                        .map(|i| match i {
+                            toml::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(";"),
                     v => v.to_string(),
                 };
                 out.insert(key, text);
@@ -465,5 +744,69 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok["http.shutdown_timeout"], "5");
+    }
+
+    #[test]
+    fn dhcp_needs_its_address_and_subnets_and_explains_bad_lines() {
+        let on = |extra: &'static str| {
+            Layers::default().with_env(move |var| match var {
+                "STOKER_DHCP_ENABLED" => Some("true".to_string()),
+                "STOKER_DHCP_SERVER_IP" if extra != "no-ip" => Some("10.20.0.2".to_string()),
+                "STOKER_DHCP_SUBNETS" if extra != "no-subnet" => {
+                    Some("10.20.0.0/24 pool=10.20.0.100-10.20.0.199 router=10.20.0.1".to_string())
+                }
+                "STOKER_DHCP_RESERVATIONS" if extra == "lost" => {
+                    Some("52:54:00:00:00:01=10.99.0.5".to_string())
+                }
+                _ => None,
+            })
+        };
+        let config = on("").resolve().unwrap();
+        assert!(config.dhcp.enabled);
+        assert_eq!(config.dhcp.subnets.len(), 1);
+        assert_eq!(
+            on("no-ip").resolve().unwrap_err().to_string(),
+            "`dhcp.server_ip` must be set when dhcp.enabled is true"
+        );
+        assert!(matches!(
+            on("no-subnet").resolve(),
+            Err(ConfigError::Missing {
+                key: "dhcp.subnets",
+                ..
+            })
+        ));
+        let lost = on("lost").resolve().unwrap_err().to_string();
+        assert!(
+            lost.contains("`dhcp.reservations`")
+                && lost.contains("10.99.0.5 (for 52:54:00:00:00:01) is in no subnet"),
+            "{lost}"
+        );
+        let bad = Layers::default()
+            .with_flag(
+                "dhcp.subnets",
+                "10.20.0.0/24 pool=10.20.0.1-10.20.1.9".to_string(),
+            )
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("`dhcp.subnets` (from flag --dhcp-subnets)")
+                && bad.contains("pool address 10.20.1.9 is outside 10.20.0.0/24"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn toml_arrays_become_lists() {
+        let values = parse_toml(
+            std::path::Path::new("c.toml"),
+            "[dhcp]\nsubnets = ['10.1.0.0/24 pool=10.1.0.5-10.1.0.9', '10.2.0.0/24 pool=10.2.0.5-10.2.0.9']\n",
+        )
+        .unwrap();
+        let layers = Layers {
+            file: Some((PathBuf::from("c.toml"), values)),
+            ..Layers::default()
+        };
+        assert_eq!(layers.resolve().unwrap().dhcp.subnets.len(), 2);
     }
 }

@@ -50,6 +50,7 @@ const PURE: &[&str] = &[
     "dhcp/classify.rs",
     "dhcp/lease.rs",
     "dhcp/reply.rs",
+    "dhcp/spec.rs",
     "tftp/session.rs",
 ];
 

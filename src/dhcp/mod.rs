@@ -5,3 +5,4 @@
 pub mod classify;
 pub mod lease;
 pub mod reply;
+pub mod spec;

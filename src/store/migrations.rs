@@ -121,6 +121,21 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE nodes ADD COLUMN agent_token_hash TEXT;
         ",
     },
+    Migration {
+        version: 6,
+        name: "dhcp_leases",
+        sql: "
+            -- DHCP leases, mirrored from the server's in-memory table after every change so that
+            -- a restarted master hands every client the address it had. `ip` is dotted-quad text.
+            CREATE TABLE leases (
+                ip         TEXT    PRIMARY KEY,
+                mac        TEXT    NOT NULL,
+                expires_at INTEGER NOT NULL,
+                state      TEXT    NOT NULL CHECK (state IN ('offered', 'bound', 'declined'))
+            ) STRICT;
+            CREATE INDEX leases_by_mac ON leases (mac);
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -312,6 +327,26 @@ mod tests {
             .query_row("SELECT agent_token_hash FROM nodes", [], |r| r.get(0))
             .unwrap();
         assert_eq!(hash, None);
+    }
+
+    #[test]
+    fn migration_6_adds_leases_and_checks_their_state() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 5).unwrap();
+        assert_eq!(migrate_to(&mut conn, 6).unwrap(), 6);
+        assert!(tables(&conn).contains(&"leases".to_string()));
+        conn.execute(
+            "INSERT INTO leases (ip, mac, expires_at, state)
+             VALUES ('10.0.0.5', '52:54:00:00:00:01', 10, 'bound')",
+            [],
+        )
+        .unwrap();
+        let bad = conn.execute(
+            "INSERT INTO leases (ip, mac, expires_at, state)
+             VALUES ('10.0.0.6', '52:54:00:00:00:02', 10, 'lost')",
+            [],
+        );
+        assert!(bad.is_err(), "an unknown state is refused");
     }
 
     #[test]

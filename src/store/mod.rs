@@ -11,6 +11,7 @@ mod catalog;
 mod clusters;
 mod error;
 mod history;
+mod leases;
 pub mod migrations;
 mod nodes;
 

@@ -1,0 +1,117 @@
+//! Queries on `leases`: the durable mirror of the DHCP server's lease table. The server keeps the
+//! table in memory and calls [`WriteTxn::apply_lease_changes`] with each batch of changes before
+//! it sends the replies that announce them, so an acknowledged address survives a restart.
+
+use std::net::Ipv4Addr;
+
+use rusqlite::params;
+
+use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::dhcp::lease::{Lease, LeaseChange, LeaseState};
+use crate::model::Mac;
+
+impl WriteTxn<'_> {
+    /// Apply a batch of changes in order.
+    pub fn apply_lease_changes(&self, changes: &[LeaseChange]) -> Result<()> {
+        let mut upsert = self.conn.prepare_cached(
+            "INSERT INTO leases (ip, mac, expires_at, state) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(ip) DO UPDATE SET mac = excluded.mac,
+                 expires_at = excluded.expires_at, state = excluded.state",
+        )?;
+        let mut remove_other = self.conn.prepare_cached(
+            "DELETE FROM leases WHERE mac = ?1 AND ip <> ?2 AND state <> 'declined'",
+        )?;
+        let mut remove = self
+            .conn
+            .prepare_cached("DELETE FROM leases WHERE ip = ?1")?;
+        for change in changes {
+            match change {
+                LeaseChange::Upsert(lease) => {
+                    let ip = lease.ip.to_string();
+                    if lease.state != LeaseState::Declined {
+                        // One address per MAC, as in the in-memory table.
+                        remove_other.execute(params![lease.mac.as_str(), ip])?;
+                    }
+                    upsert.execute(params![
+                        ip,
+                        lease.mac.as_str(),
+                        lease.expires_at,
+                        lease.state.as_str()
+                    ])?;
+                }
+                LeaseChange::Remove(ip) => {
+                    remove.execute([ip.to_string()])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReadTxn<'_> {
+    /// Every stored lease, expired ones included (the table decides what expiry means).
+    pub fn leases(&self) -> Result<Vec<Lease>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT ip, mac, expires_at, state FROM leases ORDER BY ip")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (ip, mac, expires_at, state) = row?;
+            let corrupt = |what: &'static str| StoreError::Corrupt {
+                what,
+                detail: format!("lease {ip}"),
+            };
+            out.push(Lease {
+                ip: ip
+                    .parse::<Ipv4Addr>()
+                    .map_err(|_| corrupt("lease address"))?,
+                mac: mac.parse::<Mac>().map_err(|_| corrupt("lease MAC"))?,
+                expires_at,
+                state: LeaseState::parse(&state).ok_or_else(|| corrupt("lease state"))?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn lease(ip: &str, mac: &str, state: LeaseState) -> Lease {
+        Lease {
+            ip: ip.parse().unwrap(),
+            mac: mac.parse().unwrap(),
+            expires_at: 100,
+            state,
+        }
+    }
+
+    #[test]
+    fn changes_round_trip_and_keep_one_address_per_mac() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        let a = "52:54:00:00:00:0a";
+        store
+            .write(|tx| {
+                tx.apply_lease_changes(&[
+                    LeaseChange::Upsert(lease("10.0.0.5", a, LeaseState::Offered)),
+                    LeaseChange::Upsert(lease("10.0.0.9", "52:54:00:00:00:0b", LeaseState::Bound)),
+                    LeaseChange::Upsert(lease("10.0.0.6", a, LeaseState::Bound)),
+                    LeaseChange::Remove("10.0.0.9".parse().unwrap()),
+                ])
+            })
+            .unwrap();
+        let all = store.read(|tx| tx.leases()).unwrap();
+        assert_eq!(all, vec![lease("10.0.0.6", a, LeaseState::Bound)]);
+    }
+}
