@@ -12,14 +12,33 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::config::Config;
+use crate::dhcp::reply::{BootFiles, DhcpConfig};
+use crate::dhcp::server::{DhcpServer, DhcpStats};
 use crate::http::{self, AppState};
 use crate::store::Store;
+
+/// Counters of the PXE services that run (`None`: that service is disabled).
+#[derive(Debug, Clone, Default)]
+pub struct PxeStats {
+    pub dhcp: Option<Arc<DhcpStats>>,
+}
 
 /// A started daemon: sockets bound, database open, not yet serving requests until awaited.
 pub struct Daemon {
     http_addr: SocketAddr,
+    dhcp_addr: Option<SocketAddr>,
     server: actix_web::dev::Server,
+    dhcp: Option<DhcpServer>,
     store: Arc<Store>,
+}
+
+/// The base URL nodes use for HTTP boot: `http.public_url`, else the DHCP server's address with
+/// the HTTP port.
+fn http_base(config: &Config, server_ip: std::net::Ipv4Addr, http_addr: SocketAddr) -> String {
+    config
+        .http_public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{server_ip}:{}", http_addr.port()))
 }
 
 impl Daemon {
@@ -35,6 +54,35 @@ impl Daemon {
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;
+        let mut pxe = PxeStats::default();
+        let dhcp = match (config.dhcp.enabled, config.dhcp.server_ip) {
+            (true, Some(server_ip)) => {
+                let socket = crate::dhcp::server::bind(config.dhcp.listen)?;
+                let stats = Arc::new(DhcpStats::default());
+                pxe.dhcp = Some(Arc::clone(&stats));
+                let dhcp_config = DhcpConfig {
+                    server_ip,
+                    mode: config.dhcp.mode,
+                    subnets: config.dhcp.subnets.clone(),
+                    boot: BootFiles {
+                        http_base: http_base(config, server_ip, http_addr),
+                        bios: "undionly.kpxe".to_string(),
+                        uefi_x64: "ipxe.efi".to_string(),
+                        uefi_arm64: "ipxe-arm64.efi".to_string(),
+                    },
+                    offer_hold: 60,
+                };
+                Some(DhcpServer::new(
+                    socket,
+                    dhcp_config,
+                    config.dhcp.reply_to,
+                    Arc::clone(&store),
+                    stats,
+                )?)
+            }
+            _ => None,
+        };
+        let dhcp_addr = dhcp.as_ref().map(DhcpServer::local_addr).transpose()?;
         let state = AppState {
             store: Arc::clone(&store),
             boot: http::BootSettings::from_config(config),
@@ -43,6 +91,7 @@ impl Daemon {
                 http::limit::Limits::default(),
                 std::time::Instant::now(),
             )),
+            pxe,
         };
         let server = http::serve(
             listener,
@@ -52,7 +101,9 @@ impl Daemon {
         tracing::info!("listening on http://{http_addr}");
         Ok(Daemon {
             http_addr,
+            dhcp_addr,
             server,
+            dhcp,
             store,
         })
     }
@@ -62,21 +113,42 @@ impl Daemon {
         self.http_addr
     }
 
+    /// The address the DHCP server is bound to, when it runs.
+    pub fn dhcp_addr(&self) -> Option<SocketAddr> {
+        self.dhcp_addr
+    }
+
     /// Serve until `shutdown` resolves (or the server stops by itself), then stop gracefully:
     /// no new connections, in-flight requests finish within the shutdown timeout, and the
     /// database is checkpointed and closed.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let handle = self.server.handle();
         let mut server = tokio::spawn(self.server);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            // An error means the sender is gone, which also means stop.
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let mut udp = Vec::new();
+        if let Some(dhcp) = self.dhcp {
+            udp.push(tokio::spawn(dhcp.run(stopped(stop_rx.clone()))));
+        }
         tokio::select! {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
+                let _ = stop_tx.send(true);
                 handle.stop(true).await;
                 server.await.context("HTTP server task failed")??;
             }
             res = &mut server => {
                 res.context("HTTP server task failed")??;
                 tracing::warn!("HTTP server stopped by itself");
+            }
+        }
+        let _ = stop_tx.send(true);
+        for task in udp {
+            if let Err(err) = task.await {
+                tracing::warn!(%err, "a PXE service task failed");
             }
         }
         // Worker threads drop their handles to the store as they wind down, which can be a

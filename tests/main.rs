@@ -10,6 +10,7 @@ mod boot;
 mod catalog;
 mod cli;
 mod config;
+mod dhcp;
 mod pages;
 mod store;
 mod systemd;

@@ -5,4 +5,5 @@
 pub mod classify;
 pub mod lease;
 pub mod reply;
+pub mod server;
 pub mod spec;

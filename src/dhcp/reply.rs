@@ -113,9 +113,14 @@ pub enum Ignored {
     UnsupportedType,
 }
 
-fn client_mac(req: &Message) -> Option<Mac> {
+/// The client's Ethernet address. `hlen` is checked before `chaddr` is read: dhcproto slices
+/// `chaddr` by `hlen`, and a forged `hlen` above 16 would otherwise panic.
+pub fn client_mac(req: &Message) -> Option<Mac> {
+    if req.hlen() != 6 {
+        return None;
+    }
     let ch = req.chaddr();
-    if req.hlen() != 6 || ch.len() < 6 {
+    if ch.len() < 6 {
         return None;
     }
     let text = ch[..6]
@@ -754,5 +759,11 @@ mod tests {
             handle(&Message::default(), &c, &mut t, 0),
             Err(Ignored::NoMessageType)
         );
+        // A forged hardware length (dhcproto slices chaddr by it) is refused, not a panic.
+        use dhcproto::{Decodable, Encodable};
+        let mut bytes = req(MessageType::Discover, 1, vec![]).to_vec().unwrap();
+        bytes[2] = 255;
+        let forged = Message::decode(&mut dhcproto::Decoder::new(&bytes)).unwrap();
+        assert_eq!(handle(&forged, &c, &mut t, 0), Err(Ignored::NotEthernet));
     }
 }

@@ -123,11 +123,44 @@ pub async fn image(
     req: HttpRequest,
     file: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let name = file.into_inner();
+    let dir = state.boot.images_dir.clone();
+    serve_file(
+        dir,
+        file.into_inner(),
+        &req,
+        "build one with images/build-bootstrap.sh",
+    )
+    .await
+}
+
+/// `GET /boot/ipxe/{file}`: the iPXE loaders of the TFTP root over HTTP, for UEFI HTTP boot
+/// clients (their DHCP answer points here).
+pub async fn ipxe_loader(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    file: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let dir = state.boot.tftp_root.clone();
+    serve_file(
+        dir,
+        file.into_inner(),
+        &req,
+        "images/build-bootstrap.sh copies Debian's iPXE binaries there",
+    )
+    .await
+}
+
+/// One file of `dir` by its bare name, with Range support.
+async fn serve_file(
+    dir: std::path::PathBuf,
+    name: String,
+    req: &HttpRequest,
+    hint: &str,
+) -> Result<HttpResponse, ApiError> {
     if name.starts_with('.') || name.contains(['/', '\\']) {
-        return Err(ApiError::BadRequest(format!("invalid image name {name:?}")));
+        return Err(ApiError::BadRequest(format!("invalid file name {name:?}")));
     }
-    let path = state.boot.images_dir.join(&name);
+    let path = dir.join(&name);
     let opened = web::block(move || actix_files::NamedFile::open(path))
         .await
         .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
@@ -135,10 +168,10 @@ pub async fn image(
         Ok(file) => Ok(file
             .use_last_modified(true)
             .set_content_type(mime_octet())
-            .into_response(&req)),
+            .into_response(req)),
         Err(_) => Err(ApiError::NotFound(format!(
-            "no boot image {name} in {}; build one with images/build-bootstrap.sh",
-            state.boot.images_dir.display()
+            "no file {name} in {}; {hint}",
+            dir.display()
         ))),
     }
 }

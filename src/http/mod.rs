@@ -13,6 +13,7 @@ mod boot;
 mod catalog;
 mod error;
 pub mod limit;
+mod pxe;
 mod ui;
 mod views;
 
@@ -35,6 +36,8 @@ pub struct AppState {
     pub data_dir: std::path::PathBuf,
     /// Limits the unauthenticated discovery hello.
     pub hello_limit: Arc<limit::RateLimiter>,
+    /// Counters of the PXE services, when they run.
+    pub pxe: crate::daemon::PxeStats,
 }
 
 /// What the boot endpoints need from the configuration.
@@ -46,6 +49,8 @@ pub struct BootSettings {
     pub kernel_args: String,
     /// Directory holding `vmlinuz` and `initrd.img`.
     pub images_dir: std::path::PathBuf,
+    /// The TFTP root, also served over HTTP under `/boot/ipxe/` for UEFI HTTP boot.
+    pub tftp_root: std::path::PathBuf,
     /// How long a boot token stays valid, in seconds.
     pub token_lifetime: i64,
 }
@@ -56,6 +61,7 @@ impl BootSettings {
             public_url: config.http_public_url.clone(),
             kernel_args: config.boot_kernel_args.clone(),
             images_dir: config.images_dir(),
+            tftp_root: config.tftp_root(),
             token_lifetime: 3600,
         }
     }
@@ -92,9 +98,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clusters", web::get().to(catalog::clusters))
                 .route("/clusters", web::post().to(catalog::create_cluster))
                 .route("/clusters/{id}", web::get().to(catalog::cluster))
+                .route("/pxe", web::get().to(pxe::status))
                 .default_service(web::to(api::not_found)),
         )
         .route("/boot/images/{file}", web::get().to(boot::image))
+        .route("/boot/ipxe/{file}", web::get().to(boot::ipxe_loader))
         .route("/boot/{mac}.ipxe", web::get().to(boot::ipxe_script))
         .route("/assets/{path:.*}", web::get().to(assets::asset))
         .route("/", web::get().to(ui::overview))

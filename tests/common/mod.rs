@@ -13,6 +13,8 @@ use stoker::daemon::Daemon;
 /// A daemon running in this process, stopped (gracefully) when dropped.
 pub struct TestDaemon {
     pub addr: SocketAddr,
+    /// The DHCP server's address, when the config enables it.
+    pub dhcp: Option<SocketAddr>,
     dir: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
@@ -46,7 +48,7 @@ impl TestDaemon {
                         return Err(e);
                     }
                 };
-                let _ = addr_tx.send(Ok(daemon.http_addr()));
+                let _ = addr_tx.send(Ok((daemon.http_addr(), daemon.dhcp_addr())));
                 daemon
                     .run_until(async {
                         let _ = stop_rx.await;
@@ -54,9 +56,10 @@ impl TestDaemon {
                     .await
             })
         });
-        let addr = addr_rx.recv().unwrap().expect("daemon failed to start");
+        let (addr, dhcp) = addr_rx.recv().unwrap().expect("daemon failed to start");
         TestDaemon {
             addr,
+            dhcp,
             dir: Some(dir),
             stop: Some(stop_tx),
             thread: Some(thread),

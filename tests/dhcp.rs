@@ -1,0 +1,391 @@
+//! The DHCP server over real UDP on loopback: packets built with dhcproto, replies unicast to the
+//! test's socket (`dhcp.reply_to`), leases read back through the API and across a restart.
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use dhcproto::v4::{
+    self, DhcpOption, Flags, Message, MessageType, Opcode, OptionCode, UnknownOption,
+};
+use dhcproto::{Decodable, Decoder, Encodable};
+use stoker::config::Layers;
+
+use crate::common::TestDaemon;
+
+struct Client {
+    socket: UdpSocket,
+    server: SocketAddr,
+}
+
+fn daemon_with(
+    dir: tempfile::TempDir,
+    client: SocketAddr,
+    extra: &[(&'static str, &str)],
+) -> TestDaemon {
+    let mut layers = Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("http.shutdown_timeout", "5".to_string())
+        .with_flag("dhcp.enabled", "true".to_string())
+        .with_flag("dhcp.listen", "127.0.0.1:0".to_string())
+        .with_flag("dhcp.server_ip", "127.0.0.1".to_string())
+        .with_flag(
+            "dhcp.subnets",
+            "127.0.0.0/24 pool=127.0.0.100-127.0.0.102 router=127.0.0.1 dns=127.0.0.53 lease=600; \
+             10.30.0.0/24 pool=10.30.0.10-10.30.0.20 router=10.30.0.1"
+                .to_string(),
+        )
+        .with_flag("dhcp.reply_to", client.to_string());
+    for (k, v) in extra {
+        layers = layers.with_flag(k, (*v).to_string());
+    }
+    TestDaemon::start_with(layers.resolve().unwrap(), dir)
+}
+
+fn client_socket() -> UdpSocket {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    socket
+}
+
+impl Client {
+    fn send(&self, msg: &Message) {
+        self.socket
+            .send_to(&msg.to_vec().unwrap(), self.server)
+            .unwrap();
+    }
+
+    fn recv(&self) -> Option<Message> {
+        let mut buf = [0u8; 1500];
+        let (n, _) = self.socket.recv_from(&mut buf).ok()?;
+        Some(Message::decode(&mut Decoder::new(&buf[..n])).unwrap())
+    }
+
+    fn exchange(&self, msg: &Message) -> Message {
+        self.send(msg);
+        self.recv().expect("the server answers")
+    }
+
+    /// Nothing arrives within a short wait.
+    fn silent(&self) -> bool {
+        self.socket
+            .set_read_timeout(Some(Duration::from_millis(400)))
+            .unwrap();
+        let quiet = self.recv().is_none();
+        self.socket
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        quiet
+    }
+}
+
+fn mac(last: u8) -> [u8; 6] {
+    [0x52, 0x54, 0x00, 0xaa, 0x00, last]
+}
+
+fn request(kind: MessageType, mac: [u8; 6], xid: u32) -> Message {
+    let mut m = Message::default();
+    m.set_opcode(Opcode::BootRequest)
+        .set_xid(xid)
+        .set_flags(Flags::default().set_broadcast())
+        .set_chaddr(&mac);
+    m.opts_mut().insert(DhcpOption::MessageType(kind));
+    m
+}
+
+/// The BOOTP `file` field without its NUL padding.
+fn fname(m: &Message) -> String {
+    let raw = m.fname().unwrap_or_default();
+    String::from_utf8(raw.iter().copied().take_while(|b| *b != 0).collect()).unwrap()
+}
+
+fn msg_type(m: &Message) -> MessageType {
+    m.opts().msg_type().unwrap()
+}
+
+fn option(m: &Message, code: OptionCode) -> Option<&DhcpOption> {
+    m.opts().get(code)
+}
+
+/// DISCOVER → OFFER → REQUEST → ACK; returns the address.
+fn dora(c: &Client, mac: [u8; 6], xid: u32) -> Ipv4Addr {
+    let offer = c.exchange(&request(MessageType::Discover, mac, xid));
+    assert_eq!(msg_type(&offer), MessageType::Offer);
+    assert_eq!(offer.xid(), xid);
+    let mut req = request(MessageType::Request, mac, xid + 1);
+    req.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    req.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    let ack = c.exchange(&req);
+    assert_eq!(msg_type(&ack), MessageType::Ack, "{ack:?}");
+    assert_eq!(ack.yiaddr(), offer.yiaddr());
+    ack.yiaddr()
+}
+
+fn start() -> (TestDaemon, Client) {
+    let socket = client_socket();
+    let d = daemon_with(
+        tempfile::tempdir().unwrap(),
+        socket.local_addr().unwrap(),
+        &[],
+    );
+    let server = d.dhcp.expect("DHCP is enabled");
+    (d, Client { socket, server })
+}
+
+#[test]
+fn dora_gives_an_address_with_the_subnets_parameters() {
+    let (d, c) = start();
+    let offer = c.exchange(&request(MessageType::Discover, mac(1), 7));
+    assert_eq!(msg_type(&offer), MessageType::Offer);
+    assert_eq!(offer.yiaddr(), Ipv4Addr::new(127, 0, 0, 100));
+    assert_eq!(
+        option(&offer, OptionCode::SubnetMask),
+        Some(&DhcpOption::SubnetMask(Ipv4Addr::new(255, 255, 255, 0)))
+    );
+    assert_eq!(
+        option(&offer, OptionCode::Router),
+        Some(&DhcpOption::Router(vec![Ipv4Addr::LOCALHOST]))
+    );
+    assert_eq!(
+        option(&offer, OptionCode::ServerIdentifier),
+        Some(&DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST))
+    );
+    assert_eq!(
+        option(&offer, OptionCode::AddressLeaseTime),
+        Some(&DhcpOption::AddressLeaseTime(600))
+    );
+    // A plain DHCP client (no PXE options) gets no boot file.
+    assert!(option(&offer, OptionCode::BootfileName).is_none());
+    let ip = dora(&c, mac(1), 9);
+    assert_eq!(ip, Ipv4Addr::new(127, 0, 0, 100));
+    let pxe = d.http().get("/api/v1/pxe").json();
+    assert_eq!(pxe["dhcp"]["enabled"], true);
+    assert_eq!(pxe["dhcp"]["leases"][0]["ip"], "127.0.0.100");
+    assert_eq!(pxe["dhcp"]["leases"][0]["mac"], "52:54:00:aa:00:01");
+    assert_eq!(pxe["dhcp"]["leases"][0]["state"], "bound");
+    assert!(pxe["dhcp"]["counters"]["replied"].as_u64().unwrap() >= 3);
+}
+
+#[test]
+fn pxe_clients_get_their_loader_and_ipxe_gets_its_script_url() {
+    let (d, c) = start();
+    // A BIOS PXE ROM.
+    let mut bios = request(MessageType::Discover, mac(2), 20);
+    bios.opts_mut().insert(DhcpOption::ClassIdentifier(
+        b"PXEClient:Arch:00000:UNDI:002001".to_vec(),
+    ));
+    bios.opts_mut().insert(DhcpOption::ClientSystemArchitecture(
+        v4::Architecture::from(0),
+    ));
+    let offer = c.exchange(&bios);
+    assert_eq!(fname(&offer), "undionly.kpxe");
+    assert_eq!(offer.siaddr(), Ipv4Addr::LOCALHOST);
+    assert_eq!(
+        option(&offer, OptionCode::BootfileName),
+        Some(&DhcpOption::BootfileName(b"undionly.kpxe".to_vec()))
+    );
+    assert_eq!(
+        option(&offer, OptionCode::ClassIdentifier),
+        Some(&DhcpOption::ClassIdentifier(b"PXEClient".to_vec()))
+    );
+    // A UEFI x64 ROM.
+    let mut uefi = request(MessageType::Discover, mac(3), 21);
+    uefi.opts_mut().insert(DhcpOption::ClassIdentifier(
+        b"PXEClient:Arch:00007:UNDI:003016".to_vec(),
+    ));
+    uefi.opts_mut().insert(DhcpOption::ClientSystemArchitecture(
+        v4::Architecture::from(7),
+    ));
+    assert_eq!(fname(&c.exchange(&uefi)), "ipxe.efi");
+    // iPXE (option 175 present): the HTTP URL of this node's script, and no ProxyDHCP wait.
+    let mut ipxe = request(MessageType::Discover, mac(2), 22);
+    ipxe.opts_mut().insert(DhcpOption::ClassIdentifier(
+        b"PXEClient:Arch:00000:UNDI:002001".to_vec(),
+    ));
+    ipxe.opts_mut()
+        .insert(DhcpOption::Unknown(UnknownOption::new(
+            OptionCode::Unknown(175),
+            vec![19, 1, 1],
+        )));
+    let offer = c.exchange(&ipxe);
+    let file = fname(&offer);
+    assert_eq!(
+        file,
+        format!(
+            "http://127.0.0.1:{}/boot/52:54:00:aa:00:02.ipxe",
+            d.addr.port()
+        )
+    );
+    match option(&offer, OptionCode::Unknown(175)) {
+        Some(DhcpOption::Unknown(o)) => assert_eq!(o.data(), &[176, 1, 1]),
+        other => panic!("option 175 missing: {other:?}"),
+    }
+    // The URL it got really serves a script.
+    let script = d
+        .http()
+        .get(&file.replace(&format!("http://127.0.0.1:{}", d.addr.port()), ""));
+    assert_eq!(script.status, 200);
+    assert!(script.body.starts_with("#!ipxe"), "{}", script.body);
+}
+
+#[test]
+fn garbage_is_dropped_and_counted_and_service_goes_on() {
+    let (d, c) = start();
+    let junk: [&[u8]; 4] = [
+        b"",
+        b"hello",
+        &[0xff; 300],
+        &[
+            1, 1, 6, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ],
+    ];
+    for j in junk {
+        c.socket.send_to(j, c.server).unwrap();
+    }
+    // A BOOTREPLY sent to the server, a request without a message type, a non-Ethernet one.
+    let mut reply = request(MessageType::Offer, mac(9), 1);
+    reply.set_opcode(Opcode::BootReply);
+    c.send(&reply);
+    let mut untyped = request(MessageType::Discover, mac(9), 2);
+    untyped.opts_mut().remove(OptionCode::MessageType);
+    c.send(&untyped);
+    assert!(c.silent(), "nothing answers garbage");
+    assert_eq!(dora(&c, mac(4), 30), Ipv4Addr::new(127, 0, 0, 100));
+    let counters = d.http().get("/api/v1/pxe").json()["dhcp"]["counters"].clone();
+    assert!(counters["malformed"].as_u64().unwrap() >= 3, "{counters}");
+    assert!(counters["ignored"].as_u64().unwrap() >= 2, "{counters}");
+}
+
+#[test]
+fn a_flooding_mac_is_rate_limited_without_starving_others() {
+    let (d, c) = start();
+    for i in 0..60 {
+        c.send(&request(MessageType::Discover, mac(5), 100 + i));
+    }
+    let mut answered = 0;
+    while c.recv_quick() {
+        answered += 1;
+    }
+    assert!(
+        (15..=30).contains(&answered),
+        "{answered} answers to 60 DISCOVERs"
+    );
+    assert_eq!(dora(&c, mac(6), 300), Ipv4Addr::new(127, 0, 0, 101));
+    let counters = d.http().get("/api/v1/pxe").json()["dhcp"]["counters"].clone();
+    assert!(
+        counters["rate_limited"].as_u64().unwrap() >= 30,
+        "{counters}"
+    );
+}
+
+impl Client {
+    fn recv_quick(&self) -> bool {
+        self.socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let got = self.recv().is_some();
+        self.socket
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        got
+    }
+}
+
+#[test]
+fn requests_for_foreign_addresses_are_naked_and_pools_run_out() {
+    let (_d, c) = start();
+    let mut wrong = request(MessageType::Request, mac(7), 40);
+    wrong
+        .opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(Ipv4Addr::new(127, 0, 0, 9)));
+    let nak = c.exchange(&wrong);
+    assert_eq!(msg_type(&nak), MessageType::Nak);
+    // Three addresses in the pool: the fourth client gets nothing.
+    for i in 0..3 {
+        dora(&c, mac(10 + i), 50 + u32::from(i) * 2);
+    }
+    c.send(&request(MessageType::Discover, mac(20), 70));
+    assert!(c.silent(), "an exhausted pool makes no offer");
+    // RELEASE gives one back.
+    let mut release = request(MessageType::Release, mac(10), 80);
+    release.set_ciaddr(Ipv4Addr::new(127, 0, 0, 100));
+    release
+        .opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    c.send(&release);
+    assert_eq!(dora(&c, mac(20), 90), Ipv4Addr::new(127, 0, 0, 100));
+}
+
+#[test]
+fn relayed_requests_get_the_relays_subnet() {
+    let (_d, c) = start();
+    let mut relayed = request(MessageType::Discover, mac(30), 500);
+    relayed.set_giaddr(Ipv4Addr::new(10, 30, 0, 1)).set_hops(1);
+    let offer = c.exchange(&relayed);
+    assert_eq!(offer.yiaddr(), Ipv4Addr::new(10, 30, 0, 10));
+    assert_eq!(offer.giaddr(), Ipv4Addr::new(10, 30, 0, 1));
+    assert_eq!(
+        option(&offer, OptionCode::Router),
+        Some(&DhcpOption::Router(vec![Ipv4Addr::new(10, 30, 0, 1)]))
+    );
+    // A relay from a network we do not serve gets silence.
+    let mut stranger = request(MessageType::Discover, mac(31), 501);
+    stranger.set_giaddr(Ipv4Addr::new(192, 168, 77, 1));
+    c.send(&stranger);
+    assert!(c.silent());
+}
+
+#[test]
+fn reservation_only_mode_answers_reserved_macs_alone() {
+    let socket = client_socket();
+    let d = daemon_with(
+        tempfile::tempdir().unwrap(),
+        socket.local_addr().unwrap(),
+        &[
+            ("dhcp.mode", "reservation-only"),
+            ("dhcp.reservations", "52:54:00:aa:00:28=127.0.0.50"),
+        ],
+    );
+    let c = Client {
+        socket,
+        server: d.dhcp.unwrap(),
+    };
+    c.send(&request(MessageType::Discover, mac(41), 600));
+    assert!(c.silent(), "an unknown MAC is left to other servers");
+    assert_eq!(dora(&c, mac(40), 610), Ipv4Addr::new(127, 0, 0, 50));
+}
+
+#[test]
+fn leases_survive_a_restart() {
+    let socket = client_socket();
+    let client = socket.local_addr().unwrap();
+    let d = daemon_with(tempfile::tempdir().unwrap(), client, &[]);
+    let c = Client {
+        socket,
+        server: d.dhcp.unwrap(),
+    };
+    let first = dora(&c, mac(50), 700);
+    let second = dora(&c, mac(51), 710);
+    assert_ne!(first, second);
+    let dir = d.stop().unwrap();
+
+    let d = daemon_with(dir, client, &[]);
+    let c = Client {
+        server: d.dhcp.unwrap(),
+        ..c
+    };
+    // The second client comes back first and still gets its own address, not the first's.
+    let offer = c.exchange(&request(MessageType::Discover, mac(51), 720));
+    assert_eq!(offer.yiaddr(), second);
+    // A newcomer does not get either of them.
+    let offer = c.exchange(&request(MessageType::Discover, mac(52), 730));
+    assert!(
+        ![first, second].contains(&offer.yiaddr()),
+        "{}",
+        offer.yiaddr()
+    );
+}
