@@ -216,6 +216,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Concurrent TFTP transfers; more requests get a busy error and retry",
     },
     OptionSpec {
+        key: "tftp.mtu",
+        env: "STOKER_TFTP_MTU",
+        flag: "tftp-mtu",
+        default: "1500",
+        kind: Kind::Count,
+        help: "MTU of the PXE network; TFTP block sizes are clamped so a block fits one frame (1500: 1468 bytes)",
+    },
+    OptionSpec {
         key: "log.format",
         env: "STOKER_LOG_FORMAT",
         flag: "log-format",
@@ -326,6 +334,8 @@ pub struct TftpSettings {
     /// `None`: `tftp/` in the data directory.
     pub root: Option<PathBuf>,
     pub max_transfers: usize,
+    /// Largest TFTP block that fits one frame of the PXE network.
+    pub max_blksize: u16,
 }
 
 impl Config {
@@ -502,6 +512,13 @@ impl Layers {
             max_transfers: match take("tftp.max_transfers") {
                 Some(Parsed::Count(n)) => usize::try_from(n).unwrap_or(usize::MAX),
                 _ => unreachable!("tftp.max_transfers is declared as a count"),
+            },
+            // IP (20) + UDP (8) + TFTP (4) headers; RFC 2348 allows 8..=65464.
+            max_blksize: match take("tftp.mtu") {
+                Some(Parsed::Count(mtu)) => {
+                    u16::try_from(mtu.saturating_sub(32).clamp(8, 65464)).unwrap_or(1468)
+                }
+                _ => unreachable!("tftp.mtu is declared as a count"),
             },
         };
         Ok(Config {

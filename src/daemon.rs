@@ -16,19 +16,39 @@ use crate::dhcp::reply::{BootFiles, DhcpConfig};
 use crate::dhcp::server::{DhcpServer, DhcpStats};
 use crate::http::{self, AppState};
 use crate::store::Store;
+use crate::tftp::server::{FileSource, TftpServer, TftpStats};
 
 /// Counters of the PXE services that run (`None`: that service is disabled).
 #[derive(Debug, Clone, Default)]
 pub struct PxeStats {
     pub dhcp: Option<Arc<DhcpStats>>,
+    pub tftp: Option<Arc<TftpStats>>,
+}
+
+/// Files the TFTP server offers when the root directory has no file of that name:
+/// `stoker.ipxe`, an iPXE script that chains to this master's per-node boot script (for sites
+/// whose own DHCP server hands out an iPXE that then needs a script to run).
+fn embedded_tftp_files(
+    config: &Config,
+    http_addr: SocketAddr,
+) -> std::collections::BTreeMap<String, Arc<[u8]>> {
+    let base = match (&config.http_public_url, config.dhcp.server_ip) {
+        (Some(url), _) => url.clone(),
+        (None, Some(ip)) => format!("http://{ip}:{}", http_addr.port()),
+        (None, None) => format!("http://${{next-server}}:{}", http_addr.port()),
+    };
+    let script = format!("#!ipxe\nchain {base}/boot/${{mac}}.ipxe\n");
+    std::collections::BTreeMap::from([("stoker.ipxe".to_string(), Arc::from(script.into_bytes()))])
 }
 
 /// A started daemon: sockets bound, database open, not yet serving requests until awaited.
 pub struct Daemon {
     http_addr: SocketAddr,
     dhcp_addr: Option<SocketAddr>,
+    tftp_addr: Option<SocketAddr>,
     server: actix_web::dev::Server,
     dhcp: Option<DhcpServer>,
+    tftp: Option<TftpServer>,
     store: Arc<Store>,
 }
 
@@ -83,6 +103,28 @@ impl Daemon {
             _ => None,
         };
         let dhcp_addr = dhcp.as_ref().map(DhcpServer::local_addr).transpose()?;
+        let tftp = if config.tftp.enabled {
+            let socket = crate::tftp::server::bind(config.tftp.listen)?;
+            let stats = Arc::new(TftpStats::default());
+            pxe.tftp = Some(Arc::clone(&stats));
+            let root = config.tftp_root();
+            std::fs::create_dir_all(&root)
+                .with_context(|| format!("cannot create TFTP root {}", root.display()))?;
+            let limits = crate::tftp::session::Limits {
+                max_blksize: config.tftp.max_blksize,
+                ..crate::tftp::session::Limits::default()
+            };
+            Some(TftpServer::new(
+                socket,
+                FileSource::new(root, embedded_tftp_files(config, http_addr)),
+                limits,
+                config.tftp.max_transfers,
+                stats,
+            ))
+        } else {
+            None
+        };
+        let tftp_addr = tftp.as_ref().map(TftpServer::local_addr).transpose()?;
         let state = AppState {
             store: Arc::clone(&store),
             boot: http::BootSettings::from_config(config),
@@ -102,8 +144,10 @@ impl Daemon {
         Ok(Daemon {
             http_addr,
             dhcp_addr,
+            tftp_addr,
             server,
             dhcp,
+            tftp,
             store,
         })
     }
@@ -116,6 +160,11 @@ impl Daemon {
     /// The address the DHCP server is bound to, when it runs.
     pub fn dhcp_addr(&self) -> Option<SocketAddr> {
         self.dhcp_addr
+    }
+
+    /// The address the TFTP server is bound to, when it runs.
+    pub fn tftp_addr(&self) -> Option<SocketAddr> {
+        self.tftp_addr
     }
 
     /// Serve until `shutdown` resolves (or the server stops by itself), then stop gracefully:
@@ -132,6 +181,9 @@ impl Daemon {
         let mut udp = Vec::new();
         if let Some(dhcp) = self.dhcp {
             udp.push(tokio::spawn(dhcp.run(stopped(stop_rx.clone()))));
+        }
+        if let Some(tftp) = self.tftp {
+            udp.push(tokio::spawn(tftp.run(stopped(stop_rx.clone()))));
         }
         tokio::select! {
             () = shutdown => {

@@ -14,4 +14,5 @@ mod dhcp;
 mod pages;
 mod store;
 mod systemd;
+mod tftp;
 mod tidy;

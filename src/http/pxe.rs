@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{ApiError, AppState};
 use crate::dhcp::server::DhcpCounters;
+use crate::tftp::server::TftpCounters;
 
 #[derive(Serialize)]
 struct LeaseView {
@@ -25,8 +26,16 @@ struct DhcpView {
 }
 
 #[derive(Serialize)]
+struct TftpView {
+    enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counters: Option<TftpCounters>,
+}
+
+#[derive(Serialize)]
 struct PxeView {
     dhcp: DhcpView,
+    tftp: TftpView,
 }
 
 /// `GET /api/v1/pxe`
@@ -45,5 +54,9 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             })
             .collect(),
     };
-    Ok(HttpResponse::Ok().json(PxeView { dhcp }))
+    let tftp = TftpView {
+        enabled: state.pxe.tftp.is_some(),
+        counters: state.pxe.tftp.as_ref().map(|s| s.snapshot()),
+    };
+    Ok(HttpResponse::Ok().json(PxeView { dhcp, tftp }))
 }

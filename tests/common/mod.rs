@@ -15,6 +15,8 @@ pub struct TestDaemon {
     pub addr: SocketAddr,
     /// The DHCP server's address, when the config enables it.
     pub dhcp: Option<SocketAddr>,
+    /// The TFTP server's address, when the config enables it.
+    pub tftp: Option<SocketAddr>,
     dir: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
@@ -48,7 +50,11 @@ impl TestDaemon {
                         return Err(e);
                     }
                 };
-                let _ = addr_tx.send(Ok((daemon.http_addr(), daemon.dhcp_addr())));
+                let _ = addr_tx.send(Ok((
+                    daemon.http_addr(),
+                    daemon.dhcp_addr(),
+                    daemon.tftp_addr(),
+                )));
                 daemon
                     .run_until(async {
                         let _ = stop_rx.await;
@@ -56,10 +62,11 @@ impl TestDaemon {
                     .await
             })
         });
-        let (addr, dhcp) = addr_rx.recv().unwrap().expect("daemon failed to start");
+        let (addr, dhcp, tftp) = addr_rx.recv().unwrap().expect("daemon failed to start");
         TestDaemon {
             addr,
             dhcp,
+            tftp,
             dir: Some(dir),
             stop: Some(stop_tx),
             thread: Some(thread),

@@ -1,0 +1,412 @@
+//! The TFTP server's sockets and files: the listening socket takes read requests, each transfer
+//! runs on its own ephemeral socket (its transfer ID) driven by the pure [`session::Sender`],
+//! files come from the root directory or from files compiled into the binary, and a semaphore
+//! caps concurrent transfers. It decides nothing about the protocol itself (that is `session`).
+//!
+//! Path safety is layered: `session::safe_components` refuses absolute names and `..`, and the
+//! file actually opened is canonicalized and must still be inside the canonical root, so a
+//! symlink that points out of the root is refused too.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use tokio::net::UdpSocket;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::session::{
+    self, Action, ErrorCode, Limits, Mode, Packet, Request, Sender, data_header, error_packet,
+    oack_packet,
+};
+
+/// What the server has done since it started.
+#[derive(Debug, Default)]
+pub struct TftpStats {
+    pub requests: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    pub refused: AtomicU64,
+    pub busy: AtomicU64,
+    pub malformed: AtomicU64,
+    pub bytes_sent: AtomicU64,
+}
+
+/// A snapshot of [`TftpStats`] for JSON.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct TftpCounters {
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub refused: u64,
+    pub busy: u64,
+    pub malformed: u64,
+    pub bytes_sent: u64,
+}
+
+impl TftpStats {
+    pub fn snapshot(&self) -> TftpCounters {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        TftpCounters {
+            requests: get(&self.requests),
+            completed: get(&self.completed),
+            failed: get(&self.failed),
+            refused: get(&self.refused),
+            busy: get(&self.busy),
+            malformed: get(&self.malformed),
+            bytes_sent: get(&self.bytes_sent),
+        }
+    }
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TftpServerError {
+    #[error("cannot bind the TFTP socket to {addr} (tftp.listen): {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Where files come from: the root directory first, then the embedded files.
+#[derive(Debug, Clone)]
+pub struct FileSource {
+    root: PathBuf,
+    embedded: BTreeMap<String, Arc<[u8]>>,
+}
+
+/// An open file's bytes.
+enum Content {
+    File(File, u64),
+    Memory(Arc<[u8]>),
+}
+
+impl Content {
+    fn len(&self) -> u64 {
+        match self {
+            Content::File(_, len) => *len,
+            Content::Memory(bytes) => bytes.len() as u64,
+        }
+    }
+
+    /// Append bytes `start..end` to `out`.
+    fn read(&self, start: u64, end: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+        match self {
+            Content::Memory(bytes) => {
+                let (s, e) = (
+                    usize::try_from(start)
+                        .unwrap_or(usize::MAX)
+                        .min(bytes.len()),
+                    usize::try_from(end).unwrap_or(usize::MAX).min(bytes.len()),
+                );
+                out.extend_from_slice(&bytes[s..e]);
+                Ok(())
+            }
+            Content::File(file, _) => {
+                let at = out.len();
+                let want = usize::try_from(end - start).unwrap_or(0);
+                out.resize(at + want, 0);
+                let mut done = 0;
+                while done < want {
+                    let n = file.read_at(&mut out[at + done..], start + done as u64)?;
+                    if n == 0 {
+                        break; // the file shrank: send what there is
+                    }
+                    done += n;
+                }
+                out.truncate(at + done);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why a file is not served.
+struct Refusal(ErrorCode, String);
+
+impl FileSource {
+    pub fn new(root: PathBuf, embedded: BTreeMap<String, Arc<[u8]>>) -> FileSource {
+        FileSource { root, embedded }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn open(&self, name: &str, mode: Mode) -> Result<Content, Refusal> {
+        let parts = session::safe_components(name)
+            .map_err(|e| Refusal(ErrorCode::AccessViolation, e.to_string()))?;
+        let mut path = self.root.clone();
+        path.extend(&parts);
+        let content = match std::fs::canonicalize(&path) {
+            Ok(real) => {
+                let root = std::fs::canonicalize(&self.root)
+                    .map_err(|_| Refusal(ErrorCode::FileNotFound, "no TFTP root".into()))?;
+                if !real.starts_with(&root) {
+                    return Err(Refusal(
+                        ErrorCode::AccessViolation,
+                        "path leaves the TFTP root".into(),
+                    ));
+                }
+                let file = File::open(&real)
+                    .map_err(|_| Refusal(ErrorCode::AccessViolation, "cannot open file".into()))?;
+                let meta = file
+                    .metadata()
+                    .map_err(|_| Refusal(ErrorCode::AccessViolation, "cannot open file".into()))?;
+                if !meta.is_file() {
+                    return Err(Refusal(ErrorCode::FileNotFound, "not a file".into()));
+                }
+                Content::File(file, meta.len())
+            }
+            Err(_) => match self.embedded.get(&parts.join("/")) {
+                Some(bytes) => Content::Memory(Arc::clone(bytes)),
+                None => return Err(Refusal(ErrorCode::FileNotFound, "file not found".into())),
+            },
+        };
+        Ok(match mode {
+            Mode::Octet => content,
+            Mode::Netascii => {
+                let mut raw = Vec::new();
+                content
+                    .read(0, content.len(), &mut raw)
+                    .map_err(|_| Refusal(ErrorCode::AccessViolation, "cannot read file".into()))?;
+                Content::Memory(session::to_netascii(&raw).into())
+            }
+        })
+    }
+}
+
+/// Bind the listening socket.
+pub fn bind(addr: SocketAddr) -> Result<UdpSocket, TftpServerError> {
+    let err = |source| TftpServerError::Bind { addr, source };
+    let socket = std::net::UdpSocket::bind(addr).map_err(err)?;
+    socket.set_nonblocking(true).map_err(err)?;
+    UdpSocket::from_std(socket).map_err(err)
+}
+
+/// The running server.
+pub struct TftpServer {
+    socket: UdpSocket,
+    source: Arc<FileSource>,
+    limits: Limits,
+    slots: Arc<Semaphore>,
+    stats: Arc<TftpStats>,
+}
+
+impl TftpServer {
+    pub fn new(
+        socket: UdpSocket,
+        source: FileSource,
+        limits: Limits,
+        max_transfers: usize,
+        stats: Arc<TftpStats>,
+    ) -> TftpServer {
+        TftpServer {
+            socket,
+            source: Arc::new(source),
+            limits,
+            slots: Arc::new(Semaphore::new(max_transfers.max(1))),
+            stats,
+        }
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Serve until `shutdown` resolves; transfers under way are dropped with it.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let local = self.local_addr().ok();
+        tracing::info!(
+            addr = %local.map_or_else(String::new, |a| a.to_string()),
+            root = %self.source.root().display(),
+            "TFTP server listening"
+        );
+        let local_ip = local.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+        tokio::pin!(shutdown);
+        let mut transfers = tokio::task::JoinSet::new();
+        let mut buf = vec![0u8; 2048];
+        loop {
+            let (n, peer) = tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = transfers.join_next(), if !transfers.is_empty() => continue,
+                res = self.socket.recv_from(&mut buf) => match res {
+                    Ok(got) => got,
+                    Err(err) => {
+                        tracing::debug!(%err, "TFTP receive error");
+                        continue;
+                    }
+                },
+            };
+            let reply = |code, msg: &str| {
+                let packet = error_packet(code, msg);
+                let socket = &self.socket;
+                async move {
+                    let _ = socket.send_to(&packet, peer).await;
+                }
+            };
+            match Packet::parse(&buf[..n]) {
+                Ok(Packet::Read(req)) => {
+                    bump(&self.stats.requests);
+                    let Ok(permit) = Arc::clone(&self.slots).try_acquire_owned() else {
+                        bump(&self.stats.busy);
+                        reply(ErrorCode::NotDefined, "server busy, try again").await;
+                        continue;
+                    };
+                    let source = Arc::clone(&self.source);
+                    let stats = Arc::clone(&self.stats);
+                    let limits = self.limits;
+                    transfers.spawn(async move {
+                        transfer(local_ip, peer, req, &source, limits, &stats).await;
+                        drop(permit);
+                    });
+                }
+                Ok(Packet::Write { filename }) => {
+                    bump(&self.stats.refused);
+                    tracing::info!(%peer, %filename, "TFTP write refused");
+                    reply(ErrorCode::AccessViolation, "read-only server").await;
+                }
+                Ok(_) => {
+                    // A stray DATA/ACK/ERROR to the listening port: no transfer has this ID.
+                    reply(ErrorCode::UnknownTransferId, "unknown transfer").await;
+                }
+                Err(err @ session::ParseError::Mode(_)) => {
+                    bump(&self.stats.malformed);
+                    reply(ErrorCode::IllegalOperation, &err.to_string()).await;
+                }
+                Err(err) => {
+                    // Garbage is dropped without an answer, so the server cannot be used to
+                    // reflect traffic at a forged source.
+                    bump(&self.stats.malformed);
+                    tracing::debug!(%peer, %err, "malformed TFTP packet dropped");
+                }
+            }
+        }
+        transfers.shutdown().await;
+        tracing::info!("TFTP server stopped");
+    }
+}
+
+/// One read transfer on its own socket.
+async fn transfer(
+    local_ip: IpAddr,
+    peer: SocketAddr,
+    req: Request,
+    source: &FileSource,
+    limits: Limits,
+    stats: &TftpStats,
+) {
+    let socket = match UdpSocket::bind(SocketAddr::new(local_ip, 0)).await {
+        Ok(s) => s,
+        Err(err) => {
+            tracing::warn!(%err, "cannot open a TFTP transfer socket");
+            bump(&stats.failed);
+            return;
+        }
+    };
+    if let Err(err) = socket.connect(peer).await {
+        tracing::warn!(%err, %peer, "cannot reach TFTP client");
+        bump(&stats.failed);
+        return;
+    }
+    let content = match source.open(&req.filename, req.mode) {
+        Ok(c) => c,
+        Err(Refusal(code, message)) => {
+            bump(&stats.refused);
+            tracing::info!(%peer, file = %req.filename, %message, "TFTP request refused");
+            let _ = socket.send(&error_packet(code, &message)).await;
+            return;
+        }
+    };
+    let size = content.len();
+    let negotiated = session::negotiate(&req.options, size, &limits);
+    let mut sender = Sender::new(size, &negotiated, &limits);
+    let mut action = sender.start();
+    let mut packet = Vec::with_capacity(4 + negotiated.blksize);
+    let mut rbuf = vec![0u8; 1024];
+    let started = std::time::Instant::now();
+    loop {
+        match action {
+            Action::SendOack => {
+                let _ = socket.send(&oack_packet(&negotiated.oack)).await;
+            }
+            Action::Send(window) => {
+                for k in window.first..window.first + window.count {
+                    let (start, end) = sender.range(k, size);
+                    packet.clear();
+                    packet.extend_from_slice(&data_header((k % 65536) as u16));
+                    if let Err(err) = content.read(start, end, &mut packet) {
+                        tracing::warn!(%err, file = %req.filename, "TFTP read failed");
+                        let _ = socket
+                            .send(&error_packet(ErrorCode::NotDefined, "read error"))
+                            .await;
+                        bump(&stats.failed);
+                        return;
+                    }
+                    if socket.send(&packet).await.is_err() {
+                        bump(&stats.failed);
+                        return;
+                    }
+                    stats
+                        .bytes_sent
+                        .fetch_add((packet.len() - 4) as u64, Ordering::Relaxed);
+                }
+            }
+            Action::Wait => {}
+            Action::Done => {
+                bump(&stats.completed);
+                tracing::debug!(
+                    %peer,
+                    file = %req.filename,
+                    bytes = size,
+                    blksize = negotiated.blksize,
+                    windowsize = negotiated.windowsize,
+                    ms = started.elapsed().as_millis() as u64,
+                    "TFTP transfer done"
+                );
+                return;
+            }
+            Action::GiveUp => {
+                bump(&stats.failed);
+                tracing::info!(%peer, file = %req.filename, "TFTP client stopped answering");
+                let _ = socket
+                    .send(&error_packet(ErrorCode::NotDefined, "timed out"))
+                    .await;
+                return;
+            }
+        }
+        let deadline = Instant::now() + sender.wait();
+        action = loop {
+            match tokio::time::timeout_at(deadline, socket.recv(&mut rbuf)).await {
+                Err(_) => break sender.on_timeout(),
+                Ok(Err(_)) => {
+                    // ICMP port unreachable: the client is gone.
+                    bump(&stats.failed);
+                    return;
+                }
+                Ok(Ok(n)) => match Packet::parse(&rbuf[..n]) {
+                    Ok(Packet::Ack { block }) => match sender.on_ack(block) {
+                        Action::Wait => continue,
+                        next => break next,
+                    },
+                    Ok(Packet::Error { code, message }) => {
+                        // Clients abort on purpose (iPXE and curl after a tsize check).
+                        tracing::debug!(%peer, code, %message, "TFTP client ended the transfer");
+                        bump(&stats.failed);
+                        return;
+                    }
+                    _ => continue,
+                },
+            }
+        };
+    }
+}
