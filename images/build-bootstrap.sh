@@ -12,7 +12,8 @@
 #                  (default: NIC drivers for QEMU and common servers, plus disk controllers)
 #
 # Packages: the kernel that linux-image-amd64 depends on, busybox-static and ipxe, fetched
-# with `apt-get download` (run `apt-get update` once first) and cached in DIR/.debs.
+# with `apt-get download` (run `apt-get update` once first) and cached in DIR/.debs, or in
+# $STOKER_DEB_CACHE when set (CI keeps one cache across runs).
 # The kernel command-line contract the image understands is in images/README.md.
 set -euo pipefail
 
@@ -38,7 +39,7 @@ done
 [ -x "$STOKER" ] || die "$STOKER is not an executable (cargo build --release first, or --stoker BIN)"
 mkdir -p "$OUT" "$TFTP"
 OUT=$(cd "$OUT" && pwd); TFTP=$(cd "$TFTP" && pwd)
-CACHE=$OUT/.debs
+CACHE=${STOKER_DEB_CACHE:-$OUT/.debs}
 mkdir -p "$CACHE"
 
 # ---- Debian packages --------------------------------------------------------------------------
@@ -106,8 +107,11 @@ done
 
 # Debug symbols are no use on a node and would double the initramfs.
 if command -v strip >/dev/null; then strip -o "$root/bin/stoker" "$STOKER"; else cp "$STOKER" "$root/bin/stoker"; fi
-if ldd "$STOKER" 2>/dev/null | grep -q '=>'; then
-  for lib in $(ldd "$STOKER" | grep -oE '/[^ ]+'); do
+# (ldd's output is captured first: `ldd | grep -q` under pipefail fails whenever grep exits
+# before ldd has written everything, and the libraries were then silently left out.)
+libs=$(ldd "$STOKER" 2>/dev/null || true)
+if grep -q '=>' <<<"$libs"; then
+  for lib in $(grep -oE '/[^ ]+' <<<"$libs"); do
     mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"
   done
 fi
@@ -183,7 +187,7 @@ install -m 0644 "$vmlinuz" "$OUT/vmlinuz"
   echo "kernel: $KERNEL_PKG ($kver)"
   echo "busybox: $(basename "$bdeb")"
   echo "ipxe: $(basename "$ideb") -> $TFTP: undionly.kpxe ipxe.efi snponly.efi"
-  echo "stoker: $("$STOKER" --version) ($(ldd "$STOKER" 2>/dev/null | grep -q '=>' && echo dynamic || echo static))"
+  echo "stoker: $("$STOKER" --version) ($(grep -q '=>' <<<"$libs" && echo dynamic || echo static))"
   echo "modules: $(wc -l < "$root/etc/modules.order")"
   echo "vmlinuz: $(stat -c %s "$OUT/vmlinuz") bytes sha256 $(sha256sum < "$OUT/vmlinuz" | cut -d' ' -f1)"
   echo "initrd.img: $(stat -c %s "$OUT/initrd.img") bytes sha256 $(sha256sum < "$OUT/initrd.img" | cut -d' ' -f1)"

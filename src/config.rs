@@ -152,6 +152,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "This master's address on the PXE network: server identifier, next-server, TFTP and HTTP host",
     },
     OptionSpec {
+        key: "dhcp.interface",
+        env: "STOKER_DHCP_INTERFACE",
+        flag: "dhcp-interface",
+        default: "",
+        kind: Kind::Text,
+        help: "Network interface of the PXE network; empty: the one holding `dhcp.server_ip` (broadcast replies leave through it)",
+    },
+    OptionSpec {
         key: "dhcp.subnets",
         env: "STOKER_DHCP_SUBNETS",
         flag: "dhcp-subnets",
@@ -320,6 +328,8 @@ pub struct DhcpSettings {
     pub enabled: bool,
     pub listen: SocketAddr,
     pub server_ip: Option<Ipv4Addr>,
+    /// Interface name; `None`: the one holding `server_ip`.
+    pub interface: Option<String>,
     /// Subnets with their reservations attached.
     pub subnets: Vec<Subnet>,
     pub mode: DhcpMode,
@@ -449,6 +459,11 @@ impl Layers {
                 Some(Parsed::Ip(ip)) => ip,
                 _ => unreachable!("dhcp.server_ip is declared as an optional IPv4 address"),
             };
+            let interface = match take("dhcp.interface") {
+                Some(Parsed::Text(t)) if t.is_empty() => None,
+                Some(Parsed::Text(t)) => Some(t),
+                _ => unreachable!("dhcp.interface is declared as text"),
+            };
             let mut subnets = match take("dhcp.subnets") {
                 Some(Parsed::Subnets(s)) => s,
                 _ => unreachable!("dhcp.subnets is declared as subnets"),
@@ -494,6 +509,7 @@ impl Layers {
                 enabled,
                 listen,
                 server_ip,
+                interface,
                 subnets,
                 mode,
                 reply_to,

@@ -77,7 +77,16 @@ impl Daemon {
         let mut pxe = PxeStats::default();
         let dhcp = match (config.dhcp.enabled, config.dhcp.server_ip) {
             (true, Some(server_ip)) => {
-                let socket = crate::dhcp::server::bind(config.dhcp.listen)?;
+                // Replies to a test's socket (`reply_to`) need no interface; real ones do.
+                let device = match (&config.dhcp.interface, config.dhcp.reply_to) {
+                    (Some(name), _) => Some(name.clone()),
+                    (None, Some(_)) => None,
+                    (None, None) => Some(crate::dhcp::server::interface_of(server_ip)?),
+                };
+                let socket = crate::dhcp::server::bind(config.dhcp.listen, device.as_deref())?;
+                if let Some(device) = &device {
+                    tracing::info!(%device, "DHCP bound to interface");
+                }
                 let stats = Arc::new(DhcpStats::default());
                 pxe.dhcp = Some(Arc::clone(&stats));
                 let dhcp_config = DhcpConfig {

@@ -82,18 +82,57 @@ pub enum DhcpServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(
+        "cannot bind the DHCP socket to interface {interface} (dhcp.interface): {source}; \
+         binding to a device needs root or CAP_NET_RAW"
+    )]
+    Device {
+        interface: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "no network interface holds dhcp.server_ip {0}; set it to an address of this host, \
+         or name the interface with dhcp.interface"
+    )]
+    NoInterface(Ipv4Addr),
+    #[error("cannot list network interfaces: {0}")]
+    Interfaces(std::io::Error),
     #[error("cannot load DHCP leases: {0}")]
     Load(#[from] StoreError),
 }
 
+/// The interface that holds `ip`.
+pub fn interface_of(ip: Ipv4Addr) -> Result<String, DhcpServerError> {
+    if_addrs::get_if_addrs()
+        .map_err(DhcpServerError::Interfaces)?
+        .into_iter()
+        .find(|i| i.ip() == std::net::IpAddr::V4(ip))
+        .map(|i| i.name)
+        .ok_or(DhcpServerError::NoInterface(ip))
+}
+
 /// Bind the DHCP socket: broadcast allowed (replies to clients without an address go to
-/// 255.255.255.255).
-pub fn bind(addr: SocketAddr) -> Result<UdpSocket, DhcpServerError> {
+/// 255.255.255.255) and, when `device` is given, tied to that interface. The tie matters: a
+/// socket on 0.0.0.0 cannot route a limited broadcast on a host without a default route, and
+/// on a host with several networks it must leave through the PXE one.
+pub fn bind(addr: SocketAddr, device: Option<&str>) -> Result<UdpSocket, DhcpServerError> {
+    use socket2::{Domain, Protocol, Socket, Type};
     let err = |source| DhcpServerError::Bind { addr, source };
-    let socket = std::net::UdpSocket::bind(addr).map_err(err)?;
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
     socket.set_broadcast(true).map_err(err)?;
+    if let Some(name) = device {
+        socket
+            .bind_device(Some(name.as_bytes()))
+            .map_err(|source| DhcpServerError::Device {
+                interface: name.to_string(),
+                source,
+            })?;
+    }
+    socket.bind(&addr.into()).map_err(err)?;
     socket.set_nonblocking(true).map_err(err)?;
-    UdpSocket::from_std(socket).map_err(err)
+    UdpSocket::from_std(socket.into()).map_err(err)
 }
 
 #[derive(Debug, Clone, Copy)]

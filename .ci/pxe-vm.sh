@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End to end with a VM: a disk-less QEMU VM PXE-boots from `stoker serve` (its own DHCP, TFTP
+# and HTTP, bound inside the PXE lab's network namespace), loads the bootstrap image built by
+# images/build-bootstrap.sh, and its agent's hello makes the node appear in stoker's database.
+# Then the lab's own dnsmasq chain boots in the same run, for the comparison.
+#
+# usage: .ci/pxe-vm.sh STOKER_BIN SHARED_DIR [RUNS]
+# Needs root and ../shared/tools/pxe-lab; otherwise it says why it skipped and exits 0.
+# Traffic stays inside the lab's namespaces; only processes started here are stopped, by PID.
+set -euo pipefail
+bin=$(readlink -f "$1"); shared=$2; runs=${3:-3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+lab=$shared/tools/pxe-lab
+skip() { echo "pxe-vm: skipped: $*"; exit 0; }
+[ -d "$lab" ] || skip "$lab not found"
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces and a tap)"
+need=()
+for t in qemu-system-x86_64 dnsmasq cpio; do command -v "$t" >/dev/null || need+=("$t"); done
+ls /usr/lib/ipxe/qemu/efi-virtio.rom >/dev/null 2>&1 || need+=(ipxe-qemu)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "pxe-vm: installing qemu-system-x86 ipxe-qemu dnsmasq-base cpio ovmf (missing: ${need[*]})"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      qemu-system-x86 ipxe-qemu dnsmasq-base cpio ovmf >/dev/null; } || skip "cannot install QEMU here"
+fi
+
+work=$(mktemp -d /tmp/stoker-pxe.XXXXXX)
+cache=${STOKER_DEB_CACHE:-/var/cache/stoker-ci/debs}
+mkdir -p "$cache"
+pid=
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
+  "$lab/lab-down.sh" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "pxe-vm: building the bootstrap image"
+STOKER_DEB_CACHE=$cache "$root/images/build-bootstrap.sh" --stoker "$bin" \
+  --out "$work/data/images" --tftp "$work/data/tftp" >"$work/build.log" 2>&1 \
+  || { tail -20 "$work/build.log"; echo "pxe-vm: image build failed"; exit 1; }
+"$lab/lab-down.sh" >/dev/null 2>&1 || true
+"$lab/lab-up.sh" >"$work/lab.log" 2>&1 || { cat "$work/lab.log"; exit 1; }
+
+# `ip netns exec` execs stoker itself, so $! is stoker's PID.
+ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.1:8080 \
+  --dhcp-enabled true --dhcp-server-ip 10.77.0.1 \
+  --dhcp-subnets '10.77.0.0/24 pool=10.77.0.100-10.77.0.199 router=10.77.0.1 lease=600' \
+  --tftp-enabled true >"$work/stoker.log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do
+  ip netns exec pxelab curl -fsS -o /dev/null http://10.77.0.1:8080/healthz 2>/dev/null && break
+  sleep 0.1
+done
+api() { ip netns exec pxelab curl -fsS "http://10.77.0.1:8080$1"; }
+
+fail=0; times=()
+boot() { # name mac [boot-vm options]
+  local name=$1 mac=$2; shift 2
+  local log="$work/vm-$name.log" out
+  if out=$("$lab/boot-vm.sh" --log "$log" --mac "$mac" --marker STOKER-AGENT --fail STOKER-AGENT-FAIL \
+        --timeout 120 "$@" 2>&1); then
+    local t
+    t=$(sed -n 's/.*OK marker after \([0-9.]*\)s.*/\1/p' <<<"$out")
+    if api /api/v1/nodes | python3 -c '
+import json, sys
+mac = sys.argv[1]
+nodes = json.load(sys.stdin)
+nodes = nodes.get("nodes", nodes) if isinstance(nodes, dict) else nodes
+found = [n for n in nodes if n.get("mac") == mac]
+assert found, f"no node with {mac}"
+inv = found[0].get("inventory") or {}
+assert inv["memory_bytes"] > 0 and inv["cpu"], f"no inventory: {found[0]}"
+assert any(i["mac"] == mac for i in inv["interfaces"]), f"inventory lacks {mac}"
+' "$mac"; then
+      echo "pxe-vm: $name: node $mac discovered ${t}s after VM start"
+      [ "$name" = "${name#bios}" ] || times+=("$t")
+    else
+      echo "pxe-vm: $name: the VM ran its agent but node $mac is not in the database"; fail=1
+    fi
+  else
+    echo "$out" | tail -15; echo "pxe-vm: $name: FAILED"; tail -20 "$log" 2>/dev/null; fail=1
+  fi
+}
+
+for i in $(seq "$runs"); do
+  boot "bios-$i" "$(printf '52:54:00:77:01:%02x' "$i")"
+done
+if ls /usr/share/OVMF/OVMF_CODE*.fd >/dev/null 2>&1; then
+  boot uefi-ipxe-rom 52:54:00:77:02:01 --firmware uefi
+  # OVMF's own PXE client: TFTP of ipxe.efi (tsize probe, abort, windowsize 4), then the loop-break.
+  boot uefi-ovmf-pxe 52:54:00:77:02:02 --firmware uefi --rom none
+else
+  echo "pxe-vm: UEFI boots skipped: OVMF not installed (apt-get install ovmf)"
+fi
+echo "pxe-vm: stoker counters: $(api /api/v1/pxe | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["dhcp"]["counters"], d["tftp"]["counters"])')"
+kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=
+"$lab/lab-down.sh" >/dev/null 2>&1 || true
+
+echo "pxe-vm: the lab's dnsmasq chain, same machine, same run"
+base=()
+if out=$(PXELAB_CACHE=$cache "$lab/selftest.sh" --workdir "$work/dnsmasq" --runs "$runs" 2>&1); then
+  while read -r t; do base+=("$t"); done < <(sed -n 's/.*OK marker after \([0-9.]*\)s.*/\1/p' <<<"$out")
+else
+  echo "$out" | tail -10; echo "pxe-vm: dnsmasq baseline failed (not stoker's fault; no ratio)"
+fi
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{if(NR==0){print "n/a"} else if(NR%2){print a[(NR+1)/2]} else {printf "%.2f\n",(a[NR/2]+a[NR/2+1])/2}}'; }
+ms=$(median "${times[@]}"); mb=$(median "${base[@]}")
+ratio=n/a
+[ "$ms" != n/a ] && [ "$mb" != n/a ] && ratio=$(awk -v a="$ms" -v b="$mb" 'BEGIN{printf "%.2f", a/b}')
+echo "pxe-vm: BIOS VM start -> node discovered: stoker median ${ms}s (${times[*]:-}) vs dnsmasq chain to marker median ${mb}s (${base[*]:-}); ratio ${ratio}"
+exit $fail

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# PXE service benchmarks, stoker and dnsmasq side by side in one run, in a private /16 lab
+# (../shared/tools/pxe-lab; root). Not part of CI: it takes a few minutes.
+#
+# usage: benches/pxe.sh [STOKER_BIN] [SHARED_DIR]
+#   DHCP: perfdhcp DORA with distinct MACs, each a new lease written durably (stoker: SQLite
+#         WAL commit per batch before the replies; dnsmasq: its lease file), at several rates.
+#   TFTP: a 32 MB file, blksize 1468: curl (lock-step, windowsize 1) from both servers, and
+#         atftp with windowsize 16 from stoker (dnsmasq does not implement RFC 7440).
+# Prints one line per measurement and the ratios at the end.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$(readlink -f "${1:-$root/target/release/stoker}")
+shared=${2:-$root/../shared}
+lab=$shared/tools/pxe-lab
+[ -d "$lab" ] || { echo "bench: $lab not found"; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench: needs root"; exit 2; }
+for t in perfdhcp atftp dnsmasq curl; do
+  command -v "$t" >/dev/null || { echo "bench: $t missing (apt-get install kea-admin atftp dnsmasq-base curl)"; exit 2; }
+done
+export PXELAB_NS=pxebench PXELAB_SERVER_IP=10.79.0.1 PXELAB_PREFIX=16 \
+  PXELAB_POOL_START=10.79.1.0 PXELAB_POOL_END=10.79.255.254 PXELAB_RA=0 PXELAB_HTTP_PORT=8081
+RATES=${BENCH_DHCP_RATES:-"500 1000 2000 4000"}
+SECS=${BENCH_DHCP_SECONDS:-10}
+work=$(mktemp -d /tmp/stoker-bench.XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  "$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null 2>&1 || true
+  "$lab/lab-down.sh" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/tftp" "$work/dnsmasq"
+head -c 32000000 /dev/urandom >"$work/tftp/big.bin"
+cp "$work/tftp/big.bin" "$work/dnsmasq/big.bin"
+: >"$work/dnsmasq/vmlinuz"; : >"$work/dnsmasq/initrd.img"
+C=(ip netns exec "${PXELAB_NS}-c")
+cip=10.79.0.2
+
+dhcp_runs() { # label
+  local r out best=0
+  for r in $RATES; do
+    out=$("$lab/bench-dhcp.sh" --rate "$r" --seconds "$SECS" --clients 60000 2>&1 | grep '^bench-dhcp' || true)
+    echo "$1 $out" >&2
+    a=$(sed -n 's/.*: \([0-9]*\) DORA\/s achieved.*/\1/p' <<<"$out")
+    [ -n "$a" ] && [ "$a" -gt "$best" ] && best=$a
+  done
+  echo "$best"
+}
+tftp_rate() { # tool blksize window -> MB/s median of 3
+  local tool=$1 blk=$2 win=$3 i t0 dt rates=()
+  for i in 1 2 3; do
+    rm -f "$work/out"
+    t0=$(date +%s.%N)
+    case $tool in
+      curl) "${C[@]}" curl -s --tftp-blksize "$blk" -o "$work/out" "tftp://$PXELAB_SERVER_IP/big.bin" ;;
+      atftp) "${C[@]}" atftp --option "blksize $blk" --option "windowsize $win" --get -r big.bin -l "$work/out" "$PXELAB_SERVER_IP" >/dev/null 2>&1 ;;
+    esac
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
+    cmp -s "$work/out" "$work/tftp/big.bin" || { echo "bench: $tool download differs" >&2; echo 0; return; }
+    rates+=("$(awk -v t="$dt" 'BEGIN{printf "%.1f", 32/t}')")
+  done
+  printf '%s\n' "${rates[@]}" | sort -n | sed -n 2p
+}
+
+"$lab/lab-down.sh" >/dev/null 2>&1 || true
+"$lab/lab-up.sh" >/dev/null
+ip -n "${PXELAB_NS}-c" addr add "$cip/16" dev c0 2>/dev/null || true
+
+echo "== stoker"
+ip netns exec "$PXELAB_NS" "$bin" serve --data-dir "$work/data" --http-listen 10.79.0.1:8081 \
+  --dhcp-enabled true --dhcp-server-ip 10.79.0.1 \
+  --dhcp-subnets '10.79.0.0/16 pool=10.79.1.0-10.79.255.254 lease=3600' \
+  --tftp-enabled true --tftp-root "$work/tftp" --log-level warn >"$work/stoker.log" 2>&1 &
+pid=$!
+sleep 1
+s_dhcp=$(dhcp_runs stoker)
+s_tftp1=$(tftp_rate curl 1468 1)
+s_tftp16=$(tftp_rate atftp 1468 16)
+echo "stoker TFTP 32 MB blksize 1468: windowsize 1 (curl) $s_tftp1 MB/s; windowsize 16 (atftp) $s_tftp16 MB/s"
+leases=$(ip netns exec "$PXELAB_NS" curl -fsS http://10.79.0.1:8081/api/v1/pxe | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["dhcp"]["leases"]))')
+echo "stoker leases in SQLite after the DHCP runs: $leases"
+kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=
+
+echo "== dnsmasq"
+"$lab/lab-down.sh" >/dev/null 2>&1 || true
+"$lab/lab-up.sh" >/dev/null
+ip -n "${PXELAB_NS}-c" addr add "$cip/16" dev c0 2>/dev/null || true
+"$lab/serve-dnsmasq.sh" start "$work/dnsmasq" --quiet --dnsmasq-opt dhcp-lease-max=400000 >/dev/null
+d_dhcp=$(dhcp_runs dnsmasq)
+d_tftp1=$(tftp_rate curl 1468 1)
+echo "dnsmasq TFTP 32 MB blksize 1468: windowsize 1 (curl) $d_tftp1 MB/s"
+"$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.1f", a/b; else print "n/a" }'; }
+echo "== summary"
+echo "DHCP best DORA/s with durable leases: stoker $s_dhcp, dnsmasq $d_dhcp: $(ratio "$s_dhcp" "$d_dhcp")x"
+echo "TFTP 32 MB, blksize 1468: stoker $s_tftp1 MB/s vs dnsmasq $d_tftp1 MB/s at windowsize 1: $(ratio "$s_tftp1" "$d_tftp1")x; stoker at windowsize 16: $s_tftp16 MB/s = $(ratio "$s_tftp16" "$d_tftp1")x dnsmasq"
