@@ -13,4 +13,5 @@ pub mod dhcp;
 pub mod engine;
 pub mod http;
 pub mod model;
+pub mod package;
 pub mod store;
