@@ -57,6 +57,9 @@ pub struct OptionSpec {
 
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
 
+/// What to do with the release plugins shipped in the binary on first start.
+pub const BUNDLED_CHOICES: &[&str] = &["install", "skip"];
+
 /// Every option stoker reads. Add an option here and nowhere else.
 pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
@@ -114,6 +117,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "info",
         kind: Kind::LogFilter,
         help: "Which log events to print",
+    },
+    OptionSpec {
+        key: "plugins.bundled",
+        env: "STOKER_PLUGINS_BUNDLED",
+        flag: "plugins-bundled",
+        default: "install",
+        kind: Kind::Choice(BUNDLED_CHOICES),
+        help: "Install the release plugins shipped in the binary on first start (once: a removed one stays removed)",
     },
 ];
 
@@ -181,6 +192,8 @@ pub struct Config {
     pub boot_kernel_args: String,
     pub log_format: LogFormat,
     pub log_level: String,
+    /// Install the bundled release plugins on first start.
+    pub install_bundled: bool,
 }
 
 impl Config {
@@ -301,6 +314,10 @@ impl Layers {
             log_level: match take("log.level") {
                 Some(Parsed::Text(t)) => t,
                 _ => unreachable!("log.level is declared as a filter"),
+            },
+            install_bundled: match take("plugins.bundled") {
+                Some(Parsed::Text(t)) => t == "install",
+                _ => unreachable!("plugins.bundled is declared as a choice"),
             },
         })
     }
