@@ -11,6 +11,7 @@ mod catalog;
 mod cli;
 mod config;
 mod pages;
+mod plugin;
 mod store;
 mod systemd;
 mod tidy;
