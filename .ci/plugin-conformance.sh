@@ -82,6 +82,40 @@ if [ -d "$tpl" ]; then
   "$stoker" plugin validate "$dest" | tail -4 | sed 's/^/fpb-v5-template (stoker only): /'
 fi
 
+# Fuel's own newton library as a release plugin: 202 real tasks (anchors, folded scalars,
+# misspelt keys, YAQL) through a `**` glob, plus the provision/deletion/verification graphs.
+lib="$shared/corpus/fuel-library/stable-newton"
+if [ -d "$lib" ]; then
+  dest="$work/newton-library"; mkdir -p "$dest/deployment_scripts" "$dest/repositories/ubuntu"
+  cp -r "$lib/deployment" "$lib/graphs" "$dest/"
+  cat >"$dest/metadata.yaml" <<'META'
+name: newton-library
+title: fuel-library stable/newton as a release
+version: '10.0.0'
+description: every fuel-library newton task file as the graphs of one release
+package_version: '5.0.0'
+releases:
+  - is_release: true
+    name: Newton Library
+    description: fuel-library stable/newton
+    operating_system: ubuntu
+    version: newton-10.0
+    deployment_scripts_path: deployment_scripts/
+    repository_path: repositories/ubuntu
+    graphs:
+      - {type: default, tasks_path: deployment/**/tasks.yaml}
+      - {type: provisioning, tasks_path: graphs/experimental-provision/tasks.yaml}
+      - {type: deletion, tasks_path: graphs/experimental-deletion/tasks.yaml}
+      - {type: network_verification, tasks_path: graphs/experimental-net-verification/tasks.yaml}
+META
+  if "$stoker" plugin validate "$dest" >"$work/lib.txt"; then
+    echo "fuel-library newton as a release (stoker only): $(tail -1 "$work/lib.txt" | sed 's/.*: valid/valid/')"
+    loaded=$((loaded+1))
+  else
+    cat "$work/lib.txt"; echo "FAIL fuel-library newton did not load as a release"; fail=$((fail+1))
+  fi
+fi
+
 echo "packages loaded by stoker: $loaded"
 if [ "$have_fpb" = 1 ]; then
   pct=$(( total > 0 ? agree * 100 / total : 0 ))

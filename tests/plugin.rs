@@ -239,7 +239,8 @@ fn a_release_plugin_becomes_a_release_tree() {
     assert_eq!(
         graphs["default"]["tasks"][3],
         json!({"id": "controller", "type": "group", "role": ["controller"], "tasks": ["keystone"],
-               "parameters": {"strategy": {"type": "parallel"}}})
+               "roles": ["controller"], "parameters": {"strategy": {"type": "parallel"}}}),
+        "role is an alias of roles: both are set"
     );
     assert_eq!(graphs["deletion"]["tasks"][0]["type"], "erase_node");
 }

@@ -94,6 +94,20 @@ pub fn role_group_tasks(roles: &J) -> Vec<J> {
     out
 }
 
+/// `role` is accepted as an alias of `roles`: give every task that has only `role` its `roles`.
+pub fn normalize_roles(tasks: &mut J) {
+    if let J::Array(list) = tasks {
+        for t in list {
+            if let Some(o) = t.as_object_mut()
+                && !o.contains_key("roles")
+                && let Some(r) = o.get("role").cloned()
+            {
+                o.insert("roles".to_string(), r);
+            }
+        }
+    }
+}
+
 /// Remove `tasks` from each role (they became group tasks).
 fn strip_role_tasks(roles: &mut J) {
     if let Some(map) = roles.as_object_mut() {
@@ -165,6 +179,11 @@ pub fn releases(pkg: &Package) -> Vec<ReleaseTree> {
                 if let Some(J::Array(tasks)) = default.get_mut("tasks") {
                     tasks.extend(groups);
                 }
+            }
+        }
+        for g in graphs.values_mut() {
+            if let Some(tasks) = g.get_mut("tasks") {
+                normalize_roles(tasks);
             }
         }
         map.remove("graphs");
@@ -333,6 +352,9 @@ pub fn for_release(pkg: &Package, release_version: &str, operating_system: &str)
                 list.extend(groups);
             }
         }
+    }
+    if let Some(tasks) = map.get_mut("deployment_tasks") {
+        normalize_roles(tasks);
     }
     let version = ReleaseVersion::parse(release_version);
     let mut dropped = Vec::new();

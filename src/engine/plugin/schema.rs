@@ -739,7 +739,7 @@ fn relations(n: &Node, field: &str, d: &mut Diagnostics) {
     }
 }
 
-fn params_for(ty: &str, task: &Node, field: &str, v4: bool, d: &mut Diagnostics) {
+fn params_for(ty: &str, task: &Node, field: &str, v4: bool, strict: bool, d: &mut Diagnostics) {
     let pf = join(field, "parameters");
     let params = task.get("parameters");
     let needs_params = matches!(ty, "copy_files" | "sync" | "upload_file");
@@ -782,7 +782,13 @@ fn params_for(ty: &str, task: &Node, field: &str, v4: bool, d: &mut Diagnostics)
     };
     match ty {
         "puppet" => {
-            required(p, &["puppet_manifest", "puppet_modules", "timeout"], &pf, d);
+            // Release graphs (Fuel's own library) leave the timeout to the orchestrator's default.
+            let needs: &[&str] = if strict {
+                &["puppet_manifest", "puppet_modules", "timeout"]
+            } else {
+                &["puppet_manifest", "puppet_modules"]
+            };
+            required(p, needs, &pf, d);
             for key in ["puppet_manifest", "puppet_modules"] {
                 if let Some(s) = opt(p, key, Kind::Str, &pf, d)
                     && s.as_str() == Some("")
@@ -881,11 +887,12 @@ pub fn task_v3(task: &Node, field: &str, d: &mut Diagnostics) {
     if let Some(groups) = task.get("groups") {
         name_list(groups, &join(field, "groups"), d);
     }
-    params_for(ty, task, field, false, d);
+    params_for(ty, task, field, false, true, d);
 }
 
-/// One deployment task of a v4/v5 package (FPB's generated task schema).
-pub fn task_v4(task: &Node, field: &str, d: &mut Diagnostics) {
+/// One deployment task of a v4/v5 package (FPB's generated task schema). `strict`: a plugin's
+/// own task file (FPB's rules in full) rather than a release graph.
+pub fn task_v4(task: &Node, field: &str, strict: bool, d: &mut Diagnostics) {
     let ty = task.get("type").and_then(Node::as_str).unwrap_or("");
     if let Some(id) = task.get("id")
         && let Some(s) = id.as_str()
@@ -966,7 +973,7 @@ pub fn task_v4(task: &Node, field: &str, d: &mut Diagnostics) {
             }
         }
     }
-    params_for(ty, task, field, true, d);
+    params_for(ty, task, field, true, strict, d);
 }
 
 /// The common part of every deployment task: a mapping with `id` and a known `type`, and

@@ -154,6 +154,7 @@ fn check_tasks(
     }
     let types = schema::task_types(pv, source == TaskSource::Graph);
     let mut ids: Vec<(String, bool, Pos)> = Vec::new();
+    let mut groups_used: Vec<(Pos, String)> = Vec::new();
     for (i, task) in list.as_seq().unwrap_or(&[]).iter().enumerate() {
         let f = join(field, i);
         let Some(ty) = schema::task_common(task, &types, &f, d) else {
@@ -162,7 +163,7 @@ fn check_tasks(
         if pv == PackageVersion::V3 {
             schema::task_v3(task, &f, d);
         } else {
-            schema::task_v4(task, &f, d);
+            schema::task_v4(task, &f, source == TaskSource::PluginFile, d);
         }
         let id = task
             .get("id")
@@ -171,14 +172,14 @@ fn check_tasks(
             .to_string();
         if pv >= PackageVersion::V4
             && ty != "stage"
-            && !["roles", "groups", "role"]
+            && !["roles", "groups", "role", "tags"]
                 .iter()
                 .any(|k| has_truthy(task, k))
         {
             d.warning(
                 &task.pos,
                 &f,
-                format!("task {id} has no roles, groups or role: it may run on no node"),
+                format!("task {id} has no roles, groups, role or tags: it may run on no node"),
             );
         }
         if pv >= PackageVersion::V5 {
@@ -213,11 +214,7 @@ fn check_tasks(
                 }
             }
             if let Some(g) = task.key("groups") {
-                d.warning(
-                    &g.pos,
-                    &join(&f, "groups"),
-                    "groups is deprecated with package 5.0.0; use roles",
-                );
+                groups_used.push((g.pos.clone(), join(&f, "groups")));
             }
         }
         let mut constrained = false;
@@ -259,6 +256,18 @@ fn check_tasks(
         }
         ids.push((id, constrained, task.pos.clone()));
         yaql_in(task, &f, d);
+    }
+    // One warning per task list, at the first use.
+    if let Some((pos, field)) = groups_used.first() {
+        let more = match groups_used.len() {
+            1 => String::new(),
+            n => format!(" ({n} tasks use it)"),
+        };
+        d.warning(
+            pos,
+            field,
+            format!("groups is deprecated with package 5.0.0; use roles{more}"),
+        );
     }
 }
 

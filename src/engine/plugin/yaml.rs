@@ -425,9 +425,9 @@ impl Builder {
                             self.warnings.push((
                                 key.pos.clone(),
                                 format!(
-                                    "key {:?} is written twice in one mapping; the later value \
-                                     (line {}) wins",
-                                    key.text, key.pos.line
+                                    "key {:?} is written twice in one mapping (lines {} and {}); \
+                                     the later value wins",
+                                    key.text, entries[idx].0.pos.line, key.pos.line
                                 ),
                             ));
                         }
