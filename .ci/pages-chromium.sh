@@ -17,7 +17,7 @@ work=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-"$stoker" serve --data-dir "$work/data" --http-listen 127.0.0.1:0 2>"$work/log" &
+"$stoker" serve --data-dir "$work/data" --http-listen 127.0.0.1:0 --plugins-bundled skip 2>"$work/log" &
 pid=$!
 for _ in $(seq 100); do grep -q 'listening on http://' "$work/log" && break; sleep 0.1; done
 base=$(grep -o 'listening on http://[0-9.:]*' "$work/log" | head -n1 | sed 's/listening on //')

@@ -85,6 +85,9 @@ pub struct OptionSpec {
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
 pub const DHCP_MODES: &[&str] = &["authoritative", "reservation-only"];
 
+/// What to do with the release plugins shipped in the binary on first start.
+pub const BUNDLED_CHOICES: &[&str] = &["install", "skip"];
+
 /// Every option stoker reads. Add an option here and nowhere else.
 pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
@@ -247,6 +250,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         kind: Kind::LogFilter,
         help: "Which log events to print",
     },
+    OptionSpec {
+        key: "plugins.bundled",
+        env: "STOKER_PLUGINS_BUNDLED",
+        flag: "plugins-bundled",
+        default: "install",
+        kind: Kind::Choice(BUNDLED_CHOICES),
+        help: "Install the release plugins shipped in the binary on first start (once: a removed one stays removed)",
+    },
 ];
 
 /// Environment variable naming the config file, for `--config`.
@@ -320,6 +331,8 @@ pub struct Config {
     pub log_level: String,
     pub dhcp: DhcpSettings,
     pub tftp: TftpSettings,
+    /// Install the bundled release plugins on first start.
+    pub install_bundled: bool,
 }
 
 /// The DHCP server's settings.
@@ -569,6 +582,10 @@ impl Layers {
             log_level: match take("log.level") {
                 Some(Parsed::Text(t)) => t,
                 _ => unreachable!("log.level is declared as a filter"),
+            },
+            install_bundled: match take("plugins.bundled") {
+                Some(Parsed::Text(t)) => t == "install",
+                _ => unreachable!("plugins.bundled is declared as a choice"),
             },
         })
     }

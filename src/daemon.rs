@@ -71,6 +71,13 @@ impl Daemon {
         let db_path = config.database_path();
         let store = Arc::new(Store::open(&db_path)?);
         tracing::info!(path = %db_path.display(), schema = crate::store::migrations::latest(), "database open");
+        if config.install_bundled {
+            crate::package::bundled::install_on_first_start(
+                &store,
+                &config.data_dir,
+                crate::clock::now(),
+            );
+        }
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;

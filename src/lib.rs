@@ -13,5 +13,6 @@ pub mod dhcp;
 pub mod engine;
 pub mod http;
 pub mod model;
+pub mod package;
 pub mod store;
 pub mod tftp;

@@ -12,6 +12,7 @@ mod cli;
 mod config;
 mod dhcp;
 mod pages;
+mod plugin;
 mod store;
 mod systemd;
 mod tftp;

@@ -6,6 +6,7 @@
 
 mod agent;
 mod config_args;
+mod plugin;
 mod serve;
 
 use std::process::ExitCode;
@@ -40,6 +41,11 @@ pub enum Command {
     },
     /// Run the node agent: gather the inventory and register with the master.
     Agent(agent::AgentArgs),
+    /// Validate, build, install, remove and list plugin packages (releases included).
+    Plugin {
+        #[command(subcommand)]
+        command: plugin::PluginCommand,
+    },
     /// Print the version and exit.
     Version,
 }
@@ -66,6 +72,7 @@ pub fn run() -> ExitCode {
             timeout,
         } => serve::healthcheck(&config, url, timeout),
         Command::Agent(args) => report(agent::run(&args)),
+        Command::Plugin { command } => report(plugin::run(command)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -3,10 +3,12 @@
 //!
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
+//! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
 //! - [`state`]: the node state machine, as a table.
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
 
 pub mod hello;
 pub mod order;
+pub mod plugin;
 pub mod state;
 pub mod steps;

@@ -13,6 +13,7 @@ mod boot;
 mod catalog;
 mod error;
 pub mod limit;
+mod plugins;
 mod pxe;
 mod ui;
 mod views;
@@ -93,7 +94,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/agent/hello", web::post().to(agent::hello))
                 .route("/releases", web::get().to(catalog::releases))
                 .route("/releases/{id}", web::get().to(catalog::release))
-                .route("/plugins", web::get().to(catalog::plugins))
+                .service(
+                    web::resource("/plugins")
+                        .app_data(web::PayloadConfig::new(plugins::MAX_UPLOAD))
+                        .route(web::get().to(catalog::plugins))
+                        .route(web::post().to(plugins::install_plugin)),
+                )
+                .route("/plugins/sync", web::post().to(plugins::sync_plugins))
                 .route("/plugins/{name}", web::delete().to(catalog::remove_plugin))
                 .route("/clusters", web::get().to(catalog::clusters))
                 .route("/clusters", web::post().to(catalog::create_cluster))

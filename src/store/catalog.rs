@@ -123,6 +123,15 @@ impl ReadTxn<'_> {
             .optional()?)
     }
 
+    /// Every installed plugin's id, name, version and directory (relative to the data dir).
+    pub fn plugin_paths(&self) -> Result<Vec<(i64, String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, name, version, path FROM plugins ORDER BY id")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub fn setting(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
@@ -250,6 +259,66 @@ impl WriteTxn<'_> {
             &format!("removed plugin {} {}", plugin.name, plugin.version),
         )?;
         Ok(plugin)
+    }
+
+    /// Refresh an installed plugin from its files (`POST /api/v1/plugins/sync`): its findings,
+    /// its loaded tree, and its releases' trees (a release it now defines is added).
+    pub fn update_plugin(
+        &self,
+        id: i64,
+        diagnostics: &serde_json::Value,
+        manifest: &serde_json::Value,
+        releases: &[NewRelease<'_>],
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE plugins SET diagnostics = ?2, manifest = ?3 WHERE id = ?1",
+            params![id, diagnostics.to_string(), manifest.to_string()],
+        )?;
+        for r in releases {
+            let changed = self.conn.execute(
+                "UPDATE releases SET operating_system = ?4, description = ?5, data = ?6
+                 WHERE plugin_id = ?1 AND name = ?2 AND version = ?3",
+                params![
+                    id,
+                    r.name,
+                    r.version,
+                    r.operating_system,
+                    r.description,
+                    r.data.to_string()
+                ],
+            )?;
+            if changed == 0 {
+                let taken: Option<i64> = self
+                    .conn
+                    .query_row(
+                        "SELECT id FROM releases WHERE name = ?1 AND version = ?2",
+                        params![r.name, r.version],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if taken.is_some() {
+                    return Err(StoreError::Conflict(format!(
+                        "release {:?} ({}) is already installed by another plugin",
+                        r.name, r.version
+                    )));
+                }
+                self.conn.execute(
+                    "INSERT INTO releases (plugin_id, name, version, operating_system,
+                                           description, state, data)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        id,
+                        r.name,
+                        r.version,
+                        r.operating_system,
+                        r.description,
+                        r.state,
+                        r.data.to_string()
+                    ],
+                )?;
+            }
+        }
+        Ok(())
     }
 
     pub fn set_setting(&self, key: &str, value: &str) -> Result<()> {

@@ -29,6 +29,7 @@ impl TestDaemon {
             .with_flag("data_dir", dir.path().join("data").display().to_string())
             .with_flag("http.listen", "127.0.0.1:0".to_string())
             .with_flag("http.shutdown_timeout", "5".to_string())
+            .with_flag("plugins.bundled", "skip".to_string())
             .resolve()
             .unwrap();
         Self::start_with(config, dir)

@@ -1,0 +1,100 @@
+//! A package directory on disk, read through the engine's `PackageFiles` trait. The tree is
+//! listed once, when opened (sorted, symlinks followed, `.git` skipped), so every question the
+//! engine asks is answered from the same snapshot.
+
+use std::path::{Path, PathBuf};
+
+use super::PackageError;
+use crate::engine::plugin::{Entry, FilesError, PackageFiles, files::normalize};
+
+/// A plugin directory.
+#[derive(Debug, Clone)]
+pub struct DirFiles {
+    root: PathBuf,
+    entries: Vec<Entry>,
+}
+
+/// Names never part of a package.
+fn skipped(name: &str) -> bool {
+    matches!(name, ".git" | ".hg" | ".svn" | ".tox" | "__pycache__")
+}
+
+fn walk(root: &Path, rel: &str, out: &mut Vec<Entry>, depth: usize) -> Result<(), PackageError> {
+    if depth > 64 {
+        return Err(PackageError::NotAPackage {
+            path: root.join(rel),
+            reason: "directories nest too deep (a symlink loop?)".to_string(),
+        });
+    }
+    let dir = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
+    let read = std::fs::read_dir(&dir).map_err(|e| PackageError::io(&dir, e))?;
+    let mut names = Vec::new();
+    for entry in read {
+        let entry = entry.map_err(|e| PackageError::io(&dir, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !skipped(&name) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    for name in names {
+        let path = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let full = root.join(&path);
+        if full.is_dir() {
+            out.push(Entry {
+                path: path.clone(),
+                is_dir: true,
+            });
+            walk(root, &path, out, depth + 1)?;
+        } else if full.is_file() {
+            out.push(Entry {
+                path,
+                is_dir: false,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl DirFiles {
+    pub fn new(root: &Path) -> Result<DirFiles, PackageError> {
+        let mut entries = Vec::new();
+        walk(root, "", &mut entries, 0)?;
+        entries.sort();
+        Ok(DirFiles {
+            root: root.to_path_buf(),
+            entries,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+impl PackageFiles for DirFiles {
+    fn entries(&self) -> Vec<Entry> {
+        self.entries.clone()
+    }
+
+    fn read(&self, path: &str) -> Result<Vec<u8>, FilesError> {
+        let rel = normalize(path)?;
+        if !self.entries.iter().any(|e| !e.is_dir && e.path == rel) {
+            return Err(FilesError::NotFound(rel));
+        }
+        std::fs::read(self.root.join(&rel)).map_err(|e| FilesError::Unreadable {
+            path: rel,
+            reason: e.to_string(),
+        })
+    }
+}

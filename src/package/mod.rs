@@ -1,0 +1,54 @@
+//! The plugin-package edge: the file system side of [`crate::engine::plugin`]. It implements
+//! [`PackageFiles`](crate::engine::plugin::PackageFiles) for a directory ([`dir::DirFiles`]) and
+//! for a built archive ([`archive`]), builds byte-identical `.fp` archives, installs packages
+//! atomically under `data_dir/plugins/`, and carries the bundled release plugins
+//! ([`bundled`]). It decides nothing about Fuel semantics (the engine does) and holds no SQL
+//! (the store does).
+
+pub mod archive;
+pub mod bundled;
+pub mod dir;
+pub mod install;
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::plugin::{MemFiles, PackageFiles};
+
+/// Why a package could not be opened, built or installed.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a plugin package: {reason}")]
+    NotAPackage { path: PathBuf, reason: String },
+    #[error("the archive is not a valid .fp (gzipped tar): {0}")]
+    BadArchive(String),
+    #[error("the package is invalid ({errors} error(s)); run `stoker plugin validate` for details")]
+    Invalid { errors: usize },
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl PackageError {
+    pub fn io(path: &Path, source: std::io::Error) -> PackageError {
+        PackageError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Open a package: a directory, or a built archive (`.fp`, gzipped tar).
+pub fn open(path: &Path) -> Result<Box<dyn PackageFiles>, PackageError> {
+    if path.is_dir() {
+        return Ok(Box::new(dir::DirFiles::new(path)?));
+    }
+    let bytes = std::fs::read(path).map_err(|e| PackageError::io(path, e))?;
+    let files: MemFiles = archive::read(&bytes)?;
+    Ok(Box::new(files))
+}
