@@ -73,6 +73,7 @@ assert inv["memory_bytes"] > 0 and inv["cpu"], f"no inventory: {found[0]}"
 assert any(i["mac"] == mac for i in inv["interfaces"]), f"inventory lacks {mac}"
 ' "$mac"; then
       echo "pxe-vm: $name: node $mac discovered ${t}s after VM start"
+      grep -E '^boot-vm: +[0-9.]+s ' <<<"$out" | sed "s/^boot-vm:/pxe-vm:   $name/" || true
       [ "$name" = "${name#bios}" ] || times+=("$t")
     else
       echo "pxe-vm: $name: the VM ran its agent but node $mac is not in the database"; fail=1

@@ -126,7 +126,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         key: "boot.kernel_args",
         env: "STOKER_BOOT_KERNEL_ARGS",
         flag: "boot-kernel-args",
-        default: "console=tty0 console=ttyS0,115200n8",
+        default: "console=tty0 console=ttyS0,115200n8 quiet",
         kind: Kind::Text,
         help: "Extra kernel command-line arguments for the bootstrap image",
     },

@@ -27,7 +27,8 @@ fn bootstrap_script_carries_the_contract() {
     assert_eq!(kernel_arg(&r.body, "BOOTIF"), "01-${netX/mac:hexhyp}");
     assert_eq!(kernel_arg(&r.body, "initrd"), "initrd.img");
     assert!(
-        r.body.contains(" console=tty0 console=ttyS0,115200n8 "),
+        r.body
+            .contains(" console=tty0 console=ttyS0,115200n8 quiet "),
         "boot.kernel_args"
     );
     let token = kernel_arg(&r.body, "stoker.token");

@@ -211,11 +211,11 @@ fn configure(m: &mut Message, req: &Message, cfg: &DhcpConfig, subnet: &Subnet, 
     m.opts_mut()
         .insert(DhcpOption::BootfileName(file.into_bytes()));
     match kind {
-        // PXE ROMs ignore offers that do not say PXEClient back; HTTP boot needs HTTPClient.
-        ClientKind::Pxe(_) => {
-            m.opts_mut()
-                .insert(DhcpOption::ClassIdentifier(b"PXEClient".to_vec()));
-        }
+        // No option 60 for PXE ROMs: "PXEClient" in an offer announces a PXE boot server, and
+        // without option 43 OVMF then goes looking for one (boot server discovery) instead of
+        // loading `file` (seen in the lab: "UEFI PXEv4 ... Not Found"). A plain offer with
+        // siaddr and file is what every ROM takes. HTTP boot, however, needs HTTPClient.
+        ClientKind::Pxe(_) => {}
         ClientKind::HttpBoot(_) => {
             m.opts_mut()
                 .insert(DhcpOption::ClassIdentifier(b"HTTPClient".to_vec()));
@@ -711,7 +711,8 @@ mod tests {
         );
         assert_eq!(
             m.opts().get(OptionCode::ClassIdentifier),
-            Some(&DhcpOption::ClassIdentifier(b"PXEClient".to_vec()))
+            None,
+            "PXEClient without option 43 sends OVMF to boot-server discovery"
         );
 
         let uefi = vec![DhcpOption::ClientSystemArchitecture(Architecture::from(7))];

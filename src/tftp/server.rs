@@ -31,6 +31,8 @@ pub struct TftpStats {
     pub requests: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Ended by the client with an ERROR packet (firmware probing tsize aborts on purpose).
+    pub aborted: AtomicU64,
     pub refused: AtomicU64,
     pub busy: AtomicU64,
     pub malformed: AtomicU64,
@@ -43,6 +45,7 @@ pub struct TftpCounters {
     pub requests: u64,
     pub completed: u64,
     pub failed: u64,
+    pub aborted: u64,
     pub refused: u64,
     pub busy: u64,
     pub malformed: u64,
@@ -56,6 +59,7 @@ impl TftpStats {
             requests: get(&self.requests),
             completed: get(&self.completed),
             failed: get(&self.failed),
+            aborted: get(&self.aborted),
             refused: get(&self.refused),
             busy: get(&self.busy),
             malformed: get(&self.malformed),
@@ -401,7 +405,7 @@ async fn transfer(
                     Ok(Packet::Error { code, message }) => {
                         // Clients abort on purpose (iPXE and curl after a tsize check).
                         tracing::debug!(%peer, code, %message, "TFTP client ended the transfer");
-                        bump(&stats.failed);
+                        bump(&stats.aborted);
                         return;
                     }
                     _ => continue,
