@@ -14,3 +14,4 @@ pub mod engine;
 pub mod http;
 pub mod model;
 pub mod store;
+pub mod yaql;

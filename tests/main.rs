@@ -14,3 +14,4 @@ mod pages;
 mod store;
 mod systemd;
 mod tidy;
+mod yaql;

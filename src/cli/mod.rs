@@ -7,6 +7,7 @@
 mod agent;
 mod config_args;
 mod serve;
+mod yaql;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,8 @@ pub enum Command {
     },
     /// Run the node agent: gather the inventory and register with the master.
     Agent(agent::AgentArgs),
+    /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
+    Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
     Version,
 }
@@ -66,6 +69,7 @@ pub fn run() -> ExitCode {
             timeout,
         } => serve::healthcheck(&config, url, timeout),
         Command::Agent(args) => report(agent::run(&args)),
+        Command::Yaql(args) => report(yaql::run(&args)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
