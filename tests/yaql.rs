@@ -13,7 +13,10 @@ fn eval(expr: &str, data: Json) -> Result<Json, String> {
 
 #[test]
 fn basics() {
-    assert_eq!(eval("$.a.where($ > 1)", json!({"a": [1, 2, 3]})), Ok(json!([2, 3])));
+    assert_eq!(
+        eval("$.a.where($ > 1)", json!({"a": [1, 2, 3]})),
+        Ok(json!([2, 3]))
+    );
     assert_eq!(eval("7 / 2", Json::Null), Ok(json!(3)));
     assert_eq!(eval("7.0 / 2", Json::Null), Ok(json!(3.5)));
     assert_eq!(eval("null or 'x'", Json::Null), Ok(json!("x")));
@@ -22,7 +25,10 @@ fn basics() {
 
 #[test]
 fn limits_are_errors_not_crashes() {
-    assert_eq!(eval("range(20000)", Json::Null), Err("CollectionTooLargeException".into()));
+    assert_eq!(
+        eval("range(20000)", Json::Null),
+        Err("CollectionTooLargeException".into())
+    );
     let engine = Engine::new(Limits::default());
     let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
     let e = engine.eval(&deep, &Context::new(&Json::Null)).unwrap_err();

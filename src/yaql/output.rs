@@ -4,11 +4,9 @@
 
 use std::fmt::Write as _;
 
-use indexmap::IndexMap;
-
 use super::error::{ErrorKind, Result, YaqlError, err};
 use super::interp::{Interp, too_large};
-use super::value::{Value, float_repr};
+use super::value::{FxBuild, Map, Value, float_repr};
 
 fn unserializable(what: &str) -> YaqlError {
     YaqlError::new(ErrorKind::UnserializableResult, what.to_string())
@@ -30,7 +28,7 @@ pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
             if d.map.len() > limit {
                 return Err(too_large(limit));
             }
-            let mut out = IndexMap::with_capacity(d.map.len());
+            let mut out = Map::with_capacity_and_hasher(d.map.len(), FxBuild);
             for (k, val) in &d.map {
                 let k = json_key(&finalize(it, k)?)?;
                 out.insert(Value::string(k), finalize(it, val)?);

@@ -12,6 +12,49 @@ use std::rc::Rc;
 
 use indexmap::{IndexMap, IndexSet};
 
+/// Dict storage: insertion-ordered, hashed with `FxBuild` (fast for short keys).
+pub type Map = IndexMap<Value, Value, FxBuild>;
+/// Set storage.
+pub type VSet = IndexSet<Value, FxBuild>;
+
+/// The Fx hash (as in rustc): not DoS-resistant, which is fine for expression data.
+#[derive(Default, Clone, Copy)]
+pub struct FxBuild;
+
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(0)
+    }
+}
+
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 use super::error::{ErrorKind, YaqlError};
 use super::interp::{Ctx, LazySeq, Memo, Ordered};
 
@@ -53,13 +96,13 @@ pub enum Value {
 
 /// Insertion-ordered dict (Python dict / yaql FrozenDict).
 pub struct Dict {
-    pub map: IndexMap<Value, Value>,
+    pub map: Map,
     pub frozen: bool,
 }
 
 /// Set (Python set / frozenset). Iteration follows insertion order.
 pub struct Set {
-    pub items: IndexSet<Value>,
+    pub items: VSet,
     pub frozen: bool,
 }
 
@@ -85,19 +128,19 @@ impl Value {
     pub fn list(v: Vec<Value>) -> Value {
         Value::List(Rc::new(v))
     }
-    pub fn frozen_dict(map: IndexMap<Value, Value>) -> Value {
+    pub fn frozen_dict(map: Map) -> Value {
         Value::Dict(Rc::new(Dict { map, frozen: true }))
     }
-    pub fn dict(map: IndexMap<Value, Value>) -> Value {
+    pub fn dict(map: Map) -> Value {
         Value::Dict(Rc::new(Dict { map, frozen: false }))
     }
-    pub fn frozen_set(items: IndexSet<Value>) -> Value {
+    pub fn frozen_set(items: VSet) -> Value {
         Value::Set(Rc::new(Set {
             items,
             frozen: true,
         }))
     }
-    pub fn set(items: IndexSet<Value>) -> Value {
+    pub fn set(items: VSet) -> Value {
         Value::Set(Rc::new(Set {
             items,
             frozen: false,
@@ -222,7 +265,7 @@ impl Value {
     }
 
     /// Items of a set-like value (sets and keys/items views), for set algebra.
-    pub fn set_items(&self) -> Option<IndexSet<Value>> {
+    pub fn set_items(&self) -> Option<VSet> {
         match self {
             Value::Set(s) => Some(s.items.clone()),
             Value::Keys(d) => Some(d.map.keys().cloned().collect()),
@@ -668,7 +711,7 @@ impl<'de> serde::de::Visitor<'de> for ValueVisitor {
         Ok(Value::tuple(v))
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut m = IndexMap::with_capacity(map.size_hint().unwrap_or(0));
+        let mut m = Map::with_capacity_and_hasher(map.size_hint().unwrap_or(0), FxBuild);
         while let Some((k, v)) = map.next_entry::<Value, Value>()? {
             m.insert(k, v);
         }

@@ -5,12 +5,10 @@
 
 use std::rc::Rc;
 
-use indexmap::{IndexMap, IndexSet};
-
 use crate::yaql::error::{ErrorKind, Result, err};
 use crate::yaql::interp::{Call, Interp, ValIter, lazy};
 use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Value, py_eq};
+use crate::yaql::value::{Map, VSet, Value, py_eq};
 
 use super::queries::concat_values;
 
@@ -36,7 +34,7 @@ fn rec_args(it: &Interp, args: Vec<Value>) -> Result<Vec<Value>> {
 }
 
 pub fn to_set(it: &Interp, v: &Value) -> Result<Value> {
-    let mut items = IndexSet::new();
+    let mut items = VSet::default();
     let mut src = it.iter(v)?;
     while let Some(x) = src.next() {
         let x = x?;
@@ -70,7 +68,7 @@ fn rule_pairs(args: Vec<Value>) -> Vec<(Value, Value)> {
 }
 
 fn build_dict(pairs: impl IntoIterator<Item = (Value, Value)>, frozen: bool) -> Result<Value> {
-    let mut map = IndexMap::new();
+    let mut map = Map::default();
     for (k, v) in pairs {
         k.check_hashable()?;
         map.insert(k, v);
@@ -82,7 +80,7 @@ fn build_dict(pairs: impl IntoIterator<Item = (Value, Value)>, frozen: bool) -> 
     })
 }
 
-fn set_op(c: &Call, f: fn(&IndexSet<Value>, &IndexSet<Value>) -> IndexSet<Value>) -> Result<Value> {
+fn set_op(c: &Call, f: fn(&VSet, &VSet) -> VSet) -> Result<Value> {
     let a = c.val(0).set_items().unwrap_or_default();
     let b = c.val(1).set_items().unwrap_or_default();
     Ok(Value::frozen_set(f(&a, &b)))

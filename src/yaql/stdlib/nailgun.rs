@@ -7,13 +7,11 @@
 
 use std::collections::HashMap;
 
-use indexmap::{IndexMap, IndexSet};
-
 use crate::yaql::error::Result;
 use crate::yaql::interp::{Call, Interp, Lambda, PArg};
 use crate::yaql::output::{finalize, python_json};
 use crate::yaql::registry::{Form, LAYER_FUEL, Registry, Ty, p};
-use crate::yaql::value::{Value, float_repr, py_eq};
+use crate::yaql::value::{Map, VSet, Value, float_repr, py_eq};
 
 fn eval_new(it: &Interp, c: &Call, l: &Lambda) -> Result<Value> {
     let data = c.ctx.get("%new").unwrap_or(Value::Null);
@@ -89,8 +87,8 @@ fn diff(it: &Interp, a: &Value, b: &Value) -> Result<(Value, Value)> {
     match (a, b) {
         (Value::Str(x), Value::Str(y)) => Ok(diff_array(&splitlines(x), &splitlines(y))),
         (Value::Dict(x), Value::Dict(y)) => {
-            let mut added = IndexMap::new();
-            let mut deleted = IndexMap::new();
+            let mut added = Map::default();
+            let mut deleted = Map::default();
             for (k, v) in &x.map {
                 match y.map.get(k) {
                     None => {
@@ -610,4 +608,4 @@ fn double_quoted(s: &str) -> String {
 }
 
 #[allow(dead_code)]
-fn unused(_: IndexSet<Value>) {}
+fn unused(_: VSet) {}

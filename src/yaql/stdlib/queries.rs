@@ -7,12 +7,12 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexMap;
 
 use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
 use crate::yaql::interp::{Call, Interp, Lambda, Ordered, ValIter, lazy, lazy_iter};
 use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Value, py_eq};
+use crate::yaql::value::{FxBuild, Map, VSet, Value, py_eq};
 
 /// A lazy sequence over already computed values.
 pub fn from_vec(v: Vec<Value>) -> Value {
@@ -230,7 +230,7 @@ pub fn register(r: &mut Registry) {
             let mut src = it.iter(c.val(0))?;
             let sel = lam(c, 1);
             let me = it.clone();
-            let mut seen: IndexSet<Value> = IndexSet::new();
+            let mut seen: VSet = VSet::default();
             Ok(lazy(move || {
                 loop {
                     let t = match src.next()? {
@@ -1030,8 +1030,8 @@ pub fn register(r: &mut Registry) {
                 return Ok(Value::Null);
             };
             let sel = lam(c, 3);
-            let mut past: Option<IndexSet<Value>> = if c.val(4).truthy() {
-                Some(IndexSet::new())
+            let mut past: Option<VSet> = if c.val(4).truthy() {
+                Some(VSet::default())
             } else {
                 None
             };
@@ -1080,8 +1080,8 @@ pub fn register(r: &mut Registry) {
                 return Ok(Value::Null);
             };
             let sel = lam(c, 2);
-            let mut past: Option<IndexSet<Value>> = if c.val(3).truthy() {
-                Some(IndexSet::new())
+            let mut past: Option<VSet> = if c.val(3).truthy() {
+                Some(VSet::default())
             } else {
                 None
             };
@@ -1167,7 +1167,7 @@ fn group_by(it: &Interp, c: &mut Call) -> Result<Value> {
     };
     let val_sel = lam(c, 2);
     let agg = lam(c, 3);
-    let mut groups: IndexMap<Value, Vec<Value>> = IndexMap::new();
+    let mut groups: IndexMap<Value, Vec<Value>, FxBuild> = Default::default();
     let mut src = it.iter(c.val(0))?;
     while let Some(t) = src.next() {
         let t = t?;
@@ -1252,7 +1252,7 @@ fn merge_dicts(
     let (Value::Dict(a), Value::Dict(b)) = (d1, d2) else {
         return Ok(Value::Null);
     };
-    let mut result: IndexMap<Value, Value> = IndexMap::new();
+    let mut result: Map = Default::default();
     for (key, v1) in &a.map {
         result.insert(key.clone(), v1.clone());
         if let Some(v2) = b.map.get(key) {
@@ -1292,7 +1292,7 @@ fn merge_dicts(
                                 ),
                             );
                         }
-                        let mut seen = IndexSet::new();
+                        let mut seen = VSet::default();
                         for x in v1
                             .as_seq()
                             .into_iter()

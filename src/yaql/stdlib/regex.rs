@@ -5,12 +5,10 @@
 
 use std::rc::Rc;
 
-use indexmap::IndexMap;
-
 use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
 use crate::yaql::interp::{Call, Ctx, Interp, Lambda, lazy};
 use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{RegexObj, Value};
+use crate::yaql::value::{Map, RegexObj, Value};
 
 const IGNORECASE: u8 = 1;
 const MULTILINE: u8 = 2;
@@ -160,14 +158,14 @@ fn publish(ctx: &Rc<Ctx>, s: &str, caps: &regex::Captures, re: &RegexObj) -> Res
     for i in 0..caps.len() {
         let rec = match caps.get(i) {
             Some(m) => {
-                let mut d = IndexMap::new();
+                let mut d = Map::default();
                 d.insert(Value::str("value"), Value::str(m.as_str()));
                 d.insert(Value::str("start"), Value::Int(char_pos(s, m.start())));
                 d.insert(Value::str("end"), Value::Int(char_pos(s, m.end())));
                 Value::dict(d)
             }
             None => {
-                let mut d = IndexMap::new();
+                let mut d = Map::default();
                 d.insert(Value::str("value"), Value::Null);
                 d.insert(Value::str("start"), Value::Int(-1));
                 d.insert(Value::str("end"), Value::Int(-1));

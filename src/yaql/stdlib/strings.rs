@@ -499,7 +499,7 @@ pub fn register(r: &mut Registry) {
                     );
                 }
             }
-            let mut seen = indexmap::IndexSet::new();
+            let mut seen = indexmap::IndexSet::<char>::new();
             for (i, s) in sets.iter().enumerate() {
                 if c.val(i).truthy() {
                     for ch in s.chars() {
