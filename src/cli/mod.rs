@@ -6,6 +6,7 @@
 
 mod agent;
 mod config_args;
+mod graph;
 mod plugin;
 mod serve;
 mod yaql;
@@ -47,6 +48,11 @@ pub enum Command {
         #[command(subcommand)]
         command: plugin::PluginCommand,
     },
+    /// Plan deployments from task graphs (per-node order, skips with reasons, cross-node waits)
+    Graph {
+        #[command(subcommand)]
+        command: graph::GraphCommand,
+    },
     /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
     Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
@@ -76,6 +82,7 @@ pub fn run() -> ExitCode {
         } => serve::healthcheck(&config, url, timeout),
         Command::Agent(args) => report(agent::run(&args)),
         Command::Plugin { command } => report(plugin::run(command)),
+        Command::Graph { command } => report(graph::run(command)),
         Command::Yaql(args) => report(yaql::run(&args)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));

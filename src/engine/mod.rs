@@ -1,12 +1,15 @@
 //! The pure deployment engine: data in, data out. It decides and orders; it never touches the
 //! network, the file system, the database or the clock (time arrives as an argument).
 //!
+//! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
+//!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
 //! - [`state`]: the node state machine, as a table.
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
 
+pub mod graph;
 pub mod hello;
 pub mod order;
 pub mod plugin;

@@ -8,6 +8,7 @@
 pub mod archive;
 pub mod bundled;
 pub mod dir;
+pub mod graphs;
 pub mod install;
 
 use std::path::{Path, PathBuf};

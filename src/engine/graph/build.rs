@@ -1,0 +1,1458 @@
+//! From graphs, a cluster and what was deployed before to a [`Plan`], the way Nailgun's LCM
+//! transaction serializer did it, with the checks it lacked:
+//!
+//! 1. **Merge.** The release graph, then each enabled plugin's tasks (plugins by name): a plugin
+//!    task with a release task's id replaces it in place; two plugins with one id is an error
+//!    ("overlapping"), so is an id twice in one graph. Legacy `tasks.yaml` tasks are adapted
+//!    ([`super::legacy`]) and appended with generated ids.
+//! 2. **Place.** Roles are assigned ([`super::roles`]); every task but groups goes to the nodes
+//!    its `tags`/`roles`/`role`/`groups` resolve to, stages to the sync node; each id in a
+//!    group's `tasks:` goes to every node of the group, whatever its own roles say. A task on
+//!    no node is listed with the reason. A node runs each task id once.
+//! 3. **Serialize per node.** Every field but `id` may be a YAQL field, evaluated with `$` = the
+//!    node's data, `$%old` = the data of the deployment that last ran this task on this node
+//!    (`{}` when none, when the node must be redeployed, or when the cluster is forced), `$node`
+//!    and `$common`. A false `condition` (YAQL, legacy string or plain value) skips the task
+//!    with the reason; it stays in the graph with its edges. Evaluation failures are collected
+//!    and returned together.
+//! 4. **Edges.** `requires`/`required_for` name tasks on the same node or the sync node (exact
+//!    id or `/regex/`); `cross-depends`/`cross-depended-by` entries `{name, role, policy}`
+//!    look on the nodes `role` resolves to (absent = every node, `self`, `null` = sync node,
+//!    `policy: any` = one node), the task itself excluded. A `requires` (or cross-depends) target
+//!    that no task defines is a warning in the plan, and the edge is dropped.
+//! 5. **Check and order.** The (node, task) graph is a petgraph `DiGraph`; a cycle is an error
+//!    that prints the cycle with each task's file and line. Otherwise the order is Kahn's, ties
+//!    broken by graph position then node order, so the same input gives the same plan byte
+//!    for byte.
+//!
+//! Pure: no I/O, no clock.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde_json::{Map, Value as J};
+
+use super::data;
+use super::expr;
+use super::fields::{self, FormatContext};
+use super::input::{Cluster, Deployed, NodeSpec};
+use super::legacy::{self, LegacyTasks};
+use super::plan::{
+    Concurrency, FaultGroup, NodePlan, Plan, Shared, Status, Step, Strategy, Summary, TaskRef,
+    Unplaced,
+};
+use super::roles::{self, Assigned, NodeRoles, Place, Resolver, RoleMeta, regex_name};
+use super::task::{Source, Task, TaskType, contains_yaql, names, yaql_of};
+use crate::yaql::{Context, Engine, Limits, Value as Y};
+
+/// A release's graph of one type, with what role resolution and data need.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseGraph {
+    pub name: String,
+    /// `<openstack>-<fuel>`, e.g. `newton-10.0` (`OPENSTACK_VERSION`).
+    pub version: String,
+    pub tasks: Vec<(J, Source)>,
+    pub roles_metadata: J,
+    pub tags_metadata: J,
+    /// Setting defaults as deployment data (see [`data::settings_from_attributes`]).
+    pub settings: J,
+}
+
+/// An enabled plugin's tasks for the graph type being planned.
+#[derive(Debug, Clone, Default)]
+pub struct PluginGraph {
+    pub name: String,
+    pub version: String,
+    /// Package format 1.0.0.
+    pub v1: bool,
+    pub tasks: Vec<(J, Source)>,
+    /// Legacy `tasks.yaml` tasks.
+    pub legacy: Vec<(J, Source)>,
+    /// The plugin's node roles (their tags and primaries count like the release's).
+    pub roles_metadata: J,
+    /// Notes from loading (e.g. no compatible release record), shown in the plan.
+    pub warnings: Vec<String>,
+}
+
+/// A YAQL or legacy expression that failed on a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalFailure {
+    pub task: String,
+    pub node: String,
+    pub field: String,
+    pub expression: String,
+    pub message: String,
+    pub source: String,
+}
+
+impl fmt::Display for EvalFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: task {} on node {}: {}: {} (expression: {})",
+            self.source,
+            self.task,
+            self.node,
+            self.field,
+            self.message,
+            self.expression
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    }
+}
+
+/// One link of a cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleStep {
+    pub task: String,
+    pub node: String,
+    pub source: String,
+}
+
+fn list_failures(v: &[EvalFailure]) -> String {
+    let mut s: Vec<String> = v.iter().take(20).map(|f| format!("  {f}")).collect();
+    if v.len() > 20 {
+        s.push(format!("  ... and {} more", v.len() - 20));
+    }
+    s.join("\n")
+}
+
+fn list_cycles(v: &[Vec<CycleStep>]) -> String {
+    v.iter()
+        .map(|c| {
+            let mut lines: Vec<String> = c
+                .iter()
+                .map(|s| format!("    {} on node {} ({})", s.task, s.node, s.source))
+                .collect();
+            if let Some(first) = c.first() {
+                lines.push(format!("    back to {} on node {}", first.task, first.node));
+            }
+            format!("  cycle:\n{}", lines.join("\n      -> is required by\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Why no plan can be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Task(#[from] super::task::TaskError),
+    #[error(transparent)]
+    Legacy(#[from] legacy::LegacyError),
+    #[error(transparent)]
+    Roles(#[from] roles::RolesError),
+    #[error("tasks duplication found: {id} is defined at {first} and again at {second}")]
+    Duplicate {
+        id: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "plugin {second} is overlapping with plugin {first} by introducing the same deployment \
+         task with id {id}"
+    )]
+    Overlap {
+        id: String,
+        first: String,
+        second: String,
+    },
+    #[error("{at}: group {group} lists task {member}, which no task defines")]
+    UnknownMember {
+        group: String,
+        member: String,
+        at: String,
+    },
+    #[error("the task graph has {} cycle(s):\n{}", .0.len(), list_cycles(.0))]
+    Cycle(Vec<Vec<CycleStep>>),
+    #[error("{} expression(s) failed:\n{}", .0.len(), list_failures(.0))]
+    Evaluation(Vec<EvalFailure>),
+}
+
+/// A cross-node dependency entry.
+#[derive(Debug, Clone, PartialEq)]
+enum CrossRole {
+    All,
+    SelfNode,
+    Sync,
+    Roles(J),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct CrossDep {
+    name: String,
+    role: CrossRole,
+    any: bool,
+}
+
+/// A task's edges on one node, as names.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Edges {
+    requires: Vec<String>,
+    required_for: Vec<String>,
+    cross_depends: Vec<CrossDep>,
+    cross_depended_by: Vec<CrossDep>,
+}
+
+const EDGE_KEYS: [&str; 4] = [
+    "requires",
+    "required_for",
+    "cross-depends",
+    "cross-depended-by",
+];
+
+fn parse_cross(v: Option<&J>) -> Result<Vec<CrossDep>, String> {
+    let items = match v {
+        None | Some(J::Null) => return Ok(Vec::new()),
+        Some(J::Array(items)) => items,
+        Some(other) => {
+            return Err(format!(
+                "must be a list of {{name, role, policy}}, not {other}"
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(o) = item.as_object() else {
+            if item.is_null() {
+                continue;
+            }
+            return Err(format!(
+                "entries are {{name, role, policy}} mappings, not {item}"
+            ));
+        };
+        let name = match o.get("name") {
+            Some(J::String(s)) => s.clone(),
+            Some(J::Number(n)) => n.to_string(),
+            other => return Err(format!("an entry needs a string name, not {other:?}")),
+        };
+        let role = match o.get("role") {
+            None => CrossRole::All,
+            Some(J::Null) => CrossRole::Sync,
+            Some(J::String(s)) if s == "self" => CrossRole::SelfNode,
+            Some(r) => CrossRole::Roles(r.clone()),
+        };
+        let any = match o.get("policy") {
+            None | Some(J::Null) => false,
+            Some(J::String(p)) if p == "all" => false,
+            Some(J::String(p)) if p == "any" => true,
+            Some(other) => return Err(format!("policy must be all or any, not {other}")),
+        };
+        out.push(CrossDep { name, role, any });
+    }
+    Ok(out)
+}
+
+fn parse_edges(t: &J) -> Result<Edges, (&'static str, String)> {
+    Ok(Edges {
+        requires: names(t.get("requires")),
+        required_for: names(t.get("required_for")),
+        cross_depends: parse_cross(t.get("cross-depends")).map_err(|e| ("cross-depends", e))?,
+        cross_depended_by: parse_cross(t.get("cross-depended-by"))
+            .map_err(|e| ("cross-depended-by", e))?,
+    })
+}
+
+/// How a task's condition is given.
+#[derive(Debug, Clone)]
+enum Cond {
+    True,
+    Value(bool),
+    Yaql(String),
+    Legacy(expr::Expr, String),
+}
+
+/// A task prepared once for all nodes.
+struct Template {
+    raw: J,
+    cond: Cond,
+    edges: Option<Arc<Edges>>,
+    params: Option<Shared>,
+    type_yaql: Option<String>,
+}
+
+/// A task on one place, serialized.
+struct Inst {
+    status: Status,
+    ty: String,
+    reason: Option<String>,
+    parameters: Option<Shared>,
+    strategy: Option<Strategy>,
+    fail_on_error: bool,
+    compared_with: Option<String>,
+    edges: Arc<Edges>,
+}
+
+fn version_below_2(v: Option<&str>) -> bool {
+    let parts: Vec<u64> = v
+        .unwrap_or("0.0.0")
+        .split('.')
+        .map(|p| p.parse().unwrap_or(0))
+        .collect();
+    parts.first().copied().unwrap_or(0) < 2
+}
+
+fn with_cwd(params: &J) -> J {
+    let mut p = params.clone();
+    if let Some(o) = p.as_object_mut() {
+        o.entry("cwd").or_insert_with(|| J::String("/".to_string()));
+    }
+    p
+}
+
+fn parse_strategy(params: &J) -> Result<Option<Strategy>, String> {
+    let Some(s) = params.get("strategy").filter(|s| !s.is_null()) else {
+        return Ok(None);
+    };
+    let ty = s
+        .get("type")
+        .and_then(J::as_str)
+        .ok_or_else(|| format!("strategy needs a type (parallel or one_by_one): {s}"))?;
+    if ty != "parallel" && ty != "one_by_one" {
+        return Err(format!(
+            "strategy type must be parallel or one_by_one, not {ty:?}"
+        ));
+    }
+    let amount = match s.get("amount") {
+        None | Some(J::Null) => None,
+        Some(J::Number(n)) => match n.as_i64() {
+            Some(a) if a >= 0 => Some(a as u64),
+            _ => {
+                return Err(format!(
+                    "strategy amount must be a whole number, 0 or more (0 = no limit), not {n}"
+                ));
+            }
+        },
+        Some(other) => {
+            return Err(format!(
+                "strategy amount must be a whole number, 0 or more, not {other}"
+            ));
+        }
+    };
+    Ok(Some(Strategy {
+        ty: ty.to_string(),
+        amount,
+    }))
+}
+
+/// The merged task list and the ids generated for legacy tasks.
+type Merged = (Vec<(J, Source)>, Vec<legacy::Generated>);
+
+/// Merge the release graph with plugins and adapted legacy tasks.
+fn merge(
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
+    warnings: &mut Vec<String>,
+) -> Result<Merged, PlanError> {
+    let id_of = |t: &J| match t.get("id") {
+        Some(J::String(s)) => Some(s.clone()),
+        Some(J::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let mut merged: Vec<(J, Source)> = Vec::with_capacity(release.tasks.len());
+    let mut pos: HashMap<String, usize> = HashMap::new();
+    for (t, s) in &release.tasks {
+        if let Some(id) = id_of(t) {
+            if let Some(&i) = pos.get(&id) {
+                return Err(PlanError::Duplicate {
+                    id,
+                    first: merged[i].1.to_string(),
+                    second: s.to_string(),
+                });
+            }
+            pos.insert(id, merged.len());
+        }
+        merged.push((t.clone(), s.clone()));
+    }
+    let mut sorted: Vec<&PluginGraph> = plugins.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut owner: HashMap<String, (String, Source)> = HashMap::new();
+    for p in &sorted {
+        warnings.extend(p.warnings.iter().cloned());
+        for (t, s) in &p.tasks {
+            let Some(id) = id_of(t) else {
+                merged.push((t.clone(), s.clone()));
+                continue;
+            };
+            if let Some((other, first)) = owner.get(&id) {
+                if *other == p.name {
+                    return Err(PlanError::Duplicate {
+                        id,
+                        first: first.to_string(),
+                        second: s.to_string(),
+                    });
+                }
+                return Err(PlanError::Overlap {
+                    id,
+                    first: other.clone(),
+                    second: p.name.clone(),
+                });
+            }
+            owner.insert(id.clone(), (p.name.clone(), s.clone()));
+            match pos.get(&id) {
+                Some(&i) => {
+                    warnings.push(format!(
+                        "{s}: plugin {} replaces task {id} of the release ({})",
+                        p.name, merged[i].1
+                    ));
+                    merged[i] = (t.clone(), s.clone());
+                }
+                None => {
+                    pos.insert(id, merged.len());
+                    merged.push((t.clone(), s.clone()));
+                }
+            }
+        }
+    }
+    let stages: Vec<(String, J, J)> = merged
+        .iter()
+        .filter(|(t, _)| t.get("type").and_then(J::as_str) == Some("stage"))
+        .filter_map(|(t, _)| {
+            Some((
+                id_of(t)?,
+                t.get("requires").cloned().unwrap_or(J::Null),
+                t.get("required_for").cloned().unwrap_or(J::Null),
+            ))
+        })
+        .collect();
+    let legacy_in: Vec<LegacyTasks<'_>> = sorted
+        .iter()
+        .filter(|p| !p.legacy.is_empty())
+        .map(|p| LegacyTasks {
+            plugin: &p.name,
+            version: &p.version,
+            v1: p.v1,
+            tasks: &p.legacy,
+        })
+        .collect();
+    let adapted = legacy::adapt(&legacy_in, &|m| legacy::successor(&stages, m))?;
+    warnings.extend(adapted.warnings);
+    for (t, s) in adapted.tasks {
+        if let Some(id) = id_of(&t) {
+            if let Some(&i) = pos.get(&id) {
+                return Err(PlanError::Duplicate {
+                    id,
+                    first: merged[i].1.to_string(),
+                    second: format!("{s} (generated for a legacy task)"),
+                });
+            }
+            pos.insert(id, merged.len());
+        }
+        merged.push((t, s));
+    }
+    Ok((merged, adapted.generated))
+}
+
+/// Uids sort numerically when they are numbers.
+fn uid_key(uid: &str) -> (u8, u64, String) {
+    match uid.parse::<u64>() {
+        Ok(n) => (0, n, String::new()),
+        Err(_) => (1, 0, uid.to_string()),
+    }
+}
+
+/// Per-place evaluation state.
+struct PlaceEnv {
+    uid: String,
+    data: Y,
+    node: Y,
+    common_j: Arc<J>,
+    node_j: Arc<J>,
+    /// Old data is ignored on this place.
+    fresh: bool,
+    contexts: HashMap<Option<String>, Context>,
+}
+
+/// Make the plan. See the module docs.
+pub fn plan(
+    cluster: &Cluster,
+    nodes: &[NodeSpec],
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
+    deployed: &Deployed,
+) -> Result<Plan, PlanError> {
+    let engine = Engine::new(Limits::default());
+    plan_with(&engine, cluster, nodes, release, plugins, deployed)
+}
+
+/// [`plan`] with a YAQL engine the caller keeps (its parse cache survives between plans).
+pub fn plan_with(
+    engine: &Engine,
+    cluster: &Cluster,
+    nodes_in: &[NodeSpec],
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
+    deployed: &Deployed,
+) -> Result<Plan, PlanError> {
+    let mut warnings: Vec<String> = Vec::new();
+    let (merged, generated) = merge(release, plugins, &mut warnings)?;
+    let mut tasks = Vec::with_capacity(merged.len());
+    for (i, (raw, source)) in merged.into_iter().enumerate() {
+        tasks.push(Task::parse(raw, source, i)?);
+    }
+    let mut id_of: HashMap<&str, usize> = HashMap::with_capacity(tasks.len());
+    for t in &tasks {
+        id_of.insert(t.id.as_str(), t.index);
+    }
+
+    // Nodes in uid order; roles and data.
+    let mut nodes: Vec<&NodeSpec> = nodes_in.iter().collect();
+    nodes.sort_by_key(|n| uid_key(&n.uid));
+    let mut roles_meta = if release.roles_metadata.is_object() {
+        release.roles_metadata.clone()
+    } else {
+        J::Null
+    };
+    for p in plugins {
+        if let Some(o) = p.roles_metadata.as_object() {
+            if !roles_meta.is_object() {
+                roles_meta = J::Object(Map::new());
+            }
+            data::deep_merge(&mut roles_meta, &J::Object(o.clone()));
+        }
+    }
+    if cluster.roles_metadata.is_object() {
+        if !roles_meta.is_object() {
+            roles_meta = J::Object(Map::new());
+        }
+        data::deep_merge(&mut roles_meta, &cluster.roles_metadata);
+    }
+    let mut tags_meta = release.tags_metadata.clone();
+    if cluster.tags_metadata.is_object() {
+        if !tags_meta.is_object() {
+            tags_meta = J::Object(Map::new());
+        }
+        data::deep_merge(&mut tags_meta, &cluster.tags_metadata);
+    }
+    let meta = RoleMeta::from_release(&roles_meta, &tags_meta);
+    let node_roles: Vec<NodeRoles<'_>> = nodes
+        .iter()
+        .map(|n| NodeRoles {
+            roles: &n.roles,
+            ready: n.status == "ready",
+            primary: &n.primary,
+            pending_deletion: n.pending_deletion,
+        })
+        .collect();
+    let uids: Vec<String> = nodes.iter().map(|n| n.uid.clone()).collect();
+    let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
+    let owned_nodes: Vec<NodeSpec> = nodes.iter().map(|n| (*n).clone()).collect();
+    let dd = data::build(
+        cluster,
+        &owned_nodes,
+        &assigned,
+        &release.version,
+        &release.settings,
+    );
+    let resolver = Resolver::new(&assigned);
+    let n = nodes.len();
+    let master = resolver.master();
+    let sync = resolver.sync();
+    let place_uid = |p: Place| -> String {
+        if p == master {
+            "master".to_string()
+        } else if p == sync {
+            "null".to_string()
+        } else {
+            uids[p].clone()
+        }
+    };
+
+    // YAQL values: the common part once, each place's view sharing it.
+    let common_y = data::to_yaql(&dd.common);
+    let common_j = Arc::new(dd.common.clone());
+    let cluster_ctx = Context::from_value(common_y.clone())
+        .with_var_value("common", common_y.clone())
+        .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
+    let eval_common = |text: &str| -> Result<J, String> {
+        engine
+            .eval_json(text, &cluster_ctx)
+            .map_err(|e| e.to_string())
+    };
+
+    // Templates: formatting once, structural YAQL (roles, group members) against $common.
+    let fmt_ctx = FormatContext {
+        cluster_id: cluster.id.to_string(),
+        openstack_version: release.version.clone(),
+        master_ip: cluster.master_ip.clone(),
+        cn_hostname: cluster.master_hostname.clone(),
+    };
+    let mut failures: Vec<EvalFailure> = Vec::new();
+    let fail = |t: &Task, node: &str, field: &str, expression: &str, message: String| EvalFailure {
+        task: t.id.clone(),
+        node: node.to_string(),
+        field: field.to_string(),
+        expression: expression.to_string(),
+        message,
+        source: t.source.to_string(),
+    };
+    let mut templates: Vec<Template> = Vec::with_capacity(tasks.len());
+    for t in &tasks {
+        let raw = fields::format_task(&t.raw, &fmt_ctx);
+        let cond = match raw.get("condition") {
+            None | Some(J::Null) => Cond::True,
+            Some(J::Bool(b)) => Cond::Value(*b),
+            Some(J::String(s)) => match expr::parse(s) {
+                Ok(e) => Cond::Legacy(e, s.clone()),
+                Err(e) => {
+                    failures.push(fail(t, "*", "condition", s, e.message));
+                    Cond::Value(false)
+                }
+            },
+            Some(v) => match yaql_of(v) {
+                Some(J::String(e)) => Cond::Yaql(e.clone()),
+                Some(other) => {
+                    failures.push(fail(
+                        t,
+                        "*",
+                        "condition",
+                        &other.to_string(),
+                        "yaql_exp must be a string".to_string(),
+                    ));
+                    Cond::Value(false)
+                }
+                None => Cond::Value(expr::truthy(v)),
+            },
+        };
+        let edges_yaql = EDGE_KEYS
+            .iter()
+            .any(|k| raw.get(*k).is_some_and(contains_yaql));
+        let edges = if edges_yaql {
+            None
+        } else {
+            match parse_edges(&raw) {
+                Ok(e) => Some(Arc::new(e)),
+                Err((field, m)) => {
+                    failures.push(fail(t, "*", field, "", m));
+                    Some(Arc::new(Edges::default()))
+                }
+            }
+        };
+        let params_raw = raw.get("parameters").cloned().unwrap_or(J::Null);
+        let params = if contains_yaql(&params_raw) || params_raw.is_null() {
+            None
+        } else {
+            Some(Shared(Arc::new(with_cwd(&params_raw))))
+        };
+        let type_yaql = match (t.ty, raw.get("type").and_then(yaql_of)) {
+            (None, Some(J::String(e))) => Some(e.clone()),
+            _ => None,
+        };
+        templates.push(Template {
+            raw,
+            cond,
+            edges,
+            params,
+            type_yaql,
+        });
+    }
+
+    // Static warnings: targets no task defines; old task versions.
+    let mut regex_ids: HashMap<String, Option<Vec<usize>>> = HashMap::new();
+    let mut match_regex = |pattern: &str| -> Option<Vec<usize>> {
+        regex_ids
+            .entry(pattern.to_string())
+            .or_insert_with(|| {
+                let re = regex::Regex::new(&format!("^(?:{pattern})")).ok()?;
+                Some(
+                    tasks
+                        .iter()
+                        .filter(|t| re.is_match(&t.id))
+                        .map(|t| t.index)
+                        .collect(),
+                )
+            })
+            .clone()
+    };
+    for (t, tpl) in tasks.iter().zip(&templates) {
+        if t.is_group() {
+            continue;
+        }
+        if !t.is_stage() && t.ty != Some(TaskType::Skipped) && version_below_2(t.version.as_deref())
+        {
+            warnings.push(format!(
+                "{}: task {} has version {}, older than 2.0.0 (cross-node dependencies); it is \
+                 planned like a 2.0.0 task",
+                t.source,
+                t.id,
+                t.version.as_deref().unwrap_or("none (1.0.0)")
+            ));
+        }
+        let Some(edges) = &tpl.edges else { continue };
+        let mut check = |what: &str, name: &str| {
+            let missing = match regex_name(name) {
+                Some(p) => match match_regex(p) {
+                    Some(ids) if !ids.is_empty() => None,
+                    Some(_) => Some("which matches no task"),
+                    None => Some("which is not a valid regular expression"),
+                },
+                None if id_of.contains_key(name) => None,
+                None => Some("which no task defines"),
+            };
+            if let Some(why) = missing {
+                warnings.push(format!(
+                    "{}: task {} {what} {name}, {why}; the edge is dropped",
+                    t.source, t.id
+                ));
+            }
+        };
+        for r in &edges.requires {
+            check("requires", r);
+        }
+        for r in &edges.required_for {
+            check("is required for", r);
+        }
+        for c in &edges.cross_depends {
+            check("cross-depends on", &c.name);
+        }
+        for c in &edges.cross_depended_by {
+            check("is cross-depended by", &c.name);
+        }
+    }
+
+    // Placement.
+    let mut placed: Vec<BTreeSet<Place>> = vec![BTreeSet::new(); tasks.len()];
+    let mut unplaced: Vec<Unplaced> = Vec::new();
+    let mut fault_groups: Vec<FaultGroup> = Vec::new();
+    let roles_value = |t: &Task, tpl: &Template, failures: &mut Vec<EvalFailure>| -> Option<J> {
+        let key = t.roles_key;
+        let v = tpl.raw.get(key)?;
+        if contains_yaql(v) {
+            let mut ev = |e: &str| eval_common(e);
+            match fields::eval_fields(v, key, &mut ev) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    failures.push(fail(t, "*", &e.field, &e.expression, e.message));
+                    None
+                }
+            }
+        } else {
+            Some(v.clone())
+        }
+    };
+    for (t, tpl) in tasks.iter().zip(&templates) {
+        if t.is_group() {
+            continue;
+        }
+        if t.is_stage() {
+            placed[t.index].insert(sync);
+            continue;
+        }
+        match roles_value(t, tpl, &mut failures) {
+            None => {}
+            Some(r) => {
+                let res = resolver.resolve(&r, false);
+                if let Some(w) = res.warning {
+                    warnings.push(format!("{}: task {}: {w}", t.source, t.id));
+                }
+                placed[t.index].extend(res.places);
+            }
+        }
+    }
+    for (t, tpl) in tasks.iter().zip(&templates) {
+        if !t.is_group() {
+            continue;
+        }
+        let places = match roles_value(t, tpl, &mut failures) {
+            Some(r) => resolver.resolve(&r, false).places,
+            None => Vec::new(),
+        };
+        let members = match tpl.raw.get("tasks") {
+            Some(v) if contains_yaql(v) => {
+                let mut ev = |e: &str| eval_common(e);
+                match fields::eval_fields(v, "tasks", &mut ev) {
+                    Ok(v) => names(Some(&v)),
+                    Err(e) => {
+                        failures.push(fail(t, "*", &e.field, &e.expression, e.message));
+                        Vec::new()
+                    }
+                }
+            }
+            other => names(other),
+        };
+        for m in &members {
+            let Some(&mi) = id_of.get(m.as_str()) else {
+                return Err(PlanError::UnknownMember {
+                    group: t.id.clone(),
+                    member: m.clone(),
+                    at: t.source.to_string(),
+                });
+            };
+            if !tasks[mi].is_group() {
+                placed[mi].extend(places.iter().copied());
+            }
+        }
+        if !places.is_empty() {
+            fault_groups.push(FaultGroup {
+                name: t.id.clone(),
+                node_ids: places.iter().map(|&p| place_uid(p)).collect(),
+                fault_tolerance: t
+                    .fault_tolerance()
+                    .cloned()
+                    .unwrap_or_else(|| J::from(places.len() as u64 + 1)),
+            });
+        }
+    }
+    for t in &tasks {
+        if t.is_group() || !placed[t.index].is_empty() {
+            continue;
+        }
+        let reason = match &t.roles {
+            None => "it has no tags, roles, role or groups".to_string(),
+            Some(r) => format!("no node matches its {} {}", t.roles_key, r),
+        };
+        unplaced.push(Unplaced {
+            task: t.id.clone(),
+            source: t.source.to_string(),
+            reason,
+        });
+    }
+
+    // Vertices, place by place in node order, tasks in graph order.
+    let places_total = n + 2;
+    let mut per_place: Vec<Vec<usize>> = vec![Vec::new(); places_total];
+    for t in &tasks {
+        for &p in &placed[t.index] {
+            per_place[p].push(t.index);
+        }
+    }
+    let mut vertices: Vec<(Place, usize)> = Vec::new();
+    let mut vindex: Vec<HashMap<usize, u32>> = vec![HashMap::new(); places_total];
+    for (p, list) in per_place.iter().enumerate() {
+        for &ti in list {
+            vindex[p].insert(ti, vertices.len() as u32);
+            vertices.push((p, ti));
+        }
+    }
+
+    // Serialize every vertex.
+    let mut snapshots: HashMap<String, Y> = HashMap::new();
+    let mut insts: Vec<Inst> = Vec::with_capacity(vertices.len());
+    let mut env: Option<PlaceEnv> = None;
+    let empty = data::to_yaql(&J::Object(Map::new()));
+    for &(p, ti) in &vertices {
+        let t = &tasks[ti];
+        let tpl = &templates[ti];
+        if p == sync {
+            let edges = match &tpl.edges {
+                Some(e) => e.clone(),
+                None => {
+                    let mut ev = |e: &str| eval_common(e);
+                    let mut raw = Map::new();
+                    for k in EDGE_KEYS {
+                        if let Some(v) = tpl.raw.get(k) {
+                            match fields::eval_fields(v, k, &mut ev) {
+                                Ok(v) => {
+                                    raw.insert(k.to_string(), v);
+                                }
+                                Err(e) => failures.push(fail(
+                                    t,
+                                    "null",
+                                    &e.field,
+                                    &e.expression,
+                                    e.message,
+                                )),
+                            }
+                        }
+                    }
+                    match parse_edges(&J::Object(raw)) {
+                        Ok(e) => Arc::new(e),
+                        Err((f, m)) => {
+                            failures.push(fail(t, "null", f, "", m));
+                            Arc::new(Edges::default())
+                        }
+                    }
+                }
+            };
+            insts.push(Inst {
+                status: if t.is_stage() {
+                    Status::Stage
+                } else {
+                    Status::Skipped
+                },
+                ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
+                reason: None,
+                parameters: None,
+                strategy: None,
+                fail_on_error: false,
+                compared_with: None,
+                edges,
+            });
+            continue;
+        }
+        if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
+            let (node_j, fresh) = if p == master {
+                (dd.master.clone(), cluster.force)
+            } else {
+                (
+                    dd.nodes[p].clone(),
+                    cluster.force || nodes[p].needs_redeploy(),
+                )
+            };
+            let node_y = data::to_yaql(&node_j);
+            env = Some(PlaceEnv {
+                uid: place_uid(p),
+                data: data::union(&common_y, &node_y),
+                node: node_y,
+                common_j: common_j.clone(),
+                node_j: Arc::new(node_j),
+                fresh,
+                contexts: HashMap::new(),
+            });
+        }
+        let Some(pe) = env.as_mut() else { continue };
+        let last = if pe.fresh {
+            None
+        } else {
+            deployed.last_run(&pe.uid, &t.id).map(str::to_string)
+        };
+        if !pe.contexts.contains_key(&last) {
+            let old = match &last {
+                None => empty.clone(),
+                Some(dep) => {
+                    let snap = deployed.deployments.get(dep);
+                    let common_old = match snapshots.get(dep) {
+                        Some(v) => v.clone(),
+                        None => {
+                            let v = data::to_yaql(snap.map_or(&J::Null, |s| &s.common));
+                            snapshots.insert(dep.clone(), v.clone());
+                            v
+                        }
+                    };
+                    let node_old =
+                        data::to_yaql(snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null));
+                    data::union(&common_old, &node_old)
+                }
+            };
+            let ctx = Context::from_value(pe.data.clone())
+                .with_old_value(old)
+                .with_var_value("node", pe.node.clone())
+                .with_var_value("common", common_y.clone());
+            pe.contexts.insert(last.clone(), ctx);
+        }
+        let Some(ctx) = pe.contexts.get(&last) else {
+            continue;
+        };
+        let node_name = pe.uid.clone();
+        let mut ev =
+            |e: &str| -> Result<J, String> { engine.eval_json(e, ctx).map_err(|x| x.to_string()) };
+        // Condition.
+        let (run, why) = match &tpl.cond {
+            Cond::True => (true, None),
+            Cond::Value(b) => (*b, Some("condition is false".to_string())),
+            Cond::Yaql(e) => match engine.eval(e, ctx) {
+                Ok(v) => (
+                    v.truthy(),
+                    Some(format!(
+                        "condition is false: {} (old data: {})",
+                        e.split_whitespace().collect::<Vec<_>>().join(" "),
+                        last.as_deref()
+                            .map_or("none".to_string(), |d| format!("deployment {d}"))
+                    )),
+                ),
+                Err(x) => {
+                    failures.push(fail(t, &node_name, "condition", e, x.to_string()));
+                    (false, None)
+                }
+            },
+            Cond::Legacy(x, text) => {
+                let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
+                let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
+                    match model {
+                        "settings" => Ok(data::union_path(
+                            &cj,
+                            &nj,
+                            &expr::rewrite_settings_path(path),
+                        )),
+                        "cluster" => Ok(data::union_path(&cj, &nj, &format!("cluster.{path}"))),
+                        other => Err(expr::unknown_model(other)),
+                    }
+                };
+                match expr::eval(x, &lookup, text) {
+                    Ok(v) => (
+                        expr::truthy(&v),
+                        Some(format!("condition is false: {text}")),
+                    ),
+                    Err(e) => {
+                        failures.push(fail(t, &node_name, "condition", text, e.message));
+                        (false, None)
+                    }
+                }
+            }
+        };
+        // Type.
+        let ty = match (&tpl.type_yaql, t.ty) {
+            (Some(e), _) => match ev(e) {
+                Ok(J::String(s)) => match TaskType::parse(&s) {
+                    Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
+                    _ => {
+                        failures.push(fail(
+                            t,
+                            &node_name,
+                            "type",
+                            e,
+                            format!("computed type {s:?} is not a node task type"),
+                        ));
+                        TaskType::Skipped
+                    }
+                },
+                Ok(other) => {
+                    failures.push(fail(
+                        t,
+                        &node_name,
+                        "type",
+                        e,
+                        format!("computed type must be a string, not {other}"),
+                    ));
+                    TaskType::Skipped
+                }
+                Err(m) => {
+                    failures.push(fail(t, &node_name, "type", e, m));
+                    TaskType::Skipped
+                }
+            },
+            (None, Some(ty)) => ty,
+            (None, None) => TaskType::Skipped,
+        };
+        let (status, reason) = if !run {
+            (Status::Skipped, why)
+        } else if !ty.is_action() {
+            (Status::Skipped, Some(format!("type is {ty}")))
+        } else {
+            (Status::Run, None)
+        };
+        // Edges.
+        let edges = match &tpl.edges {
+            Some(e) => e.clone(),
+            None => {
+                let mut raw = Map::new();
+                for k in EDGE_KEYS {
+                    if let Some(v) = tpl.raw.get(k) {
+                        match fields::eval_fields(v, k, &mut ev) {
+                            Ok(v) => {
+                                raw.insert(k.to_string(), v);
+                            }
+                            Err(e) => failures.push(fail(
+                                t,
+                                &node_name,
+                                &e.field,
+                                &e.expression,
+                                e.message,
+                            )),
+                        }
+                    }
+                }
+                match parse_edges(&J::Object(raw)) {
+                    Ok(e) => Arc::new(e),
+                    Err((f, m)) => {
+                        failures.push(fail(t, &node_name, f, "", m));
+                        Arc::new(Edges::default())
+                    }
+                }
+            }
+        };
+        // Parameters, strategy, fail_on_error (only for what runs).
+        let mut parameters = None;
+        let mut strategy = None;
+        let mut fail_on_error = false;
+        if status == Status::Run {
+            parameters = match (&tpl.params, tpl.raw.get("parameters")) {
+                (Some(s), _) => Some(s.clone()),
+                (None, None | Some(J::Null)) => {
+                    Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
+                }
+                (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
+                    Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
+                    Err(e) => {
+                        failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
+                        None
+                    }
+                },
+            };
+            if let Some(p) = &parameters {
+                match parse_strategy(&p.0) {
+                    Ok(s) => strategy = s,
+                    Err(m) => failures.push(fail(t, &node_name, "parameters.strategy", "", m)),
+                }
+            }
+            fail_on_error = match tpl.raw.get("fail_on_error") {
+                None | Some(J::Null) => true,
+                Some(v) if contains_yaql(v) => {
+                    match fields::eval_fields(v, "fail_on_error", &mut ev) {
+                        Ok(v) => expr::truthy(&v),
+                        Err(e) => {
+                            failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
+                            true
+                        }
+                    }
+                }
+                Some(v) => expr::truthy(v),
+            };
+        }
+        insts.push(Inst {
+            status,
+            ty: ty.as_str().to_string(),
+            reason,
+            parameters,
+            strategy,
+            fail_on_error,
+            compared_with: last,
+            edges,
+        });
+    }
+    if !failures.is_empty() {
+        return Err(PlanError::Evaluation(failures));
+    }
+
+    // Edges between vertices.
+    let lookup = |p: Place, ti: usize| vindex[p].get(&ti).copied();
+    let mut role_cache: HashMap<(String, bool), Vec<bool>> = HashMap::new();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for (v, &(p, ti)) in vertices.iter().enumerate() {
+        let v = v as u32;
+        let e = insts[v as usize].edges.clone();
+        let mut targets = |name: &str, out: &mut Vec<usize>| match regex_name(name) {
+            Some(pat) => out.extend(match_regex(pat).unwrap_or_default()),
+            None => out.extend(id_of.get(name).copied()),
+        };
+        for (names_, forward) in [(&e.requires, true), (&e.required_for, false)] {
+            for name in names_.iter() {
+                let mut ids = Vec::new();
+                targets(name, &mut ids);
+                for tj in ids {
+                    for q in [p, sync] {
+                        if let Some(u) = lookup(q, tj) {
+                            edges.push(if forward { (u, v) } else { (v, u) });
+                        }
+                    }
+                }
+            }
+        }
+        for (deps, forward) in [(&e.cross_depends, true), (&e.cross_depended_by, false)] {
+            for d in deps.iter() {
+                let mut ids = Vec::new();
+                targets(&d.name, &mut ids);
+                if ids.is_empty() {
+                    continue;
+                }
+                let allowed: Option<&Vec<bool>> = match &d.role {
+                    CrossRole::All if !d.any => None,
+                    CrossRole::SelfNode | CrossRole::Sync => None,
+                    CrossRole::All => Some(
+                        role_cache
+                            .entry(("\"*\"".to_string(), true))
+                            .or_insert_with(|| {
+                                let mut mask = vec![false; places_total];
+                                for q in resolver.resolve(&J::String("*".to_string()), true).places
+                                {
+                                    mask[q] = true;
+                                }
+                                mask
+                            }),
+                    ),
+                    CrossRole::Roles(r) => {
+                        Some(role_cache.entry((r.to_string(), d.any)).or_insert_with(|| {
+                            let mut mask = vec![false; places_total];
+                            for q in resolver.resolve(r, d.any).places {
+                                mask[q] = true;
+                            }
+                            mask
+                        }))
+                    }
+                };
+                for tj in ids {
+                    let mut add = |q: Place| {
+                        if q == p
+                            && tj == ti
+                            && !matches!(d.role, CrossRole::SelfNode | CrossRole::Sync)
+                        {
+                            return;
+                        }
+                        if let Some(u) = lookup(q, tj) {
+                            edges.push(if forward { (u, v) } else { (v, u) });
+                        }
+                    };
+                    match &d.role {
+                        CrossRole::SelfNode => add(p),
+                        CrossRole::Sync => add(sync),
+                        CrossRole::All if !d.any => {
+                            for &q in &placed[tj] {
+                                if q < n {
+                                    add(q);
+                                }
+                            }
+                        }
+                        _ => {
+                            if let Some(mask) = allowed {
+                                for &q in &placed[tj] {
+                                    if mask[q] {
+                                        add(q);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+
+    // petgraph: cycles, then order.
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(vertices.len(), edges.len());
+    for _ in 0..vertices.len() {
+        g.add_node(());
+    }
+    g.extend_with_edges(edges.iter().map(|&(a, b)| (a, b)));
+    let describe = |v: usize| {
+        let (p, ti) = vertices[v];
+        CycleStep {
+            task: tasks[ti].id.clone(),
+            node: place_uid(p),
+            source: tasks[ti].source.to_string(),
+        }
+    };
+    let mut cycles = Vec::new();
+    for comp in tarjan_scc(&g) {
+        let looped = comp.len() > 1 || comp.first().is_some_and(|&x| g.contains_edge(x, x));
+        if !looped {
+            continue;
+        }
+        cycles.push(
+            cycle_in(&g, &comp)
+                .into_iter()
+                .map(|x| describe(x.index()))
+                .collect::<Vec<_>>(),
+        );
+        if cycles.len() >= 5 {
+            break;
+        }
+    }
+    if !cycles.is_empty() {
+        cycles.sort_by(|a, b| {
+            let k = |c: &Vec<CycleStep>| c.first().map(|s| (s.task.clone(), s.node.clone()));
+            k(a).cmp(&k(b))
+        });
+        return Err(PlanError::Cycle(cycles));
+    }
+    let mut indeg = vec![0usize; vertices.len()];
+    for &(_, b) in &edges {
+        indeg[b as usize] += 1;
+    }
+    let key = |v: usize| {
+        let (p, ti) = vertices[v];
+        Reverse((tasks[ti].index, p, v))
+    };
+    let mut heap: BinaryHeap<Reverse<(usize, Place, usize)>> = (0..vertices.len())
+        .filter(|&v| indeg[v] == 0)
+        .map(key)
+        .collect();
+    let mut order = vec![0usize; vertices.len()];
+    let mut next = 0;
+    while let Some(Reverse((_, _, v))) = heap.pop() {
+        order[v] = next;
+        next += 1;
+        for u in g.neighbors(NodeIndex::new(v)) {
+            let u = u.index();
+            indeg[u] -= 1;
+            if indeg[u] == 0 {
+                heap.push(key(u));
+            }
+        }
+    }
+    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); vertices.len()];
+    for &(a, b) in &edges {
+        incoming[b as usize].push(a);
+    }
+
+    // Output.
+    let mut summary = Summary {
+        nodes: n,
+        edges: edges.len(),
+        cross_node_edges: edges
+            .iter()
+            .filter(|&&(a, b)| vertices[a as usize].0 != vertices[b as usize].0)
+            .count(),
+        ..Summary::default()
+    };
+    let mut by_place: Vec<Vec<usize>> = vec![Vec::new(); places_total];
+    for (v, &(p, _)) in vertices.iter().enumerate() {
+        by_place[p].push(v);
+    }
+    let mut node_plans = Vec::new();
+    let mut conc: BTreeMap<usize, (Strategy, usize)> = BTreeMap::new();
+    for (p, mut vs) in by_place.into_iter().enumerate() {
+        if vs.is_empty() && p >= n {
+            continue;
+        }
+        vs.sort_by_key(|&v| order[v]);
+        let (name, roles_, tags) = if p == master {
+            (
+                "master".to_string(),
+                vec!["master".to_string()],
+                vec!["master".to_string()],
+            )
+        } else if p == sync {
+            ("sync".to_string(), Vec::new(), Vec::new())
+        } else {
+            (
+                nodes[p].name(),
+                assigned[p].roles.clone(),
+                assigned[p].tags.clone(),
+            )
+        };
+        let mut steps = Vec::with_capacity(vs.len());
+        for v in vs {
+            let (_, ti) = vertices[v];
+            let inst = &insts[v];
+            match inst.status {
+                Status::Run => summary.run += 1,
+                Status::Skipped => summary.skipped += 1,
+                Status::Stage => summary.stages += 1,
+            }
+            if let Some(s) = &inst.strategy {
+                let e = conc.entry(ti).or_insert((s.clone(), 0));
+                e.1 += 1;
+                let stricter = match (e.0.limit(), s.limit()) {
+                    (None, Some(_)) => true,
+                    (Some(a), Some(b)) => b < a,
+                    _ => false,
+                };
+                if stricter {
+                    e.0 = s.clone();
+                }
+            }
+            let mut req = incoming[v].clone();
+            req.sort_by_key(|&u| order[u as usize]);
+            steps.push(Step {
+                id: tasks[ti].id.clone(),
+                ty: inst.ty.clone(),
+                status: inst.status,
+                reason: inst.reason.clone(),
+                order: order[v],
+                source: tasks[ti].source.to_string(),
+                parameters: inst.parameters.clone(),
+                fail_on_error: inst.fail_on_error,
+                strategy: inst.strategy.clone(),
+                compared_with: inst.compared_with.clone(),
+                requires: req
+                    .into_iter()
+                    .map(|u| {
+                        let (q, tj) = vertices[u as usize];
+                        TaskRef {
+                            task: tasks[tj].id.clone(),
+                            node: place_uid(q),
+                        }
+                    })
+                    .collect(),
+            });
+        }
+        node_plans.push(NodePlan {
+            uid: place_uid(p),
+            name,
+            roles: roles_,
+            tags,
+            tasks: steps,
+        });
+    }
+    let mut seen = BTreeSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+    Ok(Plan {
+        cluster: cluster.name.clone(),
+        cluster_id: cluster.id,
+        release: release.name.clone(),
+        release_version: release.version.clone(),
+        summary,
+        warnings,
+        generated,
+        unplaced,
+        fault_tolerance_groups: fault_groups,
+        concurrency: conc
+            .into_iter()
+            .map(|(ti, (strategy, nodes))| Concurrency {
+                task: tasks[ti].id.clone(),
+                strategy,
+                nodes,
+            })
+            .collect(),
+        nodes: node_plans,
+        data: dd,
+        uids,
+    })
+}
+
+/// One cycle through a strongly connected component: the shortest path from its smallest
+/// vertex back to itself.
+fn cycle_in(g: &DiGraph<(), ()>, comp: &[NodeIndex]) -> Vec<NodeIndex> {
+    let inside: BTreeSet<NodeIndex> = comp.iter().copied().collect();
+    let Some(&start) = inside.iter().next() else {
+        return Vec::new();
+    };
+    if g.contains_edge(start, start) {
+        return vec![start];
+    }
+    let mut prev: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(x) = queue.pop_front() {
+        let mut next: Vec<NodeIndex> = g.neighbors(x).filter(|y| inside.contains(y)).collect();
+        next.sort();
+        for y in next {
+            if y == start {
+                let mut path = vec![x];
+                let mut cur = x;
+                while cur != start {
+                    match prev.get(&cur) {
+                        Some(&p) => {
+                            path.push(p);
+                            cur = p;
+                        }
+                        None => break,
+                    }
+                }
+                path.reverse();
+                return path;
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = prev.entry(y) {
+                e.insert(x);
+                queue.push_back(y);
+            }
+        }
+    }
+    vec![start]
+}
+
+impl Deployed {
+    /// Record a successful run of `plan` as deployment `id`: every task that ran on a node
+    /// now compares with this deployment's data; skipped tasks keep their earlier record.
+    pub fn record(&mut self, plan: &Plan, id: &str) {
+        let mut snap = super::input::Snapshot {
+            common: plan.data.common.clone(),
+            nodes: BTreeMap::new(),
+        };
+        for (uid, part) in plan.uids.iter().zip(&plan.data.nodes) {
+            snap.nodes.insert(uid.clone(), part.clone());
+        }
+        snap.nodes
+            .insert("master".to_string(), plan.data.master.clone());
+        for node in &plan.nodes {
+            if node.uid == "null" {
+                continue;
+            }
+            let tasks = self.tasks.entry(node.uid.clone()).or_default();
+            for step in &node.tasks {
+                if step.status == Status::Run {
+                    tasks.insert(step.id.clone(), id.to_string());
+                }
+            }
+        }
+        self.deployments.insert(id.to_string(), snap);
+        self.prune();
+    }
+}

@@ -1,0 +1,32 @@
+//! The deployment graph engine: Fuel task graphs (a release's, enabled plugins', legacy
+//! plugin `tasks.yaml` adapted in) turned into an exact, explainable plan for every node of a
+//! cluster. Pure: graphs, cluster and deployed state come in as values; no I/O, no clock.
+//!
+//! - [`task`]: the task model (every type and field Fuel knew, with its source file and line).
+//! - [`roles`]: tags, primaries (`primary-controller` on exactly one controller) and role
+//!   values (`*`, `master`, `/regex/`, names).
+//! - [`fields`]: `{yaql_exp: ...}` at any depth of any field but `id`; `str.format` names.
+//! - [`expr`]: legacy string conditions (Nailgun Expressions, as Fuel 8 wrote them).
+//! - [`legacy`]: legacy plugin tasks adapted with generated ids, ordered by stage postfix.
+//! - [`input`]: the cluster, its nodes, the deployed state; the cluster file format.
+//! - [`data`]: each node's deployment data (`$`, `$node`, `$common`).
+//! - [`source`]: a release's and a plugin's tasks, with positions, out of packages and
+//!   fuel-library trees.
+//! - [`build`]: merge, place, evaluate per node, edges, cycle check, order: [`plan`].
+//! - [`plan`]: the plan and its text, JSON and dot renderings.
+
+pub mod build;
+pub mod data;
+pub mod expr;
+pub mod fields;
+pub mod input;
+pub mod legacy;
+pub mod plan;
+pub mod roles;
+pub mod source;
+pub mod task;
+
+pub use build::{EvalFailure, PlanError, PluginGraph, ReleaseGraph, plan, plan_with};
+pub use input::{Cluster, Deployed, NodeSpec, Snapshot, parse_cluster};
+pub use plan::{Plan, Status, Step, Strategy};
+pub use task::{Source, Task, TaskType};

@@ -1,0 +1,331 @@
+//! A plan: per node, the ordered list of tasks with their evaluated parameters, strategy,
+//! skip reasons and the tasks (on any node) each must wait for; plus the warnings, the ids
+//! generated for legacy plugin tasks, the tasks no node runs, fault-tolerance groups and
+//! per-task concurrency. Rendered as text (for people), JSON (for programs; byte-identical for
+//! the same input) and Graphviz dot. Pure: it formats values it is given.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value as J;
+
+use super::data::DeploymentData;
+use super::legacy::Generated;
+
+/// JSON shared between steps (parameters without YAQL are the same on every node).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared(pub Arc<J>);
+
+impl Serialize for Shared {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// What happens to a task on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The orchestrator runs it.
+    Run,
+    /// Kept in the graph for its edges; nothing runs (see `reason`).
+    Skipped,
+    /// A synchronisation point on the sync node.
+    Stage,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Run => "run",
+            Status::Skipped => "skipped",
+            Status::Stage => "stage",
+        }
+    }
+}
+
+/// `parameters.strategy`: how many nodes may run the task at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Strategy {
+    /// `parallel` or `one_by_one`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// For `parallel`: at most this many nodes at once (0 = no limit; absent = no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
+}
+
+impl Strategy {
+    /// How many nodes may run it at once; `None` for no limit.
+    pub fn limit(&self) -> Option<u64> {
+        if self.ty == "one_by_one" {
+            Some(1)
+        } else {
+            self.amount.filter(|&a| a > 0)
+        }
+    }
+}
+
+/// A task on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskRef {
+    pub task: String,
+    pub node: String,
+}
+
+/// One task of one node's list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub id: String,
+    /// The task's type as written (or computed); what runs is decided by `status`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Position in the whole plan's order (every `requires` comes earlier).
+    pub order: usize,
+    /// Where the task was written.
+    pub source: String,
+    /// Evaluated parameters (only for tasks that run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Shared>,
+    pub fail_on_error: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    /// The deployment whose data `$%old` held, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compared_with: Option<String>,
+    /// Tasks that must finish (or be skipped) first, on this node or others.
+    pub requires: Vec<TaskRef>,
+}
+
+/// One node's ordered list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodePlan {
+    /// Node uid; `master` for the master pseudo node, `null` for the sync node.
+    pub uid: String,
+    pub name: String,
+    pub roles: Vec<String>,
+    pub tags: Vec<String>,
+    pub tasks: Vec<Step>,
+}
+
+/// A task that no node runs, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unplaced {
+    pub task: String,
+    pub source: String,
+    pub reason: String,
+}
+
+/// A group's fault tolerance (Astute's `fault_tolerance_groups`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultGroup {
+    pub name: String,
+    pub node_ids: Vec<String>,
+    /// As written (int, `"N%"`, negative); node count + 1 (no limit) when absent.
+    pub fault_tolerance: J,
+}
+
+/// How many nodes may run one task at once, over all its nodes (the strictest wins).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Concurrency {
+    pub task: String,
+    pub strategy: Strategy,
+    pub nodes: usize,
+}
+
+/// Totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub nodes: usize,
+    pub run: usize,
+    pub skipped: usize,
+    pub stages: usize,
+    pub edges: usize,
+    pub cross_node_edges: usize,
+}
+
+/// The plan of one deployment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub cluster: String,
+    pub cluster_id: i64,
+    pub release: String,
+    pub release_version: String,
+    pub summary: Summary,
+    pub warnings: Vec<String>,
+    /// Ids given to legacy plugin tasks (`tasks.yaml`).
+    pub generated: Vec<Generated>,
+    pub unplaced: Vec<Unplaced>,
+    pub fault_tolerance_groups: Vec<FaultGroup>,
+    pub concurrency: Vec<Concurrency>,
+    /// Cluster nodes in uid order, then `master` and the sync node `null` when they have tasks.
+    pub nodes: Vec<NodePlan>,
+    /// The deployment data the plan was computed from (to record after a success).
+    #[serde(skip)]
+    pub data: DeploymentData,
+    /// Uids of the cluster nodes, in the order of `data.nodes`.
+    #[serde(skip)]
+    pub uids: Vec<String>,
+}
+
+fn short(s: &str, max: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+impl Plan {
+    /// Pretty JSON (deterministic).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// A node's list by uid.
+    pub fn node(&self, uid: &str) -> Option<&NodePlan> {
+        self.nodes.iter().find(|n| n.uid == uid)
+    }
+
+    /// The text report: summary, warnings, generated ids, unplaced tasks, then a table per
+    /// node (cross-node waits listed under each task).
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let s = &self.summary;
+        let _ = writeln!(
+            o,
+            "plan for {} (id {}), release {} ({}): {} nodes, {} tasks to run, {} skipped, {} \
+             edges ({} across nodes)",
+            self.cluster,
+            self.cluster_id,
+            self.release,
+            self.release_version,
+            s.nodes,
+            s.run,
+            s.skipped,
+            s.edges,
+            s.cross_node_edges
+        );
+        if !self.warnings.is_empty() {
+            let _ = writeln!(o, "\nwarnings:");
+            for w in &self.warnings {
+                let _ = writeln!(o, "  - {w}");
+            }
+        }
+        if !self.generated.is_empty() {
+            let _ = writeln!(o, "\nlegacy plugin tasks (tasks.yaml), ids generated:");
+            for g in &self.generated {
+                let _ = writeln!(
+                    o,
+                    "  {:<20} {:<24} {:<24} {}",
+                    g.id, g.plugin, g.stage, g.source
+                );
+            }
+        }
+        if !self.unplaced.is_empty() {
+            let _ = writeln!(o, "\nnot run on any node ({}):", self.unplaced.len());
+            for u in &self.unplaced {
+                let _ = writeln!(o, "  {:<40} {}", u.task, u.reason);
+            }
+        }
+        if !self.concurrency.is_empty() {
+            let _ = writeln!(o, "\nconcurrency limits:");
+            for c in &self.concurrency {
+                let limit = c
+                    .strategy
+                    .limit()
+                    .map_or("no limit".to_string(), |l| format!("{l} at a time"));
+                let _ = writeln!(
+                    o,
+                    "  {:<40} {:<10} {} ({} nodes)",
+                    c.task, c.strategy.ty, limit, c.nodes
+                );
+            }
+        }
+        for n in &self.nodes {
+            let label = match n.uid.as_str() {
+                "null" => "sync node (null)".to_string(),
+                "master" => "master".to_string(),
+                uid => format!("node {uid} {}", n.name),
+            };
+            let _ = writeln!(o, "\n{label} [{}]", n.roles.join(", "));
+            for (i, t) in n.tasks.iter().enumerate() {
+                let what = match t.status {
+                    Status::Run => String::new(),
+                    Status::Stage => "stage".to_string(),
+                    Status::Skipped => {
+                        format!("skipped: {}", short(t.reason.as_deref().unwrap_or(""), 90))
+                    }
+                };
+                let strategy = t.strategy.as_ref().map_or(String::new(), |s| {
+                    s.limit()
+                        .map_or(format!("[{}]", s.ty), |l| format!("[{} {l}]", s.ty))
+                });
+                let _ = writeln!(
+                    o,
+                    "  {:>4}. {:<6} {:<40} {:<12} {}{}",
+                    i + 1,
+                    if t.status == Status::Run { "run" } else { "-" },
+                    t.id,
+                    t.ty,
+                    strategy,
+                    what
+                );
+                let cross: Vec<String> = t
+                    .requires
+                    .iter()
+                    .filter(|r| r.node != n.uid)
+                    .map(|r| format!("{}@{}", r.task, r.node))
+                    .collect();
+                if !cross.is_empty() {
+                    let _ = writeln!(o, "        waits for {}", short(&cross.join(", "), 200));
+                }
+            }
+        }
+        o
+    }
+
+    /// Graphviz: one cluster per node, skipped tasks dashed, stages as diamonds.
+    pub fn to_dot(&self) -> String {
+        let mut o =
+            String::from("digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n");
+        let id = |task: &str, node: &str| format!("\"{}@{}\"", task.replace('"', "'"), node);
+        for n in &self.nodes {
+            let _ = writeln!(
+                o,
+                "  subgraph \"cluster_{}\" {{\n    label=\"{} [{}]\";",
+                n.uid,
+                n.name.replace('"', "'"),
+                n.roles.join(", ")
+            );
+            for t in &n.tasks {
+                let style = match t.status {
+                    Status::Run => "",
+                    Status::Skipped => ", style=dashed, fontcolor=gray40",
+                    Status::Stage => ", shape=diamond",
+                };
+                let _ = writeln!(
+                    o,
+                    "    {} [label=\"{}\"{style}];",
+                    id(&t.id, &n.uid),
+                    t.id.replace('"', "'")
+                );
+            }
+            o.push_str("  }\n");
+        }
+        for n in &self.nodes {
+            for t in &n.tasks {
+                for r in &t.requires {
+                    let _ = writeln!(o, "  {} -> {};", id(&r.task, &r.node), id(&t.id, &n.uid));
+                }
+            }
+        }
+        o.push_str("}\n");
+        o
+    }
+}
