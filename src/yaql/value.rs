@@ -557,6 +557,38 @@ pub fn str_repr(s: &str) -> String {
     out
 }
 
+/// Python `str(x)`, refusing results longer than `max` bytes (shared structure can make a
+/// small value print exponentially large).
+pub fn py_str_limited(v: &Value, max: usize) -> Result<String, YaqlError> {
+    fn size(v: &Value, budget: &mut usize) -> bool {
+        let own = match v {
+            Value::Str(s) => s.len() + 2,
+            _ => 8,
+        };
+        if own > *budget {
+            return false;
+        }
+        *budget -= own;
+        match v {
+            Value::Tuple(t) | Value::List(t) => t.iter().all(|x| size(x, budget)),
+            Value::Dict(d) => d
+                .map
+                .iter()
+                .all(|(k, x)| size(k, budget) && size(x, budget)),
+            Value::Set(s) => s.items.iter().all(|x| size(x, budget)),
+            _ => true,
+        }
+    }
+    let mut budget = max;
+    if !size(v, &mut budget) {
+        return Err(YaqlError::new(
+            ErrorKind::MemoryQuotaExceededException,
+            "Expression consumed too much memory",
+        ));
+    }
+    Ok(py_str(v))
+}
+
 /// Python `str(x)` (for non-strings it is `repr`).
 pub fn py_str(v: &Value) -> String {
     match v {
