@@ -253,3 +253,297 @@ mod fuzz {
         println!("{n} expressions in {:?} without a panic", start.elapsed());
     }
 }
+
+/// The 144 public names of yaql 3.2.0's standard library (non-legacy), as the reference
+/// registers them.
+const REFERENCE_NAMES: &[&str] = &[
+    "abs",
+    "accumulate",
+    "add",
+    "aggregate",
+    "all",
+    "any",
+    "append",
+    "assert",
+    "bitwiseAnd",
+    "bitwiseNot",
+    "bitwiseOr",
+    "bitwiseXor",
+    "bool",
+    "call",
+    "characters",
+    "coalesce",
+    "concat",
+    "contains",
+    "containsKey",
+    "containsValue",
+    "count",
+    "cycle",
+    "datetime",
+    "def",
+    "defaultIfEmpty",
+    "delete",
+    "deleteAll",
+    "dict",
+    "difference",
+    "distinct",
+    "endsWith",
+    "enumerate",
+    "escapeRegex",
+    "examine",
+    "filter",
+    "first",
+    "flatten",
+    "float",
+    "format",
+    "generate",
+    "generateMany",
+    "get",
+    "groupBy",
+    "hex",
+    "indexOf",
+    "indexWhere",
+    "insert",
+    "insertMany",
+    "int",
+    "intersect",
+    "isBoolean",
+    "isDatetime",
+    "isDict",
+    "isEmpty",
+    "isInteger",
+    "isIterable",
+    "isList",
+    "isNumber",
+    "isRegex",
+    "isSet",
+    "isString",
+    "isTimespan",
+    "items",
+    "join",
+    "keys",
+    "last",
+    "lastIndexOf",
+    "lastIndexWhere",
+    "len",
+    "let",
+    "limit",
+    "list",
+    "localtz",
+    "map",
+    "matches",
+    "max",
+    "memorize",
+    "mergeWith",
+    "min",
+    "norm",
+    "now",
+    "orderBy",
+    "orderByDescending",
+    "pow",
+    "random",
+    "range",
+    "reduce",
+    "regex",
+    "remove",
+    "repeat",
+    "replace",
+    "replaceBy",
+    "replaceMany",
+    "reverse",
+    "rightSplit",
+    "round",
+    "search",
+    "searchAll",
+    "select",
+    "selectAllCases",
+    "selectCase",
+    "selectMany",
+    "sequence",
+    "set",
+    "shiftBitsLeft",
+    "shiftBitsRight",
+    "sign",
+    "single",
+    "skip",
+    "skipWhile",
+    "slice",
+    "sliceWhere",
+    "split",
+    "splitAt",
+    "splitWhere",
+    "startsWith",
+    "str",
+    "substring",
+    "sum",
+    "switch",
+    "switchCase",
+    "symmetricDifference",
+    "take",
+    "takeWhile",
+    "thenBy",
+    "thenByDescending",
+    "timespan",
+    "toCharArray",
+    "toDict",
+    "toList",
+    "toLower",
+    "toSet",
+    "toUpper",
+    "trim",
+    "trimLeft",
+    "trimRight",
+    "union",
+    "unpack",
+    "utctz",
+    "values",
+    "where",
+    "with",
+    "zip",
+    "zipLongest",
+];
+
+#[test]
+fn the_whole_library_is_there() {
+    let ours = Engine::function_names();
+    let missing: Vec<&str> = REFERENCE_NAMES
+        .iter()
+        .copied()
+        .filter(|n| !ours.contains(n))
+        .collect();
+    // the date/time constructors need a clock and `random` is not deterministic (module docs)
+    assert_eq!(
+        missing,
+        ["datetime", "localtz", "now", "random", "timespan", "utctz"]
+    );
+    for nailgun in [
+        "new",
+        "old",
+        "changed",
+        "changedAll",
+        "changedAny",
+        "added",
+        "deleted",
+        "isUndef",
+        "toJson",
+        "toYaml",
+    ] {
+        assert!(ours.contains(&nailgun), "{nailgun}");
+    }
+}
+
+mod cli {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    use crate::common::bin::stoker;
+
+    #[test]
+    fn eval_prints_json_or_the_error_with_a_caret() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("d.yaml"),
+            "roles: [controller, mongo]\nuid: '2'\n",
+        )
+        .unwrap();
+        let out = stoker(dir.path())
+            .args([
+                "yaql",
+                "eval",
+                "$.roles.select('primary-' + $)",
+                "--data",
+                "d.yaml",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!(["primary-controller", "primary-mongo"])
+        );
+
+        let out = stoker(dir.path())
+            .args(["yaql", "eval", "1 + $.x # y"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("YaqlLexicalException"), "{err}");
+        assert!(err.contains("  1 + $.x # y\n          ^"), "{err}");
+    }
+
+    #[test]
+    fn jsonl_answers_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = stoker(dir.path())
+            .args(["yaql", "--jsonl"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = concat!(
+            r#"{"expr": "changed($.a)", "data": {"b": 1, "a": [1]}, "old": {"a": [2]}}"#,
+            "\n",
+            r#"{"expr": "$node.name", "data": null, "vars": {"node": {"name": "n1"}}}"#,
+            "\n",
+            r#"{"expr": "$.x", "data": {}}"#,
+            "\n",
+            "not json\n",
+            r#"{"expr": "$.keys()", "data": {"b": 1, "a": 2}}"#,
+            "\n",
+        );
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                serde_json::json!({"ok": true, "value": true}),
+                serde_json::json!({"ok": true, "value": "n1"}),
+                serde_json::json!({"ok": false, "error": "KeyError"}),
+                serde_json::json!({"ok": false, "error": "BadInput"}),
+                serde_json::json!({"ok": true, "value": ["b", "a"]}),
+            ]
+        );
+    }
+}
+
+/// Deep recursion through every kind of frame stays an error on a 2 MiB thread (the size of
+/// test and tokio blocking threads).
+#[test]
+fn deep_recursion_fits_a_small_stack() {
+    let exprs = [
+        "def(f, f($)) -> f(1)",
+        "def(f, [$].where(f($)).first()) -> f(1)",
+        "def(f, [$].select(f($)).toList()) -> f(1)",
+        "def(f, switch(true => f($))) -> f(1)",
+        "def(f, let(x => $) -> f($x)) -> f(1)",
+        "def(f, {a => f($)}) -> f(1)",
+        "def(f, [1, 2].orderBy(f($)).toList()) -> f(1)",
+        "def(f, [$].select($ + 1).select(f($)).first()) -> f(1)",
+        "def(f, f([$])) -> f(1).flatten()",
+    ];
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let engine = Engine::new(Limits::default());
+            for e in exprs {
+                let r = engine.eval(e, &Context::new(&Json::Null));
+                assert!(r.is_err(), "{e}");
+            }
+            let nested = format!("{}1{}", "len([".repeat(95), "])".repeat(95));
+            assert!(engine.eval(&nested, &Context::new(&Json::Null)).is_ok());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
