@@ -110,7 +110,7 @@ pub struct Set {
 pub struct RegexObj {
     pub pattern: String,
     pub flags: u8,
-    pub re: regex::Regex,
+    pub re: std::sync::Arc<regex::Regex>,
     /// Names of groups by index (index 0 = whole match).
     pub group_names: Vec<Option<String>>,
 }

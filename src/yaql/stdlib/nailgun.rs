@@ -523,8 +523,14 @@ fn resolves_to_other(s: &str) -> bool {
         r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$",
         r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?$",
     ];
-    pats.iter()
-        .any(|p| regex::Regex::new(p).is_ok_and(|re| re.is_match(s)))
+    static RES: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    RES.get_or_init(|| {
+        pats.iter()
+            .filter_map(|p| regex::Regex::new(p).ok())
+            .collect()
+    })
+    .iter()
+    .any(|re| re.is_match(s))
 }
 
 fn yaml_str(s: &str, col: usize, indent: usize) -> String {
