@@ -16,3 +16,4 @@ pub mod model;
 pub mod package;
 pub mod store;
 pub mod tftp;
+pub mod yaql;

@@ -17,3 +17,4 @@ mod store;
 mod systemd;
 mod tftp;
 mod tidy;
+mod yaql;

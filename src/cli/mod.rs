@@ -8,6 +8,7 @@ mod agent;
 mod config_args;
 mod plugin;
 mod serve;
+mod yaql;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,8 @@ pub enum Command {
         #[command(subcommand)]
         command: plugin::PluginCommand,
     },
+    /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
+    Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
     Version,
 }
@@ -73,6 +76,7 @@ pub fn run() -> ExitCode {
         } => serve::healthcheck(&config, url, timeout),
         Command::Agent(args) => report(agent::run(&args)),
         Command::Plugin { command } => report(plugin::run(command)),
+        Command::Yaql(args) => report(yaql::run(&args)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -1,0 +1,151 @@
+//! `stoker yaql`: evaluate YAQL expressions from the command line (`eval`, with the error's
+//! position marked by a caret) or as a JSON Lines filter (`--jsonl`, the conformance
+//! protocol of `yaql-check.py`). A thin wrapper over the pure `crate::yaql` engine.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+
+use crate::yaql::{Context, Engine, Limits, Value, YaqlError};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct YaqlArgs {
+    /// Read `{"expr", "data", "old"?, "vars"?}` lines on stdin and write one
+    /// `{"ok": true, "value": ...}` or `{"ok": false, "error": "<Kind>"}` line for each.
+    #[arg(long)]
+    jsonl: bool,
+    #[command(subcommand)]
+    command: Option<YaqlCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+enum YaqlCommand {
+    /// Evaluate one expression and print the result as JSON.
+    Eval {
+        /// The expression, e.g. `$.nodes.where($.status = ready).name`
+        expr: String,
+        /// The data bound to `$` (a .json or .yaml file; default: null)
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// The previous deployment's data bound to `$%old` (default: {})
+        #[arg(long)]
+        old: Option<PathBuf>,
+    },
+}
+
+pub fn run(args: &YaqlArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        Some(YaqlCommand::Eval { expr, data, old }) => eval(expr, data.as_deref(), old.as_deref()),
+        None if args.jsonl => jsonl(),
+        None => anyhow::bail!("say `stoker yaql eval 'EXPR'` or `stoker yaql --jsonl`"),
+    }
+}
+
+fn load(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let is_yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    );
+    if is_yaml {
+        serde_saphyr::from_str(&text).with_context(|| format!("parsing YAML {}", path.display()))
+    } else {
+        serde_json::from_str(&text).with_context(|| format!("parsing JSON {}", path.display()))
+    }
+}
+
+/// The error with the expression and a caret under the position.
+pub fn render_error(expr: &str, e: &YaqlError) -> String {
+    let mut out = format!("error: {}: {}\n", e.kind, e.message);
+    if let Some(pos) = e.position {
+        let line_start = expr
+            .chars()
+            .take(pos)
+            .collect::<String>()
+            .rfind('\n')
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let before: String = expr.chars().take(pos).collect();
+        let col = before[line_start..].chars().count();
+        let line: String = expr
+            .chars()
+            .skip(before[..line_start].chars().count())
+            .take_while(|c| *c != '\n')
+            .collect();
+        out.push_str(&format!("  {line}\n  {}^\n", " ".repeat(col)));
+    }
+    out
+}
+
+fn eval(expr: &str, data: Option<&Path>, old: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let data = match data {
+        Some(p) => load(p)?,
+        None => Value::Null,
+    };
+    let mut ctx = Context::from_value(data);
+    if let Some(p) = old {
+        ctx = ctx.with_old_value(load(p)?);
+    }
+    let engine = Engine::new(Limits::default());
+    match engine.eval_json(expr, &ctx) {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprint!("{}", render_error(expr, &e));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Request {
+    expr: String,
+    #[serde(default)]
+    data: Value,
+    old: Option<Value>,
+    #[serde(default)]
+    vars: Value,
+}
+
+/// One JSON Lines request → one result line.
+pub fn answer(engine: &Engine, line: &str) -> serde_json::Value {
+    let Ok(req) = serde_json::from_str::<Request>(line) else {
+        return serde_json::json!({"ok": false, "error": "BadInput"});
+    };
+    let mut ctx = Context::from_value(req.data);
+    if let Some(old) = req.old {
+        ctx = ctx.with_old_value(old);
+    }
+    if let Value::Dict(vars) = &req.vars {
+        for (k, v) in &vars.map {
+            if let Some(k) = k.as_str() {
+                ctx = ctx.with_var_value(k, v.clone());
+            }
+        }
+    }
+    match engine.eval_json(&req.expr, &ctx) {
+        Ok(v) => serde_json::json!({"ok": true, "value": v}),
+        Err(e) => serde_json::json!({"ok": false, "error": e.kind.name()}),
+    }
+}
+
+fn jsonl() -> anyhow::Result<ExitCode> {
+    let engine = Engine::new(Limits::default());
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in stdin.lock().lines() {
+        let line = line.context("reading stdin")?;
+        let result = answer(&engine, line.trim());
+        writeln!(out, "{result}")?;
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,816 @@
+//! The YAQL value model: what an expression computes with. Owns Python-compatible equality,
+//! hashing, truthiness, `str()`/`repr()` and the conversions from and to `serde_json::Value`.
+//! Must not evaluate expressions (that is `interp`) nor know any library function.
+//!
+//! Ints and floats stay apart (`3` vs `3.0`). Python's tuple and list are both kept because
+//! they never compare equal (`'a b'.split() = [a, b]` is false in yaql); dicts and sets carry a
+//! `frozen` flag because only frozen ones are hashable.
+
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
+
+use indexmap::{IndexMap, IndexSet};
+
+/// Dict storage: insertion-ordered, hashed with `FxBuild` (fast for short keys).
+pub type Map = IndexMap<Value, Value, FxBuild>;
+/// Set storage.
+pub type VSet = IndexSet<Value, FxBuild>;
+
+/// The Fx hash (as in rustc): not DoS-resistant, which is fine for expression data.
+#[derive(Default, Clone, Copy)]
+pub struct FxBuild;
+
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(0)
+    }
+}
+
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+use super::error::{ErrorKind, YaqlError};
+use super::interp::{Ctx, LazySeq, Memo, Ordered};
+
+/// A runtime value. Collections are reference-counted and never mutated after construction.
+#[derive(Clone, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Rc<str>),
+    /// Python tuple: what JSON arrays and list literals become.
+    Tuple(Rc<Vec<Value>>),
+    /// Python list: what `split()`, `insert()`, `enumerate()` pairs... return.
+    List(Rc<Vec<Value>>),
+    Dict(Rc<Dict>),
+    Set(Rc<Set>),
+    /// `dict.keys()`: set-like view.
+    Keys(Rc<Dict>),
+    /// `dict.values()`: neither a set nor a sequence.
+    Values(Rc<Dict>),
+    /// `dict.items()`: set-like view of `(key, value)` tuples.
+    Items(Rc<Dict>),
+    /// A single-use lazy sequence (a Python iterator).
+    Iter(Rc<LazySeq>),
+    /// `memorize()`: an iterator that can be iterated again.
+    Memo(Rc<Memo>),
+    /// `orderBy()` result (re-iterable, not an iterator).
+    Ordered(Rc<Ordered>),
+    Regex(Rc<RegexObj>),
+    /// A context produced by `let`/`def`/`with`, consumed by `->`.
+    Context(Rc<Ctx>),
+    /// An evaluated `key => value` argument (`dict(a => 1)`, `$.set(a => 1)`).
+    Rule(Rc<(Value, Value)>),
+    /// Nailgun's marker for "old data had no such value".
+    Undefined,
+}
+
+/// Insertion-ordered dict (Python dict / yaql FrozenDict).
+pub struct Dict {
+    pub map: Map,
+    pub frozen: bool,
+}
+
+/// Set (Python set / frozenset). Iteration follows insertion order.
+pub struct Set {
+    pub items: VSet,
+    pub frozen: bool,
+}
+
+/// A compiled regular expression with the pattern text it came from.
+pub struct RegexObj {
+    pub pattern: String,
+    pub flags: u8,
+    pub re: std::sync::Arc<regex::Regex>,
+    /// Names of groups by index (index 0 = whole match).
+    pub group_names: Vec<Option<String>>,
+}
+
+impl Value {
+    pub fn str(s: &str) -> Value {
+        Value::Str(Rc::from(s))
+    }
+    pub fn string(s: String) -> Value {
+        Value::Str(Rc::from(s))
+    }
+    pub fn tuple(v: Vec<Value>) -> Value {
+        Value::Tuple(Rc::new(v))
+    }
+    pub fn list(v: Vec<Value>) -> Value {
+        Value::List(Rc::new(v))
+    }
+    pub fn frozen_dict(map: Map) -> Value {
+        Value::Dict(Rc::new(Dict { map, frozen: true }))
+    }
+    pub fn dict(map: Map) -> Value {
+        Value::Dict(Rc::new(Dict { map, frozen: false }))
+    }
+    pub fn frozen_set(items: VSet) -> Value {
+        Value::Set(Rc::new(Set {
+            items,
+            frozen: true,
+        }))
+    }
+    pub fn set(items: VSet) -> Value {
+        Value::Set(Rc::new(Set {
+            items,
+            frozen: false,
+        }))
+    }
+
+    /// Python's type name, for messages and for Nailgun's "same type" test.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "NoneType",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::Tuple(_) => "tuple",
+            Value::List(_) => "list",
+            Value::Dict(d) => {
+                if d.frozen {
+                    "FrozenDict"
+                } else {
+                    "dict"
+                }
+            }
+            Value::Set(s) => {
+                if s.frozen {
+                    "frozenset"
+                } else {
+                    "set"
+                }
+            }
+            Value::Keys(_) => "dict_keys",
+            Value::Values(_) => "dict_values",
+            Value::Items(_) => "dict_items",
+            Value::Iter(_) => "generator",
+            Value::Memo(_) => "RememberingIterator",
+            Value::Ordered(_) => "OrderingIterable",
+            Value::Regex(_) => "Pattern",
+            Value::Context(_) => "Context",
+            Value::Rule(_) => "MappingRule",
+            Value::Undefined => "Undefined",
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// int or float, never bool.
+    pub fn is_number(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Float(_))
+    }
+
+    /// Python `isinstance(x, int)`: bools are ints.
+    pub fn as_pyint(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// tuple or list (yaql's Sequence type).
+    pub fn as_seq(&self) -> Option<&Rc<Vec<Value>>> {
+        match self {
+            Value::Tuple(v) | Value::List(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn is_mapping(&self) -> bool {
+        matches!(self, Value::Dict(_))
+    }
+
+    /// collections.abc.Set: sets and the keys/items views.
+    pub fn is_set_like(&self) -> bool {
+        matches!(self, Value::Set(_) | Value::Keys(_) | Value::Items(_))
+    }
+
+    /// yaql's `utils.is_iterable`: iterable but not a string or a mapping.
+    pub fn is_iterable(&self) -> bool {
+        matches!(
+            self,
+            Value::Tuple(_)
+                | Value::List(_)
+                | Value::Set(_)
+                | Value::Keys(_)
+                | Value::Values(_)
+                | Value::Items(_)
+                | Value::Iter(_)
+                | Value::Memo(_)
+                | Value::Ordered(_)
+        )
+    }
+
+    /// collections.abc.Iterator.
+    pub fn is_iterator(&self) -> bool {
+        matches!(self, Value::Iter(_) | Value::Memo(_))
+    }
+
+    /// Python truthiness.
+    pub fn truthy(&self) -> bool {
+        match self {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Int(i) => *i != 0,
+            Value::Float(f) => *f != 0.0,
+            Value::Str(s) => !s.is_empty(),
+            Value::Tuple(v) | Value::List(v) => !v.is_empty(),
+            Value::Dict(d) | Value::Keys(d) | Value::Values(d) | Value::Items(d) => {
+                !d.map.is_empty()
+            }
+            Value::Set(s) => !s.items.is_empty(),
+            _ => true,
+        }
+    }
+
+    /// Items of a set-like value (sets and keys/items views), for set algebra.
+    pub fn set_items(&self) -> Option<VSet> {
+        match self {
+            Value::Set(s) => Some(s.items.clone()),
+            Value::Keys(d) => Some(d.map.keys().cloned().collect()),
+            Value::Items(d) => Some(
+                d.map
+                    .iter()
+                    .map(|(k, v)| Value::tuple(vec![k.clone(), v.clone()]))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn set_contains(&self, x: &Value) -> bool {
+        match self {
+            Value::Set(s) => s.items.contains(x),
+            Value::Keys(d) => d.map.contains_key(x),
+            Value::Items(d) => match x {
+                Value::Tuple(t) if t.len() == 2 => {
+                    d.map.get(&t[0]).is_some_and(|v| py_eq(v, &t[1]))
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn set_len(&self) -> usize {
+        match self {
+            Value::Set(s) => s.items.len(),
+            Value::Keys(d) | Value::Items(d) => d.map.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether Python could hash the value (so it may be a dict key or a set member).
+    pub fn hashable(&self) -> bool {
+        match self {
+            Value::List(_) | Value::Keys(_) | Value::Items(_) => false,
+            Value::Dict(d) => d.frozen && d.map.iter().all(|(_, v)| v.hashable()),
+            Value::Set(s) => s.frozen,
+            Value::Tuple(v) => v.iter().all(Value::hashable),
+            Value::Rule(_) => false,
+            _ => true,
+        }
+    }
+
+    pub fn check_hashable(&self) -> Result<(), YaqlError> {
+        if self.hashable() {
+            Ok(())
+        } else {
+            Err(YaqlError::new(
+                ErrorKind::TypeError,
+                format!("unhashable type: '{}'", self.type_name()),
+            ))
+        }
+    }
+
+    /// A hashable stand-in (lists become tuples, dicts and sets get frozen), as Nailgun's
+    /// `_hashable` does before diffing.
+    pub fn frozen_copy(&self) -> Value {
+        match self {
+            Value::List(v) | Value::Tuple(v) => {
+                Value::tuple(v.iter().map(Value::frozen_copy).collect())
+            }
+            Value::Dict(d) => Value::frozen_dict(
+                d.map
+                    .iter()
+                    .map(|(k, v)| (k.frozen_copy(), v.frozen_copy()))
+                    .collect(),
+            ),
+            Value::Set(s) => Value::frozen_set(s.items.iter().map(Value::frozen_copy).collect()),
+            Value::Keys(_) | Value::Items(_) => {
+                Value::frozen_set(self.set_items().unwrap_or_default())
+            }
+            other => other.clone(),
+        }
+    }
+}
+
+fn num_eq(a: &Value, b: &Value) -> Option<bool> {
+    let ai = a.as_pyint();
+    let bi = b.as_pyint();
+    match (ai, bi, a, b) {
+        (Some(x), Some(y), _, _) => Some(x == y),
+        (Some(x), None, _, Value::Float(f)) | (None, Some(x), Value::Float(f), _) => {
+            Some(int_float_eq(x, *f))
+        }
+        (None, None, Value::Float(x), Value::Float(y)) => Some(x == y),
+        _ => None,
+    }
+}
+
+fn int_float_eq(i: i64, f: f64) -> bool {
+    if f.fract() != 0.0 || !f.is_finite() {
+        return false;
+    }
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
+        f as i64 == i
+    } else {
+        false
+    }
+}
+
+/// Python `==`.
+pub fn py_eq(a: &Value, b: &Value) -> bool {
+    if let Some(r) = num_eq(a, b) {
+        return r;
+    }
+    match (a, b) {
+        (Value::Null, Value::Null) => true,
+        (Value::Undefined, Value::Undefined) => true,
+        (Value::Str(x), Value::Str(y)) => x == y,
+        (Value::Tuple(x), Value::Tuple(y)) | (Value::List(x), Value::List(y)) => {
+            Rc::ptr_eq(x, y)
+                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| py_eq(p, q)))
+        }
+        (Value::Dict(x), Value::Dict(y)) => {
+            Rc::ptr_eq(x, y)
+                || (x.map.len() == y.map.len()
+                    && x.map
+                        .iter()
+                        .all(|(k, v)| y.map.get(k).is_some_and(|w| py_eq(v, w))))
+        }
+        (x, y) if x.is_set_like() && y.is_set_like() => {
+            x.set_len() == y.set_len() && {
+                match x {
+                    Value::Set(s) => s.items.iter().all(|i| y.set_contains(i)),
+                    _ => x
+                        .set_items()
+                        .unwrap_or_default()
+                        .iter()
+                        .all(|i| y.set_contains(i)),
+                }
+            }
+        }
+        (Value::Values(x), Value::Values(y)) => Rc::ptr_eq(x, y),
+        (Value::Iter(x), Value::Iter(y)) => Rc::ptr_eq(x, y),
+        (Value::Memo(x), Value::Memo(y)) => Rc::ptr_eq(x, y),
+        (Value::Ordered(x), Value::Ordered(y)) => Rc::ptr_eq(x, y),
+        (Value::Context(x), Value::Context(y)) => Rc::ptr_eq(x, y),
+        (Value::Regex(x), Value::Regex(y)) => x.pattern == y.pattern && x.flags == y.flags,
+        (Value::Rule(x), Value::Rule(y)) => Rc::ptr_eq(x, y),
+        _ => false,
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        py_eq(self, other)
+    }
+}
+impl Eq for Value {}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Value::Null => state.write_u8(0),
+            Value::Bool(b) => state.write_i64(i64::from(*b)),
+            Value::Int(i) => state.write_i64(*i),
+            Value::Float(f) => {
+                if f.fract() == 0.0 && f.is_finite() && f.abs() < 9.2e18 {
+                    state.write_i64(*f as i64)
+                } else {
+                    state.write_u64(f.to_bits())
+                }
+            }
+            Value::Str(s) => s.hash(state),
+            Value::Tuple(v) | Value::List(v) => {
+                state.write_u8(3);
+                for x in v.iter() {
+                    x.hash(state);
+                }
+            }
+            Value::Dict(d) => {
+                let mut acc = 0u64;
+                for (k, v) in &d.map {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    k.hash(&mut h);
+                    v.hash(&mut h);
+                    acc ^= h.finish();
+                }
+                state.write_u64(acc)
+            }
+            Value::Set(_) | Value::Keys(_) | Value::Items(_) => {
+                let mut acc = 0u64;
+                for x in self.set_items().unwrap_or_default() {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    x.hash(&mut h);
+                    acc ^= h.finish();
+                }
+                state.write_u64(acc ^ 0x5e7)
+            }
+            Value::Regex(r) => r.pattern.hash(state),
+            Value::Undefined => state.write_u8(9),
+            Value::Values(d) => state.write_usize(Rc::as_ptr(d) as *const u8 as usize),
+            Value::Iter(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+            Value::Memo(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+            Value::Ordered(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+            Value::Context(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+            Value::Rule(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+        }
+    }
+}
+
+/// Python `repr(float)`: shortest round-trip digits, exponent outside 1e-4..1e16.
+pub fn float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    // `{:e}` gives the shortest round-trip digits: d.ddddde[-]x
+    let e = format!("{f:e}");
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let neg = mant.starts_with('-');
+    let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if (-4..16).contains(&exp) {
+        if exp < 0 {
+            out.push_str("0.");
+            for _ in 0..(-exp - 1) {
+                out.push('0');
+            }
+            out.push_str(&digits);
+        } else {
+            let point = exp as usize + 1;
+            if digits.len() <= point {
+                out.push_str(&digits);
+                for _ in digits.len()..point {
+                    out.push('0');
+                }
+                out.push_str(".0");
+            } else {
+                out.push_str(&digits[..point]);
+                out.push('.');
+                out.push_str(&digits[point..]);
+            }
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    }
+    out
+}
+
+/// Python `repr(str)`.
+pub fn str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c)
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python `str(x)`, refusing results longer than `max` bytes (shared structure can make a
+/// small value print exponentially large).
+pub fn py_str_limited(v: &Value, max: usize) -> Result<String, YaqlError> {
+    fn size(v: &Value, budget: &mut usize) -> bool {
+        let own = match v {
+            Value::Str(s) => s.len() + 2,
+            _ => 8,
+        };
+        if own > *budget {
+            return false;
+        }
+        *budget -= own;
+        match v {
+            Value::Tuple(t) | Value::List(t) => t.iter().all(|x| size(x, budget)),
+            Value::Dict(d) => d
+                .map
+                .iter()
+                .all(|(k, x)| size(k, budget) && size(x, budget)),
+            Value::Set(s) => s.items.iter().all(|x| size(x, budget)),
+            _ => true,
+        }
+    }
+    let mut budget = max;
+    if !size(v, &mut budget) {
+        return Err(YaqlError::new(
+            ErrorKind::MemoryQuotaExceededException,
+            "Expression consumed too much memory",
+        ));
+    }
+    Ok(py_str(v))
+}
+
+/// Python `str(x)` (for non-strings it is `repr`).
+pub fn py_str(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        other => py_repr(other),
+    }
+}
+
+/// Python `repr(x)` of plain data, and a stand-in for other objects.
+pub fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => float_repr(*f),
+        Value::Str(s) => str_repr(s),
+        Value::Tuple(t) => {
+            let inner: Vec<String> = t.iter().map(py_repr).collect();
+            if t.len() == 1 {
+                format!("({},)", inner[0])
+            } else {
+                format!("({})", inner.join(", "))
+            }
+        }
+        Value::List(t) => format!("[{}]", t.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
+        Value::Dict(d) => format!(
+            "{{{}}}",
+            d.map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", py_repr(k), py_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Set(s) => {
+            let inner = s.items.iter().map(py_repr).collect::<Vec<_>>().join(", ");
+            match (s.frozen, s.items.is_empty()) {
+                (true, true) => "frozenset()".into(),
+                (true, false) => format!("frozenset({{{inner}}})"),
+                (false, true) => "set()".into(),
+                (false, false) => format!("{{{inner}}}"),
+            }
+        }
+        Value::Keys(d) => format!(
+            "dict_keys([{}])",
+            d.map.keys().map(py_repr).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Values(d) => format!(
+            "dict_values([{}])",
+            d.map.values().map(py_repr).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Items(d) => format!(
+            "dict_items([{}])",
+            d.map
+                .iter()
+                .map(|(k, v)| format!("({}, {})", py_repr(k), py_repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Regex(r) => format!("re.compile({})", str_repr(&r.pattern)),
+        Value::Undefined => "<Undefined>".into(),
+        other => format!("<{} object>", other.type_name()),
+    }
+}
+
+impl std::fmt::Debug for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&py_repr(self))
+    }
+}
+
+/// Convert JSON input the way yaql's `convert_input_data` does: arrays become tuples and
+/// objects frozen dicts.
+pub fn from_json(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if let Some(f) = n.as_f64() {
+                if n.is_u64() {
+                    // beyond i64: keep the magnitude as a float rather than fail
+                    Value::Float(f)
+                } else {
+                    Value::Float(f)
+                }
+            } else {
+                Value::Null
+            }
+        }
+        serde_json::Value::String(s) => Value::str(s),
+        serde_json::Value::Array(a) => Value::tuple(a.iter().map(from_json).collect()),
+        serde_json::Value::Object(o) => Value::frozen_dict(
+            o.iter()
+                .map(|(k, v)| (Value::str(k), from_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Deserialise JSON (or YAML through serde) straight into values, keeping object key order
+/// (a `serde_json::Value` without serde_json's `preserve_order` feature sorts keys).
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(i64::try_from(v)
+            .map(Value::Int)
+            .unwrap_or(Value::Float(v as f64)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::str(v))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::string(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        serde::Deserialize::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(x) = seq.next_element::<Value>()? {
+            v.push(x);
+        }
+        Ok(Value::tuple(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = Map::with_capacity_and_hasher(map.size_hint().unwrap_or(0), FxBuild);
+        while let Some((k, v)) = map.next_entry::<Value, Value>()? {
+            m.insert(k, v);
+        }
+        Ok(Value::frozen_dict(m))
+    }
+}
+
+impl Value {
+    /// JSON for plain data (what `Engine::eval` returns); other values are
+    /// `UnserializableResult`.
+    pub fn to_json(&self) -> Result<serde_json::Value, YaqlError> {
+        super::output::to_json(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_like_python() {
+        for (f, want) in [
+            (2.0, "2.0"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e16, "1e+16"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-1.5e-7, "-1.5e-07"),
+            (1e22, "1e+22"),
+            (123.456, "123.456"),
+        ] {
+            assert_eq!(float_repr(f), want);
+        }
+    }
+
+    #[test]
+    fn python_equality_and_hashing_agree() {
+        use std::hash::BuildHasher;
+        let h = |v: &Value| FxBuild.hash_one(v);
+        let pairs = [
+            (Value::Int(1), Value::Float(1.0)),
+            (Value::Int(1), Value::Bool(true)),
+            (Value::Int(0), Value::Bool(false)),
+            (
+                Value::tuple(vec![Value::Int(1)]),
+                Value::tuple(vec![Value::Float(1.0)]),
+            ),
+        ];
+        for (a, b) in &pairs {
+            assert!(py_eq(a, b));
+            assert_eq!(h(a), h(b));
+        }
+        assert!(!py_eq(&Value::tuple(vec![]), &Value::list(vec![])));
+        assert!(!py_eq(&Value::str("1"), &Value::Int(1)));
+        assert!(py_eq(&Value::Null, &Value::Null));
+    }
+
+    #[test]
+    fn repr_like_python() {
+        let v = Value::tuple(vec![
+            Value::Int(1),
+            Value::str("a'b"),
+            Value::Null,
+            Value::Bool(true),
+        ]);
+        assert_eq!(py_repr(&v), "(1, \"a'b\", None, True)");
+        assert_eq!(py_repr(&Value::tuple(vec![Value::Int(1)])), "(1,)");
+    }
+}
