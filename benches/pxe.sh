@@ -20,7 +20,7 @@ for t in perfdhcp atftp dnsmasq curl; do
 done
 export PXELAB_NS=pxebench PXELAB_SERVER_IP=10.79.0.1 PXELAB_PREFIX=16 \
   PXELAB_POOL_START=10.79.1.0 PXELAB_POOL_END=10.79.255.254 PXELAB_RA=0 PXELAB_HTTP_PORT=8081
-RATES=${BENCH_DHCP_RATES:-"500 1000 2000 4000"}
+RATES=${BENCH_DHCP_RATES:-"500 1000 2000 4000 8000"}
 SECS=${BENCH_DHCP_SECONDS:-10}
 work=$(mktemp -d /tmp/stoker-bench.XXXXXX)
 pid=
@@ -38,16 +38,36 @@ cp "$work/tftp/big.bin" "$work/dnsmasq/big.bin"
 C=(ip netns exec "${PXELAB_NS}-c")
 cip=10.79.0.2
 
-dhcp_runs() { # label
-  local r out best=0
+# Each rate starts from an empty lease database, for both servers (dnsmasq rewrites its whole
+# lease file per change, so a full file would slow it down and make the comparison unfair).
+dhcp_runs() { # label start-fn stop-fn -> best achieved DORA/s on stdout, details on stderr
+  local r out a best=0
   for r in $RATES; do
+    "$2"
     out=$("$lab/bench-dhcp.sh" --rate "$r" --seconds "$SECS" --clients 60000 2>&1 | grep '^bench-dhcp' || true)
+    "$3"
     echo "$1 $out" >&2
     a=$(sed -n 's/.*: \([0-9]*\) DORA\/s achieved.*/\1/p' <<<"$out")
     [ -n "$a" ] && [ "$a" -gt "$best" ] && best=$a
   done
   echo "$best"
 }
+n=0
+start_stoker() {
+  n=$((n + 1))
+  ip netns exec "$PXELAB_NS" "$bin" serve --data-dir "$work/data-$n" --http-listen 10.79.0.1:8081 \
+    --dhcp-enabled true --dhcp-server-ip 10.79.0.1 \
+    --dhcp-subnets '10.79.0.0/16 pool=10.79.1.0-10.79.255.254 lease=3600' \
+    --tftp-enabled true --tftp-root "$work/tftp" --log-level warn >"$work/stoker-$n.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 50); do
+    ip netns exec "$PXELAB_NS" curl -fsS -o /dev/null http://10.79.0.1:8081/healthz 2>/dev/null && return
+    sleep 0.1
+  done
+}
+stop_stoker() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
+start_dnsmasq() { "$lab/serve-dnsmasq.sh" start "$work/dnsmasq" --quiet --dnsmasq-opt dhcp-lease-max=400000 >/dev/null; }
+stop_dnsmasq() { "$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null; }
 tftp_rate() { # tool blksize window -> MB/s median of 3
   local tool=$1 blk=$2 win=$3 i t0 dt rates=()
   for i in 1 2 3; do
@@ -69,29 +89,19 @@ tftp_rate() { # tool blksize window -> MB/s median of 3
 ip -n "${PXELAB_NS}-c" addr add "$cip/16" dev c0 2>/dev/null || true
 
 echo "== stoker"
-ip netns exec "$PXELAB_NS" "$bin" serve --data-dir "$work/data" --http-listen 10.79.0.1:8081 \
-  --dhcp-enabled true --dhcp-server-ip 10.79.0.1 \
-  --dhcp-subnets '10.79.0.0/16 pool=10.79.1.0-10.79.255.254 lease=3600' \
-  --tftp-enabled true --tftp-root "$work/tftp" --log-level warn >"$work/stoker.log" 2>&1 &
-pid=$!
-sleep 1
-s_dhcp=$(dhcp_runs stoker)
+s_dhcp=$(dhcp_runs stoker start_stoker stop_stoker)
+start_stoker
 s_tftp1=$(tftp_rate curl 1468 1)
 s_tftp16=$(tftp_rate atftp 1468 16)
 echo "stoker TFTP 32 MB blksize 1468: windowsize 1 (curl) $s_tftp1 MB/s; windowsize 16 (atftp) $s_tftp16 MB/s"
-leases=$(ip netns exec "$PXELAB_NS" curl -fsS http://10.79.0.1:8081/api/v1/pxe | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["dhcp"]["leases"]))')
-echo "stoker leases in SQLite after the DHCP runs: $leases"
-kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=
+stop_stoker
 
 echo "== dnsmasq"
-"$lab/lab-down.sh" >/dev/null 2>&1 || true
-"$lab/lab-up.sh" >/dev/null
-ip -n "${PXELAB_NS}-c" addr add "$cip/16" dev c0 2>/dev/null || true
-"$lab/serve-dnsmasq.sh" start "$work/dnsmasq" --quiet --dnsmasq-opt dhcp-lease-max=400000 >/dev/null
-d_dhcp=$(dhcp_runs dnsmasq)
+d_dhcp=$(dhcp_runs dnsmasq start_dnsmasq stop_dnsmasq)
+start_dnsmasq
 d_tftp1=$(tftp_rate curl 1468 1)
 echo "dnsmasq TFTP 32 MB blksize 1468: windowsize 1 (curl) $d_tftp1 MB/s"
-"$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null
+stop_dnsmasq
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.1f", a/b; else print "n/a" }'; }
 echo "== summary"

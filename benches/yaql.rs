@@ -120,8 +120,9 @@ fn main() {
         }
     }
     let ours_eval = t.elapsed().as_secs_f64() / n as f64;
+    let skip_conversion = std::env::var("YAQL_BENCH_EVAL_ONLY").is_ok();
     let t = Instant::now();
-    for _ in 0..rounds * 50 {
+    for _ in 0..if skip_conversion { 0 } else { rounds * 50 } {
         for c in &cases {
             let _ = std::hint::black_box(engine.eval(&c.expr, &context(c)));
         }

@@ -144,6 +144,7 @@ const CASES: &[(&str, bool, &str)] = &[
         false,
         "metadata.yaml:15:19: error: releases.0.volumes_path: can't find a file or folder matching \"metadata/nope.yaml\"",
     ),
+    ("v5-bad-yaql", false, "deployment_tasks.yaml:9:15: error:"),
     (
         "v5-release-mixed-roots",
         false,

@@ -180,34 +180,7 @@ impl WriteTxn<'_> {
         )?;
         let plugin_id = self.conn.last_insert_rowid();
         for r in releases {
-            let taken: Option<i64> = self
-                .conn
-                .query_row(
-                    "SELECT id FROM releases WHERE name = ?1 AND version = ?2",
-                    params![r.name, r.version],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if taken.is_some() {
-                return Err(StoreError::Conflict(format!(
-                    "release {:?} ({}) is already installed by another plugin",
-                    r.name, r.version
-                )));
-            }
-            self.conn.execute(
-                "INSERT INTO releases (plugin_id, name, version, operating_system, description,
-                                       state, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    plugin_id,
-                    r.name,
-                    r.version,
-                    r.operating_system,
-                    r.description,
-                    r.state,
-                    r.data.to_string()
-                ],
-            )?;
+            self.insert_release(plugin_id, r)?;
         }
         let kind = if plugin.is_release {
             "release plugin"
@@ -261,6 +234,40 @@ impl WriteTxn<'_> {
         Ok(plugin)
     }
 
+    /// Add one release of plugin `plugin_id`; a release of that name and version from any
+    /// plugin is a conflict.
+    fn insert_release(&self, plugin_id: i64, r: &NewRelease<'_>) -> Result<()> {
+        let taken: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT id FROM releases WHERE name = ?1 AND version = ?2",
+                params![r.name, r.version],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if taken.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "release {:?} ({}) is already installed by another plugin",
+                r.name, r.version
+            )));
+        }
+        self.conn.execute(
+            "INSERT INTO releases (plugin_id, name, version, operating_system, description,
+                                   state, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                plugin_id,
+                r.name,
+                r.version,
+                r.operating_system,
+                r.description,
+                r.state,
+                r.data.to_string()
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Refresh an installed plugin from its files (`POST /api/v1/plugins/sync`): its findings,
     /// its loaded tree, and its releases' trees (a release it now defines is added).
     pub fn update_plugin(
@@ -288,34 +295,7 @@ impl WriteTxn<'_> {
                 ],
             )?;
             if changed == 0 {
-                let taken: Option<i64> = self
-                    .conn
-                    .query_row(
-                        "SELECT id FROM releases WHERE name = ?1 AND version = ?2",
-                        params![r.name, r.version],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                if taken.is_some() {
-                    return Err(StoreError::Conflict(format!(
-                        "release {:?} ({}) is already installed by another plugin",
-                        r.name, r.version
-                    )));
-                }
-                self.conn.execute(
-                    "INSERT INTO releases (plugin_id, name, version, operating_system,
-                                           description, state, data)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![
-                        id,
-                        r.name,
-                        r.version,
-                        r.operating_system,
-                        r.description,
-                        r.state,
-                        r.data.to_string()
-                    ],
-                )?;
+                self.insert_release(id, r)?;
             }
         }
         Ok(())

@@ -336,6 +336,7 @@ async fn transfer(
     let mut sender = Sender::new(size, &negotiated, &limits);
     let mut action = sender.start();
     let mut packet = Vec::with_capacity(4 + negotiated.blksize);
+    let mut chunk = Vec::with_capacity(negotiated.blksize * usize::from(negotiated.windowsize));
     let mut rbuf = vec![0u8; 1024];
     let started = std::time::Instant::now();
     loop {
@@ -344,18 +345,30 @@ async fn transfer(
                 let _ = socket.send(&oack_packet(&negotiated.oack)).await;
             }
             Action::Send(window) => {
-                for k in window.first..window.first + window.count {
+                // One read for the whole window, then one datagram per block.
+                let last = window.first + window.count - 1;
+                let (from, _) = sender.range(window.first, size);
+                let (_, to) = sender.range(last, size);
+                chunk.clear();
+                if let Err(err) = content.read(from, to, &mut chunk) {
+                    tracing::warn!(%err, file = %req.filename, "TFTP read failed");
+                    let _ = socket
+                        .send(&error_packet(ErrorCode::NotDefined, "read error"))
+                        .await;
+                    bump(&stats.failed);
+                    return;
+                }
+                for k in window.first..=last {
                     let (start, end) = sender.range(k, size);
+                    let lo = usize::try_from(start - from)
+                        .unwrap_or(usize::MAX)
+                        .min(chunk.len());
+                    let hi = usize::try_from(end - from)
+                        .unwrap_or(usize::MAX)
+                        .min(chunk.len());
                     packet.clear();
                     packet.extend_from_slice(&data_header((k % 65536) as u16));
-                    if let Err(err) = content.read(start, end, &mut packet) {
-                        tracing::warn!(%err, file = %req.filename, "TFTP read failed");
-                        let _ = socket
-                            .send(&error_packet(ErrorCode::NotDefined, "read error"))
-                            .await;
-                        bump(&stats.failed);
-                        return;
-                    }
+                    packet.extend_from_slice(&chunk[lo..hi]);
                     if socket.send(&packet).await.is_err() {
                         bump(&stats.failed);
                         return;

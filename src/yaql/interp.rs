@@ -444,7 +444,8 @@ impl Interp {
         self.0.depth.set(self.0.depth.get().saturating_sub(1));
     }
 
-    fn step(&self) -> Result<()> {
+    /// Count one unit of work against `max_steps`.
+    pub fn step(&self) -> Result<()> {
         let s = self.0.steps.get() + 1;
         self.0.steps.set(s);
         if s > self.0.limits.max_steps {
@@ -1088,10 +1089,14 @@ impl Interp {
     }
 
     /// Materialise an iterable into a vector.
+    /// Materialise an iterable into a vector (at most `max_items` items).
     pub fn to_vec(&self, v: &Value) -> Result<Vec<Value>> {
         match v {
             Value::Tuple(t) | Value::List(t) => Ok(t.as_ref().clone()),
-            _ => self.iter(v)?.collect_vec(),
+            _ => {
+                let limit = self.0.limits.max_items;
+                ValIter::Limited(Box::new(self.iter(v)?), 0, limit).collect_vec()
+            }
         }
     }
 

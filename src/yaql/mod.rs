@@ -26,7 +26,15 @@
 //! * Date/time functions (`now`, `datetime`, `timespan`, ...) are not provided: the pure core
 //!   has no clock and Fuel does not use them. `random` is not provided either.
 //! * Lazy-iterator quirks (`quirks-lazy.jsonl`): lazy results are real single-use iterators,
-//!   so a `let`-bound query read twice is empty the second time, as in the reference.
+//!   so every quirk of the corpus is emulated: a lazy result is truthy even when empty, is never
+//!   `=` to a list, cannot be indexed, and a `let`-bound query read twice is empty the second
+//!   time; `values()` is neither a set nor a sequence, `keys()`/`items()` are set-like views.
+//! * Values that share sub-values (`generate(x, true, [$, $])`) expand exponentially when
+//!   printed or returned: output and `str()` are charged against the memory quota, but
+//!   comparing or hashing such values is as slow as in the reference.
+//! * `Context::new` takes `serde_json` values, whose objects are key-sorted unless serde_json's
+//!   `preserve_order` feature is on; deserialise into [`Value`] (it implements
+//!   `Deserialize` and keeps order) and use `Context::from_value` to keep the input's order.
 
 mod error;
 mod interp;
@@ -42,7 +50,6 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 pub use error::{ErrorKind, YaqlError};
-pub use output::{python_json, to_json};
 pub use value::Value;
 
 use interp::{Ctx, Interp};
@@ -140,13 +147,18 @@ impl Context {
     }
 }
 
-/// Compiled regular expressions shared by evaluations.
+/// Compiled regular expressions shared by evaluations (internal to the engine).
 #[derive(Default)]
 pub struct RegexCache {
-    map: Mutex<HashMap<(String, u8), regex::Regex>>,
+    map: Mutex<HashMap<(String, u8), Arc<regex::Regex>>>,
 }
 
 const PARSE_CACHE_MAX: usize = 10_000;
+
+/// Check that `text` is a YAQL expression, without an engine (validators use this).
+pub fn check_syntax(text: &str) -> Result<(), YaqlError> {
+    parser::parse(text).map(|_| ())
+}
 
 /// A YAQL engine: the limits and a cache of parsed expressions (by text). Share it freely
 /// between threads; evaluation state is per call.
@@ -198,7 +210,7 @@ impl Engine {
 
     /// `eval` then JSON.
     pub fn eval_json(&self, text: &str, ctx: &Context) -> Result<serde_json::Value, YaqlError> {
-        to_json(&self.eval(text, ctx)?)
+        self.eval(text, ctx)?.to_json()
     }
 
     /// The public names of the library (for documentation and tests).

@@ -14,7 +14,32 @@ fn unserializable(what: &str) -> YaqlError {
 
 /// Plain data: null, bool, int, float, str, list and dict with string keys.
 pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
+    let mut budget = it.limits().memory_quota;
+    fin(it, v, &mut budget)
+}
+
+/// Charge `bytes` to the output budget (shared structure is expanded by finalisation, so a
+/// small value can stand for an exponentially large result).
+fn charge(budget: &mut usize, bytes: usize) -> Result<()> {
+    if bytes > *budget {
+        return err(
+            ErrorKind::MemoryQuotaExceededException,
+            "Expression consumed too much memory",
+        );
+    }
+    *budget -= bytes;
+    Ok(())
+}
+
+fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
     let limit = it.limits().max_items;
+    charge(
+        budget,
+        16 + match v {
+            Value::Str(s) => s.len(),
+            _ => 0,
+        },
+    )?;
     match v {
         Value::Null | Value::Bool(_) | Value::Int(_) | Value::Str(_) => Ok(v.clone()),
         Value::Float(f) => {
@@ -30,8 +55,8 @@ pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
             }
             let mut out = Map::with_capacity_and_hasher(d.map.len(), FxBuild);
             for (k, val) in &d.map {
-                let k = json_key(&finalize(it, k)?)?;
-                out.insert(Value::string(k), finalize(it, val)?);
+                let k = json_key(&fin(it, k, budget)?)?;
+                out.insert(Value::string(k), fin(it, val, budget)?);
             }
             Ok(Value::dict(out))
         }
@@ -42,7 +67,7 @@ pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
             }
             let mut out = Vec::with_capacity(items.len());
             for x in &items {
-                out.push(finalize(it, x)?);
+                out.push(fin(it, x, budget)?);
             }
             sort_set_items(&mut out);
             Ok(Value::list(out))
@@ -53,7 +78,7 @@ pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
             }
             let mut out = Vec::with_capacity(t.len());
             for x in t.iter() {
-                out.push(finalize(it, x)?);
+                out.push(fin(it, x, budget)?);
             }
             Ok(Value::list(out))
         }
@@ -69,7 +94,7 @@ pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
                 if out.len() >= limit {
                     return Err(too_large(limit));
                 }
-                out.push(finalize(it, &x?)?);
+                out.push(fin(it, &x?, budget)?);
             }
             Ok(Value::list(out))
         }

@@ -56,7 +56,7 @@ pub const OPERATORS: &[OpDef] = &[
 const INDEXER_LEVEL: u8 = 2;
 const LOOSEST: u8 = 11;
 /// Deeper nesting than this is refused instead of risking the stack.
-pub const MAX_NESTING: usize = 200;
+pub const MAX_NESTING: usize = 400;
 
 const fn op(symbol: &'static str, kind: OpKind, level: u8, function: &'static str) -> OpDef {
     OpDef {

@@ -233,7 +233,7 @@ pub enum Form {
 #[derive(Default)]
 pub struct Registry {
     pub defs: Vec<FnDef>,
-    pub by_name: HashMap<String, Vec<usize>>,
+    pub by_name: HashMap<String, Vec<usize>, super::value::FxBuild>,
 }
 
 impl Registry {

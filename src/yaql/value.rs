@@ -110,7 +110,7 @@ pub struct Set {
 pub struct RegexObj {
     pub pattern: String,
     pub flags: u8,
-    pub re: regex::Regex,
+    pub re: std::sync::Arc<regex::Regex>,
     /// Names of groups by index (index 0 = whole match).
     pub group_names: Vec<Option<String>>,
 }
@@ -557,6 +557,38 @@ pub fn str_repr(s: &str) -> String {
     out
 }
 
+/// Python `str(x)`, refusing results longer than `max` bytes (shared structure can make a
+/// small value print exponentially large).
+pub fn py_str_limited(v: &Value, max: usize) -> Result<String, YaqlError> {
+    fn size(v: &Value, budget: &mut usize) -> bool {
+        let own = match v {
+            Value::Str(s) => s.len() + 2,
+            _ => 8,
+        };
+        if own > *budget {
+            return false;
+        }
+        *budget -= own;
+        match v {
+            Value::Tuple(t) | Value::List(t) => t.iter().all(|x| size(x, budget)),
+            Value::Dict(d) => d
+                .map
+                .iter()
+                .all(|(k, x)| size(k, budget) && size(x, budget)),
+            Value::Set(s) => s.items.iter().all(|x| size(x, budget)),
+            _ => true,
+        }
+    }
+    let mut budget = max;
+    if !size(v, &mut budget) {
+        return Err(YaqlError::new(
+            ErrorKind::MemoryQuotaExceededException,
+            "Expression consumed too much memory",
+        ));
+    }
+    Ok(py_str(v))
+}
+
 /// Python `str(x)` (for non-strings it is `repr`).
 pub fn py_str(v: &Value) -> String {
     match v {
@@ -724,5 +756,61 @@ impl Value {
     /// `UnserializableResult`.
     pub fn to_json(&self) -> Result<serde_json::Value, YaqlError> {
         super::output::to_json(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_like_python() {
+        for (f, want) in [
+            (2.0, "2.0"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e16, "1e+16"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-1.5e-7, "-1.5e-07"),
+            (1e22, "1e+22"),
+            (123.456, "123.456"),
+        ] {
+            assert_eq!(float_repr(f), want);
+        }
+    }
+
+    #[test]
+    fn python_equality_and_hashing_agree() {
+        use std::hash::BuildHasher;
+        let h = |v: &Value| FxBuild.hash_one(v);
+        let pairs = [
+            (Value::Int(1), Value::Float(1.0)),
+            (Value::Int(1), Value::Bool(true)),
+            (Value::Int(0), Value::Bool(false)),
+            (
+                Value::tuple(vec![Value::Int(1)]),
+                Value::tuple(vec![Value::Float(1.0)]),
+            ),
+        ];
+        for (a, b) in &pairs {
+            assert!(py_eq(a, b));
+            assert_eq!(h(a), h(b));
+        }
+        assert!(!py_eq(&Value::tuple(vec![]), &Value::list(vec![])));
+        assert!(!py_eq(&Value::str("1"), &Value::Int(1)));
+        assert!(py_eq(&Value::Null, &Value::Null));
+    }
+
+    #[test]
+    fn repr_like_python() {
+        let v = Value::tuple(vec![
+            Value::Int(1),
+            Value::str("a'b"),
+            Value::Null,
+            Value::Bool(true),
+        ]);
+        assert_eq!(py_repr(&v), "(1, \"a'b\", None, True)");
+        assert_eq!(py_repr(&Value::tuple(vec![Value::Int(1)])), "(1,)");
     }
 }

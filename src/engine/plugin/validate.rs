@@ -47,12 +47,13 @@ pub fn check(files: &dyn PackageFiles) -> Report {
     }
 }
 
-/// HOOK(yaql): syntax check of a `yaql_exp` expression. The YAQL interpreter lives in
-/// `crate::yaql` (another work stream); when it lands, parse `expr` here and return the parse
-/// error with its position. Until then every expression is accepted.
+/// Syntax check of a `yaql_exp` expression with stoker's YAQL parser; the error names yaql's
+/// exception class and the character where parsing failed.
 pub fn yaql_syntax(expr: &str) -> Result<(), String> {
-    let _ = expr;
-    Ok(())
+    crate::yaql::check_syntax(expr).map_err(|e| match e.position {
+        Some(at) => format!("{e} (at character {at})"),
+        None => e.to_string(),
+    })
 }
 
 /// Where a task list came from, which decides the rules that apply.

@@ -14,6 +14,7 @@ use super::queries::concat_values;
 
 /// Flatten lazy arguments one level as `list(...)`/`set(...)` do.
 fn rec_args(it: &Interp, args: Vec<Value>) -> Result<Vec<Value>> {
+    let limit = it.limits().max_items;
     let mut out = Vec::new();
     for a in args {
         if a.is_iterator() {
@@ -24,6 +25,9 @@ fn rec_args(it: &Interp, args: Vec<Value>) -> Result<Vec<Value>> {
                     out.extend(rec_args(it, vec![v])?);
                 } else {
                     out.push(v);
+                }
+                if out.len() > limit {
+                    return Err(crate::yaql::interp::too_large(limit));
                 }
             }
         } else {

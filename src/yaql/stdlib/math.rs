@@ -6,7 +6,7 @@
 use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
 use crate::yaql::interp::{Call, Interp};
 use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Value, float_repr};
+use crate::yaql::value::Value;
 
 fn overflow() -> YaqlError {
     YaqlError::new(
@@ -132,53 +132,55 @@ pub fn py_round(v: &Value, nd: i64) -> Result<Value> {
     }
 }
 
+/// Round the exact decimal value of `x` to `nd` digits, half to even, as Python does.
 fn round_decimal(x: f64, nd: i64) -> f64 {
-    if nd > 300 {
+    if nd > 330 {
         return x;
     }
-    let scale = 10f64.powi(nd as i32);
-    let y = x * scale;
-    if !y.is_finite() {
-        return x;
+    if nd < -330 {
+        return 0.0 * x.signum();
     }
-    let r = y.round();
-    let diff = (y - y.trunc()).abs();
-    let rounded = if (diff - 0.5).abs() < 1e-9 {
-        // a tie at this precision: decide with the exact decimal expansion
-        let exact = format!("{:.*}", (nd.max(0) + 30) as usize, x);
-        let exact_tie = is_exact_tie(&exact, nd);
-        if exact_tie {
-            let t = y.trunc();
-            if t % 2.0 == 0.0 { t } else { t + y.signum() }
-        } else {
-            r
+    let neg = x < 0.0;
+    // 400 places is more than a double's exact expansion has below 1e-330
+    let s = format!("{:.400}", x.abs());
+    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
+    let point = int.len() as i64;
+    let keep = point + nd; // number of leading digits kept
+    if keep < 0 {
+        return if neg { -0.0 } else { 0.0 };
+    }
+    let keep = keep as usize;
+    let mut kept: Vec<u8> = digits[..keep.min(digits.len())].to_vec();
+    let rest = &digits[keep.min(digits.len())..];
+    let up = match rest.first() {
+        Some(&d) if d > 5 => true,
+        Some(5) => rest[1..].iter().any(|&d| d != 0) || kept.last().is_some_and(|d| d % 2 == 1),
+        _ => false,
+    };
+    if up {
+        let mut i = kept.len();
+        loop {
+            if i == 0 {
+                kept.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if kept[i] == 9 {
+                kept[i] = 0;
+            } else {
+                kept[i] += 1;
+                break;
+            }
         }
-    } else {
-        r
-    };
-    let out = rounded / scale;
-    if nd >= 0 {
-        // normalise through the shortest repr, as Python does
-        float_repr(out).parse().unwrap_or(out)
-    } else {
-        out
     }
-}
-
-fn is_exact_tie(exact: &str, nd: i64) -> bool {
-    let Some(dot) = exact.find('.') else {
-        return false;
-    };
-    if nd < 0 {
-        return false;
+    let mut text: String = kept.iter().map(|d| char::from(b'0' + d)).collect();
+    if text.is_empty() {
+        text.push('0');
     }
-    let frac = &exact[dot + 1..];
-    let nd = nd as usize;
-    if frac.len() <= nd {
-        return false;
-    }
-    let rest = &frac[nd..];
-    rest.starts_with('5') && rest[1..].chars().all(|c| c == '0')
+    let exp = -nd; // the kept digits are an integer scaled by 10^-nd
+    let v: f64 = format!("{text}e{exp}").parse().unwrap_or(x);
+    if neg { -v } else { v }
 }
 
 fn parse_int(s: &str) -> Result<Value> {

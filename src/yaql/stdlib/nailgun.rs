@@ -393,19 +393,16 @@ pub fn register(r: &mut Registry) {
 
 // ---------------------------------------------------------------- YAML (PyYAML safe_dump)
 
-/// PyYAML `safe_dump(data, default_flow_style=False)`: block style, sorted keys.
+/// PyYAML `safe_dump(data, default_flow_style=False)` with libyaml's emitter: block style,
+/// sorted keys, 80-column folding of plain and single-quoted scalars.
 pub fn to_yaml(v: &Value) -> String {
     let mut out = String::new();
     match v {
         Value::Dict(d) if !d.map.is_empty() => write_map(&mut out, v, 0),
         Value::Tuple(t) | Value::List(t) if !t.is_empty() => write_seq(&mut out, v, 0),
         other => {
-            let (text, plain) = scalar(other);
-            out.push_str(&text);
+            out.push_str(&scalar(other, 0, 0));
             out.push('\n');
-            if plain && !matches!(other, Value::Dict(_) | Value::Tuple(_) | Value::List(_)) {
-                out.push_str("...\n");
-            }
         }
     }
     out
@@ -434,7 +431,9 @@ fn write_map(out: &mut String, v: &Value, indent: usize) {
         if i > 0 {
             out.push_str(&" ".repeat(indent));
         }
-        out.push_str(&scalar(&k).0);
+        let key = scalar(&k, indent, indent);
+        let col = indent + key.chars().count() + 2;
+        out.push_str(&key);
         out.push(':');
         match &val {
             Value::Dict(_) if is_block(&val) => {
@@ -449,7 +448,7 @@ fn write_map(out: &mut String, v: &Value, indent: usize) {
             }
             other => {
                 out.push(' ');
-                out.push_str(&scalar(other).0);
+                out.push_str(&scalar(other, col, indent));
                 out.push('\n');
             }
         }
@@ -467,39 +466,38 @@ fn write_seq(out: &mut String, v: &Value, indent: usize) {
             Value::Dict(_) if is_block(item) => write_map(out, item, indent + 2),
             Value::Tuple(_) | Value::List(_) if is_block(item) => write_seq(out, item, indent + 2),
             other => {
-                out.push_str(&scalar(other).0);
+                out.push_str(&scalar(other, indent + 2, indent));
                 out.push('\n');
             }
         }
     }
 }
 
-/// A scalar's text and whether it was written plain.
-fn scalar(v: &Value) -> (String, bool) {
+/// A scalar written at column `col` inside a block indented by `indent`.
+fn scalar(v: &Value, col: usize, indent: usize) -> String {
     match v {
-        Value::Null => ("null".into(), true),
-        Value::Bool(b) => (if *b { "true" } else { "false" }.into(), true),
-        Value::Int(i) => (i.to_string(), true),
+        Value::Null => "null".into(),
+        Value::Bool(b) => if *b { "true" } else { "false" }.into(),
+        Value::Int(i) => i.to_string(),
         Value::Float(f) => {
             if f.is_nan() {
-                (".nan".into(), true)
+                ".nan".into()
             } else if f.is_infinite() {
-                (if *f > 0.0 { ".inf" } else { "-.inf" }.into(), true)
+                if *f > 0.0 { ".inf" } else { "-.inf" }.into()
             } else {
                 let mut s = float_repr(*f).to_lowercase();
                 if !s.contains('.')
-                    && s.contains('e')
                     && let Some((m, e)) = s.split_once('e')
                 {
                     s = format!("{m}.0e{e}");
                 }
-                (s, true)
+                s
             }
         }
-        Value::Str(s) => yaml_str(s),
-        Value::Dict(_) => ("{}".into(), false),
-        Value::Tuple(_) | Value::List(_) => ("[]".into(), false),
-        other => (crate::yaql::value::py_str(other), true),
+        Value::Str(s) => yaml_str(s, col, indent),
+        Value::Dict(_) => "{}".into(),
+        Value::Tuple(_) | Value::List(_) => "[]".into(),
+        other => crate::yaql::value::py_str(other),
     }
 }
 
@@ -511,36 +509,41 @@ fn resolves_to_other(s: &str) -> bool {
     if WORDS.contains(&s) {
         return true;
     }
-    static RESOLVERS: std::sync::LazyLock<Option<regex::RegexSet>> =
-        std::sync::LazyLock::new(|| regex::RegexSet::new(IMPLICIT_RESOLVERS).ok());
-    RESOLVERS.as_ref().is_some_and(|set| set.is_match(s))
+    let pats = [
+        r"^[-+]?0b[0-1_]+$",
+        r"^[-+]?0[0-7_]+$",
+        r"^[-+]?(?:0|[1-9][0-9_]*)$",
+        r"^[-+]?0x[0-9a-fA-F_]+$",
+        r"^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$",
+        r"^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?$",
+        r"^\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?$",
+        r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*$",
+        r"^[-+]?\.(?:inf|Inf|INF)$",
+        r"^\.(?:nan|NaN|NAN)$",
+        r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$",
+        r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?$",
+    ];
+    static RES: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    RES.get_or_init(|| {
+        pats.iter()
+            .filter_map(|p| regex::Regex::new(p).ok())
+            .collect()
+    })
+    .iter()
+    .any(|re| re.is_match(s))
 }
 
-/// PyYAML's implicit resolvers: a plain scalar matching one would load as another type.
-const IMPLICIT_RESOLVERS: [&str; 12] = [
-    r"^[-+]?0b[0-1_]+$",
-    r"^[-+]?0[0-7_]+$",
-    r"^[-+]?(?:0|[1-9][0-9_]*)$",
-    r"^[-+]?0x[0-9a-fA-F_]+$",
-    r"^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$",
-    r"^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?$",
-    r"^\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?$",
-    r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*$",
-    r"^[-+]?\.(?:inf|Inf|INF)$",
-    r"^\.(?:nan|NaN|NAN)$",
-    r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$",
-    r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?$",
-];
-
-fn yaml_str(s: &str) -> (String, bool) {
-    let printable_ascii = s.chars().all(|c| (' '..='~').contains(&c));
-    let has_break = s.contains('\n');
-    let special = !s.chars().all(|c| (' '..='~').contains(&c) || c == '\n');
-    if special {
-        return (double_quoted(s), false);
+fn yaml_str(s: &str, col: usize, indent: usize) -> String {
+    let printable = |c: char| (' '..='~').contains(&c);
+    if !s.chars().all(|c| printable(c) || c == '\n') {
+        return double_quoted(s);
     }
     let first = s.chars().next();
-    let plain_ok = !s.starts_with("---")
+    let plain = !s.is_empty()
+        && !s.contains('\n')
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && !s.starts_with("---")
         && !s.starts_with("...")
         && !matches!(
             first,
@@ -562,23 +565,61 @@ fn yaml_str(s: &str) -> (String, bool) {
                     | '`'
             )
         )
-        && !(matches!(first, Some('-' | '?' | ':')) && (s.len() == 1 || s[1..].starts_with(' ')));
-    let plain_ok = plain_ok
-        && printable_ascii
-        && !s.is_empty()
-        && !s.starts_with(' ')
-        && !s.ends_with(' ')
+        && !(matches!(first, Some('-' | '?' | ':')) && (s.len() == 1 || s[1..].starts_with(' ')))
         && !s.contains(": ")
         && !s.contains(" #")
         && !s.ends_with(':')
         && !resolves_to_other(s);
-    if plain_ok && !has_break {
-        return (s.to_string(), true);
+    let cs: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut column = col;
+    if !plain {
+        out.push('\'');
+        column += 1;
     }
-    if has_break {
-        return (double_quoted(s), false);
+    let pad = " ".repeat(indent + 2);
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c == ' '
+            && i > 0
+            && cs[i - 1] != ' '
+            && i + 1 < cs.len()
+            && cs[i + 1] != ' '
+            && column > 80
+        {
+            out.push('\n');
+            out.push_str(&pad);
+            column = indent + 2;
+            i += 1;
+            continue;
+        }
+        if c == '\n' {
+            let mut k = 0;
+            while i < cs.len() && cs[i] == '\n' {
+                k += 1;
+                i += 1;
+            }
+            for _ in 0..=k {
+                out.push('\n');
+            }
+            out.push_str(&pad);
+            column = indent + 2;
+            continue;
+        }
+        if c == '\'' && !plain {
+            out.push_str("''");
+            column += 2;
+        } else {
+            out.push(c);
+            column += 1;
+        }
+        i += 1;
     }
-    (format!("'{}'", s.replace('\'', "''")), false)
+    if !plain {
+        out.push('\'');
+    }
+    out
 }
 
 fn double_quoted(s: &str) -> String {
@@ -612,3 +653,96 @@ fn double_quoted(s: &str) -> String {
 
 #[allow(dead_code)]
 fn unused(_: VSet) {}
+
+#[cfg(test)]
+mod tests {
+    //! Expected values come from Python 3.11's difflib and PyYAML 6.0.3 (CSafeDumper).
+    use super::*;
+
+    fn chars(s: &str) -> Vec<Value> {
+        s.chars().map(|c| Value::string(c.to_string())).collect()
+    }
+
+    fn json(s: &str) -> Value {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn sequence_matcher_opcodes() {
+        let ops = |a: &str, b: &str| opcodes(&chars(a), &chars(b));
+        assert_eq!(
+            ops("abcde", "abxde"),
+            vec![('e', 0, 2, 0, 2), ('r', 2, 3, 2, 3), ('e', 3, 5, 3, 5)]
+        );
+        assert_eq!(
+            ops("aaab", "abbb"),
+            vec![('d', 0, 2, 0, 0), ('e', 2, 4, 0, 2), ('i', 4, 4, 2, 4)]
+        );
+        assert_eq!(ops("", "abc"), vec![('i', 0, 0, 0, 3)]);
+        assert_eq!(
+            ops("qabxcd", "abycdf"),
+            vec![
+                ('d', 0, 1, 0, 0),
+                ('e', 1, 3, 0, 2),
+                ('r', 3, 4, 2, 3),
+                ('e', 4, 6, 3, 5),
+                ('i', 6, 6, 5, 6)
+            ]
+        );
+        // autojunk: `1` is popular in b (>= 200 items) and cannot anchor a match
+        let a: Vec<Value> = (0..250)
+            .chain(std::iter::repeat_n(1, 5))
+            .map(Value::Int)
+            .collect();
+        let b: Vec<Value> = std::iter::repeat_n(1, 3)
+            .chain(0..240)
+            .map(Value::Int)
+            .collect();
+        assert_eq!(
+            opcodes(&a, &b),
+            vec![
+                ('i', 0, 0, 0, 3),
+                ('e', 0, 240, 3, 243),
+                ('d', 240, 255, 243, 243)
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_like_pyyaml() {
+        let cases = [
+            (
+                r#"{"b": [1, {"x": "y"}], "a": {"c": "x y", "d": "yes", "e": ""}}"#,
+                "a:\n  c: x y\n  d: 'yes'\n  e: ''\nb:\n- 1\n- x: y\n",
+            ),
+            (
+                r#"[1, "two", null, 3.5, true, []]"#,
+                "- 1\n- two\n- null\n- 3.5\n- true\n- []\n",
+            ),
+            (r#""abc""#, "abc\n"),
+            (
+                r##"{"k": "a: b", "m": "#c", "n": "-", "o": "- x", "p": "1.5", "q": "null", "r": "it's", "s": "a\nb", "t": "é"}"##,
+                "k: 'a: b'\nm: '#c'\nn: '-'\no: '- x'\np: '1.5'\nq: 'null'\nr: it's\ns: 'a\n\n  b'\nt: \"\\xE9\"\n",
+            ),
+            (r#"{"l": [[1, 2], [3]]}"#, "l:\n- - 1\n  - 2\n- - 3\n"),
+            ("1e16", "1.0e+16\n"),
+            ("{}", "{}\n"),
+            (r#"{"s": "a\n\nb"}"#, "s: 'a\n\n\n  b'\n"),
+            (r#"{"x": {"s": "a\nb"}}"#, "x:\n  s: 'a\n\n    b'\n"),
+            (
+                r#"{"s": "word word word word word word word word word word word word word word word word word word word word word word word word word word word word word word"}"#,
+                "s: word word word word word word word word word word word word word word word word\n  word word word word word word word word word word word word word word\n",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(to_yaml(&json(input)), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn splitlines_like_python() {
+        let v = splitlines("a\r\nb\rc\n\nd\n");
+        let got: Vec<String> = v.iter().map(|x| x.as_str().unwrap().to_string()).collect();
+        assert_eq!(got, ["a", "b", "c", "", "d"]);
+    }
+}

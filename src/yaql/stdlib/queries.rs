@@ -336,8 +336,10 @@ pub fn register(r: &mut Registry) {
         |it, c| {
             let mut src = it.iter(c.val(0))?;
             let mut n = 0i64;
+            // an Iterator (not Iterable) parameter is not limited: count the work instead
             while let Some(v) = src.next() {
                 v?;
+                it.step()?;
                 n += 1;
             }
             Ok(Value::Int(n))

@@ -124,6 +124,7 @@ pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
                 .size_limit(1 << 22)
                 .build()
                 .map_err(|e| re_error(e.to_string()))?;
+            let re = std::sync::Arc::new(re);
             if let Ok(mut m) = it.0.regexes.map.lock() {
                 if m.len() > 1000 {
                     m.clear();

@@ -8,7 +8,7 @@
 use crate::yaql::error::{ErrorKind, Result, err};
 use crate::yaql::interp::{Call, Interp};
 use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Value, py_str};
+use crate::yaql::value::{Value, py_str, py_str_limited};
 
 /// yaql's `str()`: null/true/false spelled the JSON way, everything else Python's `str`.
 pub fn yaql_str(v: &Value) -> String {
@@ -236,8 +236,15 @@ pub fn register(r: &mut Registry) {
         vec![p("separator", Ty::Str), p("sequence", Ty::Iterable)],
         |it, c| join(it, c.val(1), c.str(0), c),
     );
-    r.add("str", Form::Function, vec![p("value", Ty::Any)], |_, c| {
-        Ok(Value::string(yaql_str(c.val(0))))
+    r.add("str", Form::Function, vec![p("value", Ty::Any)], |it, c| {
+        let v = c.val(0);
+        if matches!(
+            v,
+            Value::Tuple(_) | Value::List(_) | Value::Dict(_) | Value::Set(_)
+        ) {
+            return Ok(Value::string(py_str_limited(v, it.limits().memory_quota)?));
+        }
+        Ok(Value::string(yaql_str(v)))
     });
     for (name, l, rt) in [
         ("trim", true, true),
