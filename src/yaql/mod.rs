@@ -30,8 +30,8 @@
 //!   `=` to a list, cannot be indexed, and a `let`-bound query read twice is empty the second
 //!   time; `values()` is neither a set nor a sequence, `keys()`/`items()` are set-like views.
 //! * Values that share sub-values (`generate(x, true, [$, $])`) expand exponentially when
-//!   printed or returned: output and `str()` are charged against the memory quota, but
-//!   comparing or hashing such values is as slow as in the reference.
+//!   printed or returned: output and `str()` are charged against the memory quota (the
+//!   reference would run out of time instead); comparing and hashing them stays linear.
 //! * `Context::new` takes `serde_json` values, whose objects are key-sorted unless serde_json's
 //!   `preserve_order` feature is on; deserialise into [`Value`] (it implements
 //!   `Deserialize` and keeps order) and use `Context::from_value` to keep the input's order.

@@ -303,12 +303,27 @@ impl Value {
 
     /// Whether Python could hash the value (so it may be a dict key or a set member).
     pub fn hashable(&self) -> bool {
+        // shared sub-values are checked once, so a DAG costs its size, not its expansion
+        fn walk(v: &Value, seen: &mut std::collections::HashSet<usize, FxBuild>) -> bool {
+            match v {
+                Value::List(_) | Value::Keys(_) | Value::Items(_) | Value::Rule(_) => false,
+                Value::Set(s) => s.frozen,
+                Value::Tuple(t) => {
+                    !seen.insert(Rc::as_ptr(t) as *const u8 as usize)
+                        || t.iter().all(|x| walk(x, seen))
+                }
+                Value::Dict(d) => {
+                    d.frozen
+                        && (!seen.insert(Rc::as_ptr(d) as *const u8 as usize)
+                            || d.map.values().all(|x| walk(x, seen)))
+                }
+                _ => true,
+            }
+        }
         match self {
-            Value::List(_) | Value::Keys(_) | Value::Items(_) => false,
-            Value::Dict(d) => d.frozen && d.map.iter().all(|(_, v)| v.hashable()),
+            Value::Tuple(_) | Value::Dict(_) => walk(self, &mut Default::default()),
+            Value::List(_) | Value::Keys(_) | Value::Items(_) | Value::Rule(_) => false,
             Value::Set(s) => s.frozen,
-            Value::Tuple(v) => v.iter().all(Value::hashable),
-            Value::Rule(_) => false,
             _ => true,
         }
     }
@@ -372,23 +387,59 @@ fn int_float_eq(i: i64, f: f64) -> bool {
 
 /// Python `==`.
 pub fn py_eq(a: &Value, b: &Value) -> bool {
+    eq_at(a, b, 0, &mut None)
+}
+
+type EqMemo = Option<std::collections::HashSet<(usize, usize), FxBuild>>;
+
+/// Below this depth, pairs of containers already found equal are remembered, so values that
+/// share sub-values compare in time proportional to their size, not their expansion.
+const EQ_MEMO_DEPTH: u32 = 6;
+
+fn eq_at(a: &Value, b: &Value, depth: u32, memo: &mut EqMemo) -> bool {
     if let Some(r) = num_eq(a, b) {
         return r;
     }
+    let key = |x: *const u8, y: *const u8| (x as usize, y as usize);
+    let pair = match (a, b) {
+        (Value::Tuple(x), Value::Tuple(y)) | (Value::List(x), Value::List(y))
+            if depth >= EQ_MEMO_DEPTH =>
+        {
+            Some(key(Rc::as_ptr(x) as *const u8, Rc::as_ptr(y) as *const u8))
+        }
+        (Value::Dict(x), Value::Dict(y)) if depth >= EQ_MEMO_DEPTH => {
+            Some(key(Rc::as_ptr(x) as *const u8, Rc::as_ptr(y) as *const u8))
+        }
+        _ => None,
+    };
+    if let Some(p) = pair
+        && memo.as_ref().is_some_and(|m| m.contains(&p))
+    {
+        return true;
+    }
+    let r = eq_inner(a, b, depth, memo);
+    if let (Some(p), true) = (pair, r) {
+        memo.get_or_insert_with(Default::default).insert(p);
+    }
+    r
+}
+
+fn eq_inner(a: &Value, b: &Value, depth: u32, memo: &mut EqMemo) -> bool {
+    let d = depth + 1;
     match (a, b) {
         (Value::Null, Value::Null) => true,
         (Value::Undefined, Value::Undefined) => true,
         (Value::Str(x), Value::Str(y)) => x == y,
         (Value::Tuple(x), Value::Tuple(y)) | (Value::List(x), Value::List(y)) => {
             Rc::ptr_eq(x, y)
-                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| py_eq(p, q)))
+                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq_at(p, q, d, memo)))
         }
         (Value::Dict(x), Value::Dict(y)) => {
             Rc::ptr_eq(x, y)
                 || (x.map.len() == y.map.len()
                     && x.map
                         .iter()
-                        .all(|(k, v)| y.map.get(k).is_some_and(|w| py_eq(v, w))))
+                        .all(|(k, v)| y.map.get(k).is_some_and(|w| eq_at(v, w, d, memo))))
         }
         (x, y) if x.is_set_like() && y.is_set_like() => {
             x.set_len() == y.set_len() && {
@@ -420,54 +471,72 @@ impl PartialEq for Value {
 }
 impl Eq for Value {}
 
-impl Hash for Value {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            Value::Null => state.write_u8(0),
-            Value::Bool(b) => state.write_i64(i64::from(*b)),
-            Value::Int(i) => state.write_i64(*i),
-            Value::Float(f) => {
-                if f.fract() == 0.0 && f.is_finite() && f.abs() < 9.2e18 {
-                    state.write_i64(*f as i64)
-                } else {
-                    state.write_u64(f.to_bits())
+/// Containers deeper than this hash by length only: equal values still hash equally, and a
+/// value that shares sub-values (a DAG) cannot make hashing exponential.
+const HASH_DEPTH: u8 = 4;
+
+fn hash_at<H: Hasher>(v: &Value, state: &mut H, depth: u8) {
+    let sub = |x: &Value| {
+        let mut h = FxHasher(0);
+        hash_at(x, &mut h, depth + 1);
+        h.finish()
+    };
+    match v {
+        Value::Null => state.write_u8(0),
+        Value::Bool(b) => state.write_i64(i64::from(*b)),
+        Value::Int(i) => state.write_i64(*i),
+        Value::Float(f) => {
+            if f.fract() == 0.0 && f.is_finite() && f.abs() < 9.2e18 {
+                state.write_i64(*f as i64)
+            } else {
+                state.write_u64(f.to_bits())
+            }
+        }
+        Value::Str(s) => s.hash(state),
+        Value::Tuple(t) | Value::List(t) => {
+            state.write_u8(3);
+            state.write_usize(t.len());
+            if depth < HASH_DEPTH {
+                for x in t.iter() {
+                    hash_at(x, state, depth + 1);
                 }
             }
-            Value::Str(s) => s.hash(state),
-            Value::Tuple(v) | Value::List(v) => {
-                state.write_u8(3);
-                for x in v.iter() {
-                    x.hash(state);
-                }
-            }
-            Value::Dict(d) => {
+        }
+        Value::Dict(d) => {
+            state.write_usize(d.map.len());
+            if depth < HASH_DEPTH {
                 let mut acc = 0u64;
-                for (k, v) in &d.map {
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    k.hash(&mut h);
-                    v.hash(&mut h);
-                    acc ^= h.finish();
+                for (k, x) in &d.map {
+                    acc ^= sub(k).rotate_left(7) ^ sub(x);
                 }
                 state.write_u64(acc)
             }
-            Value::Set(_) | Value::Keys(_) | Value::Items(_) => {
-                let mut acc = 0u64;
-                for x in self.set_items().unwrap_or_default() {
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    x.hash(&mut h);
-                    acc ^= h.finish();
-                }
-                state.write_u64(acc ^ 0x5e7)
-            }
-            Value::Regex(r) => r.pattern.hash(state),
-            Value::Undefined => state.write_u8(9),
-            Value::Values(d) => state.write_usize(Rc::as_ptr(d) as *const u8 as usize),
-            Value::Iter(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
-            Value::Memo(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
-            Value::Ordered(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
-            Value::Context(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
-            Value::Rule(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
         }
+        Value::Set(_) | Value::Keys(_) | Value::Items(_) => {
+            let items = v.set_items().unwrap_or_default();
+            state.write_usize(items.len() ^ 0x5e7);
+            if depth < HASH_DEPTH {
+                let mut acc = 0u64;
+                for x in &items {
+                    acc ^= sub(x);
+                }
+                state.write_u64(acc)
+            }
+        }
+        Value::Regex(r) => r.pattern.hash(state),
+        Value::Undefined => state.write_u8(9),
+        Value::Values(d) => state.write_usize(Rc::as_ptr(d) as *const u8 as usize),
+        Value::Iter(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+        Value::Memo(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+        Value::Ordered(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+        Value::Context(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+        Value::Rule(x) => state.write_usize(Rc::as_ptr(x) as *const u8 as usize),
+    }
+}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_at(self, state, 0)
     }
 }
 

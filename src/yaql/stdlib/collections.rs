@@ -691,33 +691,22 @@ pub fn register(r: &mut Registry) {
         }
         set_op(c, |a, b| a.union(b).cloned().collect())
     });
-    r.add("#operator_<", Form::Function, s2(), |_, c| {
-        let (a, b) = (
-            c.val(0).set_items().unwrap_or_default(),
-            c.val(1).set_items().unwrap_or_default(),
-        );
-        Ok(Value::Bool(a.len() < b.len() && a.is_subset(&b)))
+    // Python's Set comparisons test membership element by element, so a dict_items view
+    // unpacks each candidate (and fails like Python on anything but pairs)
+    r.add("#operator_<", Form::Function, s2(), |it, c| {
+        let (a, b) = (c.val(0), c.val(1));
+        Ok(Value::Bool(set_len(a) < set_len(b) && subset(it, a, b)?))
     });
-    r.add("#operator_<=", Form::Function, s2(), |_, c| {
-        let (a, b) = (
-            c.val(0).set_items().unwrap_or_default(),
-            c.val(1).set_items().unwrap_or_default(),
-        );
-        Ok(Value::Bool(a.is_subset(&b)))
+    r.add("#operator_<=", Form::Function, s2(), |it, c| {
+        Ok(Value::Bool(subset(it, c.val(0), c.val(1))?))
     });
-    r.add("#operator_>=", Form::Function, s2(), |_, c| {
-        let (a, b) = (
-            c.val(0).set_items().unwrap_or_default(),
-            c.val(1).set_items().unwrap_or_default(),
-        );
-        Ok(Value::Bool(b.is_subset(&a)))
+    r.add("#operator_>=", Form::Function, s2(), |it, c| {
+        let (a, b) = (c.val(0), c.val(1));
+        Ok(Value::Bool(set_len(a) >= set_len(b) && subset(it, b, a)?))
     });
-    r.add("#operator_>", Form::Function, s2(), |_, c| {
-        let (a, b) = (
-            c.val(0).set_items().unwrap_or_default(),
-            c.val(1).set_items().unwrap_or_default(),
-        );
-        Ok(Value::Bool(a.len() > b.len() && b.is_subset(&a)))
+    r.add("#operator_>", Form::Function, s2(), |it, c| {
+        let (a, b) = (c.val(0), c.val(1));
+        Ok(Value::Bool(set_len(a) > set_len(b) && subset(it, b, a)?))
     });
     r.add("intersect", Form::Method, s2(), |_, c| {
         if let Value::Keys(_) | Value::Items(_) = c.val(0) {
@@ -822,8 +811,63 @@ fn repeat_seq(it: &Interp, v: &Value, n: i64) -> Result<Value> {
     })
 }
 
+fn set_len(v: &Value) -> usize {
+    match v {
+        Value::Set(s) => s.items.len(),
+        Value::Keys(d) | Value::Items(d) => d.map.len(),
+        _ => 0,
+    }
+}
+
+/// `a <= b` for set-likes, with `b`'s own membership test.
+fn subset(it: &Interp, a: &Value, b: &Value) -> Result<bool> {
+    if set_len(a) > set_len(b) {
+        return Ok(false);
+    }
+    let mut src = it.iter(a)?;
+    while let Some(x) = src.next() {
+        if !contains(it, b, &x?)?.truthy() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `x in dict.items()`: `x` is unpacked into `(key, value)` first.
+fn items_contains(it: &Interp, d: &crate::yaql::value::Dict, x: &Value) -> Result<bool> {
+    let pair: Vec<Value> = match x {
+        v if v.is_iterable() => it.to_vec(v)?,
+        Value::Str(s) => s.chars().map(|c| Value::string(c.to_string())).collect(),
+        Value::Dict(d) => d.map.keys().cloned().collect(),
+        other => {
+            return err(
+                ErrorKind::TypeError,
+                format!("cannot unpack non-iterable {} object", other.type_name()),
+            );
+        }
+    };
+    match pair.len() {
+        2 => {}
+        n if n < 2 => {
+            return err(
+                ErrorKind::ValueError,
+                format!("not enough values to unpack (expected 2, got {n})"),
+            );
+        }
+        _ => {
+            return err(
+                ErrorKind::ValueError,
+                "too many values to unpack (expected 2)",
+            );
+        }
+    }
+    pair[0].check_hashable()?;
+    Ok(d.map.get(&pair[0]).is_some_and(|v| py_eq(v, &pair[1])))
+}
+
 fn contains(it: &Interp, coll: &Value, x: &Value) -> Result<Value> {
     match coll {
+        Value::Items(d) => return Ok(Value::Bool(items_contains(it, d, x)?)),
         Value::Set(s) if x.hashable() => return Ok(Value::Bool(s.items.contains(x))),
         Value::Keys(d) if x.hashable() => return Ok(Value::Bool(d.map.contains_key(x))),
         Value::Set(_) | Value::Keys(_) => {
