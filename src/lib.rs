@@ -14,6 +14,7 @@ pub mod engine;
 pub mod http;
 pub mod model;
 pub mod package;
+pub mod planner;
 pub mod store;
 pub mod tftp;
 pub mod yaql;

@@ -11,6 +11,7 @@ mod catalog;
 mod cli;
 mod config;
 mod dhcp;
+mod environments;
 mod pages;
 mod plugin;
 mod store;

@@ -51,7 +51,7 @@ pub async fn releases(state: web::Data<AppState>) -> Result<HttpResponse, ApiErr
     Ok(HttpResponse::Ok().json(releases.iter().map(release_json).collect::<Vec<_>>()))
 }
 
-fn id_of(raw: &str, what: &str) -> Result<i64, ApiError> {
+pub(crate) fn id_of(raw: &str, what: &str) -> Result<i64, ApiError> {
     raw.parse::<i64>()
         .ok()
         .filter(|id| *id > 0)

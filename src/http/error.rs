@@ -33,6 +33,14 @@ pub enum ApiError {
     Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Planning(Box<crate::planner::PlanningError>),
+}
+
+impl From<crate::planner::PlanningError> for ApiError {
+    fn from(e: crate::planner::PlanningError) -> ApiError {
+        ApiError::Planning(Box::new(e))
+    }
 }
 
 fn summary(fields: &[FieldError]) -> String {
@@ -64,6 +72,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
+            ApiError::Planning(e) => e.code(),
         }
     }
 }
@@ -74,7 +83,8 @@ impl ResponseError for ApiError {
             "bad_request" | "invalid_json" | "invalid_input" => StatusCode::BAD_REQUEST,
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
-            "conflict" | "no_release" => StatusCode::CONFLICT,
+            "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
+            "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }

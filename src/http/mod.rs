@@ -11,6 +11,7 @@ mod api;
 mod assets;
 mod boot;
 mod catalog;
+mod environments;
 mod error;
 pub mod limit;
 mod plugins;
@@ -105,6 +106,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clusters", web::get().to(catalog::clusters))
                 .route("/clusters", web::post().to(catalog::create_cluster))
                 .route("/clusters/{id}", web::get().to(catalog::cluster))
+                .route("/clusters/{id}/nodes", web::get().to(environments::nodes))
+                .route(
+                    "/clusters/{id}/nodes/{node}",
+                    web::put().to(environments::assign),
+                )
+                .route(
+                    "/clusters/{id}/nodes/{node}",
+                    web::delete().to(environments::unassign),
+                )
+                .route(
+                    "/clusters/{id}/settings",
+                    web::get().to(environments::settings),
+                )
+                .route(
+                    "/clusters/{id}/settings",
+                    web::put().to(environments::put_settings),
+                )
+                .route("/clusters/{id}/plan", web::get().to(environments::plan))
                 .route("/pxe", web::get().to(pxe::status))
                 .default_service(web::to(api::not_found)),
         )

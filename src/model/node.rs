@@ -360,6 +360,10 @@ pub struct Node {
     pub created_at: i64,
     /// Unix seconds of the last message from the node's agent.
     pub last_seen_at: i64,
+    /// The environment the node is assigned to, if any.
+    pub cluster_id: Option<i64>,
+    /// Its roles there (`controller`, `compute`, ...); empty when unassigned.
+    pub roles: Vec<String>,
 }
 
 #[cfg(test)]

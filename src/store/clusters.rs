@@ -1,5 +1,6 @@
-//! Queries on `clusters` (environments). Creating one needs a deployable release: with none
-//! installed the refusal says how to get one, the message every surface shows.
+//! Queries on `clusters` (environments): creating one (which needs a deployable release: with
+//! none installed the refusal says how to get one, the message every surface shows), its
+//! settings, and which nodes it holds with which roles.
 
 use rusqlite::{OptionalExtension, Row, params};
 
@@ -31,6 +32,35 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([], cluster_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The nodes assigned to an environment, by id.
+    pub fn cluster_nodes(&self, cluster_id: i64) -> Result<Vec<crate::model::Node>> {
+        Ok(self
+            .nodes()?
+            .into_iter()
+            .filter(|n| n.cluster_id == Some(cluster_id))
+            .collect())
+    }
+
+    /// An environment's settings over its release's defaults (a JSON object).
+    pub fn cluster_settings(&self, cluster_id: i64) -> Result<serde_json::Value> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT settings FROM clusters WHERE id = ?1",
+                [cluster_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let text = text.ok_or_else(|| StoreError::NotFound {
+            entity: "environment",
+            id: cluster_id.to_string(),
+        })?;
+        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+            what: "environment settings",
+            detail: format!("environment {cluster_id}: {e}"),
+        })
     }
 
     pub fn cluster(&self, id: i64) -> Result<Option<Cluster>> {
@@ -92,5 +122,124 @@ impl WriteTxn<'_> {
         )?;
         let sql = format!("SELECT {COLUMNS} FROM clusters WHERE id = ?1");
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
+    }
+
+    fn existing_cluster(&self, id: i64) -> Result<Cluster> {
+        self.read()
+            .cluster(id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "environment",
+                id: id.to_string(),
+            })
+    }
+
+    /// Replace an environment's settings (a JSON object over the release's defaults).
+    pub fn set_cluster_settings(
+        &self,
+        cluster_id: i64,
+        settings: &serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        let cluster = self.existing_cluster(cluster_id)?;
+        if !settings.is_object() {
+            return Err(StoreError::Conflict(
+                "environment settings must be a JSON object".to_string(),
+            ));
+        }
+        self.conn.execute(
+            "UPDATE clusters SET settings = ?1 WHERE id = ?2",
+            params![settings.to_string(), cluster_id],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "cluster.settings",
+            &format!("changed the settings of environment {}", cluster.name),
+        )
+    }
+
+    /// Put a node into an environment with roles, or change its roles there. A node belongs to
+    /// one environment at a time; moving it needs an unassign first.
+    pub fn assign_node(
+        &self,
+        cluster_id: i64,
+        node_id: i64,
+        roles: &[String],
+        now: i64,
+    ) -> Result<crate::model::Node> {
+        let cluster = self.existing_cluster(cluster_id)?;
+        let node = self
+            .read()
+            .node(node_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: node_id.to_string(),
+            })?;
+        if let Some(other) = node.cluster_id
+            && other != cluster_id
+        {
+            return Err(StoreError::Conflict(format!(
+                "node {node_id} already belongs to environment {other}; unassign it first"
+            )));
+        }
+        if roles.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "node {node_id} needs at least one role in environment {}",
+                cluster.name
+            )));
+        }
+        let roles_json = serde_json::to_string(roles).map_err(|e| StoreError::Corrupt {
+            what: "node roles",
+            detail: e.to_string(),
+        })?;
+        self.conn.execute(
+            "UPDATE nodes SET cluster_id = ?1, roles = ?2 WHERE id = ?3",
+            params![cluster_id, roles_json, node_id],
+        )?;
+        self.add_history(
+            now,
+            Some(node_id),
+            "node.assigned",
+            &format!(
+                "{} in environment {} as {}",
+                node.name,
+                cluster.name,
+                roles.join(", ")
+            ),
+        )?;
+        self.read()
+            .node(node_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: node_id.to_string(),
+            })
+    }
+
+    /// Take a node out of its environment; what it ran there is forgotten.
+    pub fn unassign_node(&self, node_id: i64, now: i64) -> Result<()> {
+        let node = self
+            .read()
+            .node(node_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: node_id.to_string(),
+            })?;
+        let Some(cluster_id) = node.cluster_id else {
+            return Ok(());
+        };
+        self.conn.execute(
+            "UPDATE nodes SET cluster_id = NULL, roles = '[]' WHERE id = ?1",
+            [node_id],
+        )?;
+        self.conn.execute(
+            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
+            params![cluster_id, node_id.to_string()],
+        )?;
+        self.add_history(
+            now,
+            Some(node_id),
+            "node.unassigned",
+            &format!("{} left environment {cluster_id}", node.name),
+        )
     }
 }

@@ -136,6 +136,33 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX leases_by_mac ON leases (mac);
         ",
     },
+    Migration {
+        version: 7,
+        name: "environment_nodes_and_deployed_state",
+        sql: "
+            -- Which environment a node belongs to and the roles it has there (a JSON list).
+            ALTER TABLE nodes ADD COLUMN cluster_id INTEGER REFERENCES clusters(id) ON DELETE SET NULL;
+            ALTER TABLE nodes ADD COLUMN roles TEXT NOT NULL DEFAULT '[]';
+            CREATE INDEX nodes_by_cluster ON nodes (cluster_id);
+            -- An environment's settings over its release's defaults (a JSON object).
+            ALTER TABLE clusters ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';
+            -- What ran successfully: the deployment that last ran each task on each node, and
+            -- the deployment data of those deployments (`$%old` of the next plan).
+            CREATE TABLE deployed_snapshots (
+                cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                deployment TEXT    NOT NULL,
+                data       TEXT    NOT NULL,
+                PRIMARY KEY (cluster_id, deployment)
+            ) STRICT;
+            CREATE TABLE deployed_tasks (
+                cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                node_uid   TEXT    NOT NULL,
+                task       TEXT    NOT NULL,
+                deployment TEXT    NOT NULL,
+                PRIMARY KEY (cluster_id, node_uid, task)
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -347,6 +374,28 @@ mod tests {
             [],
         );
         assert!(bad.is_err(), "an unknown state is refused");
+    }
+
+    #[test]
+    fn migration_7_assigns_nodes_and_keeps_deployed_state() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 6).unwrap();
+        conn.execute(
+            "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+             VALUES ('52:54:00:00:00:01', 'n', 'discover', '{}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 7).unwrap(), 7);
+        let (cluster, roles): (Option<i64>, String) = conn
+            .query_row("SELECT cluster_id, roles FROM nodes", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((cluster, roles.as_str()), (None, "[]"));
+        for t in ["deployed_snapshots", "deployed_tasks"] {
+            assert!(tables(&conn).contains(&t.to_string()), "{t}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod boot_tokens;
 mod catalog;
 mod clusters;
+mod deployed;
 mod error;
 mod history;
 mod leases;

@@ -29,7 +29,8 @@ impl NodeCounts {
     }
 }
 
-const NODE_COLUMNS: &str = "id, mac, name, status, inventory, created_at, last_seen_at";
+const NODE_COLUMNS: &str =
+    "id, mac, name, status, inventory, created_at, last_seen_at, cluster_id, roles";
 
 /// A `nodes` row as stored, decoded into a [`Node`] by [`NodeRow::decode`].
 struct NodeRow {
@@ -40,6 +41,8 @@ struct NodeRow {
     inventory: String,
     created_at: i64,
     last_seen_at: i64,
+    cluster_id: Option<i64>,
+    roles: String,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -51,6 +54,8 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         inventory: row.get(4)?,
         created_at: row.get(5)?,
         last_seen_at: row.get(6)?,
+        cluster_id: row.get(7)?,
+        roles: row.get(8)?,
     })
 }
 
@@ -66,9 +71,12 @@ impl NodeRow {
             status: self.status.parse().map_err(|e| corrupt("node status", e))?,
             inventory: serde_json::from_str(&self.inventory)
                 .map_err(|e| corrupt("node inventory", e.to_string()))?,
+            roles: serde_json::from_str(&self.roles)
+                .map_err(|e| corrupt("node roles", e.to_string()))?,
             name: self.name,
             created_at: self.created_at,
             last_seen_at: self.last_seen_at,
+            cluster_id: self.cluster_id,
         })
     }
 }
@@ -226,5 +234,25 @@ impl WriteTxn<'_> {
             id: id.to_string(),
         })?;
         Ok((node, outcome))
+    }
+
+    /// Set a node's status (the orchestrator's transitions are decided by `engine::state`).
+    pub fn set_node_status(&self, id: NodeId, status: NodeStatus, now: i64) -> Result<()> {
+        let changed = self.conn.execute(
+            "UPDATE nodes SET status = ?1 WHERE id = ?2",
+            params![status.as_str(), id],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                entity: "node",
+                id: id.to_string(),
+            });
+        }
+        self.add_history(
+            now,
+            Some(id),
+            "node.status",
+            &format!("status is now {}", status.as_str()),
+        )
     }
 }

@@ -24,12 +24,17 @@ pub struct TestDaemon {
 
 impl TestDaemon {
     pub fn start() -> TestDaemon {
+        Self::start_bundled("skip")
+    }
+
+    /// Start with `plugins.bundled` = `install` (the shipped release is installed) or `skip`.
+    pub fn start_bundled(bundled: &str) -> TestDaemon {
         let dir = tempfile::tempdir().unwrap();
         let config = Layers::default()
             .with_flag("data_dir", dir.path().join("data").display().to_string())
             .with_flag("http.listen", "127.0.0.1:0".to_string())
             .with_flag("http.shutdown_timeout", "5".to_string())
-            .with_flag("plugins.bundled", "skip".to_string())
+            .with_flag("plugins.bundled", bundled.to_string())
             .resolve()
             .unwrap();
         Self::start_with(config, dir)
@@ -195,6 +200,25 @@ impl Http {
 
     pub fn get(&self, path: &str) -> Resp {
         read(agent().get(format!("{}{path}", self.base)).call().unwrap())
+    }
+
+    pub fn put(&self, path: &str, body: &str) -> Resp {
+        read(
+            agent()
+                .put(format!("{}{path}", self.base))
+                .header("content-type", "application/json")
+                .send(body)
+                .unwrap(),
+        )
+    }
+
+    pub fn delete(&self, path: &str) -> Resp {
+        read(
+            agent()
+                .delete(format!("{}{path}", self.base))
+                .call()
+                .unwrap(),
+        )
     }
 
     pub fn post(&self, path: &str, body: &str) -> Resp {

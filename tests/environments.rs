@@ -1,0 +1,211 @@
+//! Environments: nodes assigned with roles, settings, and the deployment plan the master makes
+//! of them over the API, with the bundled release's real graph; incremental redeploys through
+//! the deployed state kept in the database.
+
+use crate::common::{TestDaemon, inventory};
+
+/// A daemon with the bundled release, an environment and `roles.len()` discovered nodes
+/// assigned with those roles. Returns the daemon, the environment id and the node ids.
+fn environment(roles: &[&str]) -> (TestDaemon, i64, Vec<i64>) {
+    let d = TestDaemon::start_bundled("install");
+    let http = d.http();
+    let releases = http.get("/api/v1/releases").json();
+    let release = releases[0]["id"].as_i64().unwrap();
+    let r = http.post(
+        "/api/v1/clusters",
+        &format!(r#"{{"name": "env-a", "release_id": {release}}}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let cluster = r.json()["id"].as_i64().unwrap();
+    let mut ids = Vec::new();
+    for (i, role) in roles.iter().enumerate() {
+        let mac = format!("52:54:00:00:10:{i:02x}");
+        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
+        assert_eq!(r.status, 201, "{}", r.body);
+        let id = r.json()["node"]["id"].as_i64().unwrap();
+        let r = http.put(
+            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
+            &format!(r#"{{"roles": ["{role}"]}}"#),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["cluster_id"], cluster);
+        ids.push(id);
+    }
+    (d, cluster, ids)
+}
+
+fn steps<'a>(plan: &'a serde_json::Value, uid: &str) -> &'a Vec<serde_json::Value> {
+    plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["uid"] == uid)
+        .unwrap_or_else(|| panic!("no node {uid} in plan"))["tasks"]
+        .as_array()
+        .unwrap()
+}
+
+fn step<'a>(plan: &'a serde_json::Value, uid: &str, task: &str) -> &'a serde_json::Value {
+    steps(plan, uid)
+        .iter()
+        .find(|t| t["id"] == task)
+        .unwrap_or_else(|| panic!("no task {task} on node {uid}"))
+}
+
+#[test]
+fn plan_of_an_environment_follows_its_roles() {
+    let (d, cluster, ids) = environment(&["controller", "compute", "compute"]);
+    let http = d.http();
+    let listed = http
+        .get(&format!("/api/v1/clusters/{cluster}/nodes"))
+        .json();
+    assert_eq!(listed.as_array().unwrap().len(), 3);
+
+    let r = http.get(&format!("/api/v1/clusters/{cluster}/plan"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let plan = r.json();
+    let controller = ids[0].to_string();
+    let compute = ids[1].to_string();
+    let node = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["uid"] == controller.as_str())
+        .unwrap();
+    assert!(
+        node["roles"]
+            .as_array()
+            .unwrap()
+            .contains(&"primary-controller".into()),
+        "the one controller is primary: {node}"
+    );
+    assert_eq!(step(&plan, &controller, "database")["status"], "run");
+    assert!(
+        !steps(&plan, &compute).iter().any(|t| t["id"] == "database"),
+        "controller tasks stay on controllers"
+    );
+    // Same input, same bytes.
+    let again = http.get(&format!("/api/v1/clusters/{cluster}/plan"));
+    assert_eq!(r.body, again.body);
+
+    let text = http.get(&format!("/api/v1/clusters/{cluster}/plan?format=text"));
+    assert!(text.content_type.starts_with("text/plain"));
+    assert!(text.body.contains("database"), "{}", text.body);
+    let dot = http.get(&format!("/api/v1/clusters/{cluster}/plan?format=dot"));
+    assert!(dot.body.starts_with("digraph"), "{}", dot.body);
+    let bad = http.get(&format!("/api/v1/clusters/{cluster}/plan?format=svgz"));
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["message"].as_str().unwrap().contains("format"));
+}
+
+#[test]
+fn assignment_errors_name_the_problem() {
+    let (d, cluster, ids) = environment(&["controller"]);
+    let http = d.http();
+    let path = format!("/api/v1/clusters/{cluster}/nodes/{}", ids[0]);
+    let r = http.put(&path, r#"{"roles": []}"#);
+    assert_eq!(r.status, 400);
+    assert!(r.json()["message"].as_str().unwrap().contains("roles"));
+    let r = http.put(&path, r#"{"roles": ["compute", "compute"]}"#);
+    assert_eq!(r.status, 400);
+    assert!(r.json()["message"].as_str().unwrap().contains("roles[1]"));
+    let r = http.put(&path, r#"{"roles": "compute"}"#);
+    assert_eq!(r.status, 400);
+    let r = http.put(
+        &format!("/api/v1/clusters/999/nodes/{}", ids[0]),
+        r#"{"roles": ["compute"]}"#,
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["code"], "not_found");
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/999"),
+        r#"{"roles": ["compute"]}"#,
+    );
+    assert_eq!(r.status, 404);
+
+    // A second environment cannot take a node the first one holds.
+    let release = http.get("/api/v1/releases").json()[0]["id"]
+        .as_i64()
+        .unwrap();
+    let other = http
+        .post(
+            "/api/v1/clusters",
+            &format!(r#"{{"name": "env-b", "release_id": {release}}}"#),
+        )
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    let r = http.put(
+        &format!("/api/v1/clusters/{other}/nodes/{}", ids[0]),
+        r#"{"roles": ["compute"]}"#,
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    // An environment without nodes has no plan, and says why.
+    let r = http.get(&format!("/api/v1/clusters/{other}/plan"));
+    assert_eq!(r.status, 409);
+    assert_eq!(r.json()["code"], "no_nodes");
+    // Unassigned, the node can move.
+    assert_eq!(http.delete(&path).status, 204);
+    assert_eq!(
+        http.get(&format!("/api/v1/clusters/{cluster}/nodes"))
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+#[test]
+fn redeploys_run_only_what_changed() {
+    let (d, cluster, ids) = environment(&["controller", "compute"]);
+    let http = d.http();
+    let node = ids[1].to_string();
+    let first = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
+    assert_eq!(step(&first, &node, "setup_repositories")["status"], "run");
+
+    // The deployment succeeded: record it as the orchestrator does, with the nodes now ready.
+    let store = stoker::store::Store::open(&d.db_path()).unwrap();
+    let data_dir = d.db_path().parent().unwrap().to_path_buf();
+    let env = stoker::planner::plan_environment(&store, &data_dir, cluster, "default").unwrap();
+    let id = stoker::planner::record_success(&store, &env).unwrap();
+    assert_eq!(id, "1");
+    store
+        .write(|tx| {
+            for n in &ids {
+                tx.set_node_status(*n, stoker::model::NodeStatus::Ready, 2)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+
+    // Nothing changed: the changed() task is skipped, and the plan says why.
+    let second = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
+    let s = step(&second, &node, "setup_repositories");
+    assert_eq!(s["status"], "skipped", "{s}");
+    assert!(s["reason"].as_str().unwrap().contains("changed"), "{s}");
+    assert_eq!(s["compared_with"], "1");
+    // Tasks without a condition run every time, as in Fuel.
+    assert_eq!(step(&second, &node, "netconfig")["status"], "run");
+
+    // Change the setting the condition watches: exactly that task comes back.
+    let mut settings = http
+        .get(&format!("/api/v1/clusters/{cluster}/settings"))
+        .json();
+    settings["repo_setup"] =
+        serde_json::json!({"repos": [{"name": "extra", "uri": "http://mirror/"}]});
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/settings"),
+        &settings.to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let third = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
+    assert_eq!(step(&third, &node, "setup_repositories")["status"], "run");
+    let changed: Vec<&str> = steps(&second, &node)
+        .iter()
+        .zip(steps(&third, &node))
+        .filter(|(a, b)| a["status"] != b["status"])
+        .map(|(a, _)| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["setup_repositories"]);
+}
