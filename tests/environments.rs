@@ -209,3 +209,52 @@ fn redeploys_run_only_what_changed() {
         .collect();
     assert_eq!(changed, ["setup_repositories"]);
 }
+
+#[test]
+fn environment_page_shows_nodes_plan_and_picture() {
+    let (d, cluster, ids) = environment(&["controller", "compute"]);
+    let http = d.http();
+    let page = http.get(&format!("/environments/{cluster}"));
+    assert_eq!(page.status, 200);
+    let html = page.body;
+    assert!(html.contains("primary-controller"), "roles shown");
+    assert!(
+        html.contains("<svg") && html.contains("class=\"plan-graph\""),
+        "picture inlined"
+    );
+    assert!(html.contains("nova-compute"), "per-node tables");
+    assert!(
+        html.contains("nova-controller on "),
+        "cross-node waits named"
+    );
+    // The list links to it.
+    assert!(
+        http.get("/environments")
+            .body
+            .contains(&format!("/environments/{cluster}"))
+    );
+    // Removing through the form takes the node out and the page says what to do.
+    let url = d.url(&format!("/environments/{cluster}/nodes/{}/remove", ids[1]));
+    let r = crate::common::Http::raw_post(
+        &url,
+        "",
+        &[("content-type", "application/x-www-form-urlencoded")],
+    );
+    assert!(r.status == 303 || r.status == 200, "{}", r.status);
+    let nodes = http
+        .get(&format!("/api/v1/clusters/{cluster}/nodes"))
+        .json();
+    assert_eq!(nodes.as_array().unwrap().len(), 1);
+    // Adding through the form puts it back with its roles.
+    let url = d.url(&format!("/environments/{cluster}/nodes"));
+    let body = format!("node_id={}&roles=compute%2C+cinder", ids[1]);
+    let r = crate::common::Http::raw_post(
+        &url,
+        &body,
+        &[("content-type", "application/x-www-form-urlencoded")],
+    );
+    assert!(r.status == 303 || r.status == 200, "{}", r.status);
+    let node = http.get(&format!("/api/v1/nodes/{}", ids[1])).json();
+    assert_eq!(node["roles"], serde_json::json!(["compute", "cinder"]));
+    assert_eq!(http.get("/environments/999").status, 404);
+}

@@ -136,6 +136,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/nodes/{id}", web::get().to(ui::node))
         .route("/environments", web::get().to(ui::environments))
         .route("/environments", web::post().to(ui::create_environment))
+        .route("/environments/{id}", web::get().to(ui::environment))
+        .route("/environments/{id}/nodes", web::post().to(ui::assign_node))
+        .route(
+            "/environments/{id}/nodes/{node}/remove",
+            web::post().to(ui::remove_node),
+        )
         .route("/releases", web::get().to(ui::releases))
         .default_service(web::to(ui::not_found));
 }

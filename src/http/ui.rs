@@ -235,6 +235,232 @@ pub async fn environments(state: web::Data<AppState>) -> Result<EnvironmentsPage
     })
 }
 
+/// A node of an environment, as its page lists it.
+pub struct MemberRow {
+    row: NodeRow,
+    roles: String,
+}
+
+/// One task of one node's plan, as the page shows it.
+pub struct PlanRow {
+    order: usize,
+    id: String,
+    ty: String,
+    status: &'static str,
+    badge: &'static str,
+    note: String,
+}
+
+/// One node's part of the plan.
+pub struct PlanNode {
+    title: String,
+    runs: usize,
+    rows: Vec<PlanRow>,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "environment.html")]
+pub struct EnvironmentPage {
+    nav: &'static str,
+    version: &'static str,
+    id: i64,
+    name: String,
+    release: String,
+    status: String,
+    members: Vec<MemberRow>,
+    /// Discovered nodes in no environment: (id, label).
+    free: Vec<(i64, String)>,
+    roles: Vec<String>,
+    /// Why there is no plan, when there is none.
+    plan_error: Option<String>,
+    summary: String,
+    warnings: Vec<String>,
+    picture: String,
+    plan_nodes: Vec<PlanNode>,
+}
+
+fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
+    use crate::engine::graph::Status;
+    let names: std::collections::HashMap<&str, String> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.uid.as_str(), n.name.clone()))
+        .collect();
+    plan.nodes
+        .iter()
+        .filter(|n| n.uid != "null")
+        .map(|n| PlanNode {
+            title: if n.roles.is_empty() {
+                n.name.clone()
+            } else {
+                format!("{} · {}", n.name, n.roles.join(", "))
+            },
+            runs: n.tasks.iter().filter(|t| t.status == Status::Run).count(),
+            rows: n
+                .tasks
+                .iter()
+                .map(|t| {
+                    let waits: Vec<String> = t
+                        .requires
+                        .iter()
+                        .filter(|r| r.node != n.uid)
+                        .map(|r| match r.node.as_str() {
+                            "null" => format!("stage {}", r.task),
+                            uid => {
+                                let who = names.get(uid).map_or(uid, |s| s.as_str());
+                                format!("{} on {who}", r.task)
+                            }
+                        })
+                        .collect();
+                    let mut note = t.reason.clone().unwrap_or_default();
+                    if !waits.is_empty() {
+                        if !note.is_empty() {
+                            note.push_str("; ");
+                        }
+                        note.push_str("waits for ");
+                        note.push_str(&waits.join(", "));
+                    }
+                    PlanRow {
+                        order: t.order,
+                        id: t.id.clone(),
+                        ty: t.ty.clone(),
+                        status: t.status.as_str(),
+                        badge: match t.status {
+                            Status::Run => "badge-info",
+                            Status::Skipped => "badge-neutral",
+                            Status::Stage => "badge-progress",
+                        },
+                        note,
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// `GET /environments/{id}`: the environment's nodes, a form to add more, and its plan.
+pub async fn environment(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<EnvironmentPage, PageError> {
+    let id = super::catalog::id_of(&path, "environment")?;
+    let (cluster, release, nodes, roles) = state
+        .store(move |s| {
+            s.read(|tx| {
+                let Some(c) = tx.cluster(id)? else {
+                    return Ok(None);
+                };
+                let release = tx.release(c.release_id)?;
+                let data = tx.release_data(c.release_id)?;
+                let mut roles: Vec<String> = data
+                    .as_ref()
+                    .and_then(|d| d.get("roles_metadata"))
+                    .and_then(|m| m.as_object())
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                roles.sort();
+                Ok(Some((c, release, tx.nodes()?, roles)))
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("environment {id} not found")))?;
+    let now = crate::clock::now();
+    let members: Vec<MemberRow> = nodes
+        .iter()
+        .filter(|n| n.cluster_id == Some(id))
+        .map(|n| MemberRow {
+            row: NodeRow::new(n, now),
+            roles: n.roles.join(", "),
+        })
+        .collect();
+    let free = nodes
+        .iter()
+        .filter(|n| n.cluster_id.is_none())
+        .map(|n| (n.id, format!("{} ({})", n.name, n.mac)))
+        .collect();
+    let mut page = EnvironmentPage {
+        nav: "environments",
+        version: VERSION,
+        id,
+        name: cluster.name.clone(),
+        release: release.map_or_else(|| format!("release {}", cluster.release_id), |r| r.name),
+        status: cluster.status.clone(),
+        members,
+        free,
+        roles,
+        plan_error: None,
+        summary: String::new(),
+        warnings: Vec::new(),
+        picture: String::new(),
+        plan_nodes: Vec::new(),
+    };
+    match super::environments::make_plan(&state, id, "default".to_string()).await {
+        Ok(env) => {
+            let s = &env.plan.summary;
+            page.summary = format!(
+                "{} nodes, {} tasks to run, {} skipped, {} dependencies ({} across nodes)",
+                s.nodes, s.run, s.skipped, s.edges, s.cross_node_edges
+            );
+            page.warnings.clone_from(&env.plan.warnings);
+            page.picture = crate::engine::graph::picture::svg(&env.plan);
+            page.plan_nodes = plan_nodes(&env.plan);
+        }
+        Err(e) => page.plan_error = Some(e.to_string()),
+    }
+    Ok(page)
+}
+
+/// The add-node form's fields: a node and its roles, comma-separated.
+#[derive(Debug, serde::Deserialize)]
+pub struct AssignForm {
+    node_id: String,
+    roles: String,
+}
+
+/// `POST /environments/{id}/nodes`: assign, then back to the environment.
+pub async fn assign_node(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    form: web::Form<AssignForm>,
+) -> Result<HttpResponse, PageError> {
+    let id = super::catalog::id_of(&path, "environment")?;
+    let form = form.into_inner();
+    let node = super::catalog::id_of(&form.node_id, "node")?;
+    let roles: Vec<&str> = form
+        .roles
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .collect();
+    let roles = super::environments::parse_roles(
+        serde_json::json!({ "roles": roles }).to_string().as_bytes(),
+    )?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
+        .await?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header(("Location", format!("/environments/{id}")))
+        .finish())
+}
+
+/// `POST /environments/{id}/nodes/{node}/remove`: unassign, then back to the environment.
+pub async fn remove_node(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let (env, node) = path.into_inner();
+    let id = super::catalog::id_of(&env, "environment")?;
+    let node = super::catalog::id_of(&node, "node")?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| s.write(|tx| tx.unassign_node(node, now)))
+        .await?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header(("Location", format!("/environments/{id}")))
+        .finish())
+}
+
 /// The create-environment form's fields.
 #[derive(Debug, serde::Deserialize)]
 pub struct EnvironmentForm {

@@ -14,6 +14,7 @@
 //!   fuel-library trees.
 //! - [`build`]: merge, place, evaluate per node, edges, cycle check, order: [`plan`].
 //! - [`plan`]: the plan and its text, JSON and dot renderings.
+//! - [`picture`]: the plan's task graph laid out in layers, as SVG for the dashboard.
 
 pub mod build;
 pub mod data;
@@ -21,6 +22,7 @@ pub mod expr;
 pub mod fields;
 pub mod input;
 pub mod legacy;
+pub mod picture;
 pub mod plan;
 pub mod roles;
 pub mod source;
