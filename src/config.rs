@@ -235,6 +235,38 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "MTU of the PXE network; TFTP block sizes are clamped so a block fits one frame (1500: 1468 bytes)",
     },
     OptionSpec {
+        key: "deploy.image_url",
+        env: "STOKER_DEPLOY_IMAGE_URL",
+        flag: "deploy-image-url",
+        default: "",
+        kind: Kind::OptionalUrl,
+        help: "Disk image (raw or qcow2) the deploy.write_image step writes to every node; empty: the step is off",
+    },
+    OptionSpec {
+        key: "deploy.image_checksum",
+        env: "STOKER_DEPLOY_IMAGE_CHECKSUM",
+        flag: "deploy-image-checksum",
+        default: "",
+        kind: Kind::Text,
+        help: "Checksum of that image, sha256:HEX or md5:HEX; empty: not verified",
+    },
+    OptionSpec {
+        key: "deploy.max_provisioning",
+        env: "STOKER_DEPLOY_MAX_PROVISIONING",
+        flag: "deploy-max-provisioning",
+        default: "10",
+        kind: Kind::Count,
+        help: "How many nodes may write their disk image at the same time",
+    },
+    OptionSpec {
+        key: "deploy.step_timeout",
+        env: "STOKER_DEPLOY_STEP_TIMEOUT",
+        flag: "deploy-step-timeout",
+        default: "600",
+        kind: Kind::Seconds,
+        help: "Timeout of a deploy step or graph task that sets none; a step over it fails",
+    },
+    OptionSpec {
         key: "log.format",
         env: "STOKER_LOG_FORMAT",
         flag: "log-format",
@@ -333,6 +365,7 @@ pub struct Config {
     pub tftp: TftpSettings,
     /// Install the bundled release plugins on first start.
     pub install_bundled: bool,
+    pub deploy: crate::deployer::DeploySettings,
 }
 
 /// The DHCP server's settings.
@@ -586,6 +619,29 @@ impl Layers {
             install_bundled: match take("plugins.bundled") {
                 Some(Parsed::Text(t)) => t == "install",
                 _ => unreachable!("plugins.bundled is declared as a choice"),
+            },
+            deploy: crate::deployer::DeploySettings {
+                image_url: match take("deploy.image_url") {
+                    Some(Parsed::Text(t)) if t.is_empty() => None,
+                    Some(Parsed::Text(t)) => Some(t),
+                    _ => unreachable!("deploy.image_url is declared as an optional URL"),
+                },
+                image_checksum: match take("deploy.image_checksum") {
+                    Some(Parsed::Text(t)) if t.is_empty() => None,
+                    Some(Parsed::Text(t)) => Some(t),
+                    _ => unreachable!("deploy.image_checksum is declared as text"),
+                },
+                runs: crate::engine::orchestrate::RunOptions {
+                    default_timeout_s: match take("deploy.step_timeout") {
+                        Some(Parsed::Seconds(s)) => s,
+                        _ => unreachable!("deploy.step_timeout is declared as seconds"),
+                    },
+                    max_provisioning: match take("deploy.max_provisioning") {
+                        Some(Parsed::Count(n)) => n,
+                        _ => unreachable!("deploy.max_provisioning is declared as a count"),
+                    },
+                    ..crate::engine::orchestrate::RunOptions::default()
+                },
             },
         })
     }

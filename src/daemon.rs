@@ -150,6 +150,7 @@ impl Daemon {
                 std::time::Instant::now(),
             )),
             pxe,
+            deploy: config.deploy.clone(),
         };
         let server = http::serve(
             listener,
@@ -201,6 +202,10 @@ impl Daemon {
         if let Some(tftp) = self.tftp {
             udp.push(tokio::spawn(tftp.run(stopped(stop_rx.clone()))));
         }
+        udp.push(tokio::spawn(watch_timeouts(
+            Arc::clone(&self.store),
+            stopped(stop_rx.clone()),
+        )));
         tokio::select! {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
@@ -237,5 +242,27 @@ impl Daemon {
         }
         tracing::warn!("database still referenced after shutdown; it closes on exit");
         Ok(())
+    }
+}
+
+/// Once a second, fail the deploy steps that outlived their timeout (a node that died
+/// mid-step never reports). Runs until `stop` resolves.
+async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let s = Arc::clone(&store);
+        let now = crate::clock::now();
+        match tokio::task::spawn_blocking(move || s.write(|tx| tx.expire_runs(now))).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::warn!(runs = n, "deploy steps timed out"),
+            Ok(Err(err)) => tracing::error!(%err, "cannot check deploy step timeouts"),
+            Err(err) => tracing::error!(%err, "timeout watcher failed"),
+        }
     }
 }

@@ -10,6 +10,7 @@ mod boot;
 mod catalog;
 mod cli;
 mod config;
+mod deploy;
 mod dhcp;
 mod environments;
 mod pages;

@@ -4,6 +4,8 @@
 //! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
 //!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
+//! - [`orchestrate`]: a deployment's runs (steps and graph tasks per node, stages) and which
+//!   may start now (one step per node, cross-node waits, concurrency caps).
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
 //! - [`state`]: the node state machine, as a table.
@@ -11,6 +13,7 @@
 
 pub mod graph;
 pub mod hello;
+pub mod orchestrate;
 pub mod order;
 pub mod plugin;
 pub mod state;

@@ -258,6 +258,71 @@ pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, Ste
     Ok(planned)
 }
 
+/// stoker's built-in deploy steps, as every node runs them unless a user step says otherwise:
+/// `deploy.write_image` (80; on only when an image is given, since a node without one keeps the
+/// operating system it has), `deploy.configure` (70), `deploy.run_tasks` (60, the node's graph
+/// tasks), `power.reboot_to_disk` (10), and `deploy.collect_logs` (0: off unless enabled).
+pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<StepDef> {
+    fn arg(description: &str, required: bool) -> ArgInfo {
+        ArgInfo {
+            description: description.to_string(),
+            required,
+        }
+    }
+    let base = |interface, step: &str, priority, core| StepDef {
+        interface,
+        step: step.to_string(),
+        priority,
+        argsinfo: BTreeMap::new(),
+        args: serde_json::Map::new(),
+        core,
+        source: Source::Builtin,
+    };
+    let mut write = base(
+        Interface::Deploy,
+        "write_image",
+        if image_url.is_some() { 80 } else { 0 },
+        false,
+    );
+    write.argsinfo.insert(
+        "image_url".into(),
+        arg("HTTP URL of a raw or qcow2 disk image", true),
+    );
+    write.argsinfo.insert(
+        "checksum".into(),
+        arg("sha256:<hex> or md5:<hex> of the image file", false),
+    );
+    write.argsinfo.insert(
+        "disk_format".into(),
+        arg("raw or qcow2 (default: detected)", false),
+    );
+    write.argsinfo.insert(
+        "target".into(),
+        arg("the disk to write (default: the first disk)", false),
+    );
+    if let Some(url) = image_url {
+        write.args.insert("image_url".into(), url.into());
+    }
+    if let Some(sum) = image_checksum {
+        write.args.insert("checksum".into(), sum.into());
+    }
+    let mut configure = base(Interface::Deploy, "configure", 70, false);
+    configure
+        .argsinfo
+        .insert("hostname".into(), arg("the node's host name", false));
+    configure.argsinfo.insert(
+        "facts".into(),
+        arg("facts written to /etc/stoker/facts.json", false),
+    );
+    vec![
+        write,
+        configure,
+        base(Interface::Deploy, "run_tasks", 60, true),
+        base(Interface::Power, "reboot_to_disk", 10, false),
+        base(Interface::Deploy, "collect_logs", 0, false),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,14 @@ pub enum ApiError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Planning(Box<crate::planner::PlanningError>),
+    #[error(transparent)]
+    Deploy(Box<crate::deployer::DeployError>),
+}
+
+impl From<crate::deployer::DeployError> for ApiError {
+    fn from(e: crate::deployer::DeployError) -> ApiError {
+        ApiError::Deploy(Box::new(e))
+    }
 }
 
 impl From<crate::planner::PlanningError> for ApiError {
@@ -73,6 +81,7 @@ impl ApiError {
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
             ApiError::Planning(e) => e.code(),
+            ApiError::Deploy(e) => e.code(),
         }
     }
 }
@@ -80,7 +89,9 @@ impl ApiError {
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self.code() {
-            "bad_request" | "invalid_json" | "invalid_input" => StatusCode::BAD_REQUEST,
+            "bad_request" | "invalid_json" | "invalid_input" | "invalid_steps" => {
+                StatusCode::BAD_REQUEST
+            }
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,

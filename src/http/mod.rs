@@ -11,11 +11,13 @@ mod api;
 mod assets;
 mod boot;
 mod catalog;
+mod deploy;
 mod environments;
 mod error;
 pub mod limit;
 mod plugins;
 mod pxe;
+mod steps;
 mod ui;
 mod views;
 
@@ -40,6 +42,8 @@ pub struct AppState {
     pub hello_limit: Arc<limit::RateLimiter>,
     /// Counters of the PXE services, when they run.
     pub pxe: crate::daemon::PxeStats,
+    /// Image and step settings of deployments.
+    pub deploy: crate::deployer::DeploySettings,
 }
 
 /// What the boot endpoints need from the configuration.
@@ -124,6 +128,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::put().to(environments::put_settings),
                 )
                 .route("/clusters/{id}/plan", web::get().to(environments::plan))
+                .route("/clusters/{id}/deploy", web::post().to(deploy::deploy))
+                .route("/clusters/{id}/deployments", web::get().to(deploy::list))
+                .route("/deployments/{id}", web::get().to(deploy::show))
+                .route("/deployments/{id}/abort", web::post().to(deploy::abort))
+                .route("/deployments/{id}/retry", web::post().to(deploy::retry))
+                .route("/agent/next", web::post().to(steps::next))
+                .route("/agent/runs/{id}/result", web::post().to(steps::result))
+                .route("/agent/runs/{id}/output", web::post().to(steps::output))
+                .route("/agent/sync", web::get().to(steps::sync))
+                .route("/agent/file", web::get().to(steps::file))
                 .route("/pxe", web::get().to(pxe::status))
                 .default_service(web::to(api::not_found)),
         )

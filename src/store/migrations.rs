@@ -163,6 +163,50 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 8,
+        name: "deployments_and_step_runs",
+        sql: "
+            -- One Deploy of an environment. `after` is the deployed state to keep when it
+            -- succeeds (JSON); `status`: running, done, error, aborted.
+            CREATE TABLE deployments (
+                id          INTEGER PRIMARY KEY,
+                cluster_id  INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                status      TEXT    NOT NULL,
+                after       TEXT    NOT NULL,
+                created_at  INTEGER NOT NULL,
+                finished_at INTEGER
+            ) STRICT;
+            CREATE INDEX deployments_by_cluster ON deployments (cluster_id, id);
+            -- Every step of every node of a deployment, and every run of it. `node_id` NULL is
+            -- the sync node (stages: barriers the master completes itself). `deps` is a JSON
+            -- list of run ids that must finish first; `seq` orders a node's runs.
+            CREATE TABLE step_runs (
+                id           INTEGER PRIMARY KEY,
+                deployment   INTEGER NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
+                node_id      INTEGER REFERENCES nodes(id) ON DELETE CASCADE,
+                seq          INTEGER NOT NULL,
+                interface    TEXT    NOT NULL,
+                step         TEXT    NOT NULL,
+                task         TEXT,
+                args         TEXT    NOT NULL,
+                deps         TEXT    NOT NULL,
+                concurrency  TEXT,
+                max_parallel INTEGER,
+                timeout_s    INTEGER NOT NULL,
+                status       TEXT    NOT NULL CHECK (status IN
+                               ('pending', 'running', 'ok', 'failed', 'skipped')),
+                reason       TEXT,
+                attempt      INTEGER NOT NULL DEFAULT 0,
+                started_at   INTEGER,
+                finished_at  INTEGER,
+                exit_code    INTEGER,
+                output_tail  TEXT    NOT NULL DEFAULT '',
+                error        TEXT
+            ) STRICT;
+            CREATE INDEX step_runs_by_deployment ON step_runs (deployment, node_id, seq);
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -396,6 +440,37 @@ mod tests {
         for t in ["deployed_snapshots", "deployed_tasks"] {
             assert!(tables(&conn).contains(&t.to_string()), "{t}");
         }
+    }
+
+    #[test]
+    fn migration_8_adds_deployments_and_checks_run_status() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 7).unwrap();
+        assert_eq!(migrate_to(&mut conn, 8).unwrap(), 8);
+        for t in ["deployments", "step_runs"] {
+            assert!(tables(&conn).contains(&t.to_string()), "{t}");
+        }
+        conn.execute_batch(
+            "INSERT INTO plugins (id, name, version, title, package_version, description,
+               is_release, path, diagnostics, manifest, installed_at)
+             VALUES (1, 'r', '1', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
+             INSERT INTO releases (id, plugin_id, name, version, operating_system, description,
+               state, data) VALUES (1, 1, 'r', 'v', 'u', '', 'available', '{}');
+             INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
+             VALUES (1, 'e', 1, 'new', 'vlan', 1);
+             INSERT INTO deployments (id, cluster_id, status, after, created_at)
+             VALUES (1, 1, 'running', '{}', 1);",
+        )
+        .unwrap();
+        let insert = |status: &str| {
+            conn.execute(
+                "INSERT INTO step_runs (deployment, seq, interface, step, args, deps, timeout_s,
+                   status) VALUES (1, 0, 'deploy', 'x', '{}', '[]', 10, ?1)",
+                [status],
+            )
+        };
+        assert!(insert("pending").is_ok());
+        assert!(insert("lost").is_err(), "an unknown status is refused");
     }
 
     #[test]

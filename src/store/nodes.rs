@@ -114,6 +114,18 @@ impl ReadTxn<'_> {
         Ok(None)
     }
 
+    /// The node whose current agent token hashes to `token_hash`.
+    pub fn node_by_agent_token(&self, token_hash: &str) -> Result<Option<NodeId>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM nodes WHERE agent_token_hash = ?1",
+                [token_hash],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// Whether `token_hash` is the node's current agent token.
     pub fn agent_token_matches(&self, id: NodeId, token_hash: &str) -> Result<bool> {
         let stored: Option<Option<String>> = self

@@ -159,6 +159,22 @@ fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
 }
 
 impl Http {
+    /// GET a URL and parse its JSON body.
+    pub fn raw_get_json(url: &str) -> serde_json::Value {
+        read(agent().get(url).call().unwrap()).json()
+    }
+
+    /// PUT a JSON body to a URL.
+    pub fn raw_put(url: &str, body: &str) -> Resp {
+        read(
+            agent()
+                .put(url)
+                .header("content-type", "application/json")
+                .send(body)
+                .unwrap(),
+        )
+    }
+
     /// POST with extra headers.
     pub fn raw_post(url: &str, body: &str, headers: &[(&str, &str)]) -> Resp {
         let mut req = agent().post(url);

@@ -1,0 +1,101 @@
+//! Starting a deployment: the environment's plan ([`crate::planner`]), each node's deploy steps
+//! (stoker's built-ins with the master's image settings, changed by the operator's per-deployment
+//! user steps, [`crate::engine::steps`]), expanded into runs ([`crate::engine::orchestrate`])
+//! and stored in one transaction with the deployed state to keep if it succeeds. Handing runs to
+//! agents and recording their results is the store's ([`crate::store`]); this module only starts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::engine::orchestrate::{self, RunOptions};
+use crate::engine::steps::{self, PlannedStep, StepsError, UserStep};
+use crate::planner::{self, PlanningError};
+use crate::store::{Deployment, Store, StoreError};
+
+/// The master's deployment settings.
+#[derive(Debug, Clone, Default)]
+pub struct DeploySettings {
+    /// The operating system image `deploy.write_image` writes (none: the step is off).
+    pub image_url: Option<String>,
+    pub image_checksum: Option<String>,
+    pub runs: RunOptions,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error(transparent)]
+    Planning(Box<PlanningError>),
+    #[error("deploy steps: {0}")]
+    Steps(#[from] StepsError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<PlanningError> for DeployError {
+    fn from(e: PlanningError) -> DeployError {
+        DeployError::Planning(Box::new(e))
+    }
+}
+
+impl DeployError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeployError::Planning(e) => e.code(),
+            DeployError::Steps(_) => "invalid_steps",
+            DeployError::Store(e) => e.code(),
+        }
+    }
+}
+
+/// Plan `cluster_id` and start deploying it.
+pub fn start(
+    store: &Store,
+    data_dir: &Path,
+    cluster_id: i64,
+    user_steps: &[UserStep],
+    settings: &DeploySettings,
+    now: i64,
+) -> Result<Deployment, DeployError> {
+    let env = planner::plan_environment(store, data_dir, cluster_id, "default")?;
+    let defs = steps::builtins(
+        settings.image_url.as_deref(),
+        settings.image_checksum.as_deref(),
+    );
+    let planned: Vec<PlannedStep> = steps::plan(&defs, user_steps)?;
+    let ids: BTreeMap<String, i64> = env.nodes.iter().map(|n| (n.id.to_string(), n.id)).collect();
+    let names: BTreeMap<i64, (String, Vec<String>)> = env
+        .nodes
+        .iter()
+        .map(|n| (n.id, (n.name.clone(), n.roles.clone())))
+        .collect();
+    let cluster_name = env.cluster.name.clone();
+    let per_node = |node: i64| -> Vec<PlannedStep> {
+        let mut out = planned.clone();
+        for s in &mut out {
+            if s.step == "configure" {
+                let (name, roles) = names.get(&node).cloned().unwrap_or_default();
+                let host = format!("node-{node}");
+                s.args
+                    .entry("hostname")
+                    .or_insert_with(|| host.clone().into());
+                s.args
+                    .entry("fqdn")
+                    .or_insert_with(|| format!("{host}.domain.tld").into());
+                s.args.entry("facts").or_insert_with(|| {
+                    json!({"node_id": node, "name": name, "roles": roles,
+                           "environment": cluster_name})
+                });
+            }
+        }
+        out
+    };
+    let runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
+    Ok(store.write(|tx| {
+        let id = tx.next_deployment_id(cluster_id)?;
+        let mut after = tx.read().deployed(cluster_id)?;
+        after.record(&env.plan, &id);
+        tx.create_deployment(cluster_id, &runs, &after, now)
+    })?)
+}

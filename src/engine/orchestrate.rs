@@ -1,0 +1,386 @@
+//! Orchestration decisions for one deployment: which runs it is made of, and which may start
+//! now. A *run* is one deploy step of one node (`deploy.write_image`, `deploy.configure`, each
+//! graph task of `deploy.run_tasks`, `power.reboot_to_disk`, ...), or a stage of the sync node
+//! (a barrier the master completes itself when everything before it is done).
+//!
+//! Rules: a node runs one step at a time, in its order; a failed run stops its node; a run
+//! waits for its cross-node dependencies (from the plan's `requires` on other nodes and on the
+//! sync node); a concurrency key (a task's strategy, or `provision` for the cap on concurrent
+//! image writes) caps how many runs with that key are running at once. Pure: the caller stores
+//! runs, sends them to agents and feeds their states back.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value as J, json};
+
+use super::graph::{Plan, Status};
+use super::steps::PlannedStep;
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    Pending,
+    Running,
+    Ok,
+    Failed,
+    Skipped,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        [
+            RunStatus::Pending,
+            RunStatus::Running,
+            RunStatus::Ok,
+            RunStatus::Failed,
+            RunStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// Finished in a way that lets what depends on it go on.
+    pub fn is_done(self) -> bool {
+        matches!(self, RunStatus::Ok | RunStatus::Skipped)
+    }
+}
+
+/// A run to create. `deps` are indices into the list it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// `None`: the sync node.
+    pub node: Option<i64>,
+    pub seq: u32,
+    pub interface: String,
+    pub step: String,
+    /// The graph task, for `deploy.run_tasks` runs and stages.
+    pub task: Option<String>,
+    /// Step arguments; for a graph task `{"task": {id, type, parameters}}`.
+    pub args: J,
+    pub deps: Vec<usize>,
+    pub concurrency: Option<String>,
+    pub max_parallel: Option<u64>,
+    pub timeout_s: u64,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+}
+
+/// Knobs of [`runs_for`].
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Timeout of a task that gives none (`parameters.timeout`), and of steps.
+    pub default_timeout_s: u64,
+    /// Timeout of `deploy.write_image`.
+    pub image_timeout_s: u64,
+    /// How many nodes may write their image at once (0: no cap).
+    pub max_provisioning: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            default_timeout_s: 600,
+            image_timeout_s: 3600,
+            max_provisioning: 10,
+        }
+    }
+}
+
+fn timeout_of(params: Option<&J>, default: u64) -> u64 {
+    params
+        .and_then(|p| p.get("timeout"))
+        .and_then(|t| t.as_u64().or_else(|| t.as_f64().map(|f| f.max(1.0) as u64)))
+        .filter(|&t| t > 0)
+        .unwrap_or(default)
+}
+
+/// Expand a plan and each node's deploy steps into runs. `nodes` maps the plan's node uids to
+/// node ids (a uid not in it is not deployed: the sync node `null` and `master` are handled
+/// here). `steps` are the node's deploy steps in the order they run; `deploy.run_tasks` expands
+/// into the node's graph tasks, skipped ones recorded with their reason.
+pub fn runs_for(
+    plan: &Plan,
+    nodes: &BTreeMap<String, i64>,
+    steps: &dyn Fn(i64) -> Vec<PlannedStep>,
+    opts: &RunOptions,
+) -> Vec<NewRun> {
+    let mut runs: Vec<NewRun> = Vec::new();
+    // (task, uid) → run index, to resolve cross-node requires.
+    let mut by_task: HashMap<(String, String), usize> = HashMap::new();
+    let mut pending_deps: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+    for node in &plan.nodes {
+        let id = match node.uid.as_str() {
+            "null" => None,
+            uid => match nodes.get(uid) {
+                Some(&id) => Some(id),
+                None => continue,
+            },
+        };
+        let mut seq = 0u32;
+        let task_runs =
+            |runs: &mut Vec<NewRun>,
+             seq: &mut u32,
+             by_task: &mut HashMap<(String, String), usize>,
+             pending_deps: &mut Vec<(usize, Vec<(String, String)>)>| {
+                for t in &node.tasks {
+                    let params = t.parameters.as_ref().map(|p| p.0.as_ref());
+                    let (status, reason) = match t.status {
+                        Status::Run | Status::Stage => (RunStatus::Pending, None),
+                        Status::Skipped => (RunStatus::Skipped, t.reason.clone()),
+                    };
+                    let (limit_key, limit) = match t.strategy.as_ref().and_then(|s| s.limit()) {
+                        Some(l) => (Some(format!("task:{}", t.id)), Some(l)),
+                        None => (None, None),
+                    };
+                    let run = NewRun {
+                        node: id,
+                        seq: *seq,
+                        interface: "deploy".to_string(),
+                        step: if t.status == Status::Stage {
+                            "stage".to_string()
+                        } else {
+                            "run_tasks".to_string()
+                        },
+                        task: Some(t.id.clone()),
+                        args: json!({"task": {
+                            "id": t.id,
+                            "type": t.ty,
+                            "parameters": params.cloned().unwrap_or(J::Null),
+                        }}),
+                        deps: Vec::new(),
+                        concurrency: limit_key,
+                        max_parallel: limit,
+                        timeout_s: timeout_of(params, opts.default_timeout_s),
+                        status,
+                        reason,
+                    };
+                    *seq += 1;
+                    runs.push(run);
+                    let i = runs.len() - 1;
+                    by_task.insert((t.id.clone(), node.uid.clone()), i);
+                    let cross: Vec<(String, String)> = t
+                        .requires
+                        .iter()
+                        .filter(|r| r.node != node.uid || id.is_none())
+                        .map(|r| (r.task.clone(), r.node.clone()))
+                        .collect();
+                    pending_deps.push((i, cross));
+                }
+            };
+        let Some(node_id) = id else {
+            task_runs(&mut runs, &mut seq, &mut by_task, &mut pending_deps);
+            continue;
+        };
+        for s in steps(node_id) {
+            if s.interface.as_str() == "deploy" && s.step == "run_tasks" {
+                task_runs(&mut runs, &mut seq, &mut by_task, &mut pending_deps);
+                continue;
+            }
+            let image = s.step == "write_image";
+            let run = NewRun {
+                node: id,
+                seq,
+                interface: s.interface.as_str().to_string(),
+                step: s.step.clone(),
+                task: None,
+                args: J::Object(s.args.clone()),
+                deps: Vec::new(),
+                concurrency: (image && opts.max_provisioning > 0).then(|| "provision".to_string()),
+                max_parallel: (image && opts.max_provisioning > 0).then_some(opts.max_provisioning),
+                timeout_s: if image {
+                    opts.image_timeout_s
+                } else {
+                    opts.default_timeout_s
+                },
+                status: RunStatus::Pending,
+                reason: None,
+            };
+            seq += 1;
+            runs.push(run);
+        }
+    }
+    for (i, cross) in pending_deps {
+        let mut deps: Vec<usize> = cross
+            .iter()
+            .filter_map(|k| by_task.get(k).copied())
+            .filter(|&d| d != i)
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        runs[i].deps = deps;
+    }
+    runs
+}
+
+/// A stored run, as much as scheduling needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunView {
+    pub id: i64,
+    pub node: Option<i64>,
+    pub seq: u32,
+    pub status: RunStatus,
+    pub deps: Vec<i64>,
+    pub concurrency: Option<String>,
+    pub max_parallel: Option<u64>,
+}
+
+/// The runs that may start now, in a stable order (node runs by node then sequence; sync-node
+/// runs first). Sync-node runs are the caller's to complete at once.
+pub fn runnable(runs: &[RunView]) -> Vec<i64> {
+    let status: HashMap<i64, RunStatus> = runs.iter().map(|r| (r.id, r.status)).collect();
+    let mut running_by_key: HashMap<&str, u64> = HashMap::new();
+    for r in runs {
+        if r.status == RunStatus::Running
+            && let Some(k) = &r.concurrency
+        {
+            *running_by_key.entry(k.as_str()).or_default() += 1;
+        }
+    }
+    let deps_done = |r: &RunView| {
+        r.deps
+            .iter()
+            .all(|d| status.get(d).is_none_or(|s| s.is_done()))
+    };
+    let mut out = Vec::new();
+    // The sync node: every pending stage whose dependencies are done.
+    for r in runs.iter().filter(|r| r.node.is_none()) {
+        if r.status == RunStatus::Pending && deps_done(r) {
+            out.push(r.id);
+        }
+    }
+    // Real nodes: the first unfinished run of each, if pending and free to go.
+    let mut by_node: BTreeMap<i64, Vec<&RunView>> = BTreeMap::new();
+    for r in runs {
+        if let Some(n) = r.node {
+            by_node.entry(n).or_default().push(r);
+        }
+    }
+    for list in by_node.values_mut() {
+        list.sort_by_key(|r| (r.seq, r.id));
+        let Some(next) = list.iter().find(|r| !r.status.is_done()) else {
+            continue;
+        };
+        if next.status != RunStatus::Pending || !deps_done(next) {
+            continue;
+        }
+        if let (Some(k), Some(max)) = (&next.concurrency, next.max_parallel) {
+            let n = running_by_key.entry(k.as_str()).or_default();
+            if *n >= max {
+                continue;
+            }
+            *n += 1;
+        }
+        out.push(next.id);
+    }
+    out
+}
+
+/// Where a deployment stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Something runs or can start.
+    Going,
+    /// Every run is done.
+    Done,
+    /// A run failed and nothing else can move.
+    Stuck,
+}
+
+pub fn progress(runs: &[RunView]) -> Progress {
+    if runs.iter().all(|r| r.status.is_done()) {
+        return Progress::Done;
+    }
+    if runs.iter().any(|r| r.status == RunStatus::Running) || !runnable(runs).is_empty() {
+        return Progress::Going;
+    }
+    Progress::Stuck
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(id: i64, node: Option<i64>, seq: u32, status: RunStatus, deps: &[i64]) -> RunView {
+        RunView {
+            id,
+            node,
+            seq,
+            status,
+            deps: deps.to_vec(),
+            concurrency: None,
+            max_parallel: None,
+        }
+    }
+    use RunStatus::*;
+
+    #[test]
+    fn one_step_at_a_time_per_node_in_order() {
+        let runs = [
+            v(1, Some(1), 0, Ok, &[]),
+            v(2, Some(1), 1, Pending, &[]),
+            v(3, Some(1), 2, Pending, &[]),
+            v(4, Some(2), 0, Running, &[]),
+            v(5, Some(2), 1, Pending, &[]),
+        ];
+        assert_eq!(runnable(&runs), [2]);
+        assert_eq!(progress(&runs), Progress::Going);
+    }
+
+    #[test]
+    fn cross_node_dependencies_and_stages_wait() {
+        let mut runs = vec![
+            v(1, None, 0, Pending, &[2, 4]),
+            v(2, Some(1), 0, Ok, &[]),
+            v(3, Some(1), 1, Pending, &[1]),
+            v(4, Some(2), 0, Pending, &[]),
+        ];
+        assert_eq!(runnable(&runs), [4], "the stage waits for node 2");
+        runs[3].status = Ok;
+        assert_eq!(runnable(&runs), [1], "now the stage, then node 1 goes on");
+        runs[0].status = Ok;
+        assert_eq!(runnable(&runs), [3]);
+    }
+
+    #[test]
+    fn a_failure_stops_its_node_and_what_waits_for_it() {
+        let runs = [
+            v(1, Some(1), 0, Failed, &[]),
+            v(2, Some(1), 1, Pending, &[]),
+            v(3, Some(2), 0, Pending, &[1]),
+        ];
+        assert!(runnable(&runs).is_empty());
+        assert_eq!(progress(&runs), Progress::Stuck);
+    }
+
+    #[test]
+    fn concurrency_keys_cap_running_runs() {
+        let key = |mut r: RunView| {
+            r.concurrency = Some("provision".into());
+            r.max_parallel = Some(2);
+            r
+        };
+        let runs = [
+            key(v(1, Some(1), 0, Running, &[])),
+            key(v(2, Some(2), 0, Pending, &[])),
+            key(v(3, Some(3), 0, Pending, &[])),
+        ];
+        assert_eq!(runnable(&runs), [2], "one more fits under the cap of 2");
+    }
+
+    #[test]
+    fn done_when_everything_is_ok_or_skipped() {
+        let runs = [v(1, Some(1), 0, Ok, &[]), v(2, Some(1), 1, Skipped, &[])];
+        assert_eq!(progress(&runs), Progress::Done);
+        assert!(runnable(&runs).is_empty());
+    }
+}

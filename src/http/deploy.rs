@@ -1,0 +1,135 @@
+//! The operator's deployment endpoints: Deploy an environment (with optional per-deployment
+//! user steps, like Ironic's deploy templates), list its deployments, read one with every run
+//! (start, end, result, output tail), abort it and retry it. Thin: parse, call
+//! [`crate::deployer`] or the store, answer.
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::catalog::id_of;
+use super::{ApiError, AppState};
+use crate::engine::steps::UserStep;
+use crate::store::{Deployment, Run};
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DeployBody {
+    #[serde(default)]
+    steps: Vec<UserStep>,
+}
+
+pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
+    let count = |s: &str| runs.iter().filter(|r| r.status == s).count();
+    json!({
+        "id": d.id,
+        "cluster_id": d.cluster_id,
+        "status": d.status,
+        "created_at": d.created_at,
+        "finished_at": d.finished_at,
+        "runs": {
+            "total": runs.len(),
+            "pending": count("pending"),
+            "running": count("running"),
+            "ok": count("ok"),
+            "failed": count("failed"),
+            "skipped": count("skipped"),
+        },
+    })
+}
+
+/// `POST /api/v1/clusters/{id}/deploy`
+pub async fn deploy(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let body: DeployBody = if body.iter().all(u8::is_ascii_whitespace) {
+        DeployBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?
+    };
+    let store = std::sync::Arc::clone(&state.store);
+    let data_dir = state.data_dir.clone();
+    let settings = state.deploy.clone();
+    let now = crate::clock::now();
+    let (d, runs) = web::block(move || {
+        let d = crate::deployer::start(&store, &data_dir, id, &body.steps, &settings, now)?;
+        let runs = store.read(|r| r.runs(d.id))?;
+        Ok::<_, crate::deployer::DeployError>((d, runs))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
+    tracing::info!(
+        cluster = id,
+        deployment = d.id,
+        runs = runs.len(),
+        "deployment started"
+    );
+    Ok(HttpResponse::Accepted().json(deployment_json(&d, &runs)))
+}
+
+/// `GET /api/v1/clusters/{id}/deployments`, newest first.
+pub async fn list(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let all = state
+        .store(move |s| {
+            s.read(|r| {
+                let mut out = Vec::new();
+                for d in r.deployments(id)? {
+                    let runs = r.runs(d.id)?;
+                    out.push(deployment_json(&d, &runs));
+                }
+                Ok(out)
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(all))
+}
+
+/// `GET /api/v1/deployments/{id}`: the deployment and every run.
+pub async fn show(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "deployment")?;
+    let found = state
+        .store(move |s| s.read(|r| Ok(r.deployment(id)?.map(|d| (d, r.runs(id))))))
+        .await?;
+    let (d, runs) =
+        found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
+    let runs = runs?;
+    let mut body = deployment_json(&d, &runs);
+    body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `POST /api/v1/deployments/{id}/abort`
+pub async fn abort(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "deployment")?;
+    let now = crate::clock::now();
+    let (d, runs) = state
+        .store(move |s| s.write(|tx| Ok((tx.abort_deployment(id, now)?, tx.read().runs(id)?))))
+        .await?;
+    Ok(HttpResponse::Ok().json(deployment_json(&d, &runs)))
+}
+
+/// `POST /api/v1/deployments/{id}/retry`: failed runs again, the rest where they were.
+pub async fn retry(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "deployment")?;
+    let now = crate::clock::now();
+    let (d, runs) = state
+        .store(move |s| s.write(|tx| Ok((tx.retry_deployment(id, now)?, tx.read().runs(id)?))))
+        .await?;
+    Ok(HttpResponse::Ok().json(deployment_json(&d, &runs)))
+}

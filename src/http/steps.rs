@@ -1,0 +1,266 @@
+//! Endpoints the node agent calls while its environment deploys: ask for the next run
+//! (`/agent/next`), stream a run's output tail, report its result (idempotent by run and
+//! attempt), and fetch what graph tasks copy from the master (`/agent/sync` a directory as tar,
+//! `/agent/file` one file). Every call needs the node's agent token; a wrong one is refused and
+//! logged. Thin: authenticate, call the store, answer.
+
+use std::path::{Component, Path, PathBuf};
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, AppState};
+use crate::store::{Report, Run, RunResult};
+
+/// How long an agent waits before asking again when nothing is runnable.
+const RETRY_AFTER_MS: u64 = 1000;
+
+/// The node the request's agent token belongs to.
+async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiError> {
+    let token = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::Unauthorized("an agent token is required (Authorization: Bearer ...)".into())
+        })?;
+    let hash = super::boot::hash_token(token);
+    let node = state
+        .store(move |s| s.read(|r| r.node_by_agent_token(&hash)))
+        .await?;
+    node.ok_or_else(|| {
+        tracing::warn!(peer = ?req.peer_addr(), path = req.path(), "agent token refused");
+        ApiError::Unauthorized("the agent token is not valid".into())
+    })
+}
+
+/// What an agent gets to run.
+pub fn run_json(run: &Run) -> Value {
+    let task = run.args.get("task").cloned().unwrap_or(Value::Null);
+    let args = if run.task.is_some() {
+        json!({})
+    } else {
+        run.args.clone()
+    };
+    json!({
+        "id": run.id,
+        "attempt": run.attempt,
+        "deployment": run.deployment,
+        "timeout_s": run.timeout_s,
+        "step": {"interface": run.interface, "name": run.step, "args": args},
+        "task": task,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct NextBody {
+    node_id: Option<i64>,
+}
+
+/// `POST /api/v1/agent/next`
+pub async fn next(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let node = authenticate(&state, &req).await?;
+    if !body.is_empty() {
+        let b: NextBody =
+            serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        if b.node_id.is_some_and(|id| id != node) {
+            return Err(ApiError::Unauthorized(
+                "node_id does not match the agent token".into(),
+            ));
+        }
+    }
+    let now = crate::clock::now();
+    let run = state
+        .store(move |s| s.write(|tx| tx.claim_run(node, now)))
+        .await?;
+    Ok(HttpResponse::Ok().json(match run {
+        Some(run) => {
+            tracing::info!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
+                task = run.task.as_deref().unwrap_or(""), "run handed out");
+            json!({"action": "run", "run": run_json(&run)})
+        }
+        None => json!({"action": "wait", "retry_after_ms": RETRY_AFTER_MS}),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct ResultBody {
+    attempt: u32,
+    ok: bool,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    output_tail: String,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+fn run_id(raw: &str) -> Result<i64, ApiError> {
+    raw.parse()
+        .map_err(|_| ApiError::BadRequest(format!("run id must be a number, not {raw:?}")))
+}
+
+/// `POST /api/v1/agent/runs/{id}/result`
+pub async fn result(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let node = authenticate(&state, &req).await?;
+    let id = run_id(&path)?;
+    let b: ResultBody =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let result = RunResult {
+        attempt: b.attempt,
+        ok: b.ok,
+        exit_code: b.exit_code,
+        output_tail: b.output_tail,
+        error: b.error,
+    };
+    let now = crate::clock::now();
+    let report = state
+        .store(move |s| s.write(|tx| tx.report_run(id, node, &result, now)))
+        .await?;
+    match report {
+        Report::Accepted | Report::Duplicate => {
+            tracing::info!(
+                node,
+                run = id,
+                ok = b.ok,
+                duplicate = report == Report::Duplicate,
+                "run reported"
+            );
+            Ok(HttpResponse::Ok().json(json!({"accepted": true})))
+        }
+        Report::Stale => Err(ApiError::Conflict(format!(
+            "run {id} attempt {} is not the run's current attempt, or the run is no longer active",
+            b.attempt
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct OutputBody {
+    attempt: u32,
+    tail: String,
+}
+
+/// `POST /api/v1/agent/runs/{id}/output`
+pub async fn output(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let node = authenticate(&state, &req).await?;
+    let id = run_id(&path)?;
+    let b: OutputBody =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    state
+        .store(move |s| s.write(|tx| tx.run_output(id, node, b.attempt, &b.tail)))
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A path under the data directory's `plugins/` from what a task names: `rsync://HOST:/plugins/
+/// NAME/DIR/`, `/plugins/NAME/...`, or `plugins/NAME/...`. `..` and other escapes are refused.
+fn plugin_path(data_dir: &Path, src: &str) -> Result<PathBuf, ApiError> {
+    let rest = match src.strip_prefix("rsync://") {
+        Some(r) => r.split_once(':').map_or(r, |(_, p)| p),
+        None => src,
+    };
+    let rest = rest.trim_start_matches('/');
+    let Some(inner) = rest.strip_prefix("plugins/") else {
+        return Err(ApiError::BadRequest(format!(
+            "src: only files under /plugins/ are served, not {src:?}"
+        )));
+    };
+    let rel = Path::new(inner);
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "src: {src:?} leaves the plugins directory"
+        )));
+    }
+    let root = data_dir.join("plugins");
+    let path = root.join(rel);
+    // Symlinks must not lead out either.
+    if let (Ok(real), Ok(root)) = (path.canonicalize(), root.canonicalize())
+        && !real.starts_with(&root)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "src: {src:?} leaves the plugins directory"
+        )));
+    }
+    Ok(path)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SrcQuery {
+    src: Option<String>,
+    path: Option<String>,
+}
+
+/// `GET /api/v1/agent/sync?src=rsync://MASTER:/plugins/NAME/DIR/`: the directory as a tar.
+pub async fn sync(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<SrcQuery>,
+) -> Result<HttpResponse, ApiError> {
+    authenticate(&state, &req).await?;
+    let src = query
+        .into_inner()
+        .src
+        .ok_or_else(|| ApiError::BadRequest("src: missing".into()))?;
+    let dir = plugin_path(&state.data_dir, &src)?;
+    if !dir.is_dir() {
+        return Err(ApiError::NotFound(format!(
+            "{src} is not a directory on the master"
+        )));
+    }
+    let bytes = web::block(move || -> std::io::Result<Vec<u8>> {
+        let mut b = tar::Builder::new(Vec::new());
+        b.follow_symlinks(false);
+        b.append_dir_all(".", &dir)?;
+        b.into_inner()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(|e| ApiError::Internal(format!("cannot pack {src}: {e}")))?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/x-tar")
+        .body(bytes))
+}
+
+/// `GET /api/v1/agent/file?path=/plugins/NAME/FILE`: one file's bytes.
+pub async fn file(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    query: web::Query<SrcQuery>,
+) -> Result<HttpResponse, ApiError> {
+    authenticate(&state, &req).await?;
+    let q = query.into_inner();
+    let src = q
+        .path
+        .or(q.src)
+        .ok_or_else(|| ApiError::BadRequest("path: missing".into()))?;
+    let path = plugin_path(&state.data_dir, &src)?;
+    let bytes = web::block(move || std::fs::read(path))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|_| ApiError::NotFound(format!("{src} is not a file on the master")))?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/octet-stream")
+        .body(bytes))
+}

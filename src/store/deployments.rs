@@ -1,0 +1,650 @@
+//! Deployments and their step runs: creating a deployment from the runs the engine made,
+//! handing a node its next run, recording results (idempotent by run and attempt), timeouts,
+//! abort and retry, and moving nodes, the environment and the deployed state along as runs
+//! finish. Every change is one transaction, so a master killed at any point restarts from a
+//! consistent table: a run that had succeeded is never handed out again.
+//!
+//! Which run may start is decided by [`crate::engine::orchestrate`]; node states follow
+//! [`crate::engine::state`]'s statuses. No HTTP, no clock (time comes in as `now`).
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+use serde_json::Value as J;
+
+use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::engine::graph::Deployed;
+use crate::engine::orchestrate::{self, NewRun, Progress, RunStatus, RunView};
+use crate::model::NodeStatus;
+
+/// A deployment row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Deployment {
+    pub id: i64,
+    pub cluster_id: i64,
+    /// `running`, `done`, `error`, `aborted`.
+    pub status: String,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// A step run row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub deployment: i64,
+    pub node_id: Option<i64>,
+    pub seq: u32,
+    pub interface: String,
+    pub step: String,
+    pub task: Option<String>,
+    pub args: J,
+    pub deps: Vec<i64>,
+    pub concurrency: Option<String>,
+    pub max_parallel: Option<u64>,
+    pub timeout_s: u64,
+    pub status: String,
+    pub reason: Option<String>,
+    pub attempt: u32,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub output_tail: String,
+    pub error: Option<String>,
+}
+
+impl Run {
+    /// `interface.step`, as Ironic names steps.
+    pub fn step_id(&self) -> String {
+        format!("{}.{}", self.interface, self.step)
+    }
+
+    fn view(&self) -> RunView {
+        RunView {
+            id: self.id,
+            node: self.node_id,
+            seq: self.seq,
+            status: RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed),
+            deps: self.deps.clone(),
+            concurrency: self.concurrency.clone(),
+            max_parallel: self.max_parallel,
+        }
+    }
+}
+
+/// What an agent reported about a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    pub attempt: u32,
+    pub ok: bool,
+    pub exit_code: Option<i32>,
+    pub output_tail: String,
+    pub error: Option<String>,
+}
+
+/// What became of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// Recorded now.
+    Accepted,
+    /// This attempt's result was recorded before (a re-sent report).
+    Duplicate,
+    /// Not the run's current attempt, or the run is not active: ignored.
+    Stale,
+}
+
+const DEPLOYMENT_COLUMNS: &str = "id, cluster_id, status, created_at, finished_at";
+const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
+     concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
+     exit_code, output_tail, error";
+
+fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
+    Ok(Deployment {
+        id: r.get(0)?,
+        cluster_id: r.get(1)?,
+        status: r.get(2)?,
+        created_at: r.get(3)?,
+        finished_at: r.get(4)?,
+    })
+}
+
+fn json_col(r: &Row<'_>, i: usize) -> rusqlite::Result<J> {
+    let text: String = r.get(i)?;
+    serde_json::from_str(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+    let deps = json_col(r, 8)?;
+    Ok(Run {
+        id: r.get(0)?,
+        deployment: r.get(1)?,
+        node_id: r.get(2)?,
+        seq: r.get(3)?,
+        interface: r.get(4)?,
+        step: r.get(5)?,
+        task: r.get(6)?,
+        args: json_col(r, 7)?,
+        deps: deps
+            .as_array()
+            .map(|a| a.iter().filter_map(J::as_i64).collect())
+            .unwrap_or_default(),
+        concurrency: r.get(9)?,
+        max_parallel: r.get::<_, Option<i64>>(10)?.map(|m| m.max(0) as u64),
+        timeout_s: r.get::<_, i64>(11)?.max(0) as u64,
+        status: r.get(12)?,
+        reason: r.get(13)?,
+        attempt: r.get(14)?,
+        started_at: r.get(15)?,
+        finished_at: r.get(16)?,
+        exit_code: r.get(17)?,
+        output_tail: r.get(18)?,
+        error: r.get(19)?,
+    })
+}
+
+impl ReadTxn<'_> {
+    pub fn deployment(&self, id: i64) -> Result<Option<Deployment>> {
+        let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = ?1");
+        Ok(self
+            .conn
+            .query_row(&sql, [id], deployment_from_row)
+            .optional()?)
+    }
+
+    /// An environment's deployments, newest first.
+    pub fn deployments(&self, cluster_id: i64) -> Result<Vec<Deployment>> {
+        let sql = format!(
+            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE cluster_id = ?1 ORDER BY id DESC"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([cluster_id], deployment_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every run of a deployment, by node then order (sync-node runs first).
+    pub fn runs(&self, deployment: i64) -> Result<Vec<Run>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM step_runs WHERE deployment = ?1
+             ORDER BY node_id IS NOT NULL, node_id, seq, id"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([deployment], run_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn run(&self, id: i64) -> Result<Option<Run>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM step_runs WHERE id = ?1");
+        Ok(self.conn.query_row(&sql, [id], run_from_row).optional()?)
+    }
+
+    /// The newest deployment a node took part in, with the node's runs in it.
+    pub fn node_runs(&self, node_id: i64) -> Result<Option<(Deployment, Vec<Run>)>> {
+        let dep: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT MAX(deployment) FROM step_runs WHERE node_id = ?1",
+                [node_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        let Some(dep) = dep else {
+            return Ok(None);
+        };
+        let Some(d) = self.deployment(dep)? else {
+            return Ok(None);
+        };
+        let runs = self
+            .runs(dep)?
+            .into_iter()
+            .filter(|r| r.node_id == Some(node_id))
+            .collect();
+        Ok(Some((d, runs)))
+    }
+
+    fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
+        let sql = format!(
+            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments
+             WHERE cluster_id = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1"
+        );
+        Ok(self
+            .conn
+            .query_row(&sql, [cluster_id], deployment_from_row)
+            .optional()?)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Create a deployment of `cluster_id` from `runs` (deps are indices into it). `after` is
+    /// the deployed state to keep when every run succeeds. Refused while another deployment
+    /// of the environment is running.
+    pub fn create_deployment(
+        &self,
+        cluster_id: i64,
+        runs: &[NewRun],
+        after: &Deployed,
+        now: i64,
+    ) -> Result<Deployment> {
+        let cluster = self
+            .read()
+            .cluster(cluster_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "environment",
+                id: cluster_id.to_string(),
+            })?;
+        if let Some(d) = self.read().running_deployment(cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {} is being deployed (deployment {}); abort it first",
+                cluster.name, d.id
+            )));
+        }
+        let after = serde_json::to_string(after).map_err(|e| StoreError::Corrupt {
+            what: "deployed state",
+            detail: e.to_string(),
+        })?;
+        self.conn.execute(
+            "INSERT INTO deployments (cluster_id, status, after, created_at)
+             VALUES (?1, 'running', ?2, ?3)",
+            params![cluster_id, after, now],
+        )?;
+        let dep = self.conn.last_insert_rowid();
+        let mut ids = Vec::with_capacity(runs.len());
+        {
+            let mut stmt = self.conn.prepare_cached(
+                "INSERT INTO step_runs (deployment, node_id, seq, interface, step, task, args,
+                   deps, concurrency, max_parallel, timeout_s, status, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?9, ?10, ?11, ?12)",
+            )?;
+            for r in runs {
+                stmt.execute(params![
+                    dep,
+                    r.node,
+                    r.seq,
+                    r.interface,
+                    r.step,
+                    r.task,
+                    r.args.to_string(),
+                    r.concurrency,
+                    r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
+                    r.timeout_s.min(i64::MAX as u64) as i64,
+                    r.status.as_str(),
+                    r.reason,
+                ])?;
+                ids.push(self.conn.last_insert_rowid());
+            }
+            let mut upd = self
+                .conn
+                .prepare_cached("UPDATE step_runs SET deps = ?1 WHERE id = ?2")?;
+            for (r, id) in runs.iter().zip(&ids) {
+                if r.deps.is_empty() {
+                    continue;
+                }
+                let deps: Vec<i64> = r.deps.iter().filter_map(|&i| ids.get(i).copied()).collect();
+                upd.execute(params![J::from(deps).to_string(), id])?;
+            }
+        }
+        self.conn.execute(
+            "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
+            [cluster_id],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "deployment.started",
+            &format!(
+                "deployment {dep} of {} started ({} runs)",
+                cluster.name,
+                runs.len()
+            ),
+        )?;
+        self.advance(dep, now)?;
+        self.read()
+            .deployment(dep)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "deployment",
+                id: dep.to_string(),
+            })
+    }
+
+    /// Hand `node_id` its next run, if its environment is deploying and the run may start.
+    /// A run the master still thinks is running on the node (its agent restarted) is handed
+    /// again with the next attempt number.
+    pub fn claim_run(&self, node_id: i64, now: i64) -> Result<Option<Run>> {
+        let node = self
+            .read()
+            .node(node_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: node_id.to_string(),
+            })?;
+        let Some(cluster) = node.cluster_id else {
+            return Ok(None);
+        };
+        let Some(dep) = self.read().running_deployment(cluster)? else {
+            return Ok(None);
+        };
+        let runs = self.read().runs(dep.id)?;
+        let mine = runs
+            .iter()
+            .find(|r| r.node_id == Some(node_id) && r.status == "running")
+            .map(|r| r.id)
+            .or_else(|| {
+                let views: Vec<RunView> = runs.iter().map(Run::view).collect();
+                orchestrate::runnable(&views).into_iter().find(|id| {
+                    runs.iter()
+                        .any(|r| r.id == *id && r.node_id == Some(node_id))
+                })
+            });
+        let Some(run_id) = mine else {
+            return Ok(None);
+        };
+        self.conn.execute(
+            "UPDATE step_runs SET status = 'running', attempt = attempt + 1, started_at = ?1,
+               finished_at = NULL, exit_code = NULL, error = NULL
+             WHERE id = ?2",
+            params![now, run_id],
+        )?;
+        let run = self
+            .read()
+            .run(run_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "run",
+                id: run_id.to_string(),
+            })?;
+        let status = if run.step == "write_image" {
+            NodeStatus::Provisioning
+        } else {
+            NodeStatus::Deploying
+        };
+        if node.status != status {
+            self.conn.execute(
+                "UPDATE nodes SET status = ?1 WHERE id = ?2",
+                params![status.as_str(), node_id],
+            )?;
+        }
+        Ok(Some(run))
+    }
+
+    /// Record an agent's result for a run of `node_id`.
+    pub fn report_run(
+        &self,
+        run_id: i64,
+        node_id: i64,
+        result: &RunResult,
+        now: i64,
+    ) -> Result<Report> {
+        let Some(run) = self.read().run(run_id)? else {
+            return Err(StoreError::NotFound {
+                entity: "run",
+                id: run_id.to_string(),
+            });
+        };
+        if run.node_id != Some(node_id) {
+            return Err(StoreError::NotFound {
+                entity: "run of this node",
+                id: run_id.to_string(),
+            });
+        }
+        if run.attempt != result.attempt {
+            return Ok(Report::Stale);
+        }
+        match run.status.as_str() {
+            "running" => {}
+            "ok" | "failed" => return Ok(Report::Duplicate),
+            _ => return Ok(Report::Stale),
+        }
+        let status = if result.ok { "ok" } else { "failed" };
+        self.conn.execute(
+            "UPDATE step_runs SET status = ?1, finished_at = ?2, exit_code = ?3, output_tail = ?4,
+               error = ?5 WHERE id = ?6",
+            params![
+                status,
+                now,
+                result.exit_code,
+                tail(&result.output_tail),
+                result.error,
+                run_id
+            ],
+        )?;
+        if !result.ok {
+            self.fail_node(&run, result.error.as_deref().unwrap_or("step failed"), now)?;
+        }
+        self.advance(run.deployment, now)?;
+        Ok(Report::Accepted)
+    }
+
+    /// Keep the latest output tail of a running run.
+    pub fn run_output(&self, run_id: i64, node_id: i64, attempt: u32, text: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE step_runs SET output_tail = ?1
+             WHERE id = ?2 AND node_id = ?3 AND attempt = ?4 AND status = 'running'",
+            params![tail(text), run_id, node_id, attempt],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Fail every running run that has outlived its timeout. Returns how many.
+    pub fn expire_runs(&self, now: i64) -> Result<usize> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM step_runs
+             WHERE status = 'running' AND started_at + timeout_s < ?1"
+        ))?;
+        let late: Vec<Run> = stmt
+            .query_map([now], run_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        for run in &late {
+            let why = format!("timed out after {} s", run.timeout_s);
+            self.conn.execute(
+                "UPDATE step_runs SET status = 'failed', finished_at = ?1, error = ?2 WHERE id = ?3",
+                params![now, why, run.id],
+            )?;
+            self.fail_node(run, &why, now)?;
+            self.advance(run.deployment, now)?;
+        }
+        Ok(late.len())
+    }
+
+    /// Stop handing out runs; what runs finishes and is recorded, nothing else starts. The
+    /// runs keep their state, so a retry resumes where it stopped.
+    pub fn abort_deployment(&self, id: i64, now: i64) -> Result<Deployment> {
+        let d = self.existing_deployment(id)?;
+        if d.status != "running" {
+            return Err(StoreError::Conflict(format!(
+                "deployment {id} is {}, not running",
+                d.status
+            )));
+        }
+        self.conn.execute(
+            "UPDATE deployments SET status = 'aborted', finished_at = ?1 WHERE id = ?2",
+            params![now, id],
+        )?;
+        self.conn.execute(
+            "UPDATE clusters SET status = 'stopped' WHERE id = ?1",
+            [d.cluster_id],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "deployment.aborted",
+            &format!("deployment {id} aborted"),
+        )?;
+        self.existing_deployment(id)
+    }
+
+    /// Run the failed steps again (and go on after an abort); succeeded steps never run again.
+    pub fn retry_deployment(&self, id: i64, now: i64) -> Result<Deployment> {
+        let d = self.existing_deployment(id)?;
+        if d.status == "running" || d.status == "done" {
+            return Err(StoreError::Conflict(format!(
+                "deployment {id} is {}; only a failed or aborted deployment can be retried",
+                d.status
+            )));
+        }
+        if let Some(other) = self.read().running_deployment(d.cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "deployment {} of this environment is running",
+                other.id
+            )));
+        }
+        self.conn.execute(
+            "UPDATE step_runs SET status = 'pending', started_at = NULL, finished_at = NULL
+             WHERE deployment = ?1 AND status = 'failed'",
+            [id],
+        )?;
+        self.conn.execute(
+            "UPDATE deployments SET status = 'running', finished_at = NULL WHERE id = ?1",
+            [id],
+        )?;
+        self.conn.execute(
+            "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
+            [d.cluster_id],
+        )?;
+        self.conn.execute(
+            "UPDATE nodes SET status = 'deploying'
+             WHERE status = 'error' AND id IN (SELECT node_id FROM step_runs WHERE deployment = ?1)",
+            [id],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "deployment.retried",
+            &format!("deployment {id} retried"),
+        )?;
+        self.advance(id, now)?;
+        self.existing_deployment(id)
+    }
+
+    fn existing_deployment(&self, id: i64) -> Result<Deployment> {
+        self.read()
+            .deployment(id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "deployment",
+                id: id.to_string(),
+            })
+    }
+
+    fn fail_node(&self, run: &Run, why: &str, now: i64) -> Result<()> {
+        let Some(node) = run.node_id else {
+            return Ok(());
+        };
+        self.conn
+            .execute("UPDATE nodes SET status = 'error' WHERE id = ?1", [node])?;
+        self.add_history(
+            now,
+            Some(node),
+            "node.error",
+            &format!(
+                "{} failed: {why}",
+                run.task.as_deref().unwrap_or(&run.step_id())
+            ),
+        )
+    }
+
+    /// Complete sync-node stages whose dependencies are done, mark nodes whose runs are all
+    /// done ready, and close the deployment when nothing more can happen.
+    fn advance(&self, dep: i64, now: i64) -> Result<()> {
+        let Some(d) = self.read().deployment(dep)? else {
+            return Ok(());
+        };
+        loop {
+            let runs = self.read().runs(dep)?;
+            let views: Vec<RunView> = runs.iter().map(Run::view).collect();
+            let stages: Vec<i64> = orchestrate::runnable(&views)
+                .into_iter()
+                .filter(|id| runs.iter().any(|r| r.id == *id && r.node_id.is_none()))
+                .collect();
+            if stages.is_empty() || d.status != "running" {
+                break;
+            }
+            for id in stages {
+                self.conn.execute(
+                    "UPDATE step_runs SET status = 'ok', attempt = 1, started_at = ?1,
+                       finished_at = ?1 WHERE id = ?2",
+                    params![now, id],
+                )?;
+            }
+        }
+        let runs = self.read().runs(dep)?;
+        // Nodes whose every run is done are ready.
+        let mut nodes: Vec<i64> = runs.iter().filter_map(|r| r.node_id).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        for n in nodes {
+            let all_done = runs
+                .iter()
+                .filter(|r| r.node_id == Some(n))
+                .all(|r| r.status == "ok" || r.status == "skipped");
+            if all_done {
+                self.conn.execute(
+                    "UPDATE nodes SET status = 'ready' WHERE id = ?1 AND status != 'ready'",
+                    [n],
+                )?;
+            }
+        }
+        if d.status != "running" {
+            return Ok(());
+        }
+        let views: Vec<RunView> = runs.iter().map(Run::view).collect();
+        match orchestrate::progress(&views) {
+            Progress::Going => {}
+            Progress::Done => {
+                let after: String = self.conn.query_row(
+                    "SELECT after FROM deployments WHERE id = ?1",
+                    [dep],
+                    |r| r.get(0),
+                )?;
+                let after: Deployed =
+                    serde_json::from_str(&after).map_err(|e| StoreError::Corrupt {
+                        what: "deployed state",
+                        detail: format!("deployment {dep}: {e}"),
+                    })?;
+                self.save_deployed(d.cluster_id, &after)?;
+                self.conn.execute(
+                    "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",
+                    params![now, dep],
+                )?;
+                self.conn.execute(
+                    "UPDATE clusters SET status = 'operational' WHERE id = ?1",
+                    [d.cluster_id],
+                )?;
+                self.add_history(
+                    now,
+                    None,
+                    "deployment.done",
+                    &format!("deployment {dep} done"),
+                )?;
+            }
+            Progress::Stuck => {
+                self.conn.execute(
+                    "UPDATE deployments SET status = 'error', finished_at = ?1 WHERE id = ?2",
+                    params![now, dep],
+                )?;
+                self.conn.execute(
+                    "UPDATE clusters SET status = 'error' WHERE id = ?1",
+                    [d.cluster_id],
+                )?;
+                self.add_history(
+                    now,
+                    None,
+                    "deployment.error",
+                    &format!("deployment {dep} stopped on a failed step"),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The last 8 KiB of an output, cut on a character boundary.
+fn tail(s: &str) -> &str {
+    const MAX: usize = 8 * 1024;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut start = s.len() - MAX;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}

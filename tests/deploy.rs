@@ -1,0 +1,370 @@
+//! Deployments over the real API with the bundled release: the master hands each node its runs
+//! one at a time, in order, waiting across nodes; results are idempotent by run and attempt; a
+//! failed step stops the deployment and a retry runs only it again; a master killed with -9
+//! mid-deployment finishes it after a restart without running a succeeded step again. The
+//! agent side is played by this test over HTTP, exactly as the protocol says.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::bin::{Served, stoker};
+use crate::common::{Http, Resp, TestDaemon, inventory};
+
+struct Node {
+    id: i64,
+    token: String,
+}
+
+fn post(base: &str, path: &str, token: &str, body: &Value) -> Resp {
+    Http::raw_post(
+        &format!("{base}{path}"),
+        &body.to_string(),
+        &[("authorization", &format!("Bearer {token}"))],
+    )
+}
+
+/// An environment with the bundled release and one node per role; returns its id and nodes.
+fn setup(base: &str, roles: &[&str]) -> (i64, Vec<Node>) {
+    let release = Http::raw_get_json(&format!("{base}/api/v1/releases"))[0]["id"]
+        .as_i64()
+        .unwrap();
+    let r = Http::raw_post(
+        &format!("{base}/api/v1/clusters"),
+        &json!({"name": "env", "release_id": release}).to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let cluster = r.json()["id"].as_i64().unwrap();
+    let mut nodes = Vec::new();
+    for (i, role) in roles.iter().enumerate() {
+        let mac = format!("52:54:00:00:30:{i:02x}");
+        let r = Http::raw_post(
+            &format!("{base}/api/v1/agent/hello"),
+            &inventory(&mac).to_string(),
+            &[],
+        );
+        let reply = r.json();
+        let id = reply["node"]["id"].as_i64().unwrap();
+        let token = reply["agent_token"].as_str().unwrap().to_string();
+        let r = Http::raw_put(
+            &format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"),
+            &json!({"roles": [role]}).to_string(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        nodes.push(Node { id, token });
+    }
+    (cluster, nodes)
+}
+
+/// Ask for a run as `node`; `None` when told to wait.
+fn next(base: &str, node: &Node) -> Option<Value> {
+    let r = post(
+        base,
+        "/api/v1/agent/next",
+        &node.token,
+        &json!({"node_id": node.id}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    match v["action"].as_str() {
+        Some("run") => Some(v["run"].clone()),
+        Some("wait") => None,
+        other => panic!("unexpected action {other:?}: {v}"),
+    }
+}
+
+fn report(base: &str, node: &Node, run: &Value, ok: bool) -> Resp {
+    post(
+        base,
+        &format!("/api/v1/agent/runs/{}/result", run["id"]),
+        &node.token,
+        &json!({"attempt": run["attempt"], "ok": ok, "exit_code": if ok {0} else {1},
+                "output_tail": format!("ran {}", run_name(run)), "error": if ok {Value::Null} else {json!("exit 1")}}),
+    )
+}
+
+fn run_name(run: &Value) -> String {
+    match run["task"]["id"].as_str() {
+        Some(t) => t.to_string(),
+        None => format!(
+            "{}.{}",
+            run["step"]["interface"].as_str().unwrap(),
+            run["step"]["name"].as_str().unwrap()
+        ),
+    }
+}
+
+/// Poll every node round-robin, succeeding each run except those `fail` picks, until nothing
+/// is handed out for a few rounds. Returns (node id, run name) in the order they ran.
+fn drive(
+    base: &str,
+    nodes: &[Node],
+    fail: &dyn Fn(&Value) -> bool,
+    limit: usize,
+) -> Vec<(i64, String, i64)> {
+    let mut ran = Vec::new();
+    let mut idle = 0;
+    while idle < 3 && ran.len() < limit {
+        let mut any = false;
+        for n in nodes {
+            if let Some(run) = next(base, n) {
+                any = true;
+                let bad = fail(&run);
+                let r = report(base, n, &run, !bad);
+                assert_eq!(r.status, 200, "{}", r.body);
+                ran.push((n.id, run_name(&run), run["id"].as_i64().unwrap()));
+                if ran.len() >= limit {
+                    break;
+                }
+            }
+        }
+        idle = if any { 0 } else { idle + 1 };
+    }
+    ran
+}
+
+fn deployment(base: &str, id: i64) -> Value {
+    Http::raw_get_json(&format!("{base}/api/v1/deployments/{id}"))
+}
+
+#[test]
+fn a_deployment_runs_every_node_to_ready_in_order() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    // A second Deploy while this one runs is refused.
+    let again = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(again.status, 409, "{}", again.body);
+
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["status"], "done", "{d1}");
+    assert_eq!(d1["runs"]["failed"], 0);
+    // Each node: configure first, its graph tasks, reboot to disk last.
+    for n in &nodes {
+        let mine: Vec<&str> = ran
+            .iter()
+            .filter(|r| r.0 == n.id)
+            .map(|r| r.1.as_str())
+            .collect();
+        assert_eq!(mine.first(), Some(&"deploy.configure"), "{mine:?}");
+        assert_eq!(mine.last(), Some(&"power.reboot_to_disk"), "{mine:?}");
+        assert!(mine.contains(&"netconfig"), "{mine:?}");
+        let node = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+        assert_eq!(node["status"], "ready", "{node}");
+    }
+    // Cross-node order: nova-compute (compute) after nova-controller (controller).
+    let pos = |name: &str| ran.iter().position(|r| r.1 == name).unwrap();
+    assert!(pos("nova-controller") < pos("nova-compute"), "{ran:?}");
+    // Every run was handed out once.
+    let ids: HashSet<i64> = ran.iter().map(|r| r.2).collect();
+    assert_eq!(ids.len(), ran.len());
+    // Each step's record is kept: start, end, result and output tail.
+    let steps = d1["steps"].as_array().unwrap();
+    let netconfig = steps
+        .iter()
+        .find(|s| s["task"] == "netconfig" && s["node_id"] == nodes[1].id)
+        .unwrap();
+    assert_eq!(netconfig["status"], "ok");
+    assert!(netconfig["started_at"].is_i64() && netconfig["finished_at"].is_i64());
+    assert_eq!(netconfig["output_tail"], "ran netconfig");
+    let env = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}"));
+    assert_eq!(env["status"], "operational");
+    // The deployed state was kept: a redeploy plan skips the changed() task.
+    let plan = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/plan"));
+    let skipped = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["tasks"].as_array().unwrap())
+        .filter(|t| t["id"] == "setup_repositories")
+        .all(|t| t["status"] == "skipped");
+    assert!(skipped, "{plan}");
+}
+
+#[test]
+fn results_are_idempotent_and_tokens_checked() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let n = &nodes[0];
+    // No deployment yet: wait.
+    assert!(next(&base, n).is_none());
+    Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let first = next(&base, n).unwrap();
+    assert_eq!(first["attempt"], 1);
+    // The response was lost (or the agent restarted): the same run comes again, attempt 2.
+    let second = next(&base, n).unwrap();
+    assert_eq!(second["id"], first["id"]);
+    assert_eq!(second["attempt"], 2);
+    // A late report of attempt 1 is stale.
+    assert_eq!(report(&base, n, &first, true).status, 409);
+    assert_eq!(report(&base, n, &second, true).status, 200);
+    // Re-sending the same report is fine and changes nothing.
+    assert_eq!(report(&base, n, &second, true).status, 200);
+    let third = next(&base, n).unwrap();
+    assert_ne!(
+        third["id"], first["id"],
+        "the next step, not the finished one again"
+    );
+    // A forged token gets nothing and is refused.
+    let forged = Node {
+        id: n.id,
+        token: "forged".into(),
+    };
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &forged.token,
+        &json!({"node_id": n.id}),
+    );
+    assert_eq!(r.status, 401);
+    let r = report(&base, &forged, &third, true);
+    assert_eq!(r.status, 401);
+    let r = Http::raw_post(&format!("{base}/api/v1/agent/next"), "{}", &[]);
+    assert_eq!(r.status, 401);
+    // Sync and file refuse escapes from the plugins directory.
+    let (status, _, _) = Http::get_bytes(
+        &format!("{base}/api/v1/agent/file?path=/plugins/../stoker.db"),
+        &[("authorization", &format!("Bearer {}", n.token))],
+    );
+    assert_eq!(status, 400);
+    let (status, body, _) = Http::get_bytes(
+        &format!(
+            "{base}/api/v1/agent/sync?src=rsync://10.20.0.2:/plugins/ubuntu-newton-10.0.0/deployment_scripts/"
+        ),
+        &[("authorization", &format!("Bearer {}", n.token))],
+    );
+    assert_eq!(status, 200);
+    let mut archive = tar::Archive::new(body.as_slice());
+    let names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("netconfig.sh")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_failed_step_stops_and_retry_runs_only_it_again() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|run| run["task"]["id"] == "keystone", 1000);
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["status"], "error", "{d1}");
+    assert_eq!(d1["runs"]["failed"], 1);
+    let failed = d1["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "failed")
+        .unwrap();
+    assert_eq!(failed["task"], "keystone");
+    assert_eq!(failed["error"], "exit 1");
+    let node = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", nodes[0].id));
+    assert_eq!(node["status"], "error");
+    // Nothing after keystone ran on the controller; the compute waits for the controller.
+    assert!(
+        !ran.iter().any(|r| r.1 == "glance" || r.1 == "nova-compute"),
+        "{ran:?}"
+    );
+
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/retry"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let before: HashSet<i64> = ran.iter().map(|r| r.2).collect();
+    let rest = drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(
+        rest[0].1, "keystone",
+        "the failed step runs first: {rest:?}"
+    );
+    let repeated: Vec<_> = rest
+        .iter()
+        .filter(|r| before.contains(&r.2) && r.1 != "keystone")
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "succeeded steps ran again: {repeated:?}"
+    );
+    assert_eq!(deployment(&base, dep)["status"], "done");
+}
+
+#[test]
+fn abort_keeps_state_and_retry_resumes() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    let first = drive(&base, &nodes, &|_| false, 3);
+    assert_eq!(first.len(), 3);
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/abort"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "aborted");
+    assert!(
+        next(&base, &nodes[0]).is_none(),
+        "nothing is handed out after an abort"
+    );
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/retry"), "", &[]);
+    assert_eq!(r.status, 200);
+    let rest = drive(&base, &nodes, &|_| false, 1000);
+    let all: Vec<i64> = first.iter().chain(&rest).map(|r| r.2).collect();
+    let unique: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(all.len(), unique.len(), "no run twice");
+    assert_eq!(deployment(&base, dep)["status"], "done");
+}
+
+fn serve(dir: &Path) -> Served {
+    let mut cmd = stoker(dir);
+    cmd.args(["serve", "--http-listen", "127.0.0.1:0"]);
+    Served::spawn(cmd)
+}
+
+#[test]
+fn a_master_killed_mid_deployment_finishes_it_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(dir.path());
+    let base = format!("http://{}", served.addr);
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    let first = drive(&base, &nodes, &|_| false, 12);
+    // A run handed out whose result the master never sees: it dies with -9 meanwhile.
+    let inflight = next(&base, &nodes[0]).or_else(|| next(&base, &nodes[1]));
+    served.signal("KILL");
+    let _ = served.wait();
+
+    let served = serve(dir.path());
+    let base = format!("http://{}", served.addr);
+    let mut done: HashMap<i64, String> = first.iter().map(|r| (r.2, r.1.clone())).collect();
+    let rest = drive(&base, &nodes, &|_| false, 1000);
+    for r in &rest {
+        assert!(
+            !done.contains_key(&r.2),
+            "{} ran again after the restart",
+            r.1
+        );
+        done.insert(r.2, r.1.clone());
+    }
+    if let Some(run) = inflight {
+        let again = rest.iter().find(|r| r.2 == run["id"].as_i64().unwrap());
+        assert!(
+            again.is_some(),
+            "the run in flight at the kill is handed out again"
+        );
+    }
+    assert_eq!(deployment(&base, dep)["status"], "done");
+    served.signal("TERM");
+    let (code, _) = served.wait();
+    assert_eq!(code, Some(0));
+}
