@@ -175,6 +175,16 @@ fn a_deployment_runs_every_node_to_ready_in_order() {
     assert_eq!(netconfig["output_tail"], "ran netconfig");
     let env = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}"));
     assert_eq!(env["status"], "operational");
+    // The environment page shows the deployment and its timeline; the fragment refreshes it.
+    let page = d.http().get(&format!("/environments/{cluster}"));
+    assert!(page.body.contains("class=\"timeline\""), "{}", page.body);
+    assert!(page.body.contains(&format!("Deployment {dep}")));
+    let frag = d.http().get(&format!("/environments/{cluster}/timeline"));
+    assert!(frag.body.contains("data-status=\"done\""), "{}", frag.body);
+    assert_eq!(
+        frag.body.matches("<rect class=\"tl-ok\"").count(),
+        d1["runs"]["ok"].as_u64().unwrap() as usize
+    );
     // The deployed state was kept: a redeploy plan skips the changed() task.
     let plan = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/plan"));
     let skipped = plan["nodes"]
@@ -198,6 +208,19 @@ fn results_are_idempotent_and_tokens_checked() {
     Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
     let first = next(&base, n).unwrap();
     assert_eq!(first["attempt"], 1);
+    // The node shows the step running now, Ironic-style.
+    let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+    assert_eq!(detail["status"], "deploying", "{detail}");
+    assert_eq!(detail["provision_state"], "wait call-back");
+    assert_eq!(detail["deploy_step"]["step"], first["step"]["name"]);
+    assert_eq!(detail["driver_internal_info"]["deploy_step_index"], 0);
+    assert!(
+        detail["driver_internal_info"]["deploy_steps"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 3
+    );
     // The response was lost (or the agent restarted): the same run comes again, attempt 2.
     let second = next(&base, n).unwrap();
     assert_eq!(second["id"], first["id"]);
@@ -274,6 +297,10 @@ fn a_failed_step_stops_and_retry_runs_only_it_again() {
     assert_eq!(failed["error"], "exit 1");
     let node = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", nodes[0].id));
     assert_eq!(node["status"], "error");
+    assert_eq!(node["error_type"], "deploy");
+    assert_eq!(node["last_error"]["task"], "keystone");
+    assert_eq!(node["last_error"]["output_tail"], "ran keystone");
+    assert_eq!(node["deploy_step"], Value::Null);
     // Nothing after keystone ran on the controller; the compute waits for the controller.
     assert!(
         !ran.iter().any(|r| r.1 == "glance" || r.1 == "nova-compute"),

@@ -3,9 +3,11 @@
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
+use serde_json::json;
 
 use super::{ApiError, AppState};
-use crate::model::{Node, NodeId};
+use crate::model::{Node, NodeId, NodeStatus};
+use crate::store::{Deployment, Run};
 
 #[derive(Serialize)]
 struct Version {
@@ -44,17 +46,72 @@ pub(super) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
         .ok_or_else(|| ApiError::BadRequest(format!("node id {raw:?} is not a positive integer")))
 }
 
+/// A node with where its deployment stands, Ironic-style: `provision_state` (`deploying`, or
+/// `wait call-back` while its agent runs a step), `deploy_step` (the step running now, or
+/// null), `driver_internal_info.deploy_steps` and `deploy_step_index`, and on failure the
+/// failing step with its output.
+pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> serde_json::Value {
+    let mut v = serde_json::to_value(node).unwrap_or_default();
+    let Some((dep, runs)) = progress else {
+        v["provision_state"] = serde_json::Value::Null;
+        v["deploy_step"] = serde_json::Value::Null;
+        v["driver_internal_info"] = json!({"deploy_steps": [], "deploy_step_index": null});
+        v["last_error"] = serde_json::Value::Null;
+        v["error_type"] = serde_json::Value::Null;
+        return v;
+    };
+    let step_json = |r: &Run| {
+        json!({"interface": r.interface, "step": r.step, "task": r.task, "run": r.id,
+               "status": r.status})
+    };
+    let running = runs.iter().find(|r| r.status == "running");
+    let index = runs
+        .iter()
+        .position(|r| r.status == "running" || r.status == "pending" || r.status == "failed");
+    let failed = runs.iter().find(|r| r.status == "failed");
+    let deploying = matches!(
+        node.status,
+        NodeStatus::Provisioning | NodeStatus::Deploying
+    );
+    v["provision_state"] = match (deploying, running) {
+        (true, Some(_)) => json!("wait call-back"),
+        (true, None) => json!("deploying"),
+        _ => serde_json::Value::Null,
+    };
+    v["deploy_step"] = running.map_or(serde_json::Value::Null, |r| {
+        json!({"interface": r.interface, "step": r.step, "task": r.task,
+               "args": if r.task.is_some() { json!({}) } else { r.args.clone() },
+               "attempt": r.attempt, "started_at": r.started_at})
+    });
+    v["driver_internal_info"] = json!({
+        "deployment": dep.id,
+        "deploy_steps": runs.iter().map(step_json).collect::<Vec<_>>(),
+        "deploy_step_index": index,
+    });
+    v["error_type"] = match (node.status, failed) {
+        (NodeStatus::Error, Some(r)) if r.step == "write_image" => json!("provision"),
+        (NodeStatus::Error, Some(_)) => json!("deploy"),
+        _ => serde_json::Value::Null,
+    };
+    v["last_error"] = failed.map_or(serde_json::Value::Null, |r| {
+        json!({"step": format!("{}.{}", r.interface, r.step), "task": r.task,
+               "error": r.error, "exit_code": r.exit_code, "output_tail": r.output_tail,
+               "finished_at": r.finished_at})
+    });
+    v
+}
+
 /// `GET /api/v1/nodes/{id}`
 pub async fn node(
     state: web::Data<AppState>,
     path: web::Path<String>,
-) -> Result<web::Json<Node>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let id = node_id(&path)?;
-    state
-        .store(move |s| s.read(|tx| tx.node(id)))
-        .await?
-        .map(web::Json)
-        .ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))
+    let (node, progress) = state
+        .store(move |s| s.read(|tx| Ok((tx.node(id)?, tx.node_runs(id)?))))
+        .await?;
+    let node = node.ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
+    Ok(HttpResponse::Ok().json(node_detail(&node, progress.as_ref())))
 }
 
 /// Any other path under `/api/v1`.

@@ -18,6 +18,7 @@ pub mod limit;
 mod plugins;
 mod pxe;
 mod steps;
+mod timeline;
 mod ui;
 mod views;
 
@@ -152,6 +153,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/environments", web::post().to(ui::create_environment))
         .route("/environments/{id}", web::get().to(ui::environment))
         .route("/environments/{id}/nodes", web::post().to(ui::assign_node))
+        .route("/environments/{id}/deploy", web::post().to(ui::deploy))
+        .route("/environments/{id}/timeline", web::get().to(ui::timeline))
+        .route(
+            "/environments/{id}/deployments/{dep}/{action}",
+            web::post().to(ui::deployment_action),
+        )
         .route(
             "/environments/{id}/nodes/{node}/remove",
             web::post().to(ui::remove_node),

@@ -277,6 +277,10 @@ pub struct EnvironmentPage {
     warnings: Vec<String>,
     picture: String,
     plan_nodes: Vec<PlanNode>,
+    /// The latest deployment: (id, status, counts line), and its timeline.
+    deployment: Option<(i64, String, String)>,
+    timeline: String,
+    live: bool,
 }
 
 fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
@@ -393,7 +397,15 @@ pub async fn environment(
         warnings: Vec::new(),
         picture: String::new(),
         plan_nodes: Vec::new(),
+        deployment: None,
+        timeline: String::new(),
+        live: false,
     };
+    if let Some((dep, line, svg)) = latest_deployment(&state, id).await? {
+        page.live = dep.status == "running";
+        page.deployment = Some((dep.id, dep.status.clone(), line));
+        page.timeline = svg;
+    }
     match super::environments::make_plan(&state, id, "default".to_string()).await {
         Ok(env) => {
             let s = &env.plan.summary;
@@ -408,6 +420,133 @@ pub async fn environment(
         Err(e) => page.plan_error = Some(e.to_string()),
     }
     Ok(page)
+}
+
+/// The newest deployment of an environment, a one-line summary and its timeline picture.
+async fn latest_deployment(
+    state: &AppState,
+    id: i64,
+) -> Result<Option<(crate::store::Deployment, String, String)>, ApiError> {
+    let found = state
+        .store(move |s| {
+            s.read(|r| {
+                let Some(d) = r.deployments(id)?.into_iter().next() else {
+                    return Ok(None);
+                };
+                let runs = r.runs(d.id)?;
+                let names: std::collections::HashMap<i64, String> =
+                    r.nodes()?.into_iter().map(|n| (n.id, n.name)).collect();
+                Ok(Some((d, runs, names)))
+            })
+        })
+        .await?;
+    let Some((d, runs, names)) = found else {
+        return Ok(None);
+    };
+    let count = |st: &str| runs.iter().filter(|r| r.status == st).count();
+    let line = format!(
+        "{} of {} steps done, {} running, {} failed, {} skipped",
+        count("ok"),
+        runs.len(),
+        count("running"),
+        count("failed"),
+        count("skipped")
+    );
+    let label = |n: i64| {
+        names
+            .get(&n)
+            .cloned()
+            .unwrap_or_else(|| format!("node {n}"))
+    };
+    let svg = super::timeline::svg(&d, &runs, &label, crate::clock::now());
+    Ok(Some((d, line, svg)))
+}
+
+/// `GET /environments/{id}/timeline`: the latest deployment's status and timeline, as an HTML
+/// fragment the page swaps in while the deployment runs.
+pub async fn timeline(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = super::catalog::id_of(&path, "environment")?;
+    let body = match latest_deployment(&state, id).await? {
+        Some((d, line, svg)) => format!(
+            r#"<p data-status="{}"><span class="badge {}">{}</span> Deployment {} · {}</p><div class="timeline-box">{}</div>"#,
+            d.status,
+            deployment_badge(&d.status),
+            d.status,
+            d.id,
+            line,
+            svg
+        ),
+        None => String::new(),
+    };
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header(("Cache-Control", "no-store"))
+        .body(body))
+}
+
+fn deployment_badge(status: &str) -> &'static str {
+    match status {
+        "running" => "badge-progress",
+        "done" => "badge-ok",
+        "error" => "badge-error",
+        _ => "badge-neutral",
+    }
+}
+
+fn back_to(id: i64) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header(("Location", format!("/environments/{id}")))
+        .finish()
+}
+
+/// `POST /environments/{id}/deploy`
+pub async fn deploy(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = super::catalog::id_of(&path, "environment")?;
+    let store = std::sync::Arc::clone(&state.store);
+    let data_dir = state.data_dir.clone();
+    let settings = state.deploy.clone();
+    let now = crate::clock::now();
+    web::block(move || crate::deployer::start(&store, &data_dir, id, &[], &settings, now))
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(ApiError::from)?;
+    Ok(back_to(id))
+}
+
+/// `POST /environments/{id}/deployments/{dep}/{action}` with action `abort` or `retry`.
+pub async fn deployment_action(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, PageError> {
+    let (env, dep, action) = path.into_inner();
+    let id = super::catalog::id_of(&env, "environment")?;
+    let dep = super::catalog::id_of(&dep, "deployment")?;
+    let now = crate::clock::now();
+    let abort = match action.as_str() {
+        "abort" => true,
+        "retry" => false,
+        other => {
+            return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
+        }
+    };
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                if abort {
+                    tx.abort_deployment(dep, now)
+                } else {
+                    tx.retry_deployment(dep, now)
+                }
+            })
+        })
+        .await?;
+    Ok(back_to(id))
 }
 
 /// The add-node form's fields: a node and its roles, comma-separated.
