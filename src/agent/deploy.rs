@@ -698,3 +698,387 @@ pub fn simulate(
     let executor = Executor::sandbox(sandbox.to_path_buf());
     run_loop(master, &token, reply.node.id, &executor, &state_dir, &stop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::{Step, TaskSpec};
+    use serde_json::json;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// How the fake master answers one result call.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum OnResult {
+        Accept,
+        /// The master stores it but the answer never arrives.
+        LoseAnswer,
+        Down,
+        Conflict,
+        Unauthorized,
+    }
+
+    #[derive(Default)]
+    struct Fake {
+        /// Answers to `next`, in order; when exhausted the fake sets `stop`.
+        next: Mutex<VecDeque<Call<NextReply>>>,
+        on_result: Mutex<VecDeque<OnResult>>,
+        /// Results the master stored, by (run, attempt).
+        stored: Mutex<Vec<(i64, RunResult)>>,
+        result_calls: Mutex<u32>,
+        outputs: Mutex<Vec<(i64, OutputReport)>>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Fake {
+        fn new(next: Vec<Call<NextReply>>, on_result: Vec<OnResult>) -> Fake {
+            Fake {
+                next: Mutex::new(next.into()),
+                on_result: Mutex::new(on_result.into()),
+                ..Fake::default()
+            }
+        }
+
+        fn stored(&self) -> Vec<(i64, u32, bool)> {
+            self.stored
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, r)| (*id, r.attempt, r.ok))
+                .collect()
+        }
+    }
+
+    impl Fetch for Fake {
+        fn get(&self, url: &str, _q: &[(&str, &str)]) -> Result<Box<dyn Read + Send>, FetchError> {
+            Err(FetchError::NotFound(url.into()))
+        }
+    }
+
+    impl MasterApi for Fake {
+        fn url(&self) -> String {
+            "fake".into()
+        }
+        fn next(&self, _node_id: i64) -> Call<NextReply> {
+            match self.next.lock().unwrap().pop_front() {
+                Some(c) => c,
+                None => {
+                    self.stop.store(true, Ordering::Relaxed);
+                    Call::Ok(NextReply::Wait { retry_after_ms: 1 })
+                }
+            }
+        }
+        fn output(&self, run_id: i64, report: &OutputReport) {
+            self.outputs.lock().unwrap().push((run_id, report.clone()));
+        }
+        fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
+            *self.result_calls.lock().unwrap() += 1;
+            let how = self
+                .on_result
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(OnResult::Accept);
+            let mut stored = self.stored.lock().unwrap();
+            let store = |stored: &mut Vec<(i64, RunResult)>| {
+                // Idempotent by (id, attempt).
+                if !stored
+                    .iter()
+                    .any(|(i, r)| *i == run_id && r.attempt == result.attempt)
+                {
+                    stored.push((run_id, result.clone()));
+                }
+            };
+            match how {
+                OnResult::Accept => {
+                    store(&mut stored);
+                    Call::Ok(ResultAck { accepted: true })
+                }
+                OnResult::LoseAnswer => {
+                    store(&mut stored);
+                    Call::Retry("connection reset".into())
+                }
+                OnResult::Down => Call::Retry("connection refused".into()),
+                OnResult::Conflict => Call::Conflict("stale attempt".into()),
+                OnResult::Unauthorized => Call::Unauthorized("bad token".into()),
+            }
+        }
+    }
+
+    fn cfg() -> LoopConfig {
+        LoopConfig {
+            backoff_initial: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(5),
+            refusals: 3,
+            output_every: Duration::from_millis(100),
+            max_wait: Duration::from_millis(10),
+        }
+    }
+
+    fn shell(id: i64, attempt: u32, cmd: &str) -> Call<NextReply> {
+        Call::Ok(NextReply::Run {
+            run: Run {
+                id,
+                attempt,
+                deployment: 1,
+                timeout_s: 60,
+                step: Step {
+                    interface: "deploy".into(),
+                    name: "run_tasks".into(),
+                    args: json!({}),
+                },
+                task: Some(TaskSpec {
+                    id: format!("task-{id}"),
+                    kind: "shell".into(),
+                    parameters: json!({"cmd": cmd}),
+                }),
+            },
+        })
+    }
+
+    fn step(id: i64, interface: &str, name: &str, args: serde_json::Value) -> Call<NextReply> {
+        Call::Ok(NextReply::Run {
+            run: Run {
+                id,
+                attempt: 1,
+                deployment: 1,
+                timeout_s: 60,
+                step: Step {
+                    interface: interface.into(),
+                    name: name.into(),
+                    args,
+                },
+                task: None,
+            },
+        })
+    }
+
+    fn wait() -> Call<NextReply> {
+        Call::Ok(NextReply::Wait { retry_after_ms: 1 })
+    }
+
+    struct Node {
+        dir: tempfile::TempDir,
+        ex: Executor,
+    }
+
+    fn node() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let ex = Executor::sandbox(dir.path().join("root"));
+        Node { dir, ex }
+    }
+
+    impl Node {
+        fn drive(&self, fake: &Fake) -> Result<LoopEnd, DeployError> {
+            drive(
+                fake,
+                7,
+                &self.ex,
+                &self.dir.path().join("state"),
+                &fake.stop,
+                &cfg(),
+            )
+        }
+        fn count(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("root/count")).unwrap_or_default()
+        }
+    }
+
+    const COUNT: &str = "echo x >> count";
+
+    #[test]
+    fn runs_steps_streams_output_and_ends_after_reboot_to_disk() {
+        let n = node();
+        let fake = Fake::new(
+            vec![
+                wait(),
+                shell(1, 1, COUNT),
+                shell(2, 1, "echo started; sleep 0.5; echo done"),
+                shell(3, 1, "echo bad; exit 4"),
+                step(
+                    4,
+                    "deploy",
+                    "configure",
+                    json!({"hostname": "node-7", "fqdn": "node-7.d.tld", "facts": {"role": "compute"}}),
+                ),
+                step(5, "bios", "apply", json!({})),
+                step(6, "power", "reboot_to_disk", json!({})),
+                shell(7, 1, COUNT),
+            ],
+            vec![],
+        );
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::RebootedToDisk);
+        assert_eq!(
+            fake.stored(),
+            vec![
+                (1, 1, true),
+                (2, 1, true),
+                (3, 1, false),
+                (4, 1, true),
+                (5, 1, false),
+                (6, 1, true)
+            ]
+        );
+        let stored = fake.stored.lock().unwrap();
+        assert_eq!(stored[2].1.exit_code, Some(4));
+        assert_eq!(stored[2].1.output_tail, "bad\n");
+        assert_eq!(
+            stored[4].1.error.as_deref(),
+            Some("unknown step bios.apply")
+        );
+        assert!(stored[1].1.duration_ms >= 500);
+        let outputs = fake.outputs.lock().unwrap();
+        assert!(
+            outputs
+                .iter()
+                .any(|(id, o)| *id == 2 && o.tail == "started\n" && o.attempt == 1),
+            "the tail of run 2 was streamed while it ran: {outputs:?}"
+        );
+        let root = n.dir.path().join("root");
+        assert_eq!(
+            std::fs::read_to_string(root.join("etc/hostname")).unwrap(),
+            "node-7\n"
+        );
+        let facts: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("etc/stoker/facts.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            facts,
+            json!({"role": "compute", "hostname": "node-7", "fqdn": "node-7.d.tld"})
+        );
+        assert!(root.join(crate::agent::steps::REBOOTED_TO_DISK).exists());
+        assert_eq!(
+            n.count(),
+            "x\n",
+            "run 7 came after the reboot and was not executed"
+        );
+    }
+
+    #[test]
+    fn a_lost_answer_is_resent_and_the_step_runs_once() {
+        let n = node();
+        let fake = Fake::new(
+            vec![shell(1, 1, COUNT), shell(2, 1, COUNT)],
+            vec![OnResult::LoseAnswer, OnResult::LoseAnswer, OnResult::Accept],
+        );
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::Stopped);
+        assert_eq!(n.count(), "x\nx\n");
+        assert_eq!(fake.stored(), vec![(1, 1, true), (2, 1, true)]);
+        assert_eq!(*fake.result_calls.lock().unwrap(), 4);
+    }
+
+    #[test]
+    fn a_run_handed_again_with_the_same_attempt_is_not_executed_twice() {
+        let n = node();
+        let fake = Fake::new(
+            vec![shell(1, 1, COUNT), shell(1, 1, COUNT), shell(1, 2, COUNT)],
+            vec![],
+        );
+        n.drive(&fake).unwrap();
+        // The duplicate re-sent the result; attempt 2 (the master thought it was lost) ran.
+        assert_eq!(n.count(), "x\nx\n");
+        assert_eq!(*fake.result_calls.lock().unwrap(), 3);
+        assert_eq!(fake.stored(), vec![(1, 1, true), (1, 2, true)]);
+    }
+
+    #[test]
+    fn a_stale_result_is_dropped_and_the_loop_goes_on() {
+        let n = node();
+        let fake = Fake::new(
+            vec![
+                shell(1, 1, COUNT),
+                shell(2, 1, COUNT),
+                step(3, "power", "reboot_to_disk", json!({})),
+            ],
+            vec![OnResult::Conflict, OnResult::Accept, OnResult::Conflict],
+        );
+        // A 409 on reboot_to_disk means the master no longer wants it: no exit.
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::Stopped);
+        assert_eq!(fake.stored(), vec![(2, 1, true)]);
+        assert_eq!(n.count(), "x\nx\n");
+    }
+
+    #[test]
+    fn master_down_then_up_and_a_restarted_agent_resends_its_pending_result() {
+        let n = node();
+        let down = || Call::Retry("connection refused".into());
+        let fake = Fake::new(
+            vec![
+                down(),
+                down(),
+                Call::Retry("HTTP 503".into()),
+                shell(1, 1, COUNT),
+            ],
+            vec![OnResult::Down, OnResult::Down],
+        );
+        // Stop the agent while the master is down and the result not yet delivered.
+        let stopper = {
+            let stop = fake.stop.clone();
+            let calls = &fake.result_calls;
+            move || {
+                while *calls.lock().unwrap() < 2 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                stop.store(true, Ordering::Relaxed);
+            }
+        };
+        let end = std::thread::scope(|s| {
+            s.spawn(stopper);
+            n.drive(&fake)
+        });
+        assert_eq!(end.unwrap(), LoopEnd::Stopped);
+        assert!(fake.stored().is_empty());
+        let state = n.dir.path().join("state").join(RUN_STATE_FILE);
+        assert!(
+            std::fs::read_to_string(&state)
+                .unwrap()
+                .contains("\"reported\":false")
+        );
+
+        // The agent restarts; the master is up and would hand the run again (attempt 2) if it
+        // had not heard of it: the pending result goes first, so it never does.
+        fake.stop.store(false, Ordering::Relaxed);
+        fake.on_result.lock().unwrap().clear();
+        n.drive(&fake).unwrap();
+        assert_eq!(fake.stored(), vec![(1, 1, true)]);
+        assert_eq!(n.count(), "x\n");
+        assert!(
+            std::fs::read_to_string(&state)
+                .unwrap()
+                .contains("\"reported\":true")
+        );
+    }
+
+    #[test]
+    fn a_refused_token_ends_the_loop_after_a_few_tries() {
+        let n = node();
+        let no = || Call::Unauthorized("agent token refused".into());
+        let fake = Fake::new(vec![no(), wait(), no(), no(), no(), wait()], vec![]);
+        let err = n.drive(&fake).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "master fake refused the agent token 3 times: agent token refused"
+        );
+        // A refused result counts too; other 4xx on next as well.
+        let fake = Fake::new(
+            vec![shell(1, 1, COUNT)],
+            vec![
+                OnResult::Unauthorized,
+                OnResult::Unauthorized,
+                OnResult::Unauthorized,
+            ],
+        );
+        assert!(matches!(
+            n.drive(&fake),
+            Err(DeployError::Unauthorized { .. })
+        ));
+        let gone = || Call::Refused(404, "no such node".into());
+        let fake = Fake::new(vec![gone(), gone(), gone()], vec![]);
+        let err = n.drive(&fake).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "master fake refused next 3 times (HTTP 404): no such node"
+        );
+    }
+}

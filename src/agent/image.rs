@@ -656,3 +656,307 @@ impl Qcow2Stream {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Layouts a qcow2 writer may produce.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Order {
+        /// Header, L1, refcounts, L2 tables, data (what qemu-img writes).
+        TablesFirst,
+        /// Header, data, L2 tables, L1 last (as after a resize): everything is held.
+        DataFirst,
+    }
+
+    struct Spec {
+        version: u32,
+        cluster_bits: u32,
+        order: Order,
+        /// Guest clusters stored with the v3 "reads as zeros" flag.
+        zero_flagged: Vec<u64>,
+        compressed: bool,
+        backing: bool,
+    }
+
+    impl Default for Spec {
+        fn default() -> Spec {
+            Spec {
+                version: 3,
+                cluster_bits: 9,
+                order: Order::TablesFirst,
+                zero_flagged: vec![],
+                compressed: false,
+                backing: false,
+            }
+        }
+    }
+
+    /// A qcow2 image of `disk`: every cluster with a non-zero byte is allocated.
+    fn qcow2(disk: &[u8], spec: &Spec) -> Vec<u8> {
+        let cs = 1usize << spec.cluster_bits;
+        let per_l2 = cs / 8;
+        let clusters = disk.len().div_ceil(cs);
+        let l1_size = clusters.div_ceil(per_l2);
+        let allocated: Vec<usize> = (0..clusters)
+            .filter(|c| {
+                disk[c * cs..((c + 1) * cs).min(disk.len())]
+                    .iter()
+                    .any(|b| *b != 0)
+            })
+            .collect();
+        // Host cluster numbers.
+        let mut next = 1usize;
+        let mut take = |n: usize| {
+            let at = next;
+            next += n;
+            at
+        };
+        let l1_clusters = (l1_size * 8).div_ceil(cs);
+        let (l1_at, refcount_at, l2_at, data_at);
+        match spec.order {
+            Order::TablesFirst => {
+                l1_at = take(l1_clusters);
+                refcount_at = take(1);
+                l2_at = take(l1_size);
+                data_at = take(allocated.len());
+            }
+            Order::DataFirst => {
+                refcount_at = take(1);
+                data_at = take(allocated.len());
+                l2_at = take(l1_size);
+                l1_at = take(l1_clusters);
+            }
+        }
+        let mut img = vec![0u8; next * cs];
+        let put64 = |img: &mut Vec<u8>, at: usize, v: u64| {
+            img[at..at + 8].copy_from_slice(&v.to_be_bytes())
+        };
+        let put32 = |img: &mut Vec<u8>, at: usize, v: u32| {
+            img[at..at + 4].copy_from_slice(&v.to_be_bytes())
+        };
+        img[..4].copy_from_slice(&QCOW2_MAGIC);
+        put32(&mut img, 4, spec.version);
+        if spec.backing {
+            put64(&mut img, 8, 200);
+            put32(&mut img, 16, 4);
+        }
+        put32(&mut img, 20, spec.cluster_bits);
+        put64(&mut img, 24, disk.len() as u64);
+        put32(&mut img, 36, l1_size as u32);
+        put64(&mut img, 40, (l1_at * cs) as u64);
+        put64(&mut img, 48, (refcount_at * cs) as u64);
+        put32(&mut img, 56, 1);
+        if spec.version == 3 {
+            put32(&mut img, 96, 4);
+            put32(&mut img, 100, 104);
+        }
+        for i in 0..l1_size {
+            put64(
+                &mut img,
+                l1_at * cs + i * 8,
+                ((l2_at + i) * cs) as u64 | 1 << 63,
+            );
+        }
+        for (n, c) in allocated.iter().enumerate() {
+            let host = (data_at + n) * cs;
+            let len = cs.min(disk.len() - c * cs);
+            img[host..host + len].copy_from_slice(&disk[c * cs..c * cs + len]);
+            let mut entry = host as u64 | 1 << 63;
+            if spec.compressed {
+                entry |= L2_COMPRESSED;
+            }
+            put64(
+                &mut img,
+                (l2_at + c / per_l2) * cs + (c % per_l2) * 8,
+                entry,
+            );
+        }
+        for c in &spec.zero_flagged {
+            let c = *c as usize;
+            put64(
+                &mut img,
+                (l2_at + c / per_l2) * cs + (c % per_l2) * 8,
+                L2_ZERO,
+            );
+        }
+        img
+    }
+
+    /// A guest disk of `len` bytes with a few recognisable non-zero regions.
+    fn guest(len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; len];
+        d[..16].copy_from_slice(b"bootsector-magic");
+        for (i, b) in d[3000..9000].iter_mut().enumerate() {
+            *b = (i % 251) as u8 + 1;
+        }
+        let end = len - 5;
+        d[end..].copy_from_slice(b"tail!");
+        d
+    }
+
+    fn write(
+        img: &[u8],
+        format: Option<DiskFormat>,
+        sum: Option<&str>,
+    ) -> (Result<Written, ImageError>, Vec<u8>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vda");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        let tail = Tail::default();
+        let sum = sum.map(|s| Checksum::parse(s).unwrap());
+        let r = write_image(img, &file, &path, format, sum.as_ref(), &tail);
+        drop(file);
+        (r, std::fs::read(&path).unwrap(), tail.text())
+    }
+
+    fn sha256_hex(b: &[u8]) -> String {
+        hex(&Sha256::digest(b))
+    }
+
+    #[test]
+    fn raw_is_copied_sparse_and_checked() {
+        let disk = guest(3 << 20);
+        let sum = format!("sha256:{}", sha256_hex(&disk));
+        let (r, out, tail) = write(&disk, None, Some(&sum));
+        let w = r.unwrap();
+        assert_eq!(out, disk);
+        assert_eq!(
+            (w.format, w.downloaded, w.disk_bytes),
+            (DiskFormat::Raw, 3 << 20, 3 << 20)
+        );
+        assert_eq!(w.sha256, sum);
+        assert!(tail.contains("verified"), "{tail}");
+        let md5 = format!("md5:{}", hex(&Md5::digest(&disk)));
+        assert!(write(&disk, Some(DiskFormat::Raw), Some(&md5)).0.is_ok());
+
+        let wrong = format!("sha256:{}", "0".repeat(64));
+        let (r, out, _) = write(&disk, None, Some(&wrong));
+        let err = r.unwrap_err().to_string();
+        assert!(
+            err.starts_with("checksum mismatch: expected sha256:000"),
+            "{err}"
+        );
+        assert!(out.is_empty(), "a bad image is not left on a file target");
+    }
+
+    #[test]
+    fn qcow2_v2_and_v3_convert_to_the_guest_disk() {
+        let disk = guest(64 * 1024 + 300);
+        for version in [2, 3] {
+            for order in [Order::TablesFirst, Order::DataFirst] {
+                let img = qcow2(
+                    &disk,
+                    &Spec {
+                        version,
+                        order,
+                        ..Spec::default()
+                    },
+                );
+                let sum = format!("sha256:{}", sha256_hex(&img));
+                let (r, out, tail) = write(&img, None, Some(&sum));
+                let w = r.unwrap_or_else(|e| panic!("v{version}: {e}"));
+                assert_eq!(w.format, DiskFormat::Qcow2);
+                assert_eq!(w.downloaded, img.len() as u64);
+                assert_eq!(w.disk_bytes, disk.len() as u64);
+                assert!(out == disk, "v{version} converted content differs");
+                assert!(tail.contains("qcow2: 65836 bytes virtual"), "{tail}");
+            }
+        }
+    }
+
+    #[test]
+    fn qcow2_with_big_clusters_and_zero_flags() {
+        // 64 KiB clusters (qemu's default), one of them flagged "reads as zeros".
+        let mut disk = guest(1 << 20);
+        disk[70_000] = 9;
+        let img = qcow2(
+            &disk,
+            &Spec {
+                cluster_bits: 16,
+                zero_flagged: vec![7],
+                ..Spec::default()
+            },
+        );
+        let (r, out, _) = write(&img, Some(DiskFormat::Qcow2), None);
+        r.unwrap();
+        assert!(out == disk);
+        // 2 MiB clusters: one cluster is larger than the first chunk.
+        let img = qcow2(
+            &disk,
+            &Spec {
+                cluster_bits: 21,
+                ..Spec::default()
+            },
+        );
+        let (r, out, _) = write(&img, None, None);
+        r.unwrap();
+        assert!(out == disk);
+    }
+
+    #[test]
+    fn unsupported_and_broken_qcow2_are_refused_clearly() {
+        let disk = guest(16 * 1024);
+        let err = |img: &[u8]| write(img, None, None).0.unwrap_err().to_string();
+        let e = err(&qcow2(
+            &disk,
+            &Spec {
+                compressed: true,
+                ..Spec::default()
+            },
+        ));
+        assert!(e.contains("compressed clusters"), "{e}");
+        let e = err(&qcow2(
+            &disk,
+            &Spec {
+                backing: true,
+                ..Spec::default()
+            },
+        ));
+        assert!(e.contains("backing file"), "{e}");
+        let mut img = qcow2(&disk, &Spec::default());
+        img[35] = 1; // crypt_method AES
+        assert!(err(&img).contains("encrypted"));
+        let img = qcow2(&disk, &Spec::default());
+        let e = err(&img[..img.len() - 512]);
+        assert!(e.contains("ended at"), "{e}");
+        let e = err(&img[..50]);
+        assert!(e.contains("short header"), "{e}");
+        let e = write(&disk, Some(DiskFormat::Qcow2), None)
+            .0
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not qcow2"), "{e}");
+        // raw forced on a qcow2 file writes the file as is.
+        let (r, out, _) = write(&img, Some(DiskFormat::Raw), None);
+        assert_eq!(r.unwrap().format, DiskFormat::Raw);
+        assert_eq!(out, img);
+    }
+
+    #[test]
+    fn checksum_specs() {
+        let h = "ab".repeat(32);
+        assert_eq!(
+            Checksum::parse(&format!("sha256:{h}")).unwrap(),
+            Checksum::Sha256(h.clone())
+        );
+        assert_eq!(
+            Checksum::parse(&h.to_uppercase()).unwrap(),
+            Checksum::Sha256(h.clone())
+        );
+        assert_eq!(
+            Checksum::parse(&format!("MD5:{}", &h[..32])).unwrap(),
+            Checksum::Md5(h[..32].into())
+        );
+        for bad in ["sha1:abc", "sha256:xyz", "md5:", "abc", &format!("md5:{h}")] {
+            assert!(Checksum::parse(bad).is_err(), "{bad}");
+        }
+        assert!(DiskFormat::parse("vmdk").is_err());
+    }
+}
