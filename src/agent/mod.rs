@@ -9,6 +9,8 @@ pub mod client;
 pub mod cmdline;
 pub mod deploy;
 pub mod exec;
+#[cfg(test)]
+mod http_tests;
 pub mod image;
 pub mod inventory;
 pub mod protocol;
