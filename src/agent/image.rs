@@ -960,3 +960,107 @@ mod tests {
         assert!(DiskFormat::parse("vmdk").is_err());
     }
 }
+
+/// Against images qemu-img itself writes, when it is installed (skipped otherwise).
+#[cfg(test)]
+mod qemu_img {
+    use super::*;
+    use std::process::Command;
+
+    fn qemu_img(args: &[&str]) {
+        let out = Command::new("qemu-img").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "qemu-img {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn convert(img: &Path, out: &Path) -> Result<Written, ImageError> {
+        let file = File::create(out).unwrap();
+        let src = File::open(img).unwrap();
+        write_image(src, &file, out, None, None, &Tail::default())
+    }
+
+    #[test]
+    fn images_written_by_qemu_img_convert_exactly() {
+        if crate::agent::exec::find_on_path("qemu-img").is_none() {
+            eprintln!("qemu-img not installed: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let raw = dir.path().join("disk.raw");
+        // 24 MiB with data scattered: start, middle, a run across an L2 boundary, the end.
+        let mut disk = vec![0u8; 24 << 20];
+        let mut x = 12345u32;
+        for (at, len) in [
+            (0usize, 70_000usize),
+            (5 << 20, 1 << 20),
+            ((16 << 20) - 4096, 300_000),
+            ((24 << 20) - 513, 513),
+        ] {
+            for b in &mut disk[at..at + len] {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                *b = (x >> 16) as u8 | 1;
+            }
+        }
+        std::fs::write(&raw, &disk).unwrap();
+        let raw_s = raw.to_str().unwrap();
+        let cases: &[(&str, &[&str])] = &[
+            ("v3-64k", &["-o", "compat=1.1"]),
+            ("v2-64k", &["-o", "compat=0.10"]),
+            ("v3-4k", &["-o", "cluster_size=4096"]),
+            ("v3-2m", &["-o", "cluster_size=2M"]),
+            ("v3-prealloc", &["-o", "preallocation=metadata"]),
+        ];
+        for (name, opts) in cases {
+            let img = dir.path().join(format!("{name}.qcow2"));
+            let mut args = vec!["convert", "-f", "raw", "-O", "qcow2"];
+            args.extend_from_slice(opts);
+            args.extend([raw_s, img.to_str().unwrap()]);
+            qemu_img(&args);
+            let out = dir.path().join(format!("{name}.out"));
+            let w = convert(&img, &out).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(w.format, DiskFormat::Qcow2);
+            assert!(
+                std::fs::read(&out).unwrap() == disk,
+                "{name}: content differs"
+            );
+        }
+        // Grown after the fact (the L1 table may move to the end of the file).
+        let img = dir.path().join("grown.qcow2");
+        qemu_img(&[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "qcow2",
+            "-o",
+            "cluster_size=512",
+            raw_s,
+            img.to_str().unwrap(),
+        ]);
+        qemu_img(&["resize", img.to_str().unwrap(), "64M"]);
+        let out = dir.path().join("grown.out");
+        let w = convert(&img, &out).unwrap();
+        assert_eq!(w.disk_bytes, 64 << 20);
+        let got = std::fs::read(&out).unwrap();
+        assert!(got[..disk.len()] == disk[..] && got[disk.len()..].iter().all(|b| *b == 0));
+        // Compressed: refused.
+        let img = dir.path().join("c.qcow2");
+        qemu_img(&[
+            "convert",
+            "-c",
+            "-f",
+            "raw",
+            "-O",
+            "qcow2",
+            raw_s,
+            img.to_str().unwrap(),
+        ]);
+        let e = convert(&img, &dir.path().join("c.out"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("compressed"), "{e}");
+    }
+}
