@@ -172,8 +172,8 @@ done
 [ -s /run/lease ] || { echo "STOKER-AGENT-FAIL reason=no-dhcp-lease"; finish; }
 echo "stoker: lease $(cat /run/lease) at uptime=$(up)"
 # The agent prints "STOKER-AGENT ok node=N ..." once the master knows the node, then
-# stays up refreshing it, as a discovered node idles in the bootstrap until it is deployed.
-/bin/stoker agent --heartbeat 60
+# stays up refreshing it and asking for deploy steps until it reboots to disk.
+/bin/stoker agent --deploy --heartbeat 60
 echo "STOKER-AGENT-FAIL rc=$? uptime=$(up); rebooting in 30 s to try again"
 [ "$POWEROFF" = 0 ] && finish
 sleep 30; reboot -f

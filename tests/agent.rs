@@ -52,7 +52,7 @@ fn agent_registers_with_token_from_kernel_command_line() {
         ),
     );
     let out = stoker(root.path())
-        .args(["agent", "--root"])
+        .args(["agent", "--register-only", "--root"])
         .arg(root.path())
         .output()
         .unwrap();
@@ -96,7 +96,7 @@ fn agent_registers_with_token_from_kernel_command_line() {
         0o600
     );
     let out = stoker(root.path())
-        .args(["agent", "--root"])
+        .args(["agent", "--register-only", "--root"])
         .arg(root.path())
         .output()
         .unwrap();

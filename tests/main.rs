@@ -5,6 +5,7 @@
 mod common;
 
 mod agent;
+mod agent_steps;
 mod api;
 mod boot;
 mod catalog;

@@ -45,6 +45,36 @@ pub struct HelloNode {
     pub status: String,
 }
 
+/// The retry policy shared by hello and the deploy loop: wait `initial`, then twice as long
+/// each time, up to `max`; `reset` after a success.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Backoff {
+        Backoff {
+            initial,
+            max,
+            next: initial.min(max),
+        }
+    }
+
+    /// The delay to wait now; the following one doubles.
+    pub fn next_delay(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (self.next * 2).min(self.max);
+        delay
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.initial.min(self.max);
+    }
+}
+
 enum Attempt {
     Done(HelloReply),
     Final(AgentError),
@@ -102,7 +132,7 @@ pub fn hello_with_retry(
         .timeout_global(Some(Duration::from_secs(30)))
         .build()
         .into();
-    let mut delay = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), max_backoff);
     let mut n = 0u32;
     loop {
         n += 1;
@@ -117,9 +147,9 @@ pub fn hello_with_retry(
                         last,
                     });
                 }
+                let delay = backoff.next_delay();
                 tracing::warn!(attempt = n, %url, "hello failed: {last}; retrying in {delay:?}");
                 std::thread::sleep(delay);
-                delay = (delay * 2).min(max_backoff);
             }
         }
     }

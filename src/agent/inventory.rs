@@ -87,7 +87,8 @@ fn disks(root: &Path) -> Vec<Value> {
             let model = read(root, &format!("{base}/device/model"));
             let serial = read(root, &format!("{base}/device/serial"))
                 .or_else(|| read(root, &format!("{base}/serial")));
-            Some(json!({"name": name, "size_bytes": sectors * 512, "model": model, "serial": serial}))
+            let removable = read(root, &format!("{base}/removable")).map(|r| r == "1");
+            Some(json!({"name": name, "size_bytes": sectors * 512, "model": model, "serial": serial, "removable": removable}))
         })
         .collect()
 }

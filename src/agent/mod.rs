@@ -1,13 +1,21 @@
 //! The node side: `stoker agent`, run by the bootstrap image on every PXE-booted node (or by
 //! hand). It reads the kernel command-line contract ([`cmdline`]), gathers the hardware
 //! inventory from /proc and /sys ([`inventory`]) and says hello to the master ([`client`]),
-//! retrying with backoff until the master answers. It never sees YAQL, plugins or the database;
-//! the deploy-step loop joins it when the master hands out steps.
+//! retrying with backoff until the master answers. Then it asks for deploy steps and runs them
+//! ([`deploy`], [`steps`], [`exec`], [`image`]) over the wire types of [`protocol`]. It never
+//! sees YAQL, plugins or the database.
 
 pub mod client;
 pub mod cmdline;
+pub mod deploy;
 pub mod exec;
+#[cfg(test)]
+mod http_tests;
+pub mod image;
 pub mod inventory;
+pub mod protocol;
+pub mod steps;
 
-pub use client::{AgentError, HelloReply, hello_with_credentials, hello_with_retry};
+pub use client::{AgentError, Backoff, HelloReply, hello_with_credentials, hello_with_retry};
 pub use cmdline::BootParams;
+pub use deploy::{DeployError, LoopEnd, run_loop, simulate};

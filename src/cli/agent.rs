@@ -1,15 +1,21 @@
 //! `stoker agent`: the node-side agent. Settings come from flags, else from the kernel command
-//! line (`stoker.master=`, `stoker.token=`), else from `STOKER_MASTER` / `STOKER_TOKEN` (which
-//! the bootstrap's /init exports from the same arguments).
+//! line (`stoker.master=`, `stoker.token=`, `stoker.deploy=`), else from `STOKER_MASTER` /
+//! `STOKER_TOKEN` (which the bootstrap's /init exports from the same arguments). After hello it
+//! enters the deploy loop (`crate::agent::deploy`) unless told to only register or heartbeat.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
-use crate::agent::{BootParams, hello_with_credentials, hello_with_retry, inventory};
+use crate::agent::deploy::{RUN_STATE_FILE, TOKEN_FILE, save_token};
+use crate::agent::exec::Executor;
+use crate::agent::{
+    BootParams, LoopEnd, hello_with_credentials, hello_with_retry, inventory, run_loop,
+};
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -25,20 +31,56 @@ pub struct AgentArgs {
     /// Longest wait between attempts, in seconds
     #[arg(long, default_value_t = 30)]
     max_backoff: u64,
-    /// After registering, say hello again every this many seconds (0: exit after registering).
-    /// Later hellos refresh the inventory and the node's "last seen" time.
+    /// After registering, say hello again every this many seconds (0: none). Later hellos
+    /// refresh the inventory and the node's "last seen" time. Without --deploy (or
+    /// stoker.deploy=1) a heartbeat replaces the deploy loop.
     #[arg(long, default_value_t = 0)]
     heartbeat: u64,
+    /// After registering, ask the master for deploy steps and run them (the default without
+    /// --heartbeat; also stoker.deploy=1 on the kernel command line)
+    #[arg(long, conflicts_with = "register_only")]
+    deploy: bool,
+    /// Exit after registering (no deploy loop, no heartbeat)
+    #[arg(long)]
+    register_only: bool,
+    /// Run the steps under this directory instead of / (a simulated node: files, the image
+    /// and reboots land in it; the hostname is not set)
+    #[arg(long)]
+    sandbox: Option<PathBuf>,
     /// Print the gathered inventory as JSON and exit without contacting the master
     #[arg(long)]
     print_inventory: bool,
     /// Root of the /proc and /sys trees to read (for testing on a prepared tree)
     #[arg(long, default_value = "/", hide = true)]
     root: PathBuf,
-    /// Where the agent keeps the token the master issued it (default: run/stoker-agent.token
-    /// under the root, a tmpfs on a booted node)
+    /// Directory for the agent's state: the token the master issued it (stoker-agent.token)
+    /// and a step result not yet acknowledged (stoker-agent.run.json). Default: run/ under the
+    /// root, a tmpfs on a booted node.
     #[arg(long)]
     state: Option<PathBuf>,
+}
+
+/// What to do after hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    RegisterOnly,
+    Heartbeat,
+    Deploy,
+}
+
+fn mode(args: &AgentArgs, boot: &BootParams) -> Mode {
+    let deploy = if args.register_only {
+        false
+    } else if args.deploy {
+        true
+    } else {
+        boot.deploy.unwrap_or(args.heartbeat == 0)
+    };
+    match (deploy, args.heartbeat) {
+        (true, _) => Mode::Deploy,
+        (false, 0) => Mode::RegisterOnly,
+        (false, _) => Mode::Heartbeat,
+    }
 }
 
 pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
@@ -49,6 +91,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
     let cmdline = std::fs::read_to_string(args.root.join("proc/cmdline")).unwrap_or_default();
     let boot = BootParams::parse(&cmdline);
+    let mode = mode(args, &boot);
     let master = args
         .master
         .clone()
@@ -57,10 +100,9 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         .context(
             "no master URL: pass --master or boot with stoker.master= on the kernel command line",
         )?;
-    let state = args
-        .state
-        .clone()
-        .unwrap_or_else(|| args.root.join("run/stoker-agent.token"));
+
+    let state_dir = args.state.clone().unwrap_or_else(|| args.root.join("run"));
+    let state = state_dir.join(TOKEN_FILE);
     let boot_token = args
         .token
         .clone()
@@ -78,7 +120,8 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     let reply = hello_with_credentials(&master, &tokens, &inventory, args.attempts, backoff)?;
     let mut agent_token = tokens.first().cloned();
     if let Some(token) = &reply.agent_token {
-        save_token(&state, token)?;
+        save_token(&state, token)
+            .with_context(|| format!("cannot save the agent token to {}", state.display()))?;
         agent_token = Some(token.clone());
     }
     // One greppable line, for serial consoles and the PXE lab's marker.
@@ -86,17 +129,71 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         "STOKER-AGENT ok node={} mac={} status={} created={}",
         reply.node.id, reply.node.mac, reply.node.status, reply.created
     );
-    if args.heartbeat == 0 {
-        return Ok(ExitCode::SUCCESS);
+    match mode {
+        Mode::RegisterOnly => Ok(ExitCode::SUCCESS),
+        Mode::Heartbeat => heartbeat(
+            &master,
+            &args.root,
+            &state,
+            agent_token,
+            args.heartbeat,
+            backoff,
+        ),
+        Mode::Deploy => {
+            let token = agent_token.context(
+                "the master issued no agent token and none was saved: cannot ask for work",
+            )?;
+            if args.heartbeat > 0 {
+                let (master, root, state) = (master.clone(), args.root.clone(), state.clone());
+                let every = args.heartbeat;
+                let token = Some(token.clone());
+                std::thread::spawn(move || {
+                    heartbeat(&master, &root, &state, token, every, backoff)
+                });
+            }
+            let executor = match &args.sandbox {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("cannot create the sandbox {}", dir.display()))?;
+                    Executor::sandbox(dir.clone())
+                }
+                None => Executor::node(),
+            };
+            tracing::info!(
+                node = reply.node.id,
+                state = %state_dir.join(RUN_STATE_FILE).display(),
+                "asking {master} for deploy steps"
+            );
+            let stop = AtomicBool::new(false);
+            match run_loop(&master, &token, reply.node.id, &executor, &state_dir, &stop)? {
+                LoopEnd::RebootedToDisk => {
+                    println!("STOKER-AGENT rebooted-to-disk node={}", reply.node.id)
+                }
+                LoopEnd::Stopped => {}
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
-    // Later hellos refresh the node with its agent token.
+}
+
+/// Later hellos refresh the node with its agent token (and pick up a rotated one).
+fn heartbeat(
+    master: &str,
+    root: &Path,
+    state: &Path,
+    mut agent_token: Option<String>,
+    every: u64,
+    backoff: Duration,
+) -> anyhow::Result<ExitCode> {
     loop {
-        std::thread::sleep(Duration::from_secs(args.heartbeat));
-        let inventory = inventory::gather(&args.root);
-        match hello_with_retry(&master, agent_token.as_deref(), &inventory, 0, backoff) {
+        std::thread::sleep(Duration::from_secs(every));
+        let inventory = inventory::gather(root);
+        match hello_with_retry(master, agent_token.as_deref(), &inventory, 0, backoff) {
             Ok(reply) => {
                 if let Some(token) = reply.agent_token {
-                    save_token(&state, &token)?;
+                    save_token(state, &token).with_context(|| {
+                        format!("cannot save the agent token to {}", state.display())
+                    })?;
                     agent_token = Some(token);
                 }
             }
@@ -105,19 +202,40 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Keep the agent token for later runs in this boot, readable by root only.
-fn save_token(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot save the agent token to {}", path.display()))?;
-    std::io::Write::write_all(&mut file, token.as_bytes())?;
-    Ok(())
+
+    fn mode_of(argv: &[&str], cmdline: &str) -> Mode {
+        let cli = Cli::try_parse_from([&["agent"], argv].concat()).unwrap();
+        mode(&cli.agent, &BootParams::parse(cmdline))
+    }
+
+    #[test]
+    fn deploy_is_the_default_unless_heartbeat_or_register_only() {
+        assert_eq!(mode_of(&[], ""), Mode::Deploy);
+        assert_eq!(mode_of(&["--heartbeat", "60"], ""), Mode::Heartbeat);
+        assert_eq!(
+            mode_of(&["--heartbeat", "60", "--deploy"], ""),
+            Mode::Deploy
+        );
+        assert_eq!(
+            mode_of(&["--heartbeat", "60"], "stoker.deploy=1"),
+            Mode::Deploy
+        );
+        assert_eq!(mode_of(&[], "stoker.deploy=0"), Mode::RegisterOnly);
+        assert_eq!(mode_of(&["--deploy"], "stoker.deploy=0"), Mode::Deploy);
+        assert_eq!(
+            mode_of(&["--register-only"], "stoker.deploy=1"),
+            Mode::RegisterOnly
+        );
+        assert!(Cli::try_parse_from(["agent", "--deploy", "--register-only"]).is_err());
+    }
 }

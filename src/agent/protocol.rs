@@ -1,0 +1,138 @@
+//! The wire types of the agent ↔ master deploy protocol (issue 7): what `POST
+//! /api/v1/agent/next` answers, the run it hands out, and the output and result reports the agent
+//! sends back. Plain serde structs shared by both sides: the agent's loop (`deploy`) and the
+//! master's handlers import them from here. No agent logic and no I/O belong in this file.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Body of `POST /api/v1/agent/next`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextRequest {
+    pub node_id: i64,
+}
+
+/// The master's answer to `next`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum NextReply {
+    /// Nothing runnable now: poll again after this delay.
+    Wait { retry_after_ms: u64 },
+    /// Execute this run now, then report its result.
+    Run { run: Run },
+}
+
+/// One step run handed to a node. `(id, attempt)` identifies it: a re-handed run (the master
+/// believes it was still running when the agent asked again) comes with `attempt + 1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: i64,
+    pub attempt: u32,
+    pub deployment: i64,
+    pub timeout_s: u64,
+    pub step: Step,
+    /// The graph task, for `deploy.run_tasks`; null otherwise.
+    #[serde(default)]
+    pub task: Option<TaskSpec>,
+}
+
+/// A deploy step as the agent sees it: `interface.name` and its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub interface: String,
+    pub name: String,
+    #[serde(default)]
+    pub args: Value,
+}
+
+/// One graph task, already rendered by the master (YAQL evaluated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub parameters: Value,
+}
+
+/// Body of `POST /api/v1/agent/runs/{id}/output`: the last 8 KiB of output so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputReport {
+    pub attempt: u32,
+    pub tail: String,
+}
+
+/// Body of `POST /api/v1/agent/runs/{id}/result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub attempt: u32,
+    pub ok: bool,
+    pub exit_code: Option<i32>,
+    pub output_tail: String,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// The master's answer to a result (200).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultAck {
+    pub accepted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn next_replies_match_the_documented_json() {
+        let wait: NextReply =
+            serde_json::from_value(json!({"action": "wait", "retry_after_ms": 1000})).unwrap();
+        assert_eq!(
+            wait,
+            NextReply::Wait {
+                retry_after_ms: 1000
+            }
+        );
+        let run = json!({"action": "run", "run": {"id": 123, "attempt": 1, "deployment": 5,
+            "timeout_s": 600, "step": {"interface": "deploy", "name": "write_image",
+            "args": {"image_url": "http://m/i.raw"}}, "task": null}});
+        let reply: NextReply = serde_json::from_value(run.clone()).unwrap();
+        let NextReply::Run { run: r } = &reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(
+            (r.id, r.attempt, r.deployment, r.timeout_s),
+            (123, 1, 5, 600)
+        );
+        assert_eq!(r.step.name, "write_image");
+        assert_eq!(r.task, None);
+        assert_eq!(serde_json::to_value(&reply).unwrap(), run);
+
+        let task = json!({"action": "run", "run": {"id": 9, "attempt": 2, "deployment": 5,
+            "timeout_s": 60, "step": {"interface": "deploy", "name": "run_tasks"},
+            "task": {"id": "netconfig", "type": "shell", "parameters": {"cmd": "true"}}}});
+        let NextReply::Run { run } = serde_json::from_value(task).unwrap() else {
+            panic!()
+        };
+        assert_eq!(run.task.unwrap().kind, "shell");
+        assert_eq!(run.step.args, Value::Null);
+    }
+
+    #[test]
+    fn result_body_matches_the_documented_json() {
+        let r = RunResult {
+            attempt: 1,
+            ok: true,
+            exit_code: Some(0),
+            output_tail: "...".into(),
+            error: None,
+            duration_ms: 1234,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"attempt": 1, "ok": true, "exit_code": 0, "output_tail": "...",
+                   "error": null, "duration_ms": 1234})
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! The built-in deploy steps a node executes, by `interface.name`: `deploy.write_image`,
+//! `deploy.configure`, `deploy.run_tasks` (one graph task, through the [`Executor`]),
+//! `deploy.collect_logs` and `power.reboot_to_disk`. Each returns an [`Outcome`]; none reports
+//! to the master or decides what runs next (that is `deploy`'s loop), and the reboot after
+//! `reboot_to_disk` is left to the loop too, since it must report first.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::agent::exec::{Context, Executor, Outcome, Tail, run_shell};
+use crate::agent::image::{Checksum, DiskFormat, write_image};
+use crate::agent::inventory;
+use crate::agent::protocol::Run;
+
+/// Where a sandboxed node records that it rebooted to disk.
+pub const REBOOTED_TO_DISK: &str = "var/lib/stoker/rebooted-to-disk";
+
+/// Log files whose tails `collect_logs` gathers, under the root.
+const LOGS: &[&str] = &[
+    "var/log/syslog",
+    "var/log/messages",
+    "var/log/stoker-agent.log",
+    "var/log/puppet.log",
+];
+
+impl Executor {
+    /// Execute one run's step.
+    pub fn run_step(&self, run: &Run, cx: &Context<'_>) -> Outcome {
+        let step = &run.step;
+        match (step.interface.as_str(), step.name.as_str()) {
+            ("deploy", "write_image") => self.write_image(&step.args, cx),
+            ("deploy", "configure") => self.configure(&step.args, cx.tail),
+            ("deploy", "run_tasks") => match &run.task {
+                Some(task) => self.run_task(task, cx),
+                None => {
+                    Outcome::failed_with(cx.tail, "deploy.run_tasks without a task".to_string())
+                }
+            },
+            ("deploy", "collect_logs") => self.collect_logs(cx.tail),
+            ("power", "reboot_to_disk") => self.reboot_to_disk(cx.tail),
+            (interface, name) => {
+                Outcome::failed_with(cx.tail, format!("unknown step {interface}.{name}"))
+            }
+        }
+    }
+
+    /// The disk to write: `target` from the args, else the first non-removable disk of the
+    /// inventory gathered under the root; resolved under the root.
+    fn image_target(&self, args: &Value) -> Result<PathBuf, String> {
+        let path = match args.get("target").and_then(Value::as_str) {
+            Some(t) => t.to_string(),
+            None => {
+                let inv = inventory::gather(self.root());
+                let disk = inv["disks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|d| d["removable"] != Value::Bool(true))
+                    .and_then(|d| d["name"].as_str())
+                    .ok_or("no target given and the inventory has no non-removable disk")?;
+                format!("/dev/{disk}")
+            }
+        };
+        self.resolve(&path)
+    }
+
+    fn write_image(&self, args: &Value, cx: &Context<'_>) -> Outcome {
+        let prepare = || -> Result<_, String> {
+            let url = args
+                .get("image_url")
+                .and_then(Value::as_str)
+                .ok_or("write_image needs args.image_url")?;
+            let checksum = match args.get("checksum").and_then(Value::as_str) {
+                Some(c) if !c.is_empty() => Some(Checksum::parse(c).map_err(|e| e.to_string())?),
+                _ => None,
+            };
+            let format = match args.get("disk_format").and_then(Value::as_str) {
+                Some(f) => Some(DiskFormat::parse(f).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            let target = self.image_target(args)?;
+            Ok((url, checksum, format, target))
+        };
+        let (url, checksum, format, target) = match prepare() {
+            Ok(p) => p,
+            Err(e) => return Outcome::failed_with(cx.tail, e),
+        };
+        let open = || -> std::io::Result<std::fs::File> {
+            if self.is_sandbox()
+                && let Some(dir) = target.parent()
+            {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(self.is_sandbox())
+                .truncate(false)
+                .open(&target)
+        };
+        let file = match open() {
+            Ok(f) => f,
+            Err(e) => {
+                return Outcome::failed_with(
+                    cx.tail,
+                    format!("cannot open {} for writing: {e}", target.display()),
+                );
+            }
+        };
+        cx.tail.line(&format!("downloading {url}"));
+        let source = match cx.fetch.get(url, &[]) {
+            Ok(r) => r,
+            Err(e) => return Outcome::failed_with(cx.tail, e.to_string()),
+        };
+        match write_image(source, &file, &target, format, checksum.as_ref(), cx.tail) {
+            Ok(_) => Outcome::done(cx.tail),
+            Err(e) => Outcome::failed_with(cx.tail, e.to_string()),
+        }
+    }
+
+    fn configure(&self, args: &Value, tail: &Tail) -> Outcome {
+        let Some(hostname) = args.get("hostname").and_then(Value::as_str) else {
+            return Outcome::failed_with(tail, "configure needs args.hostname".to_string());
+        };
+        if hostname.is_empty()
+            || hostname.len() > 253
+            || !hostname
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+        {
+            return Outcome::failed_with(tail, format!("hostname {hostname:?} is not valid"));
+        }
+        let mut facts = match args.get("facts") {
+            Some(Value::Object(m)) => m.clone(),
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(other) => {
+                return Outcome::failed_with(tail, format!("facts {other} is not an object"));
+            }
+        };
+        facts
+            .entry("hostname")
+            .or_insert_with(|| Value::from(hostname));
+        if let Some(fqdn) = args.get("fqdn").and_then(Value::as_str) {
+            facts.entry("fqdn").or_insert_with(|| Value::from(fqdn));
+        }
+        let write = || -> Result<(), String> {
+            let etc = self.resolve("/etc/stoker")?;
+            std::fs::create_dir_all(&etc).map_err(|e| format!("cannot create /etc/stoker: {e}"))?;
+            let hostname_file = self.resolve("/etc/hostname")?;
+            std::fs::write(&hostname_file, format!("{hostname}\n"))
+                .map_err(|e| format!("cannot write /etc/hostname: {e}"))?;
+            let text = serde_json::to_string_pretty(&Value::Object(facts))
+                .map_err(|e| format!("cannot encode the facts: {e}"))?;
+            std::fs::write(etc.join("facts.json"), text + "\n")
+                .map_err(|e| format!("cannot write /etc/stoker/facts.json: {e}"))
+        };
+        if let Err(e) = write() {
+            return Outcome::failed_with(tail, e);
+        }
+        tail.line(&format!(
+            "wrote /etc/hostname ({hostname}) and /etc/stoker/facts.json"
+        ));
+        if !self.is_sandbox() {
+            let set = run_shell(
+                &format!("hostname {hostname}"),
+                self.root(),
+                self.root(),
+                std::time::Duration::from_secs(10),
+                tail,
+            );
+            if !set.ok {
+                return set;
+            }
+        }
+        Outcome::done(tail)
+    }
+
+    fn collect_logs(&self, tail: &Tail) -> Outcome {
+        let mut found = false;
+        for log in LOGS {
+            if let Ok(bytes) = std::fs::read(self.root().join(log)) {
+                found = true;
+                tail.line(&format!("==> /{log} <=="));
+                let start = bytes.len().saturating_sub(4096);
+                tail.push(&bytes[start..]);
+                tail.line("");
+            }
+        }
+        if !found {
+            tail.line("no log files found");
+        }
+        Outcome::done(tail)
+    }
+
+    fn reboot_to_disk(&self, tail: &Tail) -> Outcome {
+        if self.is_sandbox() {
+            let marker = self.root().join(REBOOTED_TO_DISK);
+            let write = || -> std::io::Result<()> {
+                if let Some(dir) = marker.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&marker, "1\n")
+            };
+            if let Err(e) = write() {
+                return Outcome::failed_with(tail, format!("cannot record the reboot: {e}"));
+            }
+            tail.line("rebooting to disk (sandbox: recorded; the agent exits)");
+        } else {
+            tail.line("rebooting to disk after reporting");
+        }
+        Outcome::done(tail)
+    }
+
+    /// On a node, after `reboot_to_disk` was reported: reboot now.
+    pub fn reboot_now(&self) -> Outcome {
+        if self.is_sandbox() {
+            return Outcome::done(&Tail::default());
+        }
+        run_shell(
+            "sync; reboot -f",
+            self.root(),
+            self.root(),
+            std::time::Duration::from_secs(30),
+            &Tail::default(),
+        )
+    }
+}
