@@ -100,6 +100,7 @@ fn agent_deploys_into_a_sandbox_and_exits_after_reboot_to_disk() {
         .arg(dir.path())
         .arg("--sandbox")
         .arg(&sandbox)
+        .arg("--run-commands")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -89,7 +89,10 @@ fn hello_creates_then_updates_a_discover_node() {
         assert_eq!(&one[key], value, "{key}");
     }
     assert_eq!(one["deploy_step"], serde_json::Value::Null);
-    assert_eq!(one["driver_internal_info"]["deploy_steps"], serde_json::json!([]));
+    assert_eq!(
+        one["driver_internal_info"]["deploy_steps"],
+        serde_json::json!([])
+    );
 }
 
 #[test]

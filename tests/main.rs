@@ -14,6 +14,7 @@ mod config;
 mod deploy;
 mod dhcp;
 mod environments;
+mod flow;
 mod pages;
 mod plugin;
 mod store;

@@ -658,6 +658,18 @@ pub fn simulate(
     mac: &str,
     stop: Arc<AtomicBool>,
 ) -> Result<LoopEnd, DeployError> {
+    simulate_with(master, sandbox, mac, stop, false)
+}
+
+/// [`simulate`], choosing whether shell and puppet commands run for real inside the sandbox
+/// (see [`Executor::running_commands`]).
+pub fn simulate_with(
+    master: &str,
+    sandbox: &Path,
+    mac: &str,
+    stop: Arc<AtomicBool>,
+    run_commands: bool,
+) -> Result<LoopEnd, DeployError> {
     let state_dir = sandbox.join("run");
     let state_err = |source| DeployError::State {
         path: state_dir.clone(),
@@ -695,7 +707,7 @@ pub fn simulate(
         (None, None) => return Err(DeployError::NoToken),
     };
     tracing::info!(%mac, node = reply.node.id, "simulated node registered");
-    let executor = Executor::sandbox(sandbox.to_path_buf());
+    let executor = Executor::sandbox(sandbox.to_path_buf()).running_commands(run_commands);
     run_loop(master, &token, reply.node.id, &executor, &state_dir, &stop)
 }
 
@@ -864,7 +876,7 @@ mod tests {
 
     fn node() -> Node {
         let dir = tempfile::tempdir().unwrap();
-        let ex = Executor::sandbox(dir.path().join("root"));
+        let ex = Executor::sandbox(dir.path().join("root")).running_commands(true);
         Node { dir, ex }
     }
 

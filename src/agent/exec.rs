@@ -155,6 +155,10 @@ pub struct Executor {
     root: PathBuf,
     /// In a sandbox, `reboot` is recorded instead of performed and the hostname is not set.
     sandbox: bool,
+    /// Whether shell and puppet commands run. Off by default in a sandbox: a release's
+    /// commands are written for a real node (`apt-get install`, `ifup -a`) and must never run
+    /// against the machine hosting a simulated one; the command is recorded instead.
+    run_commands: bool,
 }
 
 impl Executor {
@@ -163,6 +167,7 @@ impl Executor {
         Executor {
             root: PathBuf::from("/"),
             sandbox: false,
+            run_commands: true,
         }
     }
 
@@ -171,7 +176,15 @@ impl Executor {
         Executor {
             root,
             sandbox: true,
+            run_commands: false,
         }
+    }
+
+    /// Let a sandbox run shell and puppet commands for real (with `STOKER_ROOT` set and the
+    /// working directory inside the sandbox): for tests and tasks written to stay inside it.
+    pub fn running_commands(mut self, yes: bool) -> Executor {
+        self.run_commands = yes;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -249,6 +262,16 @@ impl Executor {
             Ok(dir) => dir,
             Err(e) => return Outcome::failed_with(cx.tail, e),
         };
+        if !self.run_commands {
+            cx.tail
+                .push(format!("sandbox: not run (commands are off): {cmd}\n").as_bytes());
+            return Outcome {
+                ok: true,
+                exit_code: Some(0),
+                output_tail: cx.tail.text(),
+                error: None,
+            };
+        }
         let mut attempt = 0;
         loop {
             let outcome = run_shell(cmd, &cwd, &self.root, timeout, cx.tail);
@@ -600,9 +623,20 @@ mod tests {
     }
 
     #[test]
-    fn shell_runs_in_the_sandbox_and_keeps_output() {
+    fn a_sandbox_records_commands_instead_of_running_them_by_default() {
         let dir = tempfile::tempdir().unwrap();
         let ex = Executor::sandbox(dir.path().to_path_buf());
+        let out = ex.run(&task("shell", json!({"cmd": "touch made; exit 3"})));
+        assert!(out.ok, "{out:?}");
+        assert!(out.output_tail.contains("not run"), "{out:?}");
+        assert!(out.output_tail.contains("touch made"), "{out:?}");
+        assert!(!dir.path().join("made").exists());
+    }
+
+    #[test]
+    fn shell_runs_in_the_sandbox_and_keeps_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let ex = Executor::sandbox(dir.path().to_path_buf()).running_commands(true);
         let out = ex.run(&task(
             "shell",
             json!({"cmd": "echo hello; echo oops >&2; touch made; test \"$STOKER_ROOT\" != ''", "cwd": "/etc/fuel"}),
@@ -618,7 +652,7 @@ mod tests {
     #[test]
     fn shell_timeout_kills_the_group_and_retries_count() {
         let dir = tempfile::tempdir().unwrap();
-        let ex = Executor::sandbox(dir.path().to_path_buf());
+        let ex = Executor::sandbox(dir.path().to_path_buf()).running_commands(true);
         let started = Instant::now();
         let out = ex.run(&task(
             "shell",
@@ -642,7 +676,7 @@ mod tests {
     #[test]
     fn long_output_keeps_only_the_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let ex = Executor::sandbox(dir.path().to_path_buf());
+        let ex = Executor::sandbox(dir.path().to_path_buf()).running_commands(true);
         let out = ex.run(&task("shell", json!({"cmd": "seq 1 100000"})));
         assert!(out.ok);
         assert!(out.output_tail.len() <= OUTPUT_TAIL_BYTES);
@@ -652,7 +686,7 @@ mod tests {
     #[test]
     fn upload_file_is_atomic_confined_and_sets_mode() {
         let dir = tempfile::tempdir().unwrap();
-        let ex = Executor::sandbox(dir.path().to_path_buf());
+        let ex = Executor::sandbox(dir.path().to_path_buf()).running_commands(true);
         let out = ex.run(&task(
             "upload_file",
             json!({"path": "/etc/hosts", "data": "10.0.0.2 node-1\n", "permissions": "0640"}),
@@ -683,7 +717,7 @@ mod tests {
     #[test]
     fn reboot_in_a_sandbox_is_recorded_and_unknown_types_fail() {
         let dir = tempfile::tempdir().unwrap();
-        let ex = Executor::sandbox(dir.path().to_path_buf());
+        let ex = Executor::sandbox(dir.path().to_path_buf()).running_commands(true);
         assert!(ex.run(&task("reboot", json!({"timeout": 300}))).ok);
         assert!(ex.run(&task("reboot", json!({}))).ok);
         assert_eq!(

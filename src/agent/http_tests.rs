@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::deploy::{Call, HttpMaster, LoopEnd, MasterApi, run_loop, simulate};
+use super::deploy::{Call, HttpMaster, LoopEnd, MasterApi, run_loop, simulate, simulate_with};
 use super::exec::{Executor, Fetch, FetchError};
 use super::protocol::{NextReply, RunResult};
 
@@ -263,7 +263,7 @@ fn the_loop_over_http_writes_the_image_syncs_copies_and_reboots_to_disk() {
     script.runs.lock().unwrap().extend(runs);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    let ex = Executor::sandbox(root.clone());
+    let ex = Executor::sandbox(root.clone()).running_commands(true);
     let end = run_loop(
         &base,
         "node-token",
@@ -357,7 +357,14 @@ fn a_simulated_node_registers_writes_its_default_disk_and_ends() {
         run(3, "power", "reboot_to_disk", json!({}), Value::Null),
     ]);
     let dir = tempfile::tempdir().unwrap();
-    let end = simulate(&base, dir.path(), "52:54:00:00:00:03", script.stop.clone()).unwrap();
+    let end = simulate_with(
+        &base,
+        dir.path(),
+        "52:54:00:00:00:03",
+        script.stop.clone(),
+        true,
+    )
+    .unwrap();
     assert_eq!(end, LoopEnd::RebootedToDisk);
     assert_eq!(
         std::fs::read(dir.path().join("dev/vda")).unwrap(),

@@ -47,6 +47,11 @@ pub struct AgentArgs {
     /// and reboots land in it; the hostname is not set)
     #[arg(long)]
     sandbox: Option<PathBuf>,
+    /// In a sandbox, run shell and puppet commands for real (inside it, with STOKER_ROOT set).
+    /// Off by default: a release's commands are written for a real node and are recorded
+    /// instead of run against the machine hosting a simulated one.
+    #[arg(long, requires = "sandbox")]
+    run_commands: bool,
     /// Print the gathered inventory as JSON and exit without contacting the master
     #[arg(long)]
     print_inventory: bool,
@@ -155,7 +160,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
                 Some(dir) => {
                     std::fs::create_dir_all(dir)
                         .with_context(|| format!("cannot create the sandbox {}", dir.display()))?;
-                    Executor::sandbox(dir.clone())
+                    Executor::sandbox(dir.clone()).running_commands(args.run_commands)
                 }
                 None => Executor::node(),
             };

@@ -1,0 +1,201 @@
+//! The whole flow in one process: the real daemon, and simulated nodes (the real agent with a
+//! sandbox executor) that discover themselves, get roles in an environment, deploy with an
+//! image written to their disk and graph tasks run, and end ready. The engine's state is
+//! snapshotted as text after each event and compared with what it must be.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::common::{Http, TestDaemon};
+
+struct Sim {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<String>>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn simulate(base: &str, sandbox: &std::path::Path, mac: &str) -> Sim {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (b, s, m, st) = (
+        base.to_string(),
+        sandbox.to_path_buf(),
+        mac.to_string(),
+        stop.clone(),
+    );
+    let thread =
+        std::thread::spawn(
+            move || match stoker::agent::deploy::simulate(&b, &s, &m, st) {
+                Ok(end) => format!("{end:?}"),
+                Err(e) => format!("error: {e}"),
+            },
+        );
+    Sim {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The engine's view, as text: each node's status and provision state, the environment's status.
+fn snapshot(base: &str, cluster: i64) -> String {
+    let nodes = Http::raw_get_json(&format!("{base}/api/v1/nodes"));
+    let mut lines: Vec<String> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n["id"]));
+            format!(
+                "node {} {} roles={} status={}",
+                n["id"],
+                n["mac"].as_str().unwrap(),
+                n["roles"],
+                detail["status"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let env = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}"));
+    lines.push(format!("environment {}", env["status"].as_str().unwrap()));
+    lines.join("\n")
+}
+
+#[test]
+fn discover_assign_deploy_ready_with_simulated_nodes() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let http = d.http();
+    // The operating system image the nodes write, served by the master.
+    let data = d.db_path().parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(data.join("images")).unwrap();
+    let image: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(data.join("images/os.img"), &image).unwrap();
+    let sum = hex(&sha2::Sha256::digest(&image));
+
+    let release = http.get("/api/v1/releases").json()[0]["id"]
+        .as_i64()
+        .unwrap();
+    let cluster = http
+        .post(
+            "/api/v1/clusters",
+            &json!({"name": "lab", "release_id": release}).to_string(),
+        )
+        .json()["id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(snapshot(&base, cluster), "environment new");
+
+    // 1. Discovery: two nodes boot and say hello.
+    let dir = tempfile::tempdir().unwrap();
+    let macs = ["52:54:00:aa:00:01", "52:54:00:aa:00:02"];
+    let sims: Vec<Sim> = macs
+        .iter()
+        .enumerate()
+        .map(|(i, mac)| simulate(&base, &dir.path().join(format!("node{i}")), mac))
+        .collect();
+    wait_for("discovery", || {
+        http.get("/api/v1/nodes").json().as_array().unwrap().len() == 2
+    });
+    assert_eq!(
+        snapshot(&base, cluster),
+        "node 1 52:54:00:aa:00:01 roles=[] status=discover\n\
+         node 2 52:54:00:aa:00:02 roles=[] status=discover\n\
+         environment new"
+    );
+
+    // 2. Roles.
+    for (id, role) in [(1, "controller"), (2, "compute")] {
+        let r = http.put(
+            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
+            &json!({"roles": [role]}).to_string(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(
+        snapshot(&base, cluster),
+        "node 1 52:54:00:aa:00:01 roles=[\"controller\"] status=discover\n\
+         node 2 52:54:00:aa:00:02 roles=[\"compute\"] status=discover\n\
+         environment new"
+    );
+
+    // 3. Deploy, with the image given as a per-deployment user step (like a deploy template).
+    let steps = json!({"steps": [{"interface": "deploy", "step": "write_image", "priority": 80,
+        "args": {"image_url": format!("{base}/boot/images/os.img"),
+                 "checksum": format!("sha256:{sum}")}}]});
+    let r = http.post(
+        &format!("/api/v1/clusters/{cluster}/deploy"),
+        &steps.to_string(),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    wait_for("the deployment to finish", || {
+        let d = Http::raw_get_json(&format!("{base}/api/v1/deployments/{dep}"));
+        d["status"] != "running"
+    });
+    let done = Http::raw_get_json(&format!("{base}/api/v1/deployments/{dep}"));
+    assert_eq!(done["status"], "done", "{done}");
+
+    // 4. Ready, and the nodes' disks and files say what ran.
+    assert_eq!(
+        snapshot(&base, cluster),
+        "node 1 52:54:00:aa:00:01 roles=[\"controller\"] status=ready\n\
+         node 2 52:54:00:aa:00:02 roles=[\"compute\"] status=ready\n\
+         environment operational"
+    );
+    for (i, sim) in sims.into_iter().enumerate() {
+        let root = dir.path().join(format!("node{i}"));
+        let mut sim = sim;
+        let end = sim.thread.take().unwrap().join().unwrap();
+        assert_eq!(end, "RebootedToDisk", "node {i}");
+        assert_eq!(
+            std::fs::read(root.join("dev/vda")).unwrap()[..image.len()],
+            image[..]
+        );
+        let host = std::fs::read_to_string(root.join("etc/hostname")).unwrap();
+        assert_eq!(host.trim(), format!("node-{}", i + 1));
+        let astute = std::fs::read_to_string(root.join("etc/astute.yaml")).unwrap();
+        assert!(astute.contains("roles"), "{astute}");
+        assert!(
+            root.join("etc/fuel/plugins/ubuntu-newton/netconfig.sh")
+                .exists(),
+            "sync fetched the release's scripts"
+        );
+        assert!(root.join("var/lib/stoker/rebooted-to-disk").exists());
+    }
+    // Each step's output was kept; shell commands were recorded, not run, in the sandbox.
+    let steps: &Vec<Value> = done["steps"].as_array().unwrap();
+    let netconfig = steps.iter().find(|s| s["task"] == "netconfig").unwrap();
+    assert!(
+        netconfig["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("not run"),
+        "{netconfig}"
+    );
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
