@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod deployer;
 pub mod dhcp;
 pub mod engine;

@@ -199,3 +199,37 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+#[test]
+fn serve_with_demo_nodes_discovers_them_over_the_boot_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = crate::common::bin::stoker(dir.path());
+    cmd.args([
+        "serve",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--tftp-enabled",
+        "true",
+        "--tftp-listen",
+        "127.0.0.1:0",
+        "--demo-nodes",
+        "2",
+    ]);
+    let served = crate::common::bin::Served::spawn(cmd);
+    let base = format!("http://{}", served.addr);
+    wait_for("two demo nodes", || {
+        Http::raw_get_json(&format!("{base}/api/v1/nodes"))
+            .as_array()
+            .is_some_and(|a| a.len() == 2)
+    });
+    // They came with their boot tokens and fetched over TFTP first.
+    let pxe = Http::raw_get_json(&format!("{base}/api/v1/pxe"));
+    assert!(
+        pxe["tftp"]["transfers"].as_u64().unwrap_or(0) >= 2
+            || pxe["tftp"]["completed"].as_u64().unwrap_or(0) >= 2,
+        "{pxe}"
+    );
+    served.signal("TERM");
+    let (code, log) = served.wait();
+    assert_eq!(code, Some(0), "{log:#?}");
+}

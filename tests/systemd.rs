@@ -27,7 +27,11 @@ fn exec_start_is_accepted_by_the_cli() {
     assert_eq!(argv[0], "/usr/local/bin/stoker");
     let cli = stoker::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
     match cli.command {
-        stoker::cli::Command::Serve(args) => {
+        stoker::cli::Command::Serve {
+            config: args,
+            demo_nodes,
+        } => {
+            assert_eq!(demo_nodes, 0, "a real master runs no simulated nodes");
             assert_eq!(
                 args.config.as_deref(),
                 Some(std::path::Path::new("/etc/stoker/config.toml"))

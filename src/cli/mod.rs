@@ -28,7 +28,15 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the master: dashboard, REST API and agent endpoints.
-    Serve(ConfigArgs),
+    Serve {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Also start this many simulated nodes that boot, register and deploy over loopback
+        /// with the real protocol, in sandboxes under the data directory (a demo without
+        /// hardware; their shell commands are recorded, not run)
+        #[arg(long, default_value_t = 0)]
+        demo_nodes: usize,
+    },
     /// Exit 0 when the daemon answers its health endpoint, 1 otherwise (for monitors and
     /// container health checks).
     Healthcheck {
@@ -74,7 +82,7 @@ fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve::run(&args),
+        Command::Serve { config, demo_nodes } => serve::run(&config, demo_nodes),
         Command::Healthcheck {
             config,
             url,

@@ -56,7 +56,7 @@ fn notify(state: sd_notify::NotifyState<'_>) {
 }
 
 /// `stoker serve`
-pub fn run(args: &ConfigArgs) -> ExitCode {
+pub fn run(args: &ConfigArgs, demo_nodes: usize) -> ExitCode {
     let config = match resolve(args) {
         Ok(c) => c,
         Err(code) => return code,
@@ -77,7 +77,32 @@ pub fn run(args: &ConfigArgs) -> ExitCode {
         let shutdown = shutdown_signal()?;
         let daemon = Daemon::start(&config)?;
         notify(sd_notify::NotifyState::Ready);
+        let stop_demo = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let demo = if demo_nodes > 0 {
+            let mut http = daemon.http_addr();
+            if http.ip().is_unspecified() {
+                http.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let services = crate::demo::Services {
+                http: format!("http://{http}"),
+                dhcp: daemon.dhcp_addr(),
+                tftp: daemon.tftp_addr().map(|mut a| {
+                    if a.ip().is_unspecified() {
+                        a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                    }
+                    a
+                }),
+            };
+            tracing::info!(nodes = demo_nodes, "starting simulated demo nodes");
+            crate::demo::start(demo_nodes, &services, &config.data_dir, &stop_demo)
+        } else {
+            Vec::new()
+        };
         let outcome = daemon.run_until(shutdown).await;
+        stop_demo.store(true, std::sync::atomic::Ordering::Relaxed);
+        for node in demo {
+            let _ = node.join();
+        }
         notify(sd_notify::NotifyState::Stopping);
         outcome
     });

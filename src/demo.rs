@@ -1,0 +1,163 @@
+//! `stoker serve --demo-nodes N`: N simulated nodes beside the daemon, so a newcomer sees
+//! discovery and a whole deployment without hardware. Each one walks the real boot chain over
+//! loopback: a DHCP DISCOVER/REQUEST to the daemon's DHCP server and a TFTP read of its boot
+//! file when those services run, then its iPXE script over HTTP (which carries its one-time boot
+//! token), then the agent itself ([`crate::agent::deploy::simulate`]) in a sandbox directory
+//! under the data directory: hello with the boot token, and the deploy loop. Shell commands of
+//! the release are recorded, not run (they are written for real nodes).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dhcproto::v4::{self, Message, MessageType};
+use dhcproto::{Decodable, Encodable, Encoder};
+
+/// Where the simulated nodes find the master's services.
+#[derive(Debug, Clone)]
+pub struct Services {
+    pub http: String,
+    pub dhcp: Option<SocketAddr>,
+    pub tftp: Option<SocketAddr>,
+}
+
+/// The MAC of demo node `i` (locally administered, 52:54:00:de:xx:xx).
+pub fn mac(i: usize) -> String {
+    format!("52:54:00:de:{:02x}:{:02x}", (i >> 8) & 0xff, i & 0xff)
+}
+
+/// Start `n` simulated nodes; they stop when `stop` is set.
+pub fn start(
+    n: usize,
+    services: &Services,
+    data_dir: &Path,
+    stop: &Arc<AtomicBool>,
+) -> Vec<JoinHandle<()>> {
+    (1..=n)
+        .map(|i| {
+            let services = services.clone();
+            let sandbox: PathBuf = data_dir.join("demo").join(format!("node-{i}"));
+            let stop = Arc::clone(stop);
+            std::thread::Builder::new()
+                .name(format!("demo-node-{i}"))
+                .spawn(move || node(i, &services, &sandbox, stop))
+                .unwrap_or_else(|e| {
+                    tracing::error!(%e, "cannot start a demo node");
+                    std::thread::spawn(|| {})
+                })
+        })
+        .collect()
+}
+
+fn node(i: usize, services: &Services, sandbox: &Path, stop: Arc<AtomicBool>) {
+    let mac = mac(i);
+    // Only a DHCP server on loopback is asked: anything else is a real network.
+    if let Some(dhcp) = services.dhcp.filter(|a| a.ip().is_loopback()) {
+        match dhcp_lease(dhcp, &mac) {
+            Ok(ip) => tracing::info!(%mac, %ip, "demo node leased an address"),
+            Err(e) => tracing::warn!(%mac, "demo node DHCP: {e}"),
+        }
+    }
+    if let Some(tftp) = services.tftp {
+        match tftp_get(tftp, "stoker.ipxe") {
+            Ok(n) => tracing::info!(%mac, bytes = n, "demo node fetched its boot file over TFTP"),
+            Err(e) => tracing::warn!(%mac, "demo node TFTP: {e}"),
+        }
+    }
+    // The boot script carries the one-time boot token; keep it as the node's first credential.
+    let script = ureq::get(&format!("{}/boot/{mac}.ipxe", services.http))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default();
+    let token = script
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("stoker.token="))
+        .map(str::to_string);
+    let run = sandbox.join("run");
+    if let Some(t) = token
+        && std::fs::create_dir_all(&run).is_ok()
+        && !run.join("stoker-agent.token").exists()
+    {
+        let _ = std::fs::write(run.join("stoker-agent.token"), t);
+    }
+    match crate::agent::deploy::simulate(&services.http, sandbox, &mac, stop) {
+        Ok(end) => tracing::info!(%mac, ?end, "demo node finished"),
+        Err(e) => tracing::warn!(%mac, "demo node stopped: {e}"),
+    }
+}
+
+fn chaddr(mac: &str) -> Vec<u8> {
+    mac.split(':')
+        .filter_map(|b| u8::from_str_radix(b, 16).ok())
+        .collect()
+}
+
+/// DISCOVER, OFFER, REQUEST, ACK with the daemon's DHCP server; the leased address.
+fn dhcp_lease(server: SocketAddr, mac: &str) -> Result<std::net::Ipv4Addr, String> {
+    let sock = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    let hw = chaddr(mac);
+    let xid = u32::from_be_bytes([hw[2], hw[3], hw[4], hw[5]]);
+    let send = |ty: MessageType, req: Option<std::net::Ipv4Addr>| -> Result<Message, String> {
+        let mut m = Message::default();
+        m.set_xid(xid)
+            .set_flags(v4::Flags::default().set_broadcast());
+        m.set_chaddr(&hw);
+        m.opts_mut().insert(v4::DhcpOption::MessageType(ty));
+        if let Some(ip) = req {
+            m.opts_mut().insert(v4::DhcpOption::RequestedIpAddress(ip));
+        }
+        m.opts_mut().insert(v4::DhcpOption::ClassIdentifier(
+            b"PXEClient:Arch:00000".to_vec(),
+        ));
+        let mut buf = Vec::new();
+        m.encode(&mut Encoder::new(&mut buf))
+            .map_err(|e| e.to_string())?;
+        sock.send_to(&buf, server).map_err(|e| e.to_string())?;
+        let mut rx = [0u8; 1500];
+        let (n, _) = sock.recv_from(&mut rx).map_err(|e| e.to_string())?;
+        Message::decode(&mut dhcproto::Decoder::new(&rx[..n])).map_err(|e| e.to_string())
+    };
+    let offer = send(MessageType::Discover, None)?;
+    let ack = send(MessageType::Request, Some(offer.yiaddr()))?;
+    Ok(ack.yiaddr())
+}
+
+/// Read `file` over TFTP (octet, default block size); the number of bytes.
+fn tftp_get(server: SocketAddr, file: &str) -> Result<usize, String> {
+    let sock = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    let mut rrq = vec![0, 1];
+    rrq.extend_from_slice(file.as_bytes());
+    rrq.push(0);
+    rrq.extend_from_slice(b"octet\0");
+    sock.send_to(&rrq, server).map_err(|e| e.to_string())?;
+    let mut total = 0;
+    let mut buf = [0u8; 516];
+    loop {
+        let (n, from) = sock.recv_from(&mut buf).map_err(|e| e.to_string())?;
+        if n < 4 {
+            return Err("short TFTP packet".into());
+        }
+        match buf[1] {
+            3 => {
+                total += n - 4;
+                let ack = [0, 4, buf[2], buf[3]];
+                sock.send_to(&ack, from).map_err(|e| e.to_string())?;
+                if n < 516 {
+                    return Ok(total);
+                }
+            }
+            5 => {
+                return Err(String::from_utf8_lossy(&buf[4..n.saturating_sub(1)]).into_owned());
+            }
+            _ => return Err(format!("unexpected TFTP opcode {}", buf[1])),
+        }
+    }
+}
