@@ -30,6 +30,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use petgraph::algo::tarjan_scc;
@@ -47,7 +48,7 @@ use super::plan::{
 };
 use super::roles::{self, Assigned, NodeRoles, Place, Resolver, RoleMeta, regex_name};
 use super::task::{Source, Task, TaskType, contains_yaql, names, yaql_of};
-use crate::yaql::{Context, Engine, Limits, Value as Y};
+use crate::yaql::{Context, Engine, FinalMemo, Limits, Value as Y};
 
 /// A release's graph of one type, with what role resolution and data need.
 #[derive(Debug, Clone, Default)]
@@ -567,7 +568,11 @@ pub fn plan_with(
     // YAQL values: the common part once, each place's view sharing it.
     let common_y = data::to_yaql(&dd.common);
     let common_j = Arc::new(dd.common.clone());
+    // One finalisation memo for the plan: every node's data shares the common sub-trees, so
+    // `changed($.network_metadata)` finalises and compares them once, not once per node.
+    let memo = Rc::new(FinalMemo::default());
     let cluster_ctx = Context::from_value(common_y.clone())
+        .with_memo(memo.clone())
         .with_var_value("common", common_y.clone())
         .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
     let eval_common = |text: &str| -> Result<J, String> {
@@ -931,6 +936,7 @@ pub fn plan_with(
                 }
             };
             let ctx = Context::from_value(pe.data.clone())
+                .with_memo(memo.clone())
                 .with_old_value(old)
                 .with_var_value("node", pe.node.clone())
                 .with_var_value("common", common_y.clone());
@@ -1286,6 +1292,11 @@ pub fn plan_with(
     for (v, &(p, _)) in vertices.iter().enumerate() {
         by_place[p].push(v);
     }
+    // Names shared by every reference (a thousand-node plan has millions of edges).
+    let task_names: Vec<Arc<str>> = tasks.iter().map(|t| Arc::from(t.id.as_str())).collect();
+    let place_names: Vec<Arc<str>> = (0..places_total)
+        .map(|p| Arc::from(place_uid(p).as_str()))
+        .collect();
     let mut node_plans = Vec::new();
     let mut conc: BTreeMap<usize, (Strategy, usize)> = BTreeMap::new();
     for (p, mut vs) in by_place.into_iter().enumerate() {
@@ -1329,8 +1340,8 @@ pub fn plan_with(
                     e.0 = s.clone();
                 }
             }
-            let mut req = incoming[v].clone();
-            req.sort_by_key(|&u| order[u as usize]);
+            let mut req = std::mem::take(&mut incoming[v]);
+            req.sort_unstable_by_key(|&u| order[u as usize]);
             steps.push(Step {
                 id: tasks[ti].id.clone(),
                 ty: inst.ty.clone(),
@@ -1347,8 +1358,8 @@ pub fn plan_with(
                     .map(|u| {
                         let (q, tj) = vertices[u as usize];
                         TaskRef {
-                            task: tasks[tj].id.clone(),
-                            node: place_uid(q),
+                            task: task_names[tj].clone(),
+                            node: place_names[q].clone(),
                         }
                     })
                     .collect(),
