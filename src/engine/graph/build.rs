@@ -20,10 +20,10 @@
 //!    look on the nodes `role` resolves to (absent = every node, `self`, `null` = sync node,
 //!    `policy: any` = one node), the task itself excluded. A `requires` (or cross-depends) target
 //!    that no task defines is a warning in the plan, and the edge is dropped.
-//! 5. **Check and order.** The (node, task) graph is a petgraph `DiGraph`; a cycle is an error
-//!    that prints the cycle with each task's file and line. Otherwise the order is Kahn's, ties
-//!    broken by graph position then node order, so the same input gives the same plan byte
-//!    for byte.
+//! 5. **Check and order.** The order of the (node, task) graph is Kahn's, ties broken by graph
+//!    position then node order, so the same input gives the same plan byte for byte. When
+//!    Kahn's cannot finish, petgraph's strongly connected components give the cycles, and the
+//!    error prints each with every task's file and line.
 //!
 //! Pure: no I/O, no clock.
 
@@ -1211,72 +1211,65 @@ pub fn plan_with(
     edges.sort_unstable();
     edges.dedup();
 
-    // petgraph: cycles, then order.
-    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(vertices.len(), edges.len());
-    for _ in 0..vertices.len() {
-        g.add_node(());
-    }
-    g.extend_with_edges(edges.iter().map(|&(a, b)| (a, b)));
-    let describe = |v: usize| {
-        let (p, ti) = vertices[v];
-        CycleStep {
-            task: tasks[ti].id.clone(),
-            node: place_uid(p),
-            source: tasks[ti].source.to_string(),
-        }
-    };
-    let mut cycles = Vec::new();
-    for comp in tarjan_scc(&g) {
-        let looped = comp.len() > 1 || comp.first().is_some_and(|&x| g.contains_edge(x, x));
-        if !looped {
-            continue;
-        }
-        cycles.push(
-            cycle_in(&g, &comp)
-                .into_iter()
-                .map(|x| describe(x.index()))
-                .collect::<Vec<_>>(),
-        );
-        if cycles.len() >= 5 {
-            break;
-        }
-    }
-    if !cycles.is_empty() {
-        cycles.sort_by(|a, b| {
-            let k = |c: &Vec<CycleStep>| c.first().map(|s| (s.task.clone(), s.node.clone()));
-            k(a).cmp(&k(b))
-        });
-        return Err(PlanError::Cycle(cycles));
-    }
-    let mut indeg = vec![0usize; vertices.len()];
-    for &(_, b) in &edges {
+    // Order: Kahn's on a compact adjacency (edges are sorted, so each vertex's successors
+    // are one slice). When it cannot finish there is a cycle: petgraph finds and reports it.
+    let nv = vertices.len();
+    let mut starts = vec![0u32; nv + 1];
+    let mut indeg = vec![0u32; nv];
+    for &(a, b) in &edges {
+        starts[a as usize + 1] += 1;
         indeg[b as usize] += 1;
     }
+    for i in 0..nv {
+        starts[i + 1] += starts[i];
+    }
+    let succ = |v: usize| &edges[starts[v] as usize..starts[v + 1] as usize];
     let key = |v: usize| {
         let (p, ti) = vertices[v];
         Reverse((tasks[ti].index, p, v))
     };
-    let mut heap: BinaryHeap<Reverse<(usize, Place, usize)>> = (0..vertices.len())
-        .filter(|&v| indeg[v] == 0)
-        .map(key)
-        .collect();
-    let mut order = vec![0usize; vertices.len()];
+    let mut heap: BinaryHeap<Reverse<(usize, Place, usize)>> =
+        (0..nv).filter(|&v| indeg[v] == 0).map(key).collect();
+    let mut order = vec![0usize; nv];
     let mut next = 0;
     while let Some(Reverse((_, _, v))) = heap.pop() {
         order[v] = next;
         next += 1;
-        for u in g.neighbors(NodeIndex::new(v)) {
-            let u = u.index();
+        for &(_, u) in succ(v) {
+            let u = u as usize;
             indeg[u] -= 1;
             if indeg[u] == 0 {
                 heap.push(key(u));
             }
         }
     }
-    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); vertices.len()];
-    for &(a, b) in &edges {
-        incoming[b as usize].push(a);
+    if next < nv {
+        return Err(PlanError::Cycle(find_cycles(&edges, nv, &|v: usize| {
+            let (p, ti) = vertices[v];
+            CycleStep {
+                task: tasks[ti].id.clone(),
+                node: place_uid(p),
+                source: tasks[ti].source.to_string(),
+            }
+        })));
     }
+    drop(heap);
+    drop(indeg);
+    // Each vertex's predecessors, as one flat list sliced per vertex.
+    let mut in_starts = vec![0u32; nv + 1];
+    for &(_, b) in &edges {
+        in_starts[b as usize + 1] += 1;
+    }
+    for i in 0..nv {
+        in_starts[i + 1] += in_starts[i];
+    }
+    let mut fill = in_starts.clone();
+    let mut preds = vec![0u32; edges.len()];
+    for &(a, b) in &edges {
+        preds[fill[b as usize] as usize] = a;
+        fill[b as usize] += 1;
+    }
+    drop(fill);
 
     // Output.
     let mut summary = Summary {
@@ -1340,7 +1333,7 @@ pub fn plan_with(
                     e.0 = s.clone();
                 }
             }
-            let mut req = std::mem::take(&mut incoming[v]);
+            let mut req = preds[in_starts[v] as usize..in_starts[v + 1] as usize].to_vec();
             req.sort_unstable_by_key(|&u| order[u as usize]);
             steps.push(Step {
                 id: tasks[ti].id.clone(),
@@ -1397,6 +1390,41 @@ pub fn plan_with(
         data: dd,
         uids,
     })
+}
+
+/// Up to five cycles of the (node, task) graph, each starting at its smallest vertex, sorted
+/// by their first task and node.
+fn find_cycles(
+    edges: &[(u32, u32)],
+    nv: usize,
+    describe: &dyn Fn(usize) -> CycleStep,
+) -> Vec<Vec<CycleStep>> {
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(nv, edges.len());
+    for _ in 0..nv {
+        g.add_node(());
+    }
+    g.extend_with_edges(edges.iter().map(|&(a, b)| (a, b)));
+    let mut cycles = Vec::new();
+    for comp in tarjan_scc(&g) {
+        let looped = comp.len() > 1 || comp.first().is_some_and(|&x| g.contains_edge(x, x));
+        if !looped {
+            continue;
+        }
+        cycles.push(
+            cycle_in(&g, &comp)
+                .into_iter()
+                .map(|x| describe(x.index()))
+                .collect::<Vec<_>>(),
+        );
+        if cycles.len() >= 5 {
+            break;
+        }
+    }
+    cycles.sort_by(|a, b| {
+        let k = |c: &Vec<CycleStep>| c.first().map(|s| (s.task.clone(), s.node.clone()));
+        k(a).cmp(&k(b))
+    });
+    cycles
 }
 
 /// One cycle through a strongly connected component: the shortest path from its smallest
