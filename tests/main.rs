@@ -11,6 +11,7 @@ mod catalog;
 mod cli;
 mod config;
 mod dhcp;
+mod graph;
 mod pages;
 mod plugin;
 mod store;
