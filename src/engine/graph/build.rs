@@ -18,7 +18,7 @@
 //! 4. **Edges.** `requires`/`required_for` name tasks on the same node or the sync node (exact
 //!    id or `/regex/`); `cross-depends`/`cross-depended-by` entries `{name, role, policy}`
 //!    look on the nodes `role` resolves to (absent = every node, `self`, `null` = sync node,
-//!    `policy: any` = one node), the task itself excluded. A `requires` (or cross-depends) target
+//!    `policy: any` = one node), the task itself on its own node excluded (for `self` too). A `requires` (or cross-depends) target
 //!    that no task defines is a warning in the plan, and the edge is dropped.
 //! 5. **Check and order.** The order of the (node, task) graph is Kahn's, ties broken by graph
 //!    position then node order, so the same input gives the same plan byte for byte. When
@@ -1174,10 +1174,10 @@ pub fn plan_with(
                 };
                 for tj in ids {
                     let mut add = |q: Place| {
-                        if q == p
-                            && tj == ti
-                            && !matches!(d.role, CrossRole::SelfNode | CrossRole::Sync)
-                        {
+                        // The task itself on its own node is excluded, whatever the role
+                        // (`self` too: stable-8.0's cluster_health cross-depends on
+                        // `/(primary-)?cluster/` on itself, which its own id matches).
+                        if q == p && tj == ti {
                             return;
                         }
                         if let Some(u) = lookup(q, tj) {

@@ -237,6 +237,25 @@ fn cross_depends_self_absent_role_and_policies() {
     assert_consistent(&p);
 }
 
+/// A regex that matches the task's own id never makes it wait for itself, even with
+/// `role: self` (stable-8.0's cluster_health cross-depends on `/(primary-)?cluster/`).
+#[test]
+fn a_task_never_waits_for_itself() {
+    let p = make(
+        json!([
+            {"id": "cluster", "type": "shell", "roles": ["compute"]},
+            {"id": "cluster_health", "type": "shell", "roles": ["compute"],
+             "requires": ["cluster"],
+             "cross-depends": [{"name": "/(primary-)?cluster/", "role": "self"}]},
+            {"id": "exact", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "exact", "role": "self"}]},
+        ]),
+        &four(),
+    );
+    assert_eq!(waits(&p, "3", "cluster_health"), ["cluster@3"]);
+    assert!(waits(&p, "3", "exact").is_empty());
+}
+
 /// A task cross-depending on itself on its peers: itself on this node is excluded, so two
 /// nodes wait for each other, which is a cycle (as it was in Fuel).
 #[test]
