@@ -505,10 +505,14 @@ pub fn plan_with(
     // Nodes in uid order; roles and data.
     let mut nodes: Vec<&NodeSpec> = nodes_in.iter().collect();
     nodes.sort_by_key(|n| uid_key(&n.uid));
-    let mut roles_meta = if release.roles_metadata.is_object() {
+    // A release without role metadata (a fuel-library tree) gets Fuel newton's, so that a
+    // plugin's roles add to them instead of replacing them (and the primaries with them).
+    let (default_roles, default_tags) = roles::default_metadata();
+    let release_meta = release.roles_metadata.is_object();
+    let mut roles_meta = if release_meta {
         release.roles_metadata.clone()
     } else {
-        J::Null
+        default_roles
     };
     for p in plugins {
         if let Some(o) = p.roles_metadata.as_object() {
@@ -524,7 +528,11 @@ pub fn plan_with(
         }
         data::deep_merge(&mut roles_meta, &cluster.roles_metadata);
     }
-    let mut tags_meta = release.tags_metadata.clone();
+    let mut tags_meta = if release_meta || release.tags_metadata.is_object() {
+        release.tags_metadata.clone()
+    } else {
+        default_tags
+    };
     if cluster.tags_metadata.is_object() {
         if !tags_meta.is_object() {
             tags_meta = J::Object(Map::new());

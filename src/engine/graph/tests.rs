@@ -414,6 +414,43 @@ fn primary_controller_is_exactly_one_controller() {
     assert_eq!(p.node("3").unwrap().roles, ["primary-controller"]);
 }
 
+/// A plugin's node roles add to the default metadata of a release that has none (a
+/// fuel-library tree): the primary controller stays.
+#[test]
+fn plugin_roles_keep_the_default_primaries() {
+    let plugin = PluginGraph {
+        name: "detach".into(),
+        version: "1.0.0".into(),
+        roles_metadata: json!({"standalone-rabbitmq": {"name": "RabbitMQ", "has_primary": true}}),
+        ..PluginGraph::default()
+    };
+    let ns = nodes(&[
+        ("1", &["controller"]),
+        ("2", &["controller"]),
+        ("3", &["standalone-rabbitmq"]),
+        ("4", &["standalone-rabbitmq"]),
+    ]);
+    let p = plan(
+        &Cluster::default(),
+        &ns,
+        &release(json!([{"id": "a", "type": "shell", "roles": "*"}])),
+        &[plugin],
+        &Deployed::default(),
+    )
+    .unwrap();
+    let roles: Vec<Vec<String>> = p.nodes.iter().map(|n| n.roles.clone()).collect();
+    assert_eq!(
+        roles[..4],
+        [
+            vec!["primary-controller".to_string()],
+            vec!["controller".to_string()],
+            vec!["primary-standalone-rabbitmq".to_string()],
+            vec!["standalone-rabbitmq".to_string()],
+        ]
+    );
+    assert!(p.nodes[0].tags.contains(&"primary-rabbitmq".to_string()));
+}
+
 #[test]
 fn false_condition_skips_with_reason_and_keeps_edges() {
     let p = make(
