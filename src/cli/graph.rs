@@ -135,7 +135,7 @@ fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     match args.format {
         Format::Text => out.write_all(plan.to_text().as_bytes()),
         Format::Json => plan.write_json(&mut out),

@@ -1289,6 +1289,9 @@ pub fn plan_with(
             .count(),
         ..Summary::default()
     };
+    // The waits are in `preds` now; free the edge list before the steps are built.
+    drop(edges);
+    drop(starts);
     let mut by_place: Vec<Vec<usize>> = vec![Vec::new(); places_total];
     for (v, &(p, _)) in vertices.iter().enumerate() {
         by_place[p].push(v);

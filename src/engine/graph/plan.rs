@@ -183,6 +183,101 @@ pub struct Plan {
     pub uids: Vec<String>,
 }
 
+/// Pretty-prints down to [`Shallow::DEPTH`] levels of nesting, compact below.
+#[derive(Default)]
+struct Shallow {
+    pretty: serde_json::ser::PrettyFormatter<'static>,
+    depth: usize,
+}
+
+impl Shallow {
+    /// Plan (1), nodes (2), node (3), tasks (4), step (5), its lists and maps (6).
+    const DEPTH: usize = 6;
+    fn deep(&self) -> bool {
+        self.depth > Self::DEPTH
+    }
+}
+
+impl serde_json::ser::Formatter for Shallow {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        if self.deep() {
+            w.write_all(b"[")
+        } else {
+            self.pretty.begin_array(w)
+        }
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        let deep = self.deep();
+        self.depth -= 1;
+        if deep {
+            w.write_all(b"]")
+        } else {
+            self.pretty.end_array(w)
+        }
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.deep() {
+            if first { Ok(()) } else { w.write_all(b",") }
+        } else {
+            self.pretty.begin_array_value(w, first)
+        }
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            Ok(())
+        } else {
+            self.pretty.end_array_value(w)
+        }
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        if self.deep() {
+            w.write_all(b"{")
+        } else {
+            self.pretty.begin_object(w)
+        }
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        let deep = self.deep();
+        self.depth -= 1;
+        if deep {
+            w.write_all(b"}")
+        } else {
+            self.pretty.end_object(w)
+        }
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.deep() {
+            if first { Ok(()) } else { w.write_all(b",") }
+        } else {
+            self.pretty.begin_object_key(w, first)
+        }
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            w.write_all(b":")
+        } else {
+            self.pretty.begin_object_value(w)
+        }
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            Ok(())
+        } else {
+            self.pretty.end_object_value(w)
+        }
+    }
+}
+
 fn short(s: &str, max: usize) -> String {
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
@@ -193,9 +288,14 @@ fn short(s: &str, max: usize) -> String {
 }
 
 impl Plan {
-    /// Pretty JSON (deterministic).
+    /// JSON (deterministic): indented down to each step's fields, one line per value below
+    /// (each wait `{"task":..,"node":..}`, each parameter), so a thousand-node plan with two
+    /// million waits stays readable and half the size.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        let mut out = Vec::new();
+        let _ = self.write_json(&mut out);
+        out.pop();
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// A node's list by uid.
@@ -316,7 +416,8 @@ impl Plan {
 
     /// [`Plan::to_json`] written out as it is made (a thousand-node plan is hundreds of MB).
     pub fn write_json(&self, w: &mut dyn io::Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *w, self)?;
+        let mut ser = serde_json::Serializer::with_formatter(&mut *w, Shallow::default());
+        self.serialize(&mut ser)?;
         w.write_all(b"\n")
     }
 
