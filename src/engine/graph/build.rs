@@ -25,7 +25,8 @@
 //!    Kahn's cannot finish, petgraph's strongly connected components give the cycles, and the
 //!    error prints each with every task's file and line.
 //!
-//! Pure: no I/O, no clock.
+//! Pure: no I/O, no clock. Step 3 runs on two threads (each over whole places, results put
+//! back in order), so a plan is the same bytes however it was computed.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -844,19 +845,223 @@ pub fn plan_with(
         }
     }
 
-    // Serialize every vertex.
-    let mut snapshots: HashMap<String, Y> = HashMap::new();
-    let mut insts: Vec<Inst> = Vec::with_capacity(vertices.len());
-    let mut env: Option<PlaceEnv> = None;
-    let empty = data::to_yaql(&J::Object(Map::new()));
-    for &(p, ti) in &vertices {
-        let t = &tasks[ti];
-        let tpl = &templates[ti];
-        if p == sync {
+    // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
+    // with YAQL values of its own (they are not shared between threads).
+    let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>) {
+        let mut failures: Vec<EvalFailure> = Vec::new();
+        let common_y = data::to_yaql(&dd.common);
+        let memo = Rc::new(FinalMemo::default());
+        let cluster_ctx = Context::from_value(common_y.clone())
+            .with_memo(memo.clone())
+            .with_var_value("common", common_y.clone())
+            .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
+        let eval_common = |text: &str| -> Result<J, String> {
+            engine
+                .eval_json(text, &cluster_ctx)
+                .map_err(|e| e.to_string())
+        };
+        let mut snapshots: HashMap<String, Y> = HashMap::new();
+        let mut insts: Vec<Inst> = Vec::with_capacity(run.len());
+        let mut env: Option<PlaceEnv> = None;
+        let empty = data::to_yaql(&J::Object(Map::new()));
+        for &(p, ti) in run {
+            let t = &tasks[ti];
+            let tpl = &templates[ti];
+            if p == sync {
+                let edges = match &tpl.edges {
+                    Some(e) => e.clone(),
+                    None => {
+                        let mut ev = |e: &str| eval_common(e);
+                        let mut raw = Map::new();
+                        for k in EDGE_KEYS {
+                            if let Some(v) = tpl.raw.get(k) {
+                                match fields::eval_fields(v, k, &mut ev) {
+                                    Ok(v) => {
+                                        raw.insert(k.to_string(), v);
+                                    }
+                                    Err(e) => failures.push(fail(
+                                        t,
+                                        "null",
+                                        &e.field,
+                                        &e.expression,
+                                        e.message,
+                                    )),
+                                }
+                            }
+                        }
+                        match parse_edges(&J::Object(raw)) {
+                            Ok(e) => Arc::new(e),
+                            Err((f, m)) => {
+                                failures.push(fail(t, "null", f, "", m));
+                                Arc::new(Edges::default())
+                            }
+                        }
+                    }
+                };
+                insts.push(Inst {
+                    status: if t.is_stage() {
+                        Status::Stage
+                    } else {
+                        Status::Skipped
+                    },
+                    ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
+                    reason: None,
+                    parameters: None,
+                    strategy: None,
+                    fail_on_error: false,
+                    compared_with: None,
+                    edges,
+                });
+                continue;
+            }
+            if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
+                let (node_j, fresh) = if p == master {
+                    (dd.master.clone(), cluster.force)
+                } else {
+                    (
+                        dd.nodes[p].clone(),
+                        cluster.force || nodes[p].needs_redeploy(),
+                    )
+                };
+                let node_y = data::to_yaql(&node_j);
+                env = Some(PlaceEnv {
+                    uid: place_uid(p),
+                    data: data::union(&common_y, &node_y),
+                    node: node_y,
+                    common_j: common_j.clone(),
+                    node_j: Arc::new(node_j),
+                    fresh,
+                    contexts: HashMap::new(),
+                });
+            }
+            let Some(pe) = env.as_mut() else { continue };
+            let last = if pe.fresh {
+                None
+            } else {
+                deployed.last_run(&pe.uid, &t.id).map(str::to_string)
+            };
+            if !pe.contexts.contains_key(&last) {
+                let old = match &last {
+                    None => empty.clone(),
+                    Some(dep) => {
+                        let snap = deployed.deployments.get(dep);
+                        let common_old = match snapshots.get(dep) {
+                            Some(v) => v.clone(),
+                            None => {
+                                let v = data::to_yaql(snap.map_or(&J::Null, |s| &s.common));
+                                snapshots.insert(dep.clone(), v.clone());
+                                v
+                            }
+                        };
+                        let node_old = data::to_yaql(
+                            snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null),
+                        );
+                        data::union(&common_old, &node_old)
+                    }
+                };
+                let ctx = Context::from_value(pe.data.clone())
+                    .with_memo(memo.clone())
+                    .with_old_value(old)
+                    .with_var_value("node", pe.node.clone())
+                    .with_var_value("common", common_y.clone());
+                pe.contexts.insert(last.clone(), ctx);
+            }
+            let Some(ctx) = pe.contexts.get(&last) else {
+                continue;
+            };
+            let node_name = pe.uid.clone();
+            let mut ev = |e: &str| -> Result<J, String> {
+                engine.eval_json(e, ctx).map_err(|x| x.to_string())
+            };
+            // Condition.
+            let (run, why) = match &tpl.cond {
+                Cond::True => (true, None),
+                Cond::Value(b) => (*b, Some("condition is false".to_string())),
+                Cond::Yaql(e) => match engine.eval(e, ctx) {
+                    Ok(v) => (
+                        v.truthy(),
+                        Some(format!(
+                            "condition is false: {} (old data: {})",
+                            e.split_whitespace().collect::<Vec<_>>().join(" "),
+                            last.as_deref()
+                                .map_or("none".to_string(), |d| format!("deployment {d}"))
+                        )),
+                    ),
+                    Err(x) => {
+                        failures.push(fail(t, &node_name, "condition", e, x.to_string()));
+                        (false, None)
+                    }
+                },
+                Cond::Legacy(x, text) => {
+                    let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
+                    let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
+                        match model {
+                            "settings" => Ok(data::union_path(
+                                &cj,
+                                &nj,
+                                &expr::rewrite_settings_path(path),
+                            )),
+                            "cluster" => Ok(data::union_path(&cj, &nj, &format!("cluster.{path}"))),
+                            other => Err(expr::unknown_model(other)),
+                        }
+                    };
+                    match expr::eval(x, &lookup, text) {
+                        Ok(v) => (
+                            expr::truthy(&v),
+                            Some(format!("condition is false: {text}")),
+                        ),
+                        Err(e) => {
+                            failures.push(fail(t, &node_name, "condition", text, e.message));
+                            (false, None)
+                        }
+                    }
+                }
+            };
+            // Type.
+            let ty = match (&tpl.type_yaql, t.ty) {
+                (Some(e), _) => match ev(e) {
+                    Ok(J::String(s)) => match TaskType::parse(&s) {
+                        Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
+                        _ => {
+                            failures.push(fail(
+                                t,
+                                &node_name,
+                                "type",
+                                e,
+                                format!("computed type {s:?} is not a node task type"),
+                            ));
+                            TaskType::Skipped
+                        }
+                    },
+                    Ok(other) => {
+                        failures.push(fail(
+                            t,
+                            &node_name,
+                            "type",
+                            e,
+                            format!("computed type must be a string, not {other}"),
+                        ));
+                        TaskType::Skipped
+                    }
+                    Err(m) => {
+                        failures.push(fail(t, &node_name, "type", e, m));
+                        TaskType::Skipped
+                    }
+                },
+                (None, Some(ty)) => ty,
+                (None, None) => TaskType::Skipped,
+            };
+            let (status, reason) = if !run {
+                (Status::Skipped, why)
+            } else if !ty.is_action() {
+                (Status::Skipped, Some(format!("type is {ty}")))
+            } else {
+                (Status::Run, None)
+            };
+            // Edges.
             let edges = match &tpl.edges {
                 Some(e) => e.clone(),
                 None => {
-                    let mut ev = |e: &str| eval_common(e);
                     let mut raw = Map::new();
                     for k in EDGE_KEYS {
                         if let Some(v) = tpl.raw.get(k) {
@@ -866,7 +1071,7 @@ pub fn plan_with(
                                 }
                                 Err(e) => failures.push(fail(
                                     t,
-                                    "null",
+                                    &node_name,
                                     &e.field,
                                     &e.expression,
                                     e.message,
@@ -877,249 +1082,91 @@ pub fn plan_with(
                     match parse_edges(&J::Object(raw)) {
                         Ok(e) => Arc::new(e),
                         Err((f, m)) => {
-                            failures.push(fail(t, "null", f, "", m));
+                            failures.push(fail(t, &node_name, f, "", m));
                             Arc::new(Edges::default())
                         }
                     }
                 }
             };
-            insts.push(Inst {
-                status: if t.is_stage() {
-                    Status::Stage
-                } else {
-                    Status::Skipped
-                },
-                ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
-                reason: None,
-                parameters: None,
-                strategy: None,
-                fail_on_error: false,
-                compared_with: None,
-                edges,
-            });
-            continue;
-        }
-        if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
-            let (node_j, fresh) = if p == master {
-                (dd.master.clone(), cluster.force)
-            } else {
-                (
-                    dd.nodes[p].clone(),
-                    cluster.force || nodes[p].needs_redeploy(),
-                )
-            };
-            let node_y = data::to_yaql(&node_j);
-            env = Some(PlaceEnv {
-                uid: place_uid(p),
-                data: data::union(&common_y, &node_y),
-                node: node_y,
-                common_j: common_j.clone(),
-                node_j: Arc::new(node_j),
-                fresh,
-                contexts: HashMap::new(),
-            });
-        }
-        let Some(pe) = env.as_mut() else { continue };
-        let last = if pe.fresh {
-            None
-        } else {
-            deployed.last_run(&pe.uid, &t.id).map(str::to_string)
-        };
-        if !pe.contexts.contains_key(&last) {
-            let old = match &last {
-                None => empty.clone(),
-                Some(dep) => {
-                    let snap = deployed.deployments.get(dep);
-                    let common_old = match snapshots.get(dep) {
-                        Some(v) => v.clone(),
-                        None => {
-                            let v = data::to_yaql(snap.map_or(&J::Null, |s| &s.common));
-                            snapshots.insert(dep.clone(), v.clone());
-                            v
-                        }
-                    };
-                    let node_old =
-                        data::to_yaql(snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null));
-                    data::union(&common_old, &node_old)
-                }
-            };
-            let ctx = Context::from_value(pe.data.clone())
-                .with_memo(memo.clone())
-                .with_old_value(old)
-                .with_var_value("node", pe.node.clone())
-                .with_var_value("common", common_y.clone());
-            pe.contexts.insert(last.clone(), ctx);
-        }
-        let Some(ctx) = pe.contexts.get(&last) else {
-            continue;
-        };
-        let node_name = pe.uid.clone();
-        let mut ev =
-            |e: &str| -> Result<J, String> { engine.eval_json(e, ctx).map_err(|x| x.to_string()) };
-        // Condition.
-        let (run, why) = match &tpl.cond {
-            Cond::True => (true, None),
-            Cond::Value(b) => (*b, Some("condition is false".to_string())),
-            Cond::Yaql(e) => match engine.eval(e, ctx) {
-                Ok(v) => (
-                    v.truthy(),
-                    Some(format!(
-                        "condition is false: {} (old data: {})",
-                        e.split_whitespace().collect::<Vec<_>>().join(" "),
-                        last.as_deref()
-                            .map_or("none".to_string(), |d| format!("deployment {d}"))
-                    )),
-                ),
-                Err(x) => {
-                    failures.push(fail(t, &node_name, "condition", e, x.to_string()));
-                    (false, None)
-                }
-            },
-            Cond::Legacy(x, text) => {
-                let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
-                let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
-                    match model {
-                        "settings" => Ok(data::union_path(
-                            &cj,
-                            &nj,
-                            &expr::rewrite_settings_path(path),
-                        )),
-                        "cluster" => Ok(data::union_path(&cj, &nj, &format!("cluster.{path}"))),
-                        other => Err(expr::unknown_model(other)),
+            // Parameters, strategy, fail_on_error (only for what runs).
+            let mut parameters = None;
+            let mut strategy = None;
+            let mut fail_on_error = false;
+            if status == Status::Run {
+                parameters = match (&tpl.params, tpl.raw.get("parameters")) {
+                    (Some(s), _) => Some(s.clone()),
+                    (None, None | Some(J::Null)) => {
+                        Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
                     }
-                };
-                match expr::eval(x, &lookup, text) {
-                    Ok(v) => (
-                        expr::truthy(&v),
-                        Some(format!("condition is false: {text}")),
-                    ),
-                    Err(e) => {
-                        failures.push(fail(t, &node_name, "condition", text, e.message));
-                        (false, None)
-                    }
-                }
-            }
-        };
-        // Type.
-        let ty = match (&tpl.type_yaql, t.ty) {
-            (Some(e), _) => match ev(e) {
-                Ok(J::String(s)) => match TaskType::parse(&s) {
-                    Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
-                    _ => {
-                        failures.push(fail(
-                            t,
-                            &node_name,
-                            "type",
-                            e,
-                            format!("computed type {s:?} is not a node task type"),
-                        ));
-                        TaskType::Skipped
-                    }
-                },
-                Ok(other) => {
-                    failures.push(fail(
-                        t,
-                        &node_name,
-                        "type",
-                        e,
-                        format!("computed type must be a string, not {other}"),
-                    ));
-                    TaskType::Skipped
-                }
-                Err(m) => {
-                    failures.push(fail(t, &node_name, "type", e, m));
-                    TaskType::Skipped
-                }
-            },
-            (None, Some(ty)) => ty,
-            (None, None) => TaskType::Skipped,
-        };
-        let (status, reason) = if !run {
-            (Status::Skipped, why)
-        } else if !ty.is_action() {
-            (Status::Skipped, Some(format!("type is {ty}")))
-        } else {
-            (Status::Run, None)
-        };
-        // Edges.
-        let edges = match &tpl.edges {
-            Some(e) => e.clone(),
-            None => {
-                let mut raw = Map::new();
-                for k in EDGE_KEYS {
-                    if let Some(v) = tpl.raw.get(k) {
-                        match fields::eval_fields(v, k, &mut ev) {
-                            Ok(v) => {
-                                raw.insert(k.to_string(), v);
-                            }
-                            Err(e) => failures.push(fail(
-                                t,
-                                &node_name,
-                                &e.field,
-                                &e.expression,
-                                e.message,
-                            )),
-                        }
-                    }
-                }
-                match parse_edges(&J::Object(raw)) {
-                    Ok(e) => Arc::new(e),
-                    Err((f, m)) => {
-                        failures.push(fail(t, &node_name, f, "", m));
-                        Arc::new(Edges::default())
-                    }
-                }
-            }
-        };
-        // Parameters, strategy, fail_on_error (only for what runs).
-        let mut parameters = None;
-        let mut strategy = None;
-        let mut fail_on_error = false;
-        if status == Status::Run {
-            parameters = match (&tpl.params, tpl.raw.get("parameters")) {
-                (Some(s), _) => Some(s.clone()),
-                (None, None | Some(J::Null)) => {
-                    Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
-                }
-                (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
-                    Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
-                    Err(e) => {
-                        failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
-                        None
-                    }
-                },
-            };
-            if let Some(p) = &parameters {
-                match parse_strategy(&p.0) {
-                    Ok(s) => strategy = s,
-                    Err(m) => failures.push(fail(t, &node_name, "parameters.strategy", "", m)),
-                }
-            }
-            fail_on_error = match tpl.raw.get("fail_on_error") {
-                None | Some(J::Null) => true,
-                Some(v) if contains_yaql(v) => {
-                    match fields::eval_fields(v, "fail_on_error", &mut ev) {
-                        Ok(v) => expr::truthy(&v),
+                    (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
+                        Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
                         Err(e) => {
                             failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
-                            true
+                            None
                         }
+                    },
+                };
+                if let Some(p) = &parameters {
+                    match parse_strategy(&p.0) {
+                        Ok(s) => strategy = s,
+                        Err(m) => failures.push(fail(t, &node_name, "parameters.strategy", "", m)),
                     }
                 }
-                Some(v) => expr::truthy(v),
-            };
+                fail_on_error = match tpl.raw.get("fail_on_error") {
+                    None | Some(J::Null) => true,
+                    Some(v) if contains_yaql(v) => {
+                        match fields::eval_fields(v, "fail_on_error", &mut ev) {
+                            Ok(v) => expr::truthy(&v),
+                            Err(e) => {
+                                failures.push(fail(
+                                    t,
+                                    &node_name,
+                                    &e.field,
+                                    &e.expression,
+                                    e.message,
+                                ));
+                                true
+                            }
+                        }
+                    }
+                    Some(v) => expr::truthy(v),
+                };
+            }
+            insts.push(Inst {
+                status,
+                ty: ty.as_str().to_string(),
+                reason,
+                parameters,
+                strategy,
+                fail_on_error,
+                compared_with: last,
+                edges,
+            });
         }
-        insts.push(Inst {
-            status,
-            ty: ty.as_str().to_string(),
-            reason,
-            parameters,
-            strategy,
-            fail_on_error,
-            compared_with: last,
-            edges,
-        });
-    }
+        (insts, failures)
+    };
+    // Two runs of about half the vertices each, split between places, on two threads; the
+    // results are put back in order, so the plan is the same as from one run.
+    let half = vertices.len() / 2;
+    let split = (half..vertices.len())
+        .find(|&i| i == 0 || vertices[i].0 != vertices[i - 1].0)
+        .unwrap_or(vertices.len());
+    let (first, second) = vertices.split_at(split);
+    let ((mut insts, first_failures), (rest, rest_failures)) = if second.is_empty() {
+        (serialize(first), (Vec::new(), Vec::new()))
+    } else {
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| serialize(second));
+            let mine = serialize(first);
+            match other.join() {
+                Ok(theirs) => (mine, theirs),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    };
+    insts.extend(rest);
+    failures.extend(first_failures);
+    failures.extend(rest_failures);
     if !failures.is_empty() {
         return Err(PlanError::Evaluation(failures));
     }
