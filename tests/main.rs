@@ -15,6 +15,7 @@ mod deploy;
 mod dhcp;
 mod environments;
 mod flow;
+mod graph;
 mod pages;
 mod plugin;
 mod store;

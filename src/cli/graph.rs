@@ -7,6 +7,7 @@
 //! Exit codes: 0 a plan was made, 1 no plan (cycle, failing expression, bad graph), 2 bad usage
 //! or an unreadable input file.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -133,12 +134,16 @@ fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let out = match args.format {
-        Format::Text => plan.to_text(),
-        Format::Json => plan.to_json() + "\n",
-        Format::Dot => plan.to_dot(),
-    };
-    print!("{out}");
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    match args.format {
+        Format::Text => out.write_all(plan.to_text().as_bytes()),
+        Format::Json => plan.write_json(&mut out),
+        Format::Dot => plan.write_dot(&mut out),
+    }
+    .and_then(|()| out.flush())
+    .context("writing the plan")?;
+    drop(out);
     if let Some(path) = &args.record {
         let id = args
             .deployment_id

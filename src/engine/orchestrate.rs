@@ -171,8 +171,8 @@ pub fn runs_for(
                     let cross: Vec<(String, String)> = t
                         .requires
                         .iter()
-                        .filter(|r| r.node != node.uid || id.is_none())
-                        .map(|r| (r.task.clone(), r.node.clone()))
+                        .filter(|r| *r.node != *node.uid || id.is_none())
+                        .map(|r| (r.task.to_string(), r.node.to_string()))
                         .collect();
                     pending_deps.push((i, cross));
                 }

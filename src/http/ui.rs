@@ -307,8 +307,8 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                     let waits: Vec<String> = t
                         .requires
                         .iter()
-                        .filter(|r| r.node != n.uid)
-                        .map(|r| match r.node.as_str() {
+                        .filter(|r| *r.node != *n.uid)
+                        .map(|r| match &*r.node {
                             "null" => format!("stage {}", r.task),
                             uid => {
                                 let who = names.get(uid).map_or(uid, |s| s.as_str());

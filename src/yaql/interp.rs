@@ -227,6 +227,9 @@ pub struct Run {
     depth: Cell<usize>,
     steps: Cell<u64>,
     pub regexes: Arc<RegexCache>,
+    /// Finalised forms shared with other evaluations over the same data, when the caller
+    /// gave one (see [`super::output::FinalMemo`]).
+    pub memo: Option<Rc<super::output::FinalMemo>>,
 }
 
 /// A handle on the running evaluation; cheap to clone into lazy sequences.
@@ -392,6 +395,16 @@ pub fn check_val(ty: Ty, nullable: bool, v: &Value) -> bool {
 
 impl Interp {
     pub fn new(ast: Arc<Ast>, limits: Limits, regexes: Arc<RegexCache>) -> Interp {
+        Interp::with_memo(ast, limits, regexes, None)
+    }
+
+    /// [`Interp::new`] sharing a finalisation memo with other evaluations.
+    pub fn with_memo(
+        ast: Arc<Ast>,
+        limits: Limits,
+        regexes: Arc<RegexCache>,
+        memo: Option<Rc<super::output::FinalMemo>>,
+    ) -> Interp {
         let consts = ast
             .nodes
             .iter()
@@ -408,6 +421,7 @@ impl Interp {
             depth: Cell::new(0),
             steps: Cell::new(0),
             regexes,
+            memo,
         }))
     }
 

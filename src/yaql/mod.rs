@@ -50,6 +50,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 pub use error::{ErrorKind, YaqlError};
+pub use output::FinalMemo;
 pub use value::Value;
 
 use interp::{Ctx, Interp};
@@ -86,6 +87,7 @@ pub struct Context {
     data: Value,
     old: Value,
     vars: Vec<(String, Value)>,
+    memo: Option<Rc<output::FinalMemo>>,
 }
 
 impl Context {
@@ -95,6 +97,7 @@ impl Context {
             data: value::from_json(data),
             old: Value::frozen_dict(Default::default()),
             vars: Vec::new(),
+            memo: None,
         }
     }
 
@@ -104,7 +107,16 @@ impl Context {
             data,
             old: Value::frozen_dict(Default::default()),
             vars: Vec::new(),
+            memo: None,
         }
+    }
+
+    /// Share finalised forms of unchanged sub-trees with every context given the same memo
+    /// (`changed($.network_metadata)` on a thousand nodes whose data share that sub-tree
+    /// finalises and compares it once). Results are the same with or without it.
+    pub fn with_memo(mut self, memo: Rc<output::FinalMemo>) -> Context {
+        self.memo = Some(memo);
+        self
     }
 
     /// Like `with_old`, from a value.
@@ -202,7 +214,12 @@ impl Engine {
     /// sets sorted into lists), as yaql's `#finalize` would.
     pub fn eval(&self, text: &str, ctx: &Context) -> Result<Value, YaqlError> {
         let ast = self.parse(text)?;
-        let interp = Interp::new(ast, self.limits.clone(), self.regexes.clone());
+        let interp = Interp::with_memo(
+            ast,
+            self.limits.clone(),
+            self.regexes.clone(),
+            ctx.memo.clone(),
+        );
         let root = ctx.root();
         let v = interp.eval_root(&root)?;
         output::finalize(&interp, &v)

@@ -2,7 +2,10 @@
 //! with JSON string keys, sets sorted), enforcing the item limit; and JSON rendering, both
 //! as `serde_json` values and as Python's `json.dumps` text (for `toJson`). Must not evaluate.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 use super::error::{ErrorKind, Result, YaqlError, err};
 use super::interp::{Interp, too_large};
@@ -16,6 +19,75 @@ fn unserializable(what: &str) -> YaqlError {
 pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
     let mut budget = it.limits().memory_quota;
     fin(it, v, &mut budget)
+}
+
+/// Containers smaller than this are finalised and compared afresh (cheaper than a lookup).
+const MEMO_MIN: usize = 8;
+
+/// Finalised forms of immutable containers (dicts, lists, tuples holding only plain data),
+/// shared by evaluations over the same data, and the outcome of comparing two finalised
+/// containers. Keyed by the containers' addresses; every entry holds the containers it is
+/// about, so an address cannot be reused while the memo lives. Results, errors and budget
+/// charges are exactly those of finalising afresh.
+#[derive(Default)]
+pub struct FinalMemo {
+    /// (address, item limit) → (the container, its finalised form, the budget it charged).
+    fin: RefCell<MemoMap<usize>>,
+    /// (address, address) → (both containers, whether they are equal).
+    eq: RefCell<MemoMap<bool>>,
+}
+
+/// Two addresses (or an address and a limit) → two values kept alive, and what was learnt.
+type MemoMap<T> = HashMap<(usize, usize), (Value, Value, T), FxBuild>;
+
+/// The address of a container worth memoising.
+fn memo_key(v: &Value) -> Option<usize> {
+    match v {
+        Value::Dict(d) if d.map.len() >= MEMO_MIN => Some(Rc::as_ptr(d) as *const () as usize),
+        Value::Tuple(t) | Value::List(t) if t.len() >= MEMO_MIN => {
+            Some(Rc::as_ptr(t) as *const () as usize)
+        }
+        _ => None,
+    }
+}
+
+/// Python `==` of two finalised values (see [`super::value::py_eq`]), remembering the outcome
+/// for large containers in the evaluation's memo.
+pub fn final_eq(it: &Interp, a: &Value, b: &Value) -> bool {
+    let Some(memo) = it.0.memo.as_deref() else {
+        return super::value::py_eq(a, b);
+    };
+    eq_m(memo, a, b)
+}
+
+fn eq_m(memo: &FinalMemo, a: &Value, b: &Value) -> bool {
+    let key = match (memo_key(a), memo_key(b)) {
+        (Some(x), Some(y)) => Some((x, y)),
+        _ => None,
+    };
+    if let Some(k) = key
+        && let Some((_, _, r)) = memo.eq.borrow().get(&k)
+    {
+        return *r;
+    }
+    let r = match (a, b) {
+        (Value::List(x), Value::List(y)) => {
+            Rc::ptr_eq(x, y)
+                || (x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq_m(memo, p, q)))
+        }
+        (Value::Dict(x), Value::Dict(y)) => {
+            Rc::ptr_eq(x, y)
+                || (x.map.len() == y.map.len()
+                    && x.map
+                        .iter()
+                        .all(|(k, v)| y.map.get(k).is_some_and(|w| eq_m(memo, v, w))))
+        }
+        _ => super::value::py_eq(a, b),
+    };
+    if let Some(k) = key {
+        memo.eq.borrow_mut().insert(k, (a.clone(), b.clone(), r));
+    }
+    r
 }
 
 /// Charge `bytes` to the output budget (shared structure is expanded by finalisation, so a
@@ -32,6 +104,34 @@ fn charge(budget: &mut usize, bytes: usize) -> Result<()> {
 }
 
 fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
+    fin_m(it, v, budget).map(|(v, _)| v)
+}
+
+/// Finalise through the memo: the value, and whether it depends on immutable data only (so
+/// finalising it again would give the same result).
+fn fin_m(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)> {
+    let limit = it.limits().max_items;
+    let key = match (&it.0.memo, memo_key(v)) {
+        (Some(m), Some(k)) => Some((m, (k, limit))),
+        _ => None,
+    };
+    if let Some((m, k)) = &key
+        && let Some((_, out, cost)) = m.fin.borrow().get(k)
+    {
+        charge(budget, *cost)?;
+        return Ok((out.clone(), true));
+    }
+    let before = *budget;
+    let (out, pure) = fin_once(it, v, budget)?;
+    if pure && let Some((m, k)) = key {
+        m.fin
+            .borrow_mut()
+            .insert(k, (v.clone(), out.clone(), before - *budget));
+    }
+    Ok((out, pure))
+}
+
+fn fin_once(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)> {
     let limit = it.limits().max_items;
     charge(
         budget,
@@ -41,10 +141,10 @@ fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
         },
     )?;
     match v {
-        Value::Null | Value::Bool(_) | Value::Int(_) | Value::Str(_) => Ok(v.clone()),
+        Value::Null | Value::Bool(_) | Value::Int(_) | Value::Str(_) => Ok((v.clone(), true)),
         Value::Float(f) => {
             if f.is_finite() {
-                Ok(v.clone())
+                Ok((v.clone(), true))
             } else {
                 Err(unserializable("NaN or Infinity"))
             }
@@ -54,11 +154,15 @@ fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
                 return Err(too_large(limit));
             }
             let mut out = Map::with_capacity_and_hasher(d.map.len(), FxBuild);
+            let mut pure = true;
             for (k, val) in &d.map {
-                let k = json_key(&fin(it, k, budget)?)?;
-                out.insert(Value::string(k), fin(it, val, budget)?);
+                let (k, pk) = fin_m(it, k, budget)?;
+                let k = json_key(&k)?;
+                let (val, pv) = fin_m(it, val, budget)?;
+                pure &= pk && pv;
+                out.insert(Value::string(k), val);
             }
-            Ok(Value::dict(out))
+            Ok((Value::dict(out), pure))
         }
         Value::Set(_) => {
             let items = v.set_items().unwrap_or_default();
@@ -70,17 +174,20 @@ fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
                 out.push(fin(it, x, budget)?);
             }
             sort_set_items(&mut out);
-            Ok(Value::list(out))
+            Ok((Value::list(out), false))
         }
         Value::Tuple(t) | Value::List(t) => {
             if t.len() > limit {
                 return Err(too_large(limit));
             }
             let mut out = Vec::with_capacity(t.len());
+            let mut pure = true;
             for x in t.iter() {
-                out.push(fin(it, x, budget)?);
+                let (x, px) = fin_m(it, x, budget)?;
+                pure &= px;
+                out.push(x);
             }
-            Ok(Value::list(out))
+            Ok((Value::list(out), pure))
         }
         Value::Keys(_)
         | Value::Items(_)
@@ -96,7 +203,7 @@ fn fin(it: &Interp, v: &Value, budget: &mut usize) -> Result<Value> {
                 }
                 out.push(fin(it, &x?, budget)?);
             }
-            Ok(Value::list(out))
+            Ok((Value::list(out), false))
         }
         other => Err(unserializable(other.type_name())),
     }
@@ -256,4 +363,66 @@ fn write_json_str(out: &mut String, s: &str, ascii: bool) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use serde_json::json;
+
+    use super::FinalMemo;
+    use crate::yaql::{Context, Engine, Limits, Value, value::from_json};
+
+    /// A memo shared by contexts over the same sub-trees gives what evaluating afresh gives:
+    /// results, and the memory quota (a cached finalisation still charges its cost).
+    #[test]
+    fn memo_changes_nothing_but_the_work() {
+        let nodes: Vec<_> = (0..50)
+            .map(|i| json!({"uid": i.to_string(), "roles": ["compute"]}))
+            .collect();
+        let shared = from_json(&json!({"nodes": nodes, "net": {"a": 1, "b": [1, 2, 3]}}));
+        let old_same = from_json(&json!({"nodes": nodes, "net": {"a": 1, "b": [1, 2, 3]}}));
+        let old_other = from_json(&json!({"nodes": nodes[1..], "net": {"a": 1}}));
+        let exprs = [
+            "changed($.nodes)",
+            "changed($.net)",
+            "changed($)",
+            "changedAny($.nodes, $.net)",
+            "$.nodes.len()",
+            "'3' in added($.nodes).uid",
+        ];
+        for limits in [
+            Limits::default(),
+            Limits {
+                memory_quota: 2_000,
+                ..Limits::default()
+            },
+        ] {
+            let engine = Engine::new(limits);
+            let memo = Rc::new(FinalMemo::default());
+            for old in [&old_same, &old_other, &Value::Null] {
+                for round in 0..3 {
+                    for e in exprs {
+                        let plain = Context::from_value(shared.clone()).with_old_value(old.clone());
+                        let memoised = plain.clone().with_memo(memo.clone());
+                        let a = engine.eval_json(e, &plain).map_err(|x| x.to_string());
+                        let b = engine.eval_json(e, &memoised).map_err(|x| x.to_string());
+                        assert_eq!(a, b, "{e} (round {round})");
+                    }
+                }
+            }
+        }
+        // The quota is still enforced on a cached value.
+        let engine = Engine::new(Limits {
+            memory_quota: 2_000,
+            ..Limits::default()
+        });
+        let memo = Rc::new(FinalMemo::default());
+        let ctx = Context::from_value(shared).with_memo(memo);
+        for _ in 0..2 {
+            let e = engine.eval("changed($.nodes)", &ctx).unwrap_err();
+            assert!(e.to_string().contains("too much memory"), "{e}");
+        }
+    }
 }

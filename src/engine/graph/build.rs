@@ -18,18 +18,20 @@
 //! 4. **Edges.** `requires`/`required_for` name tasks on the same node or the sync node (exact
 //!    id or `/regex/`); `cross-depends`/`cross-depended-by` entries `{name, role, policy}`
 //!    look on the nodes `role` resolves to (absent = every node, `self`, `null` = sync node,
-//!    `policy: any` = one node), the task itself excluded. A `requires` (or cross-depends) target
+//!    `policy: any` = one node), the task itself on its own node excluded (for `self` too). A `requires` (or cross-depends) target
 //!    that no task defines is a warning in the plan, and the edge is dropped.
-//! 5. **Check and order.** The (node, task) graph is a petgraph `DiGraph`; a cycle is an error
-//!    that prints the cycle with each task's file and line. Otherwise the order is Kahn's, ties
-//!    broken by graph position then node order, so the same input gives the same plan byte
-//!    for byte.
+//! 5. **Check and order.** The order of the (node, task) graph is Kahn's, ties broken by graph
+//!    position then node order, so the same input gives the same plan byte for byte. When
+//!    Kahn's cannot finish, petgraph's strongly connected components give the cycles, and the
+//!    error prints each with every task's file and line.
 //!
-//! Pure: no I/O, no clock.
+//! Pure: no I/O, no clock. Step 3 runs on two threads (each over whole places, results put
+//! back in order), so a plan is the same bytes however it was computed.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use petgraph::algo::tarjan_scc;
@@ -47,7 +49,7 @@ use super::plan::{
 };
 use super::roles::{self, Assigned, NodeRoles, Place, Resolver, RoleMeta, regex_name};
 use super::task::{Source, Task, TaskType, contains_yaql, names, yaql_of};
-use crate::yaql::{Context, Engine, Limits, Value as Y};
+use crate::yaql::{Context, Engine, FinalMemo, Limits, Value as Y};
 
 /// A release's graph of one type, with what role resolution and data need.
 #[derive(Debug, Clone, Default)]
@@ -504,10 +506,14 @@ pub fn plan_with(
     // Nodes in uid order; roles and data.
     let mut nodes: Vec<&NodeSpec> = nodes_in.iter().collect();
     nodes.sort_by_key(|n| uid_key(&n.uid));
-    let mut roles_meta = if release.roles_metadata.is_object() {
+    // A release without role metadata (a fuel-library tree) gets Fuel newton's, so that a
+    // plugin's roles add to them instead of replacing them (and the primaries with them).
+    let (default_roles, default_tags) = roles::default_metadata();
+    let release_meta = release.roles_metadata.is_object();
+    let mut roles_meta = if release_meta {
         release.roles_metadata.clone()
     } else {
-        J::Null
+        default_roles
     };
     for p in plugins {
         if let Some(o) = p.roles_metadata.as_object() {
@@ -523,7 +529,11 @@ pub fn plan_with(
         }
         data::deep_merge(&mut roles_meta, &cluster.roles_metadata);
     }
-    let mut tags_meta = release.tags_metadata.clone();
+    let mut tags_meta = if release_meta || release.tags_metadata.is_object() {
+        release.tags_metadata.clone()
+    } else {
+        default_tags
+    };
     if cluster.tags_metadata.is_object() {
         if !tags_meta.is_object() {
             tags_meta = J::Object(Map::new());
@@ -567,7 +577,11 @@ pub fn plan_with(
     // YAQL values: the common part once, each place's view sharing it.
     let common_y = data::to_yaql(&dd.common);
     let common_j = Arc::new(dd.common.clone());
+    // One finalisation memo for the plan: every node's data shares the common sub-trees, so
+    // `changed($.network_metadata)` finalises and compares them once, not once per node.
+    let memo = Rc::new(FinalMemo::default());
     let cluster_ctx = Context::from_value(common_y.clone())
+        .with_memo(memo.clone())
         .with_var_value("common", common_y.clone())
         .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
     let eval_common = |text: &str| -> Result<J, String> {
@@ -831,19 +845,223 @@ pub fn plan_with(
         }
     }
 
-    // Serialize every vertex.
-    let mut snapshots: HashMap<String, Y> = HashMap::new();
-    let mut insts: Vec<Inst> = Vec::with_capacity(vertices.len());
-    let mut env: Option<PlaceEnv> = None;
-    let empty = data::to_yaql(&J::Object(Map::new()));
-    for &(p, ti) in &vertices {
-        let t = &tasks[ti];
-        let tpl = &templates[ti];
-        if p == sync {
+    // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
+    // with YAQL values of its own (they are not shared between threads).
+    let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>) {
+        let mut failures: Vec<EvalFailure> = Vec::new();
+        let common_y = data::to_yaql(&dd.common);
+        let memo = Rc::new(FinalMemo::default());
+        let cluster_ctx = Context::from_value(common_y.clone())
+            .with_memo(memo.clone())
+            .with_var_value("common", common_y.clone())
+            .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
+        let eval_common = |text: &str| -> Result<J, String> {
+            engine
+                .eval_json(text, &cluster_ctx)
+                .map_err(|e| e.to_string())
+        };
+        let mut snapshots: HashMap<String, Y> = HashMap::new();
+        let mut insts: Vec<Inst> = Vec::with_capacity(run.len());
+        let mut env: Option<PlaceEnv> = None;
+        let empty = data::to_yaql(&J::Object(Map::new()));
+        for &(p, ti) in run {
+            let t = &tasks[ti];
+            let tpl = &templates[ti];
+            if p == sync {
+                let edges = match &tpl.edges {
+                    Some(e) => e.clone(),
+                    None => {
+                        let mut ev = |e: &str| eval_common(e);
+                        let mut raw = Map::new();
+                        for k in EDGE_KEYS {
+                            if let Some(v) = tpl.raw.get(k) {
+                                match fields::eval_fields(v, k, &mut ev) {
+                                    Ok(v) => {
+                                        raw.insert(k.to_string(), v);
+                                    }
+                                    Err(e) => failures.push(fail(
+                                        t,
+                                        "null",
+                                        &e.field,
+                                        &e.expression,
+                                        e.message,
+                                    )),
+                                }
+                            }
+                        }
+                        match parse_edges(&J::Object(raw)) {
+                            Ok(e) => Arc::new(e),
+                            Err((f, m)) => {
+                                failures.push(fail(t, "null", f, "", m));
+                                Arc::new(Edges::default())
+                            }
+                        }
+                    }
+                };
+                insts.push(Inst {
+                    status: if t.is_stage() {
+                        Status::Stage
+                    } else {
+                        Status::Skipped
+                    },
+                    ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
+                    reason: None,
+                    parameters: None,
+                    strategy: None,
+                    fail_on_error: false,
+                    compared_with: None,
+                    edges,
+                });
+                continue;
+            }
+            if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
+                let (node_j, fresh) = if p == master {
+                    (dd.master.clone(), cluster.force)
+                } else {
+                    (
+                        dd.nodes[p].clone(),
+                        cluster.force || nodes[p].needs_redeploy(),
+                    )
+                };
+                let node_y = data::to_yaql(&node_j);
+                env = Some(PlaceEnv {
+                    uid: place_uid(p),
+                    data: data::union(&common_y, &node_y),
+                    node: node_y,
+                    common_j: common_j.clone(),
+                    node_j: Arc::new(node_j),
+                    fresh,
+                    contexts: HashMap::new(),
+                });
+            }
+            let Some(pe) = env.as_mut() else { continue };
+            let last = if pe.fresh {
+                None
+            } else {
+                deployed.last_run(&pe.uid, &t.id).map(str::to_string)
+            };
+            if !pe.contexts.contains_key(&last) {
+                let old = match &last {
+                    None => empty.clone(),
+                    Some(dep) => {
+                        let snap = deployed.deployments.get(dep);
+                        let common_old = match snapshots.get(dep) {
+                            Some(v) => v.clone(),
+                            None => {
+                                let v = data::to_yaql(snap.map_or(&J::Null, |s| &s.common));
+                                snapshots.insert(dep.clone(), v.clone());
+                                v
+                            }
+                        };
+                        let node_old = data::to_yaql(
+                            snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null),
+                        );
+                        data::union(&common_old, &node_old)
+                    }
+                };
+                let ctx = Context::from_value(pe.data.clone())
+                    .with_memo(memo.clone())
+                    .with_old_value(old)
+                    .with_var_value("node", pe.node.clone())
+                    .with_var_value("common", common_y.clone());
+                pe.contexts.insert(last.clone(), ctx);
+            }
+            let Some(ctx) = pe.contexts.get(&last) else {
+                continue;
+            };
+            let node_name = pe.uid.clone();
+            let mut ev = |e: &str| -> Result<J, String> {
+                engine.eval_json(e, ctx).map_err(|x| x.to_string())
+            };
+            // Condition.
+            let (run, why) = match &tpl.cond {
+                Cond::True => (true, None),
+                Cond::Value(b) => (*b, Some("condition is false".to_string())),
+                Cond::Yaql(e) => match engine.eval(e, ctx) {
+                    Ok(v) => (
+                        v.truthy(),
+                        Some(format!(
+                            "condition is false: {} (old data: {})",
+                            e.split_whitespace().collect::<Vec<_>>().join(" "),
+                            last.as_deref()
+                                .map_or("none".to_string(), |d| format!("deployment {d}"))
+                        )),
+                    ),
+                    Err(x) => {
+                        failures.push(fail(t, &node_name, "condition", e, x.to_string()));
+                        (false, None)
+                    }
+                },
+                Cond::Legacy(x, text) => {
+                    let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
+                    let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
+                        match model {
+                            "settings" => Ok(data::union_path(
+                                &cj,
+                                &nj,
+                                &expr::rewrite_settings_path(path),
+                            )),
+                            "cluster" => Ok(data::union_path(&cj, &nj, &format!("cluster.{path}"))),
+                            other => Err(expr::unknown_model(other)),
+                        }
+                    };
+                    match expr::eval(x, &lookup, text) {
+                        Ok(v) => (
+                            expr::truthy(&v),
+                            Some(format!("condition is false: {text}")),
+                        ),
+                        Err(e) => {
+                            failures.push(fail(t, &node_name, "condition", text, e.message));
+                            (false, None)
+                        }
+                    }
+                }
+            };
+            // Type.
+            let ty = match (&tpl.type_yaql, t.ty) {
+                (Some(e), _) => match ev(e) {
+                    Ok(J::String(s)) => match TaskType::parse(&s) {
+                        Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
+                        _ => {
+                            failures.push(fail(
+                                t,
+                                &node_name,
+                                "type",
+                                e,
+                                format!("computed type {s:?} is not a node task type"),
+                            ));
+                            TaskType::Skipped
+                        }
+                    },
+                    Ok(other) => {
+                        failures.push(fail(
+                            t,
+                            &node_name,
+                            "type",
+                            e,
+                            format!("computed type must be a string, not {other}"),
+                        ));
+                        TaskType::Skipped
+                    }
+                    Err(m) => {
+                        failures.push(fail(t, &node_name, "type", e, m));
+                        TaskType::Skipped
+                    }
+                },
+                (None, Some(ty)) => ty,
+                (None, None) => TaskType::Skipped,
+            };
+            let (status, reason) = if !run {
+                (Status::Skipped, why)
+            } else if !ty.is_action() {
+                (Status::Skipped, Some(format!("type is {ty}")))
+            } else {
+                (Status::Run, None)
+            };
+            // Edges.
             let edges = match &tpl.edges {
                 Some(e) => e.clone(),
                 None => {
-                    let mut ev = |e: &str| eval_common(e);
                     let mut raw = Map::new();
                     for k in EDGE_KEYS {
                         if let Some(v) = tpl.raw.get(k) {
@@ -853,7 +1071,7 @@ pub fn plan_with(
                                 }
                                 Err(e) => failures.push(fail(
                                     t,
-                                    "null",
+                                    &node_name,
                                     &e.field,
                                     &e.expression,
                                     e.message,
@@ -864,248 +1082,91 @@ pub fn plan_with(
                     match parse_edges(&J::Object(raw)) {
                         Ok(e) => Arc::new(e),
                         Err((f, m)) => {
-                            failures.push(fail(t, "null", f, "", m));
+                            failures.push(fail(t, &node_name, f, "", m));
                             Arc::new(Edges::default())
                         }
                     }
                 }
             };
-            insts.push(Inst {
-                status: if t.is_stage() {
-                    Status::Stage
-                } else {
-                    Status::Skipped
-                },
-                ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
-                reason: None,
-                parameters: None,
-                strategy: None,
-                fail_on_error: false,
-                compared_with: None,
-                edges,
-            });
-            continue;
-        }
-        if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
-            let (node_j, fresh) = if p == master {
-                (dd.master.clone(), cluster.force)
-            } else {
-                (
-                    dd.nodes[p].clone(),
-                    cluster.force || nodes[p].needs_redeploy(),
-                )
-            };
-            let node_y = data::to_yaql(&node_j);
-            env = Some(PlaceEnv {
-                uid: place_uid(p),
-                data: data::union(&common_y, &node_y),
-                node: node_y,
-                common_j: common_j.clone(),
-                node_j: Arc::new(node_j),
-                fresh,
-                contexts: HashMap::new(),
-            });
-        }
-        let Some(pe) = env.as_mut() else { continue };
-        let last = if pe.fresh {
-            None
-        } else {
-            deployed.last_run(&pe.uid, &t.id).map(str::to_string)
-        };
-        if !pe.contexts.contains_key(&last) {
-            let old = match &last {
-                None => empty.clone(),
-                Some(dep) => {
-                    let snap = deployed.deployments.get(dep);
-                    let common_old = match snapshots.get(dep) {
-                        Some(v) => v.clone(),
-                        None => {
-                            let v = data::to_yaql(snap.map_or(&J::Null, |s| &s.common));
-                            snapshots.insert(dep.clone(), v.clone());
-                            v
-                        }
-                    };
-                    let node_old =
-                        data::to_yaql(snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null));
-                    data::union(&common_old, &node_old)
-                }
-            };
-            let ctx = Context::from_value(pe.data.clone())
-                .with_old_value(old)
-                .with_var_value("node", pe.node.clone())
-                .with_var_value("common", common_y.clone());
-            pe.contexts.insert(last.clone(), ctx);
-        }
-        let Some(ctx) = pe.contexts.get(&last) else {
-            continue;
-        };
-        let node_name = pe.uid.clone();
-        let mut ev =
-            |e: &str| -> Result<J, String> { engine.eval_json(e, ctx).map_err(|x| x.to_string()) };
-        // Condition.
-        let (run, why) = match &tpl.cond {
-            Cond::True => (true, None),
-            Cond::Value(b) => (*b, Some("condition is false".to_string())),
-            Cond::Yaql(e) => match engine.eval(e, ctx) {
-                Ok(v) => (
-                    v.truthy(),
-                    Some(format!(
-                        "condition is false: {} (old data: {})",
-                        e.split_whitespace().collect::<Vec<_>>().join(" "),
-                        last.as_deref()
-                            .map_or("none".to_string(), |d| format!("deployment {d}"))
-                    )),
-                ),
-                Err(x) => {
-                    failures.push(fail(t, &node_name, "condition", e, x.to_string()));
-                    (false, None)
-                }
-            },
-            Cond::Legacy(x, text) => {
-                let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
-                let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
-                    match model {
-                        "settings" => Ok(data::union_path(
-                            &cj,
-                            &nj,
-                            &expr::rewrite_settings_path(path),
-                        )),
-                        "cluster" => Ok(data::union_path(&cj, &nj, &format!("cluster.{path}"))),
-                        other => Err(expr::unknown_model(other)),
+            // Parameters, strategy, fail_on_error (only for what runs).
+            let mut parameters = None;
+            let mut strategy = None;
+            let mut fail_on_error = false;
+            if status == Status::Run {
+                parameters = match (&tpl.params, tpl.raw.get("parameters")) {
+                    (Some(s), _) => Some(s.clone()),
+                    (None, None | Some(J::Null)) => {
+                        Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
                     }
-                };
-                match expr::eval(x, &lookup, text) {
-                    Ok(v) => (
-                        expr::truthy(&v),
-                        Some(format!("condition is false: {text}")),
-                    ),
-                    Err(e) => {
-                        failures.push(fail(t, &node_name, "condition", text, e.message));
-                        (false, None)
-                    }
-                }
-            }
-        };
-        // Type.
-        let ty = match (&tpl.type_yaql, t.ty) {
-            (Some(e), _) => match ev(e) {
-                Ok(J::String(s)) => match TaskType::parse(&s) {
-                    Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
-                    _ => {
-                        failures.push(fail(
-                            t,
-                            &node_name,
-                            "type",
-                            e,
-                            format!("computed type {s:?} is not a node task type"),
-                        ));
-                        TaskType::Skipped
-                    }
-                },
-                Ok(other) => {
-                    failures.push(fail(
-                        t,
-                        &node_name,
-                        "type",
-                        e,
-                        format!("computed type must be a string, not {other}"),
-                    ));
-                    TaskType::Skipped
-                }
-                Err(m) => {
-                    failures.push(fail(t, &node_name, "type", e, m));
-                    TaskType::Skipped
-                }
-            },
-            (None, Some(ty)) => ty,
-            (None, None) => TaskType::Skipped,
-        };
-        let (status, reason) = if !run {
-            (Status::Skipped, why)
-        } else if !ty.is_action() {
-            (Status::Skipped, Some(format!("type is {ty}")))
-        } else {
-            (Status::Run, None)
-        };
-        // Edges.
-        let edges = match &tpl.edges {
-            Some(e) => e.clone(),
-            None => {
-                let mut raw = Map::new();
-                for k in EDGE_KEYS {
-                    if let Some(v) = tpl.raw.get(k) {
-                        match fields::eval_fields(v, k, &mut ev) {
-                            Ok(v) => {
-                                raw.insert(k.to_string(), v);
-                            }
-                            Err(e) => failures.push(fail(
-                                t,
-                                &node_name,
-                                &e.field,
-                                &e.expression,
-                                e.message,
-                            )),
-                        }
-                    }
-                }
-                match parse_edges(&J::Object(raw)) {
-                    Ok(e) => Arc::new(e),
-                    Err((f, m)) => {
-                        failures.push(fail(t, &node_name, f, "", m));
-                        Arc::new(Edges::default())
-                    }
-                }
-            }
-        };
-        // Parameters, strategy, fail_on_error (only for what runs).
-        let mut parameters = None;
-        let mut strategy = None;
-        let mut fail_on_error = false;
-        if status == Status::Run {
-            parameters = match (&tpl.params, tpl.raw.get("parameters")) {
-                (Some(s), _) => Some(s.clone()),
-                (None, None | Some(J::Null)) => {
-                    Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
-                }
-                (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
-                    Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
-                    Err(e) => {
-                        failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
-                        None
-                    }
-                },
-            };
-            if let Some(p) = &parameters {
-                match parse_strategy(&p.0) {
-                    Ok(s) => strategy = s,
-                    Err(m) => failures.push(fail(t, &node_name, "parameters.strategy", "", m)),
-                }
-            }
-            fail_on_error = match tpl.raw.get("fail_on_error") {
-                None | Some(J::Null) => true,
-                Some(v) if contains_yaql(v) => {
-                    match fields::eval_fields(v, "fail_on_error", &mut ev) {
-                        Ok(v) => expr::truthy(&v),
+                    (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
+                        Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
                         Err(e) => {
                             failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
-                            true
+                            None
                         }
+                    },
+                };
+                if let Some(p) = &parameters {
+                    match parse_strategy(&p.0) {
+                        Ok(s) => strategy = s,
+                        Err(m) => failures.push(fail(t, &node_name, "parameters.strategy", "", m)),
                     }
                 }
-                Some(v) => expr::truthy(v),
-            };
+                fail_on_error = match tpl.raw.get("fail_on_error") {
+                    None | Some(J::Null) => true,
+                    Some(v) if contains_yaql(v) => {
+                        match fields::eval_fields(v, "fail_on_error", &mut ev) {
+                            Ok(v) => expr::truthy(&v),
+                            Err(e) => {
+                                failures.push(fail(
+                                    t,
+                                    &node_name,
+                                    &e.field,
+                                    &e.expression,
+                                    e.message,
+                                ));
+                                true
+                            }
+                        }
+                    }
+                    Some(v) => expr::truthy(v),
+                };
+            }
+            insts.push(Inst {
+                status,
+                ty: ty.as_str().to_string(),
+                reason,
+                parameters,
+                strategy,
+                fail_on_error,
+                compared_with: last,
+                edges,
+            });
         }
-        insts.push(Inst {
-            status,
-            ty: ty.as_str().to_string(),
-            reason,
-            parameters,
-            strategy,
-            fail_on_error,
-            compared_with: last,
-            edges,
-        });
-    }
+        (insts, failures)
+    };
+    // Two runs of about half the vertices each, split between places, on two threads; the
+    // results are put back in order, so the plan is the same as from one run.
+    let half = vertices.len() / 2;
+    let split = (half..vertices.len())
+        .find(|&i| i == 0 || vertices[i].0 != vertices[i - 1].0)
+        .unwrap_or(vertices.len());
+    let (first, second) = vertices.split_at(split);
+    let ((mut insts, first_failures), (rest, rest_failures)) = if second.is_empty() {
+        (serialize(first), (Vec::new(), Vec::new()))
+    } else {
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| serialize(second));
+            let mine = serialize(first);
+            match other.join() {
+                Ok(theirs) => (mine, theirs),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    };
+    insts.extend(rest);
+    failures.extend(first_failures);
+    failures.extend(rest_failures);
     if !failures.is_empty() {
         return Err(PlanError::Evaluation(failures));
     }
@@ -1168,10 +1229,10 @@ pub fn plan_with(
                 };
                 for tj in ids {
                     let mut add = |q: Place| {
-                        if q == p
-                            && tj == ti
-                            && !matches!(d.role, CrossRole::SelfNode | CrossRole::Sync)
-                        {
+                        // The task itself on its own node is excluded, whatever the role
+                        // (`self` too: stable-8.0's cluster_health cross-depends on
+                        // `/(primary-)?cluster/` on itself, which its own id matches).
+                        if q == p && tj == ti {
                             return;
                         }
                         if let Some(u) = lookup(q, tj) {
@@ -1205,72 +1266,65 @@ pub fn plan_with(
     edges.sort_unstable();
     edges.dedup();
 
-    // petgraph: cycles, then order.
-    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(vertices.len(), edges.len());
-    for _ in 0..vertices.len() {
-        g.add_node(());
-    }
-    g.extend_with_edges(edges.iter().map(|&(a, b)| (a, b)));
-    let describe = |v: usize| {
-        let (p, ti) = vertices[v];
-        CycleStep {
-            task: tasks[ti].id.clone(),
-            node: place_uid(p),
-            source: tasks[ti].source.to_string(),
-        }
-    };
-    let mut cycles = Vec::new();
-    for comp in tarjan_scc(&g) {
-        let looped = comp.len() > 1 || comp.first().is_some_and(|&x| g.contains_edge(x, x));
-        if !looped {
-            continue;
-        }
-        cycles.push(
-            cycle_in(&g, &comp)
-                .into_iter()
-                .map(|x| describe(x.index()))
-                .collect::<Vec<_>>(),
-        );
-        if cycles.len() >= 5 {
-            break;
-        }
-    }
-    if !cycles.is_empty() {
-        cycles.sort_by(|a, b| {
-            let k = |c: &Vec<CycleStep>| c.first().map(|s| (s.task.clone(), s.node.clone()));
-            k(a).cmp(&k(b))
-        });
-        return Err(PlanError::Cycle(cycles));
-    }
-    let mut indeg = vec![0usize; vertices.len()];
-    for &(_, b) in &edges {
+    // Order: Kahn's on a compact adjacency (edges are sorted, so each vertex's successors
+    // are one slice). When it cannot finish there is a cycle: petgraph finds and reports it.
+    let nv = vertices.len();
+    let mut starts = vec![0u32; nv + 1];
+    let mut indeg = vec![0u32; nv];
+    for &(a, b) in &edges {
+        starts[a as usize + 1] += 1;
         indeg[b as usize] += 1;
     }
+    for i in 0..nv {
+        starts[i + 1] += starts[i];
+    }
+    let succ = |v: usize| &edges[starts[v] as usize..starts[v + 1] as usize];
     let key = |v: usize| {
         let (p, ti) = vertices[v];
         Reverse((tasks[ti].index, p, v))
     };
-    let mut heap: BinaryHeap<Reverse<(usize, Place, usize)>> = (0..vertices.len())
-        .filter(|&v| indeg[v] == 0)
-        .map(key)
-        .collect();
-    let mut order = vec![0usize; vertices.len()];
+    let mut heap: BinaryHeap<Reverse<(usize, Place, usize)>> =
+        (0..nv).filter(|&v| indeg[v] == 0).map(key).collect();
+    let mut order = vec![0usize; nv];
     let mut next = 0;
     while let Some(Reverse((_, _, v))) = heap.pop() {
         order[v] = next;
         next += 1;
-        for u in g.neighbors(NodeIndex::new(v)) {
-            let u = u.index();
+        for &(_, u) in succ(v) {
+            let u = u as usize;
             indeg[u] -= 1;
             if indeg[u] == 0 {
                 heap.push(key(u));
             }
         }
     }
-    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); vertices.len()];
-    for &(a, b) in &edges {
-        incoming[b as usize].push(a);
+    if next < nv {
+        return Err(PlanError::Cycle(find_cycles(&edges, nv, &|v: usize| {
+            let (p, ti) = vertices[v];
+            CycleStep {
+                task: tasks[ti].id.clone(),
+                node: place_uid(p),
+                source: tasks[ti].source.to_string(),
+            }
+        })));
     }
+    drop(heap);
+    drop(indeg);
+    // Each vertex's predecessors, as one flat list sliced per vertex.
+    let mut in_starts = vec![0u32; nv + 1];
+    for &(_, b) in &edges {
+        in_starts[b as usize + 1] += 1;
+    }
+    for i in 0..nv {
+        in_starts[i + 1] += in_starts[i];
+    }
+    let mut fill = in_starts.clone();
+    let mut preds = vec![0u32; edges.len()];
+    for &(a, b) in &edges {
+        preds[fill[b as usize] as usize] = a;
+        fill[b as usize] += 1;
+    }
+    drop(fill);
 
     // Output.
     let mut summary = Summary {
@@ -1282,10 +1336,18 @@ pub fn plan_with(
             .count(),
         ..Summary::default()
     };
+    // The waits are in `preds` now; free the edge list before the steps are built.
+    drop(edges);
+    drop(starts);
     let mut by_place: Vec<Vec<usize>> = vec![Vec::new(); places_total];
     for (v, &(p, _)) in vertices.iter().enumerate() {
         by_place[p].push(v);
     }
+    // Names shared by every reference (a thousand-node plan has millions of edges).
+    let task_names: Vec<Arc<str>> = tasks.iter().map(|t| Arc::from(t.id.as_str())).collect();
+    let place_names: Vec<Arc<str>> = (0..places_total)
+        .map(|p| Arc::from(place_uid(p).as_str()))
+        .collect();
     let mut node_plans = Vec::new();
     let mut conc: BTreeMap<usize, (Strategy, usize)> = BTreeMap::new();
     for (p, mut vs) in by_place.into_iter().enumerate() {
@@ -1329,8 +1391,8 @@ pub fn plan_with(
                     e.0 = s.clone();
                 }
             }
-            let mut req = incoming[v].clone();
-            req.sort_by_key(|&u| order[u as usize]);
+            let mut req = preds[in_starts[v] as usize..in_starts[v + 1] as usize].to_vec();
+            req.sort_unstable_by_key(|&u| order[u as usize]);
             steps.push(Step {
                 id: tasks[ti].id.clone(),
                 ty: inst.ty.clone(),
@@ -1347,8 +1409,8 @@ pub fn plan_with(
                     .map(|u| {
                         let (q, tj) = vertices[u as usize];
                         TaskRef {
-                            task: tasks[tj].id.clone(),
-                            node: place_uid(q),
+                            task: task_names[tj].clone(),
+                            node: place_names[q].clone(),
                         }
                     })
                     .collect(),
@@ -1386,6 +1448,41 @@ pub fn plan_with(
         data: dd,
         uids,
     })
+}
+
+/// Up to five cycles of the (node, task) graph, each starting at its smallest vertex, sorted
+/// by their first task and node.
+fn find_cycles(
+    edges: &[(u32, u32)],
+    nv: usize,
+    describe: &dyn Fn(usize) -> CycleStep,
+) -> Vec<Vec<CycleStep>> {
+    let mut g: DiGraph<(), ()> = DiGraph::with_capacity(nv, edges.len());
+    for _ in 0..nv {
+        g.add_node(());
+    }
+    g.extend_with_edges(edges.iter().map(|&(a, b)| (a, b)));
+    let mut cycles = Vec::new();
+    for comp in tarjan_scc(&g) {
+        let looped = comp.len() > 1 || comp.first().is_some_and(|&x| g.contains_edge(x, x));
+        if !looped {
+            continue;
+        }
+        cycles.push(
+            cycle_in(&g, &comp)
+                .into_iter()
+                .map(|x| describe(x.index()))
+                .collect::<Vec<_>>(),
+        );
+        if cycles.len() >= 5 {
+            break;
+        }
+    }
+    cycles.sort_by(|a, b| {
+        let k = |c: &Vec<CycleStep>| c.first().map(|s| (s.task.clone(), s.node.clone()));
+        k(a).cmp(&k(b))
+    });
+    cycles
 }
 
 /// One cycle through a strongly connected component: the shortest path from its smallest

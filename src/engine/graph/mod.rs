@@ -32,3 +32,6 @@ pub use build::{EvalFailure, PlanError, PluginGraph, ReleaseGraph, plan, plan_wi
 pub use input::{Cluster, Deployed, NodeSpec, Snapshot, parse_cluster};
 pub use plan::{Plan, Status, Step, Strategy};
 pub use task::{Source, Task, TaskType};
+
+#[cfg(test)]
+mod tests;

@@ -115,7 +115,7 @@ pub fn svg(plan: &Plan) -> String {
                 continue;
             };
             for r in &step.requires {
-                if let Some(&from) = index.get(r.task.as_str())
+                if let Some(&from) = index.get(&*r.task)
                     && from != to
                 {
                     edges.insert((from, to));

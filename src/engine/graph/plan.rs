@@ -5,6 +5,7 @@
 //! the same input) and Graphviz dot. Pure: it formats values it is given.
 
 use std::fmt::Write as _;
+use std::io;
 use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
@@ -67,11 +68,21 @@ impl Strategy {
     }
 }
 
-/// A task on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A task on a node. The names are shared (a thousand-node plan has millions of these).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskRef {
-    pub task: String,
-    pub node: String,
+    pub task: Arc<str>,
+    pub node: Arc<str>,
+}
+
+impl Serialize for TaskRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("TaskRef", 2)?;
+        st.serialize_field("task", &*self.task)?;
+        st.serialize_field("node", &*self.node)?;
+        st.end()
+    }
 }
 
 /// One task of one node's list.
@@ -172,6 +183,101 @@ pub struct Plan {
     pub uids: Vec<String>,
 }
 
+/// Pretty-prints down to [`Shallow::DEPTH`] levels of nesting, compact below.
+#[derive(Default)]
+struct Shallow {
+    pretty: serde_json::ser::PrettyFormatter<'static>,
+    depth: usize,
+}
+
+impl Shallow {
+    /// Plan (1), nodes (2), node (3), tasks (4), step (5), its lists and maps (6).
+    const DEPTH: usize = 6;
+    fn deep(&self) -> bool {
+        self.depth > Self::DEPTH
+    }
+}
+
+impl serde_json::ser::Formatter for Shallow {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        if self.deep() {
+            w.write_all(b"[")
+        } else {
+            self.pretty.begin_array(w)
+        }
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        let deep = self.deep();
+        self.depth -= 1;
+        if deep {
+            w.write_all(b"]")
+        } else {
+            self.pretty.end_array(w)
+        }
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.deep() {
+            if first { Ok(()) } else { w.write_all(b",") }
+        } else {
+            self.pretty.begin_array_value(w, first)
+        }
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            Ok(())
+        } else {
+            self.pretty.end_array_value(w)
+        }
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        if self.deep() {
+            w.write_all(b"{")
+        } else {
+            self.pretty.begin_object(w)
+        }
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        let deep = self.deep();
+        self.depth -= 1;
+        if deep {
+            w.write_all(b"}")
+        } else {
+            self.pretty.end_object(w)
+        }
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.deep() {
+            if first { Ok(()) } else { w.write_all(b",") }
+        } else {
+            self.pretty.begin_object_key(w, first)
+        }
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            w.write_all(b":")
+        } else {
+            self.pretty.begin_object_value(w)
+        }
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if self.deep() {
+            Ok(())
+        } else {
+            self.pretty.end_object_value(w)
+        }
+    }
+}
+
 fn short(s: &str, max: usize) -> String {
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
@@ -182,9 +288,14 @@ fn short(s: &str, max: usize) -> String {
 }
 
 impl Plan {
-    /// Pretty JSON (deterministic).
+    /// JSON (deterministic): indented down to each step's fields, one line per value below
+    /// (each wait `{"task":..,"node":..}`, each parameter), so a thousand-node plan with two
+    /// million waits stays readable and half the size.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        let mut out = Vec::new();
+        let _ = self.write_json(&mut out);
+        out.pop();
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// A node's list by uid.
@@ -276,14 +387,20 @@ impl Plan {
                     strategy,
                     what
                 );
-                let cross: Vec<String> = t
-                    .requires
-                    .iter()
-                    .filter(|r| r.node != n.uid)
-                    .map(|r| format!("{}@{}", r.task, r.node))
-                    .collect();
-                if !cross.is_empty() {
-                    let _ = writeln!(o, "        waits for {}", short(&cross.join(", "), 200));
+                let mut cross = t.requires.iter().filter(|r| *r.node != *n.uid).peekable();
+                if cross.peek().is_some() {
+                    // Only as much as is shown (a compute may wait for a thousand nodes).
+                    let mut line = String::new();
+                    for r in cross {
+                        if !line.is_empty() {
+                            line.push_str(", ");
+                        }
+                        let _ = write!(line, "{}@{}", r.task, r.node);
+                        if line.chars().count() > 200 {
+                            break;
+                        }
+                    }
+                    let _ = writeln!(o, "        waits for {}", short(&line, 200));
                 }
             }
         }
@@ -292,40 +409,65 @@ impl Plan {
 
     /// Graphviz: one cluster per node, skipped tasks dashed, stages as diamonds.
     pub fn to_dot(&self) -> String {
-        let mut o =
-            String::from("digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n");
-        let id = |task: &str, node: &str| format!("\"{}@{}\"", task.replace('"', "'"), node);
+        let mut out = Vec::new();
+        let _ = self.write_dot(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// [`Plan::to_json`] written out as it is made (a thousand-node plan is hundreds of MB).
+    pub fn write_json(&self, w: &mut dyn io::Write) -> io::Result<()> {
+        let mut ser = serde_json::Serializer::with_formatter(&mut *w, Shallow::default());
+        self.serialize(&mut ser)?;
+        w.write_all(b"\n")
+    }
+
+    /// [`Plan::to_dot`] written out as it is made.
+    pub fn write_dot(&self, w: &mut dyn io::Write) -> io::Result<()> {
+        /// A `"task@node"` dot id (double quotes in ids become single ones).
+        struct Id<'a>(&'a str, &'a str);
+        impl std::fmt::Display for Id<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"")?;
+                for part in self.0.split('"').enumerate() {
+                    if part.0 > 0 {
+                        f.write_str("'")?;
+                    }
+                    f.write_str(part.1)?;
+                }
+                write!(f, "@{}\"", self.1)
+            }
+        }
+        w.write_all(b"digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n")?;
         for n in &self.nodes {
-            let _ = writeln!(
-                o,
+            writeln!(
+                w,
                 "  subgraph \"cluster_{}\" {{\n    label=\"{} [{}]\";",
                 n.uid,
                 n.name.replace('"', "'"),
                 n.roles.join(", ")
-            );
+            )?;
             for t in &n.tasks {
                 let style = match t.status {
                     Status::Run => "",
                     Status::Skipped => ", style=dashed, fontcolor=gray40",
                     Status::Stage => ", shape=diamond",
                 };
-                let _ = writeln!(
-                    o,
+                writeln!(
+                    w,
                     "    {} [label=\"{}\"{style}];",
-                    id(&t.id, &n.uid),
+                    Id(&t.id, &n.uid),
                     t.id.replace('"', "'")
-                );
+                )?;
             }
-            o.push_str("  }\n");
+            w.write_all(b"  }\n")?;
         }
         for n in &self.nodes {
             for t in &n.tasks {
                 for r in &t.requires {
-                    let _ = writeln!(o, "  {} -> {};", id(&r.task, &r.node), id(&t.id, &n.uid));
+                    writeln!(w, "  {} -> {};", Id(&r.task, &r.node), Id(&t.id, &n.uid))?;
                 }
             }
         }
-        o.push_str("}\n");
-        o
+        w.write_all(b"}\n")
     }
 }

@@ -36,6 +36,24 @@ pub const DEFAULT_ROLE_TAGS: [(&str, &[&str]); 1] = [(
     &["controller", "rabbitmq", "database", "keystone", "neutron"],
 )];
 
+/// Fuel newton's role and tag metadata as a release would write them (`roles_metadata`,
+/// `tags_metadata`), for a release that has none (a fuel-library tree), so that plugins'
+/// roles merge over them instead of replacing them.
+pub fn default_metadata() -> (J, J) {
+    let mut roles = serde_json::Map::new();
+    for (role, tags) in DEFAULT_ROLE_TAGS {
+        roles.insert(
+            role.to_string(),
+            serde_json::json!({"tags": tags, "has_primary": DEFAULT_PRIMARY_TAGS.contains(&role)}),
+        );
+    }
+    let tags = DEFAULT_PRIMARY_TAGS
+        .iter()
+        .map(|t| (t.to_string(), serde_json::json!({"has_primary": true})))
+        .collect();
+    (J::Object(roles), J::Object(tags))
+}
+
 /// What the resolver needs of a node.
 #[derive(Debug, Clone)]
 pub struct NodeRoles<'a> {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use crate::yaql::error::Result;
 use crate::yaql::interp::{Call, Interp, Lambda, PArg};
-use crate::yaql::output::{finalize, python_json};
+use crate::yaql::output::{final_eq, finalize, python_json};
 use crate::yaql::registry::{Form, LAYER_FUEL, Registry, Ty, p};
 use crate::yaql::value::{Map, VSet, Value, float_repr, py_eq};
 
@@ -29,7 +29,7 @@ fn changed(it: &Interp, c: &Call, l: &Lambda) -> Result<bool> {
         Value::Undefined => Value::Undefined,
         v => finalize(it, &v)?,
     };
-    Ok(!py_eq(&new, &old))
+    Ok(!final_eq(it, &new, &old))
 }
 
 fn lambdas(args: &[PArg]) -> Vec<Lambda> {

@@ -1,0 +1,1024 @@
+//! Unit tests of the graph engine as a whole: one small hand-written graph per rule of
+//! [`super::build`] (edges, placement, stages, primaries, conditions, YAQL fields, strategies,
+//! cycles, warnings, determinism, incremental redeploys) and the plugin-ordering spec's worked
+//! example through legacy `tasks.yaml` adaptation. Test-only; touches no state of its own.
+
+use serde_json::{Value as J, json};
+
+use super::build::{PlanError, PluginGraph, ReleaseGraph, plan};
+use super::input::{Cluster, Deployed, NodeSpec};
+use super::plan::{Plan, Status, Step, Strategy};
+use super::task::Source;
+
+/// A release whose tasks are written at lines 10, 20, 30 ... of `tasks.yaml`; tasks without a
+/// version get 2.0.0 (so no version warning clutters the plan).
+fn release(tasks: J) -> ReleaseGraph {
+    let tasks = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut t = t.clone();
+            if let Some(o) = t.as_object_mut() {
+                o.entry("version").or_insert(json!("2.0.0"));
+            }
+            (
+                t,
+                Source::new("release test", "tasks.yaml", (i as u32 + 1) * 10),
+            )
+        })
+        .collect();
+    ReleaseGraph {
+        name: "test".into(),
+        version: "newton-10.0".into(),
+        tasks,
+        ..ReleaseGraph::default()
+    }
+}
+
+fn nodes(spec: &[(&str, &[&str])]) -> Vec<NodeSpec> {
+    spec.iter().map(|(uid, r)| NodeSpec::new(uid, r)).collect()
+}
+
+/// One controller (the primary), one more controller, two computes.
+fn four() -> Vec<NodeSpec> {
+    nodes(&[
+        ("1", &["controller"]),
+        ("2", &["controller"]),
+        ("3", &["compute"]),
+        ("4", &["compute"]),
+    ])
+}
+
+fn make(tasks: J, ns: &[NodeSpec]) -> Plan {
+    plan(
+        &Cluster::default(),
+        ns,
+        &release(tasks),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap()
+}
+
+fn step<'a>(p: &'a Plan, uid: &str, id: &str) -> &'a Step {
+    p.node(uid)
+        .and_then(|n| n.tasks.iter().find(|t| t.id == id))
+        .unwrap_or_else(|| panic!("no {id} on node {uid}:\n{}", p.to_text()))
+}
+
+fn has(p: &Plan, uid: &str, id: &str) -> bool {
+    p.node(uid)
+        .is_some_and(|n| n.tasks.iter().any(|t| t.id == id))
+}
+
+fn ids<'a>(p: &'a Plan, uid: &str) -> Vec<&'a str> {
+    p.node(uid)
+        .map(|n| n.tasks.iter().map(|t| t.id.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// What a step waits for, as `task@node`, sorted.
+fn waits(p: &Plan, uid: &str, id: &str) -> Vec<String> {
+    let mut w: Vec<String> = step(p, uid, id)
+        .requires
+        .iter()
+        .map(|r| format!("{}@{}", r.task, r.node))
+        .collect();
+    w.sort();
+    w
+}
+
+/// Every `requires` of every step comes earlier in the global order.
+fn assert_consistent(p: &Plan) {
+    let mut order = std::collections::HashMap::new();
+    for n in &p.nodes {
+        for t in &n.tasks {
+            order.insert(format!("{}@{}", t.id, n.uid), t.order);
+        }
+    }
+    for n in &p.nodes {
+        for t in &n.tasks {
+            for r in &t.requires {
+                let before = order[&format!("{}@{}", r.task, r.node)];
+                assert!(
+                    before < t.order,
+                    "{}@{} before {}@{}",
+                    r.task,
+                    r.node,
+                    t.id,
+                    n.uid
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn requires_orders_tasks_on_the_same_node_only() {
+    // Written in the "wrong" order: b first.
+    let p = make(
+        json!([
+            {"id": "b", "type": "shell", "roles": ["compute"], "requires": ["a"]},
+            {"id": "a", "type": "shell", "roles": ["compute"]},
+        ]),
+        &four(),
+    );
+    assert_eq!(ids(&p, "3"), ["a", "b"]);
+    assert_eq!(ids(&p, "4"), ["a", "b"]);
+    assert_eq!(waits(&p, "3", "b"), ["a@3"]);
+    assert_eq!(waits(&p, "4", "b"), ["a@4"]);
+    assert!(step(&p, "3", "a").order < step(&p, "3", "b").order);
+    assert_eq!(p.summary.cross_node_edges, 0);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_consistent(&p);
+}
+
+#[test]
+fn required_for_is_the_reverse_edge() {
+    let p = make(
+        json!([
+            {"id": "late", "type": "shell", "roles": "*"},
+            {"id": "early", "type": "shell", "roles": "*", "required_for": ["late"]},
+        ]),
+        &four(),
+    );
+    for uid in ["1", "2", "3", "4"] {
+        assert_eq!(ids(&p, uid), ["early", "late"], "node {uid}");
+        assert_eq!(waits(&p, uid, "late"), [format!("early@{uid}")]);
+    }
+    assert_consistent(&p);
+}
+
+#[test]
+fn regex_targets_match_ids_from_the_start() {
+    let p = make(
+        json!([
+            {"id": "last", "type": "shell", "roles": ["compute"], "requires": ["/setup_.*/"]},
+            {"id": "setup_a", "type": "shell", "roles": ["compute"]},
+            {"id": "setup_b", "type": "shell", "roles": ["compute"]},
+            {"id": "pre_setup_c", "type": "shell", "roles": ["compute"]},
+            {"id": "first", "type": "shell", "roles": ["compute"],
+             "required_for": ["/^la/"]},
+        ]),
+        &four(),
+    );
+    // `pre_setup_c` does not match `setup_.*` (anchored at the start, like re.match).
+    assert_eq!(
+        waits(&p, "3", "last"),
+        ["first@3", "setup_a@3", "setup_b@3"]
+    );
+    assert_eq!(ids(&p, "3").last(), Some(&"last"));
+    // A regex that matches nothing is a warning, not an error.
+    let p = make(
+        json!([{"id": "x", "type": "shell", "roles": "*", "requires": ["/nothing.*/"]}]),
+        &four(),
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("requires /nothing.*/, which matches no task")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn cross_depends_with_a_role_name_waits_for_every_such_node() {
+    let p = make(
+        json!([
+            {"id": "db", "type": "shell", "roles": ["controller", "primary-controller"]},
+            {"id": "api", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "db", "role": ["controller", "primary-controller"]}]},
+            {"id": "api_primary", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "db", "role": "primary-controller"}]},
+        ]),
+        &four(),
+    );
+    assert_eq!(waits(&p, "3", "api"), ["db@1", "db@2"]);
+    assert_eq!(waits(&p, "4", "api"), ["db@1", "db@2"]);
+    assert_eq!(waits(&p, "3", "api_primary"), ["db@1"]);
+    assert!(p.summary.cross_node_edges >= 6);
+    assert_consistent(&p);
+}
+
+#[test]
+fn cross_depends_self_absent_role_and_policies() {
+    let p = make(
+        json!([
+            {"id": "a", "type": "shell", "roles": "*"},
+            {"id": "self_dep", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "a", "role": "self"}]},
+            // No role: every node that runs `a`.
+            {"id": "all_dep", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "a"}]},
+            {"id": "any_dep", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "a", "role": ["compute"], "policy": "any"}]},
+            {"id": "all_compute", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "a", "role": ["compute"], "policy": "all"}]},
+            // A role no node has: no edge, no error.
+            {"id": "absent", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "a", "role": ["mongo"]}]},
+        ]),
+        &nodes(&[
+            ("1", &["controller"]),
+            ("3", &["compute"]),
+            ("4", &["compute"]),
+        ]),
+    );
+    assert_eq!(waits(&p, "3", "self_dep"), ["a@3"]);
+    assert_eq!(waits(&p, "3", "all_dep"), ["a@1", "a@3", "a@4"]);
+    // `any`: one node, the first in node order.
+    assert_eq!(waits(&p, "3", "any_dep"), ["a@3"]);
+    assert_eq!(waits(&p, "4", "any_dep"), ["a@3"]);
+    assert_eq!(waits(&p, "4", "all_compute"), ["a@3", "a@4"]);
+    assert!(waits(&p, "3", "absent").is_empty());
+    assert_consistent(&p);
+}
+
+/// A regex that matches the task's own id never makes it wait for itself, even with
+/// `role: self` (stable-8.0's cluster_health cross-depends on `/(primary-)?cluster/`).
+#[test]
+fn a_task_never_waits_for_itself() {
+    let p = make(
+        json!([
+            {"id": "cluster", "type": "shell", "roles": ["compute"]},
+            {"id": "cluster_health", "type": "shell", "roles": ["compute"],
+             "requires": ["cluster"],
+             "cross-depends": [{"name": "/(primary-)?cluster/", "role": "self"}]},
+            {"id": "exact", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "exact", "role": "self"}]},
+        ]),
+        &four(),
+    );
+    assert_eq!(waits(&p, "3", "cluster_health"), ["cluster@3"]);
+    assert!(waits(&p, "3", "exact").is_empty());
+}
+
+/// A task cross-depending on itself on its peers: itself on this node is excluded, so two
+/// nodes wait for each other, which is a cycle (as it was in Fuel).
+#[test]
+fn cross_depends_on_the_same_task_across_nodes_is_a_cycle() {
+    let e = plan(
+        &Cluster::default(),
+        &nodes(&[("3", &["compute"]), ("4", &["compute"])]),
+        &release(json!([
+            {"id": "peer", "type": "shell", "roles": ["compute"],
+             "cross-depends": [{"name": "peer", "role": ["compute"]}]},
+        ])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("peer on node 3") && msg.contains("peer on node 4"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn cross_depended_by_makes_others_wait() {
+    let p = make(
+        json!([
+            {"id": "vip", "type": "shell", "roles": ["primary-controller"],
+             "cross-depended-by": [{"name": "agent", "role": ["compute"]}]},
+            {"id": "agent", "type": "shell", "roles": ["compute"]},
+        ]),
+        &four(),
+    );
+    assert_eq!(waits(&p, "3", "agent"), ["vip@1"]);
+    assert_eq!(waits(&p, "4", "agent"), ["vip@1"]);
+    assert_consistent(&p);
+}
+
+#[test]
+fn group_tasks_go_to_every_node_of_the_group() {
+    let p = make(
+        json!([
+            {"id": "controller", "type": "group", "roles": ["controller"],
+             "tasks": ["memberless", "compute_too"], "fault_tolerance": 0},
+            {"id": "compute", "type": "group", "roles": ["compute"]},
+            // No roles of its own: placed by the group only.
+            {"id": "memberless", "type": "shell"},
+            // Its own roles, plus the group's nodes.
+            {"id": "compute_too", "type": "shell", "roles": ["compute"]},
+        ]),
+        &four(),
+    );
+    // The primary controller carries `primary-controller`, not `controller`.
+    assert!(!has(&p, "1", "memberless"));
+    assert!(has(&p, "2", "memberless"));
+    assert!(!has(&p, "3", "memberless"));
+    for uid in ["2", "3", "4"] {
+        assert!(has(&p, uid, "compute_too"), "node {uid}");
+    }
+    // Groups are not tasks of any node.
+    assert!(
+        p.nodes
+            .iter()
+            .all(|n| n.tasks.iter().all(|t| t.ty != "group"))
+    );
+    let g = &p.fault_tolerance_groups;
+    assert_eq!(g.len(), 2, "{g:?}");
+    assert_eq!(
+        (g[0].name.as_str(), g[0].node_ids.clone()),
+        ("controller", vec!["2".into()])
+    );
+    assert_eq!(g[0].fault_tolerance, json!(0));
+    // No fault_tolerance: node count + 1.
+    assert_eq!(g[1].fault_tolerance, json!(3));
+    // An unknown member is an error naming the group's file.
+    let e = plan(
+        &Cluster::default(),
+        &four(),
+        &release(json!([{"id": "g", "type": "group", "roles": "*", "tasks": ["ghost"]}])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "tasks.yaml:10 (release test): group g lists task ghost, which no task defines"
+    );
+}
+
+#[test]
+fn stages_live_on_the_sync_node() {
+    let p = make(
+        json!([
+            {"id": "deploy_start", "type": "stage"},
+            {"id": "deploy_end", "type": "stage", "requires": ["deploy_start"]},
+            {"id": "work", "type": "shell", "roles": "*",
+             "requires": ["deploy_start"], "required_for": ["deploy_end"]},
+        ]),
+        &four(),
+    );
+    let sync = p.node("null").unwrap();
+    assert_eq!(ids(&p, "null"), ["deploy_start", "deploy_end"]);
+    assert!(sync.tasks.iter().all(|t| t.status == Status::Stage));
+    for uid in ["1", "2", "3", "4"] {
+        assert_eq!(ids(&p, uid), ["work"]);
+        assert_eq!(waits(&p, uid, "work"), ["deploy_start@null"]);
+    }
+    assert_eq!(
+        waits(&p, "null", "deploy_end"),
+        ["deploy_start@null", "work@1", "work@2", "work@3", "work@4"]
+    );
+    assert_eq!(p.summary.stages, 2);
+    assert_consistent(&p);
+}
+
+#[test]
+fn primary_controller_is_exactly_one_controller() {
+    let tasks = json!([
+        {"id": "primary_only", "type": "shell", "roles": ["primary-controller"]},
+        {"id": "others", "type": "shell", "roles": ["controller"]},
+        {"id": "every", "type": "shell", "roles": ["primary-controller", "controller"]},
+        {"id": "re", "type": "shell", "roles": ["/.*controller/"]},
+    ]);
+    let ns = nodes(&[
+        ("1", &["compute"]),
+        ("2", &["controller"]),
+        ("3", &["controller"]),
+        ("4", &["controller"]),
+    ]);
+    let p = make(tasks.clone(), &ns);
+    let on = |id: &str| -> Vec<String> {
+        p.nodes
+            .iter()
+            .filter(|n| n.tasks.iter().any(|t| t.id == id))
+            .map(|n| n.uid.clone())
+            .collect()
+    };
+    assert_eq!(on("primary_only"), ["2"]);
+    assert_eq!(on("others"), ["3", "4"]);
+    assert_eq!(on("every"), ["2", "3", "4"]);
+    assert_eq!(on("re"), ["2", "3", "4"]);
+    assert_eq!(p.node("2").unwrap().roles, ["primary-controller"]);
+    let primaries = p
+        .nodes
+        .iter()
+        .filter(|n| n.roles.iter().any(|r| r == "primary-controller"))
+        .count();
+    assert_eq!(primaries, 1);
+    // A node pinned as primary keeps it; a ready node wins over a new one.
+    let mut pinned = ns.clone();
+    pinned[3].primary = vec!["controller".into()];
+    let p = make(tasks.clone(), &pinned);
+    assert_eq!(p.node("4").unwrap().roles, ["primary-controller"]);
+    let mut fresh = ns;
+    fresh[1].status = "discover".into();
+    let p = make(tasks, &fresh);
+    assert_eq!(p.node("3").unwrap().roles, ["primary-controller"]);
+}
+
+/// A plugin's node roles add to the default metadata of a release that has none (a
+/// fuel-library tree): the primary controller stays.
+#[test]
+fn plugin_roles_keep_the_default_primaries() {
+    let plugin = PluginGraph {
+        name: "detach".into(),
+        version: "1.0.0".into(),
+        roles_metadata: json!({"standalone-rabbitmq": {"name": "RabbitMQ", "has_primary": true}}),
+        ..PluginGraph::default()
+    };
+    let ns = nodes(&[
+        ("1", &["controller"]),
+        ("2", &["controller"]),
+        ("3", &["standalone-rabbitmq"]),
+        ("4", &["standalone-rabbitmq"]),
+    ]);
+    let p = plan(
+        &Cluster::default(),
+        &ns,
+        &release(json!([{"id": "a", "type": "shell", "roles": "*"}])),
+        &[plugin],
+        &Deployed::default(),
+    )
+    .unwrap();
+    let roles: Vec<Vec<String>> = p.nodes.iter().map(|n| n.roles.clone()).collect();
+    assert_eq!(
+        roles[..4],
+        [
+            vec!["primary-controller".to_string()],
+            vec!["controller".to_string()],
+            vec!["primary-standalone-rabbitmq".to_string()],
+            vec!["standalone-rabbitmq".to_string()],
+        ]
+    );
+    assert!(p.nodes[0].tags.contains(&"primary-rabbitmq".to_string()));
+}
+
+#[test]
+fn false_condition_skips_with_reason_and_keeps_edges() {
+    let p = make(
+        json!([
+            {"id": "a", "type": "shell", "roles": "*"},
+            {"id": "b", "type": "shell", "roles": "*", "requires": ["a"],
+             "condition": {"yaql_exp": "$.uid = '3'"}},
+            {"id": "c", "type": "shell", "roles": "*", "requires": ["b"]},
+            {"id": "d", "type": "shell", "roles": "*", "condition": false},
+            {"id": "e", "type": "shell", "roles": "*",
+             "condition": "settings:storage.volumes_ceph.value == true"},
+        ]),
+        &four(),
+    );
+    let b1 = step(&p, "1", "b");
+    assert_eq!(b1.status, Status::Skipped);
+    assert_eq!(
+        b1.reason.as_deref(),
+        Some("condition is false: $.uid = '3' (old data: none)")
+    );
+    assert_eq!(b1.parameters, None);
+    assert_eq!(step(&p, "3", "b").status, Status::Run);
+    // The chain holds through the skipped task.
+    assert_eq!(waits(&p, "1", "c"), ["b@1"]);
+    assert_eq!(waits(&p, "1", "b"), ["a@1"]);
+    assert_eq!(ids(&p, "1")[..3], ["a", "b", "c"]);
+    assert_eq!(
+        step(&p, "1", "d").reason.as_deref(),
+        Some("condition is false")
+    );
+    // Legacy string condition on a setting that is absent: false.
+    let e = step(&p, "1", "e");
+    assert_eq!(
+        (e.status, e.reason.as_deref()),
+        (
+            Status::Skipped,
+            Some("condition is false: settings:storage.volumes_ceph.value == true")
+        )
+    );
+    assert_consistent(&p);
+    // ... and true once the cluster sets it.
+    let cluster = Cluster {
+        settings: json!({"storage": {"volumes_ceph": true}}),
+        ..Cluster::default()
+    };
+    let p = plan(
+        &cluster,
+        &four(),
+        &release(json!([{"id": "e", "type": "shell", "roles": "*",
+            "condition": "settings:storage.volumes_ceph.value == true"}])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap();
+    assert_eq!(step(&p, "1", "e").status, Status::Run);
+}
+
+#[test]
+fn yaql_fields_at_any_depth_are_evaluated_per_node() {
+    let cluster = Cluster {
+        settings: json!({"greeting": "hello"}),
+        ..Cluster::default()
+    };
+    let p = plan(
+        &cluster,
+        &four(),
+        &release(json!([{
+            "id": "deep",
+            "type": "shell",
+            "roles": "*",
+            "parameters": {
+                "cmd": {"yaql_exp": "concat($.greeting, ' ', $.uid)"},
+                "nested": {"list": [1, {"yaql_exp": "$node.roles"}, {"inner": {"yaql_exp": "$common.greeting"}}]},
+                "formatted": "cluster {CLUSTER_ID} on {OPENSTACK_VERSION}",
+                "timeout": 60
+            }
+        }])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap();
+    let params = |uid: &str| step(&p, uid, "deep").parameters.clone().unwrap().0;
+    assert_eq!(
+        *params("1"),
+        json!({
+            "cmd": "hello 1",
+            "nested": {"list": [1, ["primary-controller"], {"inner": "hello"}]},
+            "formatted": "cluster 1 on newton-10.0",
+            "timeout": 60,
+            "cwd": "/"
+        })
+    );
+    assert_eq!(params("3")["cmd"], "hello 3");
+    assert_eq!(params("3")["nested"]["list"][1], json!(["compute"]));
+}
+
+#[test]
+fn id_is_never_evaluated_nor_formatted() {
+    let p = make(
+        json!([
+            {"id": "task_{CLUSTER_ID}", "type": "shell", "roles": ["compute"],
+             "parameters": {"cmd": "echo {CLUSTER_ID}"}},
+        ]),
+        &four(),
+    );
+    let s = step(&p, "3", "task_{CLUSTER_ID}");
+    assert_eq!(s.parameters.as_ref().unwrap().0["cmd"], "echo 1");
+    let e = plan(
+        &Cluster::default(),
+        &four(),
+        &release(json!([{"id": {"yaql_exp": "'x'"}, "type": "shell", "roles": "*"}])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, PlanError::Task(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "tasks.yaml:10 (release test): `id` cannot be a YAQL field"
+    );
+}
+
+#[test]
+fn strategies_parallel_with_yaql_amount_and_one_by_one() {
+    let p = make(
+        json!([
+            {"id": "par", "type": "shell", "roles": "*",
+             "parameters": {"cmd": "x", "strategy": {"type": "parallel",
+                                                     "amount": {"yaql_exp": "1 + 1"}}}},
+            {"id": "unlimited", "type": "shell", "roles": "*",
+             "parameters": {"cmd": "x", "strategy": {"type": "parallel"}}},
+            {"id": "serial", "type": "puppet", "roles": ["controller", "primary-controller"],
+             "parameters": {"puppet_manifest": "m.pp", "strategy": {"type": "one_by_one"}}},
+        ]),
+        &four(),
+    );
+    let par = Strategy {
+        ty: "parallel".into(),
+        amount: Some(2),
+    };
+    assert_eq!(step(&p, "3", "par").strategy.as_ref(), Some(&par));
+    assert_eq!(
+        step(&p, "1", "serial").strategy.as_ref().unwrap().limit(),
+        Some(1)
+    );
+    assert_eq!(
+        step(&p, "1", "unlimited")
+            .strategy
+            .as_ref()
+            .unwrap()
+            .limit(),
+        None
+    );
+    let c: Vec<(&str, &str, Option<u64>, usize)> = p
+        .concurrency
+        .iter()
+        .map(|c| {
+            (
+                c.task.as_str(),
+                c.strategy.ty.as_str(),
+                c.strategy.limit(),
+                c.nodes,
+            )
+        })
+        .collect();
+    assert_eq!(
+        c,
+        [
+            ("par", "parallel", Some(2), 4),
+            ("unlimited", "parallel", None, 4),
+            ("serial", "one_by_one", Some(1), 2),
+        ]
+    );
+    assert!(p.to_text().contains("[parallel 2]"), "{}", p.to_text());
+    // A bad amount is an evaluation error naming the field.
+    let e = plan(
+        &Cluster::default(),
+        &four(),
+        &release(json!([{"id": "bad", "type": "shell", "roles": ["compute"],
+            "parameters": {"cmd": "x", "strategy": {"type": "parallel",
+                                                    "amount": {"yaql_exp": "'two'"}}}}])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(
+            "task bad on node 3: parameters.strategy: strategy amount must be a whole number"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_cycle_names_each_task_with_its_file_and_line() {
+    let e = plan(
+        &Cluster::default(),
+        &nodes(&[("1", &["compute"])]),
+        &release(json!([
+            {"id": "a", "type": "shell", "roles": "*", "requires": ["c"]},
+            {"id": "b", "type": "shell", "roles": "*", "requires": ["a"]},
+            {"id": "c", "type": "shell", "roles": "*", "requires": ["b"]},
+            {"id": "free", "type": "shell", "roles": "*"},
+        ])),
+        &[],
+        &Deployed::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, PlanError::Cycle(c) if c.len() == 1 && c[0].len() == 3),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the task graph has 1 cycle(s):\n  cycle:\n    \
+         a on node 1 (tasks.yaml:10 (release test))\n      -> is required by\n    \
+         b on node 1 (tasks.yaml:20 (release test))\n      -> is required by\n    \
+         c on node 1 (tasks.yaml:30 (release test))\n      -> is required by\n    \
+         back to a on node 1"
+    );
+}
+
+#[test]
+fn a_missing_target_is_a_warning_and_the_edge_is_dropped() {
+    let p = make(
+        json!([
+            {"id": "a", "type": "shell", "roles": "*", "requires": ["nowhere"],
+             "cross-depends": [{"name": "ghost", "role": "*"}]},
+        ]),
+        &four(),
+    );
+    assert_eq!(
+        p.warnings,
+        [
+            "tasks.yaml:10 (release test): task a requires nowhere, which no task defines; the \
+             edge is dropped",
+            "tasks.yaml:10 (release test): task a cross-depends on ghost, which no task \
+             defines; the edge is dropped",
+        ]
+    );
+    assert!(waits(&p, "1", "a").is_empty());
+    assert!(p.to_text().contains("warnings:\n  - tasks.yaml:10"));
+}
+
+fn varied() -> J {
+    json!([
+        {"id": "deploy_start", "type": "stage"},
+        {"id": "deploy_end", "type": "stage", "requires": ["deploy_start"]},
+        {"id": "hiera", "type": "puppet", "roles": "*", "requires": ["deploy_start"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "h.pp"}},
+        {"id": "db", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["hiera"], "required_for": ["deploy_end"],
+         "parameters": {"puppet_manifest": "db.pp", "strategy": {"type": "one_by_one"}}},
+        {"id": "nova", "type": "shell", "roles": ["compute"], "requires": ["hiera"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "db", "role": ["primary-controller", "controller"]}],
+         "parameters": {"cmd": {"yaql_exp": "$.uid"}}},
+        {"id": "maybe", "type": "shell", "roles": "*", "requires": ["/^ho/"],
+         "condition": {"yaql_exp": "$.uid in list('2', '4')"}, "parameters": {"cmd": "x"}},
+    ])
+}
+
+#[test]
+fn plans_are_deterministic_whatever_the_node_order() {
+    let ns = four();
+    let first = make(varied(), &ns).to_json();
+    assert_eq!(first, make(varied(), &ns).to_json());
+    assert_eq!(make(varied(), &ns).to_dot(), make(varied(), &ns).to_dot());
+    // Every permutation of the node list gives the same bytes.
+    let perms = [[3, 1, 0, 2], [1, 0, 3, 2], [2, 3, 1, 0], [3, 2, 1, 0]];
+    for perm in perms {
+        let shuffled: Vec<NodeSpec> = perm.iter().map(|&i| ns[i].clone()).collect();
+        assert_eq!(make(varied(), &shuffled).to_json(), first, "{perm:?}");
+    }
+    assert_consistent(&make(varied(), &ns));
+}
+
+fn changes() -> ReleaseGraph {
+    release(json!([
+        {"id": "always", "type": "shell", "roles": "*", "parameters": {"cmd": "a"}},
+        {"id": "on_x", "type": "shell", "roles": "*", "parameters": {"cmd": "x"},
+         "condition": {"yaql_exp": "changed($.x)"}},
+        {"id": "on_y", "type": "shell", "roles": "*", "parameters": {"cmd": "y"},
+         "condition": {"yaql_exp": "changed($.y)"}},
+        {"id": "on_any", "type": "shell", "roles": "*", "parameters": {"cmd": "xy"},
+         "condition": {"yaql_exp": "changedAny($.x, $.y)"}},
+        {"id": "on_nested", "type": "shell", "roles": "*", "parameters": {"cmd": "n"},
+         "condition": {"yaql_exp": "changed($.deep.z)"}},
+    ]))
+}
+
+fn run_on(p: &Plan, uid: &str) -> Vec<String> {
+    p.node(uid)
+        .unwrap()
+        .tasks
+        .iter()
+        .filter(|t| t.status == Status::Run)
+        .map(|t| t.id.clone())
+        .collect()
+}
+
+#[test]
+fn incremental_redeploys_run_only_what_changed() {
+    let ns = nodes(&[("1", &["controller"]), ("2", &["compute"])]);
+    let mut cluster = Cluster {
+        settings: json!({"x": 1, "y": "a", "deep": {"z": [1, 2], "other": 0}}),
+        ..Cluster::default()
+    };
+    let mut deployed = Deployed::default();
+    // First deployment: no old data, everything runs.
+    let p1 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    for uid in ["1", "2"] {
+        assert_eq!(
+            run_on(&p1, uid),
+            ["always", "on_x", "on_y", "on_any", "on_nested"]
+        );
+    }
+    deployed.record(&p1, "1");
+    // Same data again: only the unconditional task runs; the rest say why.
+    let p2 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    for uid in ["1", "2"] {
+        assert_eq!(run_on(&p2, uid), ["always"]);
+    }
+    let s = step(&p2, "2", "on_x");
+    assert_eq!(
+        s.reason.as_deref(),
+        Some("condition is false: changed($.x) (old data: deployment 1)")
+    );
+    assert_eq!(s.compared_with.as_deref(), Some("1"));
+    // Recording a run that skipped tasks keeps their earlier record.
+    deployed.record(&p2, "2");
+    assert_eq!(deployed.last_run("2", "on_x"), Some("1"));
+    assert_eq!(deployed.last_run("2", "always"), Some("2"));
+    // One setting changes: exactly the tasks whose changed() covers it.
+    cluster.settings["x"] = json!(2);
+    let p3 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    for uid in ["1", "2"] {
+        assert_eq!(run_on(&p3, uid), ["always", "on_x", "on_any"]);
+    }
+    // A nested change reruns the task that looks there, and only it.
+    cluster.settings["x"] = json!(1);
+    cluster.settings["deep"]["other"] = json!(5);
+    let p4 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    assert_eq!(run_on(&p4, "1"), ["always"]);
+    cluster.settings["deep"]["z"] = json!([1, 2, 3]);
+    let p5 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    assert_eq!(run_on(&p5, "1"), ["always", "on_nested"]);
+    // A node that must be redeployed, or a forced deployment, forgets old data.
+    let mut again = ns.clone();
+    again[1].status = "provisioned".into();
+    let p6 = plan(&cluster, &again, &changes(), &[], &deployed).unwrap();
+    assert_eq!(run_on(&p6, "1"), ["always", "on_nested"]);
+    assert_eq!(
+        run_on(&p6, "2"),
+        ["always", "on_x", "on_y", "on_any", "on_nested"]
+    );
+    cluster.force = true;
+    let p7 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    assert_eq!(
+        run_on(&p7, "1"),
+        ["always", "on_x", "on_y", "on_any", "on_nested"]
+    );
+}
+
+// ---- The plugin-ordering spec's worked example, through the whole engine. ----
+
+/// The stage markers of a Fuel 9+ release graph.
+fn staged_release() -> ReleaseGraph {
+    release(json!([
+        {"id": "pre_deployment_start", "type": "stage"},
+        {"id": "pre_deployment_end", "type": "stage", "requires": ["pre_deployment_start"]},
+        {"id": "deploy_start", "type": "stage", "requires": ["pre_deployment_end"]},
+        {"id": "deploy_end", "type": "stage", "requires": ["deploy_start"]},
+        {"id": "post_deployment_start", "type": "stage", "requires": ["deploy_end"]},
+        {"id": "post_deployment_end", "type": "stage", "requires": ["post_deployment_start"]},
+        {"id": "main", "type": "shell", "roles": "*", "parameters": {"cmd": "main"},
+         "requires": ["deploy_start"], "required_for": ["deploy_end"]},
+    ]))
+}
+
+fn legacy_plugin(name: &str, stages: &[&str]) -> PluginGraph {
+    PluginGraph {
+        name: name.into(),
+        version: "1.0.0".into(),
+        legacy: stages
+            .iter()
+            .enumerate()
+            .map(|(i, stage)| {
+                (
+                    json!({"role": ["compute"], "stage": stage, "type": "shell",
+                           "parameters": {"cmd": format!("{name} {stage}")}}),
+                    Source::new(name, "tasks.yaml", i as u32 * 6 + 1),
+                )
+            })
+            .collect(),
+        ..PluginGraph::default()
+    }
+}
+
+#[test]
+fn spec_worked_example_through_the_graph() {
+    let plugin1 = legacy_plugin(
+        "plugin1",
+        &[
+            "pre_deployment",
+            "pre_deployment/100",
+            "pre_deployment/-100",
+            "pre_deployment/-99.9",
+        ],
+    );
+    let plugin2 = legacy_plugin(
+        "plugin2",
+        &[
+            "pre_deployment",
+            "pre_deployment/100.0",
+            "pre_deployment/-101",
+            "pre_deployment/0",
+        ],
+    );
+    let ns = nodes(&[("1", &["compute"]), ("2", &["compute"])]);
+    // Plugins given in either order plan the same.
+    for plugins in [
+        vec![plugin1.clone(), plugin2.clone()],
+        vec![plugin2.clone(), plugin1.clone()],
+    ] {
+        let p = plan(
+            &Cluster::default(),
+            &ns,
+            &staged_release(),
+            &plugins,
+            &Deployed::default(),
+        )
+        .unwrap();
+        assert_consistent(&p);
+        for uid in ["1", "2"] {
+            let cmds: Vec<String> = p
+                .node(uid)
+                .unwrap()
+                .tasks
+                .iter()
+                .filter_map(|t| t.parameters.as_ref())
+                .filter_map(|x| x.0["cmd"].as_str().map(str::to_string))
+                .collect();
+            assert_eq!(
+                cmds,
+                [
+                    "plugin2 pre_deployment/-101",
+                    "plugin1 pre_deployment/-100",
+                    "plugin1 pre_deployment/-99.9",
+                    "plugin1 pre_deployment",
+                    "plugin2 pre_deployment",
+                    "plugin2 pre_deployment/0",
+                    "plugin1 pre_deployment/100",
+                    "plugin2 pre_deployment/100.0",
+                    "main",
+                ],
+                "node {uid}"
+            );
+        }
+        let generated: Vec<(&str, &str, &str, &str)> = p
+            .generated
+            .iter()
+            .map(|g| {
+                (
+                    g.id.as_str(),
+                    g.plugin.as_str(),
+                    g.stage.as_str(),
+                    g.source.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            generated,
+            [
+                (
+                    "pre_deployment_0",
+                    "plugin2",
+                    "pre_deployment/-101",
+                    "tasks.yaml:13 (plugin2)"
+                ),
+                (
+                    "pre_deployment_1",
+                    "plugin1",
+                    "pre_deployment/-100",
+                    "tasks.yaml:13 (plugin1)"
+                ),
+                (
+                    "pre_deployment_2",
+                    "plugin1",
+                    "pre_deployment/-99.9",
+                    "tasks.yaml:19 (plugin1)"
+                ),
+                (
+                    "pre_deployment_3",
+                    "plugin1",
+                    "pre_deployment",
+                    "tasks.yaml:1 (plugin1)"
+                ),
+                (
+                    "pre_deployment_4",
+                    "plugin2",
+                    "pre_deployment",
+                    "tasks.yaml:1 (plugin2)"
+                ),
+                (
+                    "pre_deployment_5",
+                    "plugin2",
+                    "pre_deployment/0",
+                    "tasks.yaml:19 (plugin2)"
+                ),
+                (
+                    "pre_deployment_6",
+                    "plugin1",
+                    "pre_deployment/100",
+                    "tasks.yaml:7 (plugin1)"
+                ),
+                (
+                    "pre_deployment_7",
+                    "plugin2",
+                    "pre_deployment/100.0",
+                    "tasks.yaml:7 (plugin2)"
+                ),
+            ]
+        );
+        // One at a time, cluster-wide: each waits for the previous one on every node, the first
+        // for the stage's end marker, and the next stage waits for them.
+        assert_eq!(
+            waits(&p, "1", "pre_deployment_0"),
+            ["pre_deployment_end@null"]
+        );
+        assert_eq!(
+            waits(&p, "2", "pre_deployment_5"),
+            ["pre_deployment_4@1", "pre_deployment_4@2"]
+        );
+        let start = waits(&p, "null", "deploy_start");
+        for n in 0..8 {
+            for uid in ["1", "2"] {
+                assert!(
+                    start.contains(&format!("pre_deployment_{n}@{uid}")),
+                    "{start:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn nan_and_inf_postfixes_are_refused() {
+    for bad in [
+        "post_deployment/nan",
+        "post_deployment/inf",
+        "pre_deployment/-inf",
+        "post_deployment/1e400",
+    ] {
+        let e = plan(
+            &Cluster::default(),
+            &nodes(&[("1", &["compute"])]),
+            &staged_release(),
+            &[legacy_plugin("plugin1", &["post_deployment/5", bad])],
+            &Deployed::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, PlanError::Legacy(_)), "{bad}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("tasks.yaml:7 (plugin1): invalid stage {bad:?}")),
+            "{msg}"
+        );
+    }
+}
