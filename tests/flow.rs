@@ -69,14 +69,14 @@ fn snapshot(base: &str, cluster: i64) -> String {
         .map(|n| {
             let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n["id"]));
             format!(
-                "node {} {} roles={} status={}",
-                n["id"],
+                "node {} roles={} status={}",
                 n["mac"].as_str().unwrap(),
                 n["roles"],
                 detail["status"].as_str().unwrap()
             )
         })
         .collect();
+    lines.sort();
     let env = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}"));
     lines.push(format!("environment {}", env["status"].as_str().unwrap()));
     lines.join("\n")
@@ -120,13 +120,26 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     });
     assert_eq!(
         snapshot(&base, cluster),
-        "node 1 52:54:00:aa:00:01 roles=[] status=discover\n\
-         node 2 52:54:00:aa:00:02 roles=[] status=discover\n\
+        "node 52:54:00:aa:00:01 roles=[] status=discover\n\
+         node 52:54:00:aa:00:02 roles=[] status=discover\n\
          environment new"
     );
 
     // 2. Roles.
-    for (id, role) in [(1, "controller"), (2, "compute")] {
+    // Discovery order is the nodes' own; find each one's id by its MAC.
+    let listed = http.get("/api/v1/nodes").json();
+    let id_of = |mac: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["mac"] == mac)
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let ids = [id_of(macs[0]), id_of(macs[1])];
+    for (id, role) in [(ids[0], "controller"), (ids[1], "compute")] {
         let r = http.put(
             &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
             &json!({"roles": [role]}).to_string(),
@@ -135,8 +148,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     }
     assert_eq!(
         snapshot(&base, cluster),
-        "node 1 52:54:00:aa:00:01 roles=[\"controller\"] status=discover\n\
-         node 2 52:54:00:aa:00:02 roles=[\"compute\"] status=discover\n\
+        "node 52:54:00:aa:00:01 roles=[\"controller\"] status=discover\n\
+         node 52:54:00:aa:00:02 roles=[\"compute\"] status=discover\n\
          environment new"
     );
 
@@ -160,8 +173,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     // 4. Ready, and the nodes' disks and files say what ran.
     assert_eq!(
         snapshot(&base, cluster),
-        "node 1 52:54:00:aa:00:01 roles=[\"controller\"] status=ready\n\
-         node 2 52:54:00:aa:00:02 roles=[\"compute\"] status=ready\n\
+        "node 52:54:00:aa:00:01 roles=[\"controller\"] status=ready\n\
+         node 52:54:00:aa:00:02 roles=[\"compute\"] status=ready\n\
          environment operational"
     );
     for (i, sim) in sims.into_iter().enumerate() {
@@ -174,7 +187,7 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
             image[..]
         );
         let host = std::fs::read_to_string(root.join("etc/hostname")).unwrap();
-        assert_eq!(host.trim(), format!("node-{}", i + 1));
+        assert_eq!(host.trim(), format!("node-{}", ids[i]));
         let astute = std::fs::read_to_string(root.join("etc/astute.yaml")).unwrap();
         assert!(astute.contains("roles"), "{astute}");
         assert!(
