@@ -163,7 +163,7 @@ pub fn is_component_name(s: &str, wildcard: bool) -> bool {
 /// A task role value: `/regex/` that compiles, or a name / `*` (v4+ format).
 pub fn role_format(s: &str) -> Result<(), String> {
     if s.len() >= 2 && s.starts_with('/') && s.ends_with('/') {
-        return regex_lite::Regex::new(&s[1..s.len() - 1])
+        return regex::Regex::new(&s[1..s.len() - 1])
             .map(|_| ())
             .map_err(|e| format!("the regular expression {s} does not compile: {e}"));
     }
