@@ -395,3 +395,54 @@ fn a_master_killed_mid_deployment_finishes_it_after_restart() {
     let (code, _) = served.wait();
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn each_deployment_rotates_the_agent_token() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let old = &nodes[0];
+    Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &old.token,
+        &json!({"node_id": old.id}),
+    );
+    let reply = r.json();
+    let fresh = reply["agent_token"]
+        .as_str()
+        .expect("a new token with the first run");
+    assert_ne!(fresh, old.token);
+    // Until the agent uses the new token the old one still works (the answer may be lost).
+    let again = post(
+        &base,
+        "/api/v1/agent/next",
+        &old.token,
+        &json!({"node_id": old.id}),
+    );
+    assert_eq!(again.status, 200);
+    let fresh = again.json()["agent_token"].as_str().unwrap().to_string();
+    let new = Node {
+        id: old.id,
+        token: fresh,
+    };
+    let run = next(&base, &new).expect("the new token works");
+    assert_eq!(report(&base, &new, &run, true).status, 200);
+    // Once used, the old one is refused.
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &old.token,
+        &json!({"node_id": old.id}),
+    );
+    assert_eq!(r.status, 401);
+    // Later runs of the same deployment do not rotate it again.
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &new.token,
+        &json!({"node_id": new.id}),
+    );
+    assert!(r.json().get("agent_token").is_none(), "{}", r.body);
+}

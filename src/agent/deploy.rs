@@ -79,6 +79,8 @@ pub trait MasterApi: Fetch {
     fn reload_token(&self) -> bool {
         false
     }
+    /// The master rotated the node's token: keep it (and save it) for every later call.
+    fn adopt_token(&self, _token: &str) {}
 }
 
 /// How the loop waits and gives up.
@@ -367,9 +369,13 @@ impl<M: MasterApi> Driver<'_, M> {
                     let wait = Duration::from_millis(retry_after_ms.max(20)).min(self.cfg.max_wait);
                     nap(wait, self.stop);
                 }
-                Call::Ok(NextReply::Run { run }) => {
+                Call::Ok(NextReply::Run { run, agent_token }) => {
                     self.refusals = 0;
                     self.backoff.reset();
+                    if let Some(token) = agent_token {
+                        tracing::info!("the master rotated this node's agent token");
+                        self.api.adopt_token(&token);
+                    }
                     if let Some(k) = kept
                         .as_mut()
                         .filter(|k| (k.run_id, k.attempt) == (run.id, run.attempt))
@@ -582,6 +588,15 @@ impl MasterApi for HttpMaster {
 
     fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
         self.post(&format!("/api/v1/agent/runs/{run_id}/result"), result)
+    }
+
+    fn adopt_token(&self, token: &str) {
+        if let Some(file) = &self.token_file
+            && let Err(e) = save_token(file, token)
+        {
+            tracing::warn!(file = %file.display(), "cannot save the rotated agent token: {e}");
+        }
+        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = token.to_string();
     }
 
     fn reload_token(&self) -> bool {
@@ -829,6 +844,7 @@ mod tests {
 
     fn shell(id: i64, attempt: u32, cmd: &str) -> Call<NextReply> {
         Call::Ok(NextReply::Run {
+            agent_token: None,
             run: Run {
                 id,
                 attempt,
@@ -850,6 +866,7 @@ mod tests {
 
     fn step(id: i64, interface: &str, name: &str, args: serde_json::Value) -> Call<NextReply> {
         Call::Ok(NextReply::Run {
+            agent_token: None,
             run: Run {
                 id,
                 attempt: 1,

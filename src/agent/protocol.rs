@@ -18,8 +18,13 @@ pub struct NextRequest {
 pub enum NextReply {
     /// Nothing runnable now: poll again after this delay.
     Wait { retry_after_ms: u64 },
-    /// Execute this run now, then report its result.
-    Run { run: Run },
+    /// Execute this run now, then report its result. `agent_token`, when present, is the
+    /// node's new token (rotated per deployment): use it from now on.
+    Run {
+        run: Run,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_token: Option<String>,
+    },
 }
 
 /// One step run handed to a node. `(id, attempt)` identifies it: a re-handed run (the master
@@ -98,7 +103,7 @@ mod tests {
             "timeout_s": 600, "step": {"interface": "deploy", "name": "write_image",
             "args": {"image_url": "http://m/i.raw"}}, "task": null}});
         let reply: NextReply = serde_json::from_value(run.clone()).unwrap();
-        let NextReply::Run { run: r } = &reply else {
+        let NextReply::Run { run: r, .. } = &reply else {
             panic!("{reply:?}")
         };
         assert_eq!(
@@ -112,7 +117,7 @@ mod tests {
         let task = json!({"action": "run", "run": {"id": 9, "attempt": 2, "deployment": 5,
             "timeout_s": 60, "step": {"interface": "deploy", "name": "run_tasks"},
             "task": {"id": "netconfig", "type": "shell", "parameters": {"cmd": "true"}}}});
-        let NextReply::Run { run } = serde_json::from_value(task).unwrap() else {
+        let NextReply::Run { run, .. } = serde_json::from_value(task).unwrap() else {
             panic!()
         };
         assert_eq!(run.task.unwrap().kind, "shell");

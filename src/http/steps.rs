@@ -29,8 +29,16 @@ async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiErr
             ApiError::Unauthorized("an agent token is required (Authorization: Bearer ...)".into())
         })?;
     let hash = super::boot::hash_token(token);
+    let now = crate::clock::now();
     let node = state
-        .store(move |s| s.read(|r| r.node_by_agent_token(&hash)))
+        .store(move |s| {
+            let found = s.read(|r| r.node_by_agent_token(&hash))?;
+            if let Some((id, true)) = found {
+                // The agent uses the token it was given at this deployment: the old one ends.
+                s.write(|tx| tx.promote_agent_token(id, now))?;
+            }
+            Ok(found.map(|(id, _)| id))
+        })
         .await?;
     node.ok_or_else(|| {
         tracing::warn!(peer = ?req.peer_addr(), path = req.path(), "agent token refused");
@@ -78,14 +86,30 @@ pub async fn next(
         }
     }
     let now = crate::clock::now();
-    let run = state
-        .store(move |s| s.write(|tx| tx.claim_run(node, now)))
+    let (new_token, new_hash) = super::boot::new_token()?;
+    let (run, rotated) = state
+        .store(move |s| {
+            s.write(|tx| {
+                let run = tx.claim_run(node, now)?;
+                let rotated = match &run {
+                    Some(r) => tx.rotate_agent_token(node, r.deployment, &new_hash)?,
+                    None => false,
+                };
+                Ok((run, rotated))
+            })
+        })
         .await?;
     Ok(HttpResponse::Ok().json(match run {
         Some(run) => {
             tracing::info!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
-                task = run.task.as_deref().unwrap_or(""), "run handed out");
-            json!({"action": "run", "run": run_json(&run)})
+                task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
+            let mut reply = json!({"action": "run", "run": run_json(&run)});
+            if rotated {
+                // Each deployment gets the node a new token; the current one works until the
+                // agent first uses this one.
+                reply["agent_token"] = json!(new_token);
+            }
+            reply
         }
         None => json!({"action": "wait", "retry_after_ms": RETRY_AFTER_MS}),
     }))

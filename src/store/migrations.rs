@@ -207,6 +207,16 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX step_runs_by_deployment ON step_runs (deployment, node_id, seq);
         ",
     },
+    Migration {
+        version: 9,
+        name: "agent_token_rotation",
+        sql: "
+            -- A node's agent token is rotated per deployment: the new one (hashed) is pending
+            -- until the agent first uses it, so a lost answer never locks the node out.
+            ALTER TABLE nodes ADD COLUMN agent_token_pending_hash TEXT;
+            ALTER TABLE nodes ADD COLUMN token_deployment INTEGER;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -471,6 +481,27 @@ mod tests {
         };
         assert!(insert("pending").is_ok());
         assert!(insert("lost").is_err(), "an unknown status is refused");
+    }
+
+    #[test]
+    fn migration_9_adds_pending_agent_tokens() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 8).unwrap();
+        conn.execute(
+            "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
+             VALUES ('52:54:00:00:00:01', 'n', 'discover', '{}', 1, 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 9).unwrap(), 9);
+        let (p, d): (Option<String>, Option<i64>) = conn
+            .query_row(
+                "SELECT agent_token_pending_hash, token_deployment FROM nodes",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((p, d), (None, None));
     }
 
     #[test]

@@ -114,29 +114,34 @@ impl ReadTxn<'_> {
         Ok(None)
     }
 
-    /// The node whose current agent token hashes to `token_hash`.
-    pub fn node_by_agent_token(&self, token_hash: &str) -> Result<Option<NodeId>> {
+    /// The node whose current agent token hashes to `token_hash`, or whose pending (rotated)
+    /// one does; with whether it was the pending one.
+    pub fn node_by_agent_token(&self, token_hash: &str) -> Result<Option<(NodeId, bool)>> {
         Ok(self
             .conn
             .query_row(
-                "SELECT id FROM nodes WHERE agent_token_hash = ?1",
+                "SELECT id, agent_token_pending_hash = ?1 FROM nodes
+                 WHERE agent_token_hash = ?1 OR agent_token_pending_hash = ?1",
                 [token_hash],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false))),
             )
             .optional()?)
     }
 
     /// Whether `token_hash` is the node's current agent token.
     pub fn agent_token_matches(&self, id: NodeId, token_hash: &str) -> Result<bool> {
-        let stored: Option<Option<String>> = self
+        // The pending (rotated) token counts too: the agent may say hello with it first.
+        let stored: Option<(Option<String>, Option<String>)> = self
             .conn
             .query_row(
-                "SELECT agent_token_hash FROM nodes WHERE id = ?1",
+                "SELECT agent_token_hash, agent_token_pending_hash FROM nodes WHERE id = ?1",
                 [id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        Ok(stored.flatten().is_some_and(|h| h == token_hash))
+        Ok(stored.is_some_and(|(a, b)| {
+            a.as_deref() == Some(token_hash) || b.as_deref() == Some(token_hash)
+        }))
     }
 
     /// Every node, by id.
@@ -266,5 +271,28 @@ impl WriteTxn<'_> {
             "node.status",
             &format!("status is now {}", status.as_str()),
         )
+    }
+
+    /// The agent used its pending token: it becomes the node's token, the old one stops working.
+    pub fn promote_agent_token(&self, id: NodeId, now: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE nodes SET agent_token_hash = agent_token_pending_hash,
+               agent_token_pending_hash = NULL
+             WHERE id = ?1 AND agent_token_pending_hash IS NOT NULL",
+            [id],
+        )?;
+        self.add_history(now, Some(id), "node.token", "agent token rotated")
+    }
+
+    /// Give the node a new (pending) agent token for `deployment`, once per deployment, and
+    /// again while the agent has not used the last one (its answer may have been lost).
+    /// Returns whether `new_hash` was stored, so the caller hands out its token.
+    pub fn rotate_agent_token(&self, id: NodeId, deployment: i64, new_hash: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE nodes SET agent_token_pending_hash = ?1, token_deployment = ?2
+             WHERE id = ?3 AND (token_deployment IS NOT ?2 OR agent_token_pending_hash IS NOT NULL)",
+            params![new_hash, deployment, id],
+        )?;
+        Ok(n > 0)
     }
 }
