@@ -15,6 +15,8 @@ pub struct NextRequest {
 /// The master's answer to `next`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
+// One reply lives for one poll; boxing the run would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum NextReply {
     /// Nothing runnable now: poll again after this delay.
     Wait { retry_after_ms: u64 },
