@@ -57,18 +57,6 @@ impl Run {
     pub fn step_id(&self) -> String {
         format!("{}.{}", self.interface, self.step)
     }
-
-    fn view(&self) -> RunView {
-        RunView {
-            id: self.id,
-            node: self.node_id,
-            seq: self.seq,
-            status: RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed),
-            deps: self.deps.clone(),
-            concurrency: self.concurrency.clone(),
-            max_parallel: self.max_parallel,
-        }
-    }
 }
 
 /// What an agent reported about a run.
@@ -170,6 +158,33 @@ impl ReadTxn<'_> {
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([deployment], run_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// What scheduling needs of every run of a deployment, without arguments or output: the
+    /// orchestrator reads this on every claim and report, so it stays small.
+    pub fn run_views(&self, deployment: i64) -> Result<Vec<RunView>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, node_id, seq, status, deps, concurrency, max_parallel
+             FROM step_runs WHERE deployment = ?1",
+        )?;
+        let rows = stmt.query_map([deployment], |r| {
+            let status: String = r.get(3)?;
+            let deps: String = r.get(4)?;
+            Ok(RunView {
+                id: r.get(0)?,
+                node: r.get(1)?,
+                seq: r.get(2)?,
+                status: RunStatus::parse(&status).unwrap_or(RunStatus::Failed),
+                deps: if deps == "[]" {
+                    Vec::new()
+                } else {
+                    serde_json::from_str(&deps).unwrap_or_default()
+                },
+                concurrency: r.get(5)?,
+                max_parallel: r.get::<_, Option<i64>>(6)?.map(|m| m.max(0) as u64),
+            })
+        })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -324,17 +339,18 @@ impl WriteTxn<'_> {
         let Some(dep) = self.read().running_deployment(cluster)? else {
             return Ok(None);
         };
-        let runs = self.read().runs(dep.id)?;
-        let mine = runs
+        let views = self.read().run_views(dep.id)?;
+        let mine = views
             .iter()
-            .find(|r| r.node_id == Some(node_id) && r.status == "running")
+            .find(|r| r.node == Some(node_id) && r.status == RunStatus::Running)
             .map(|r| r.id)
             .or_else(|| {
-                let views: Vec<RunView> = runs.iter().map(Run::view).collect();
-                orchestrate::runnable(&views).into_iter().find(|id| {
-                    runs.iter()
-                        .any(|r| r.id == *id && r.node_id == Some(node_id))
-                })
+                let runnable: std::collections::HashSet<i64> =
+                    orchestrate::runnable(&views).into_iter().collect();
+                views
+                    .iter()
+                    .find(|r| r.node == Some(node_id) && runnable.contains(&r.id))
+                    .map(|r| r.id)
             });
         let Some(run_id) = mine else {
             return Ok(None);
@@ -547,14 +563,13 @@ impl WriteTxn<'_> {
         let Some(d) = self.read().deployment(dep)? else {
             return Ok(());
         };
-        loop {
-            let runs = self.read().runs(dep)?;
-            let views: Vec<RunView> = runs.iter().map(Run::view).collect();
+        let mut views = self.read().run_views(dep)?;
+        while d.status == "running" {
             let stages: Vec<i64> = orchestrate::runnable(&views)
                 .into_iter()
-                .filter(|id| runs.iter().any(|r| r.id == *id && r.node_id.is_none()))
+                .filter(|id| views.iter().any(|r| r.id == *id && r.node.is_none()))
                 .collect();
-            if stages.is_empty() || d.status != "running" {
+            if stages.is_empty() {
                 break;
             }
             for id in stages {
@@ -564,17 +579,16 @@ impl WriteTxn<'_> {
                     params![now, id],
                 )?;
             }
+            views = self.read().run_views(dep)?;
         }
-        let runs = self.read().runs(dep)?;
         // Nodes whose every run is done are ready.
-        let mut nodes: Vec<i64> = runs.iter().filter_map(|r| r.node_id).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        for n in nodes {
-            let all_done = runs
-                .iter()
-                .filter(|r| r.node_id == Some(n))
-                .all(|r| r.status == "ok" || r.status == "skipped");
+        let mut done_by_node: std::collections::BTreeMap<i64, bool> = Default::default();
+        for r in &views {
+            if let Some(n) = r.node {
+                *done_by_node.entry(n).or_insert(true) &= r.status.is_done();
+            }
+        }
+        for (n, all_done) in done_by_node {
             if all_done {
                 self.conn.execute(
                     "UPDATE nodes SET status = 'ready' WHERE id = ?1 AND status != 'ready'",
@@ -585,7 +599,6 @@ impl WriteTxn<'_> {
         if d.status != "running" {
             return Ok(());
         }
-        let views: Vec<RunView> = runs.iter().map(Run::view).collect();
         match orchestrate::progress(&views) {
             Progress::Going => {}
             Progress::Done => {
