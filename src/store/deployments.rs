@@ -564,7 +564,8 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         let mut views = self.read().run_views(dep)?;
-        while d.status == "running" {
+        let running = d.status == "running";
+        while running {
             let stages: Vec<i64> = orchestrate::runnable(&views)
                 .into_iter()
                 .filter(|id| views.iter().any(|r| r.id == *id && r.node.is_none()))
