@@ -564,23 +564,24 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         let mut views = self.read().run_views(dep)?;
-        let running = d.status == "running";
-        while running {
-            let stages: Vec<i64> = orchestrate::runnable(&views)
-                .into_iter()
-                .filter(|id| views.iter().any(|r| r.id == *id && r.node.is_none()))
-                .collect();
-            if stages.is_empty() {
-                break;
+        if d.status == "running" {
+            loop {
+                let stages: Vec<i64> = orchestrate::runnable(&views)
+                    .into_iter()
+                    .filter(|id| views.iter().any(|r| r.id == *id && r.node.is_none()))
+                    .collect();
+                if stages.is_empty() {
+                    break;
+                }
+                for id in stages {
+                    self.conn.execute(
+                        "UPDATE step_runs SET status = 'ok', attempt = 1, started_at = ?1,
+                           finished_at = ?1 WHERE id = ?2",
+                        params![now, id],
+                    )?;
+                }
+                views = self.read().run_views(dep)?;
             }
-            for id in stages {
-                self.conn.execute(
-                    "UPDATE step_runs SET status = 'ok', attempt = 1, started_at = ?1,
-                       finished_at = ?1 WHERE id = ?2",
-                    params![now, id],
-                )?;
-            }
-            views = self.read().run_views(dep)?;
         }
         // Nodes whose every run is done are ready.
         let mut done_by_node: std::collections::BTreeMap<i64, bool> = Default::default();
