@@ -1,0 +1,246 @@
+//! Agents benchmark (issue 7, item 9): N simulated agents on loopback against one `stoker
+//! serve` (the built binary, the bundled release): each says hello, gets a role, and after Deploy
+//! loops next → result through its steps, as the protocol says (no step is executed). Reports
+//! messages per second, p50/p99 latency of the agent calls and the daemon's peak RSS.
+//!
+//! `cargo bench --bench agents -- [AGENTS]` (default 1000). Not part of CI.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+fn post(a: &ureq::Agent, url: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut req = a.post(url).header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", &format!("Bearer {t}"));
+    }
+    match req.send(body.to_string()) {
+        Ok(mut r) => {
+            let status = r.status().as_u16();
+            let text = r.body_mut().read_to_string().unwrap_or_default();
+            (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        }
+        Err(e) => panic!("{url}: {e}"),
+    }
+}
+
+/// POST a hello from a loopback address of the agent's own (the hello is rate-limited per
+/// client address), over a plain HTTP/1.1 connection.
+fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
+    use std::io::{Read, Write};
+    let sock =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.bind(&std::net::SocketAddr::from((src, 0)).into())
+        .expect("bind");
+    let target: std::net::SocketAddr = addr.parse().expect("addr");
+    sock.connect(&target.into()).expect("connect");
+    let mut stream: std::net::TcpStream = sock.into();
+    let body = body.to_string();
+    let req = format!(
+        "POST /api/v1/agent/hello HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).expect("send");
+    let mut resp = String::new();
+    stream.read_to_string(&mut resp).expect("read");
+    let json = resp.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(json).unwrap_or(Value::Null)
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "warn,stoker=info",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("stoker serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("daemon exited").expect("log line");
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap_or("").to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let base = format!("http://{addr}");
+    let a = agent();
+    let (_, releases) = {
+        let mut r = a
+            .get(format!("{base}/api/v1/releases"))
+            .call()
+            .expect("releases");
+        (
+            0,
+            serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
+                .unwrap_or(Value::Null),
+        )
+    };
+    let release = releases[0]["id"].as_i64().expect("bundled release");
+    let (_, c) = post(
+        &a,
+        &format!("{base}/api/v1/clusters"),
+        None,
+        &json!({"name": "bench", "release_id": release}),
+    );
+    let cluster = c["id"].as_i64().expect("cluster");
+
+    // Hello, one by one; the hello is rate-limited per client address, so each agent comes from
+    // a 127.0.0.0/8 address of its own.
+    let started = Instant::now();
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        let mac = format!(
+            "52:54:01:{:02x}:{:02x}:{:02x}",
+            (i >> 16) & 0xff,
+            (i >> 8) & 0xff,
+            i & 0xff
+        );
+        let inv = json!({"interfaces": [{"name": "eno1", "mac": mac}], "cpu": {"count": 8},
+                         "memory_bytes": 17179869184u64, "disks": []});
+        let src = std::net::Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
+        let mut reply = hello_from(&addr, src, &inv);
+        while reply["node"]["id"].as_i64().is_none() && reply["code"] == "rate_limited" {
+            std::thread::sleep(Duration::from_millis(50));
+            reply = hello_from(&addr, src, &inv);
+        }
+        let id = reply["node"]["id"].as_i64().unwrap_or(0);
+        let token = reply["agent_token"].as_str().unwrap_or("").to_string();
+        if id == 0 {
+            eprintln!("hello {i} refused: {reply}; continuing with fewer agents");
+            continue;
+        }
+        let role = match i {
+            0..=2 => "controller",
+            _ if i % 5 == 0 => "cinder",
+            _ => "compute",
+        };
+        let mut r = a
+            .put(format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"))
+            .header("content-type", "application/json")
+            .send(json!({"roles": [role]}).to_string())
+            .expect("assign");
+        let _ = r.body_mut().read_to_string();
+        nodes.push((id, token));
+    }
+    let hello_s = started.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let (status, dep) = post(
+        &a,
+        &format!("{base}/api/v1/clusters/{cluster}/deploy"),
+        None,
+        &json!({}),
+    );
+    assert_eq!(status, 202, "deploy: {dep}");
+    let plan_s = t.elapsed().as_secs_f64();
+
+    let latencies = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let t = Instant::now();
+    let threads: Vec<_> = nodes
+        .into_iter()
+        .map(|(id, token)| {
+            let base = base.clone();
+            let latencies = Arc::clone(&latencies);
+            std::thread::spawn(move || {
+                let a = agent();
+                let mut token = token;
+                let mut mine = Vec::new();
+                loop {
+                    let s = Instant::now();
+                    let (_, reply) = post(&a, &format!("{base}/api/v1/agent/next"), Some(&token), &json!({"node_id": id}));
+                    mine.push(s.elapsed().as_secs_f64());
+                    if let Some(t) = reply["agent_token"].as_str() {
+                        token = t.to_string();
+                    }
+                    match reply["action"].as_str() {
+                        Some("run") => {
+                            let run = &reply["run"];
+                            let s = Instant::now();
+                            post(&a, &format!("{base}/api/v1/agent/runs/{}/result", run["id"]), Some(&token),
+                                 &json!({"attempt": run["attempt"], "ok": true, "exit_code": 0, "output_tail": "ok"}));
+                            mine.push(s.elapsed().as_secs_f64());
+                            if run["step"]["name"] == "reboot_to_disk" {
+                                break;
+                            }
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(
+                            reply["retry_after_ms"].as_u64().unwrap_or(1000).min(200),
+                        )),
+                    }
+                }
+                latencies.lock().map(|mut l| l.extend(mine)).ok();
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let mut l = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    l.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+            * 1000.0
+    };
+    let rss = rss_kb(child.id());
+    let d = {
+        let mut r = a
+            .get(format!("{base}/api/v1/clusters/{cluster}/deployments"))
+            .call()
+            .expect("deployments");
+        serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
+            .unwrap_or(Value::Null)
+    };
+    println!("agents: {n}; hello+assign {hello_s:.1} s; plan+deploy start {plan_s:.2} s");
+    println!(
+        "deployment {}: {} runs ({} ok, {} skipped) in {secs:.1} s",
+        d[0]["status"], d[0]["runs"]["total"], d[0]["runs"]["ok"], d[0]["runs"]["skipped"]
+    );
+    println!(
+        "agent calls: {} in {secs:.1} s = {:.0} messages/s; latency p50 {:.1} ms, p99 {:.1} ms; daemon peak RSS {} MB",
+        l.len(),
+        l.len() as f64 / secs,
+        pct(0.50),
+        pct(0.99),
+        rss / 1024
+    );
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
