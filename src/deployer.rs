@@ -92,10 +92,5 @@ pub fn start(
         out
     };
     let runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
-    Ok(store.write(|tx| {
-        let id = tx.next_deployment_id(cluster_id)?;
-        let mut after = tx.read().deployed(cluster_id)?;
-        after.record(&env.plan, &id);
-        tx.create_deployment(cluster_id, &runs, &after, now)
-    })?)
+    Ok(store.write(|tx| tx.create_deployment(cluster_id, &runs, &env.plan, now))?)
 }

@@ -1,8 +1,8 @@
 //! An environment's deployment plan, from what the master holds: the environment and its nodes
 //! and settings from the store, the release's and the enabled plugins' graphs from the installed
 //! packages under the data directory, and the deployed state of earlier runs. Gathers them and
-//! calls the pure [`crate::engine::graph::plan`]; decides nothing itself and writes nothing.
-//! Recording a successful run ([`record_success`]) is the one write, in one transaction.
+//! calls the pure [`crate::engine::graph::plan`]; decides nothing itself and writes nothing
+//! (a deployment records what it ran: [`crate::store`]'s `create_deployment`).
 //!
 //! A plugin is enabled in an environment the way Fuel marked it in the cluster attributes: its
 //! settings hold `<plugin name>: {metadata: {enabled: true}}`.
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as J;
 
-use crate::engine::graph::{self, Deployed, NodeSpec, Plan, PlanError};
+use crate::engine::graph::{self, NodeSpec, Plan, PlanError};
 use crate::model::{Cluster, Node, NodeStatus, Release};
 use crate::package::graphs::{GraphSourceError, OpenedRelease, open_plugin, open_release};
 use crate::store::{Store, StoreError};
@@ -168,19 +168,6 @@ fn enabled_plugins(
         out.push(g);
     }
     Ok(out)
-}
-
-/// Record that `plan` ran successfully: every task that ran on a node now compares with this
-/// deployment's data. Returns the deployment id used.
-pub fn record_success(store: &Store, env: &EnvironmentPlan) -> Result<String, StoreError> {
-    let cluster_id = env.cluster.id;
-    store.write(|tx| {
-        let id = tx.next_deployment_id(cluster_id)?;
-        let mut deployed: Deployed = tx.read().deployed(cluster_id)?;
-        deployed.record(&env.plan, &id);
-        tx.save_deployed(cluster_id, &deployed)?;
-        Ok(id)
-    })
 }
 
 #[cfg(test)]

@@ -446,3 +446,59 @@ fn each_deployment_rotates_the_agent_token() {
     );
     assert!(r.json().get("agent_token").is_none(), "{}", r.body);
 }
+
+#[test]
+fn redeploys_run_only_what_changed() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let node = nodes[1].id.to_string();
+    let plan = || Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/plan"));
+    let tasks = |plan: &Value| -> Vec<Value> {
+        plan["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["uid"] == node.as_str())
+            .unwrap()["tasks"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let step = |plan: &Value, id: &str| -> Value {
+        tasks(plan).into_iter().find(|t| t["id"] == id).unwrap()
+    };
+    assert_eq!(step(&plan(), "setup_repositories")["status"], "run");
+
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+
+    // Nothing changed: the changed() task is skipped, the plan says why and against which
+    // deployment it compared.
+    let second = plan();
+    let s = step(&second, "setup_repositories");
+    assert_eq!(s["status"], "skipped", "{s}");
+    assert!(s["reason"].as_str().unwrap().contains("changed"), "{s}");
+    assert_eq!(s["compared_with"], dep.to_string());
+    // Tasks without a condition run every time, as in Fuel.
+    assert_eq!(step(&second, "netconfig")["status"], "run");
+
+    // Change the setting the condition watches: exactly that task comes back.
+    let mut settings = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/settings"));
+    settings["repo_setup"] = json!({"repos": [{"name": "extra", "uri": "http://mirror/"}]});
+    let r = Http::raw_put(
+        &format!("{base}/api/v1/clusters/{cluster}/settings"),
+        &settings.to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let third = plan();
+    let changed: Vec<String> = tasks(&second)
+        .iter()
+        .zip(tasks(&third))
+        .filter(|(a, b)| a["status"] != b["status"])
+        .map(|(a, _)| a["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(changed, ["setup_repositories"]);
+}

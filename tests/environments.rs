@@ -1,6 +1,6 @@
 //! Environments: nodes assigned with roles, settings, and the deployment plan the master makes
-//! of them over the API, with the bundled release's real graph; incremental redeploys through
-//! the deployed state kept in the database.
+//! of them over the API, with the bundled release's real graph. (Incremental redeploys, which
+//! need a deployment to have run, are in `deploy.rs`.)
 
 use crate::common::{TestDaemon, inventory};
 
@@ -154,60 +154,6 @@ fn assignment_errors_name_the_problem() {
             .len(),
         0
     );
-}
-
-#[test]
-fn redeploys_run_only_what_changed() {
-    let (d, cluster, ids) = environment(&["controller", "compute"]);
-    let http = d.http();
-    let node = ids[1].to_string();
-    let first = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
-    assert_eq!(step(&first, &node, "setup_repositories")["status"], "run");
-
-    // The deployment succeeded: record it as the orchestrator does, with the nodes now ready.
-    let store = stoker::store::Store::open(&d.db_path()).unwrap();
-    let data_dir = d.db_path().parent().unwrap().to_path_buf();
-    let env = stoker::planner::plan_environment(&store, &data_dir, cluster, "default").unwrap();
-    let id = stoker::planner::record_success(&store, &env).unwrap();
-    assert_eq!(id, "1");
-    store
-        .write(|tx| {
-            for n in &ids {
-                tx.set_node_status(*n, stoker::model::NodeStatus::Ready, 2)?;
-            }
-            Ok(())
-        })
-        .unwrap();
-
-    // Nothing changed: the changed() task is skipped, and the plan says why.
-    let second = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
-    let s = step(&second, &node, "setup_repositories");
-    assert_eq!(s["status"], "skipped", "{s}");
-    assert!(s["reason"].as_str().unwrap().contains("changed"), "{s}");
-    assert_eq!(s["compared_with"], "1");
-    // Tasks without a condition run every time, as in Fuel.
-    assert_eq!(step(&second, &node, "netconfig")["status"], "run");
-
-    // Change the setting the condition watches: exactly that task comes back.
-    let mut settings = http
-        .get(&format!("/api/v1/clusters/{cluster}/settings"))
-        .json();
-    settings["repo_setup"] =
-        serde_json::json!({"repos": [{"name": "extra", "uri": "http://mirror/"}]});
-    let r = http.put(
-        &format!("/api/v1/clusters/{cluster}/settings"),
-        &settings.to_string(),
-    );
-    assert_eq!(r.status, 200, "{}", r.body);
-    let third = http.get(&format!("/api/v1/clusters/{cluster}/plan")).json();
-    assert_eq!(step(&third, &node, "setup_repositories")["status"], "run");
-    let changed: Vec<&str> = steps(&second, &node)
-        .iter()
-        .zip(steps(&third, &node))
-        .filter(|(a, b)| a["status"] != b["status"])
-        .map(|(a, _)| a["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(changed, ["setup_repositories"]);
 }
 
 #[test]

@@ -78,19 +78,6 @@ impl WriteTxn<'_> {
         }
         Ok(())
     }
-
-    /// The id the next recorded deployment of an environment gets: one more than the highest
-    /// numeric id kept.
-    pub fn next_deployment_id(&self, cluster_id: i64) -> Result<String> {
-        let d = self.read().deployed(cluster_id)?;
-        let max = d
-            .deployments
-            .keys()
-            .filter_map(|k| k.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        Ok((max + 1).to_string())
-    }
 }
 
 #[cfg(test)]
@@ -122,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn deployed_state_round_trips_and_ids_grow() {
+    fn deployed_state_round_trips() {
         let (_dir, store) = store_with_cluster();
         let mut d = Deployed::default();
         d.deployments.insert(
@@ -138,7 +125,6 @@ mod tests {
             .insert("netconfig".to_string(), "1".to_string());
         store.write(|tx| tx.save_deployed(1, &d)).unwrap();
         assert_eq!(store.read(|r| r.deployed(1)).unwrap(), d);
-        assert_eq!(store.write(|tx| tx.next_deployment_id(1)).unwrap(), "2");
         // An environment that does not exist: the foreign key refuses, nothing half-written.
         assert!(store.write(|tx| tx.save_deployed(7, &d)).is_err());
         assert_eq!(store.read(|r| r.deployed(7)).unwrap(), Deployed::default());

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value as J;
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
-use crate::engine::graph::Deployed;
+use crate::engine::graph::{Deployed, Plan};
 use crate::engine::orchestrate::{self, NewRun, Progress, RunStatus, RunView};
 use crate::model::NodeStatus;
 
@@ -231,14 +231,15 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// Create a deployment of `cluster_id` from `runs` (deps are indices into it). `after` is
-    /// the deployed state to keep when every run succeeds. Refused while another deployment
-    /// of the environment is running.
+    /// Create a deployment of `cluster_id` from `plan` and its `runs` (deps are indices into
+    /// it). The deployed state to keep when every run succeeds is recorded now, under the
+    /// deployment's id, so a later plan's `compared_with` names this deployment. Refused while
+    /// another deployment of the environment is running.
     pub fn create_deployment(
         &self,
         cluster_id: i64,
         runs: &[NewRun],
-        after: &Deployed,
+        plan: &Plan,
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self
@@ -254,16 +255,22 @@ impl WriteTxn<'_> {
                 cluster.name, d.id
             )));
         }
-        let after = serde_json::to_string(after).map_err(|e| StoreError::Corrupt {
+        self.conn.execute(
+            "INSERT INTO deployments (cluster_id, status, after, created_at)
+             VALUES (?1, 'running', '{}', ?2)",
+            params![cluster_id, now],
+        )?;
+        let dep = self.conn.last_insert_rowid();
+        let mut after = self.read().deployed(cluster_id)?;
+        after.record(plan, &dep.to_string());
+        let after = serde_json::to_string(&after).map_err(|e| StoreError::Corrupt {
             what: "deployed state",
             detail: e.to_string(),
         })?;
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, after, created_at)
-             VALUES (?1, 'running', ?2, ?3)",
-            params![cluster_id, after, now],
+            "UPDATE deployments SET after = ?1 WHERE id = ?2",
+            params![after, dep],
         )?;
-        let dep = self.conn.last_insert_rowid();
         let mut ids = Vec::with_capacity(runs.len());
         {
             let mut stmt = self.conn.prepare_cached(
