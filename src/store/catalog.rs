@@ -34,7 +34,7 @@ pub struct NewRelease<'a> {
     pub data: &'a serde_json::Value,
 }
 
-fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<serde_json::Value> {
+pub(super) fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<serde_json::Value> {
     let text: String = row.get(idx)?;
     serde_json::from_str(&text).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))

@@ -34,15 +34,6 @@ impl ReadTxn<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// The nodes assigned to an environment, by id.
-    pub fn cluster_nodes(&self, cluster_id: i64) -> Result<Vec<crate::model::Node>> {
-        Ok(self
-            .nodes()?
-            .into_iter()
-            .filter(|n| n.cluster_id == Some(cluster_id))
-            .collect())
-    }
-
     /// An environment's settings over its release's defaults (a JSON object).
     pub fn cluster_settings(&self, cluster_id: i64) -> Result<serde_json::Value> {
         let text: Option<String> = self

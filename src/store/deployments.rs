@@ -11,6 +11,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value as J;
 
+use super::catalog::json_column;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::graph::{Deployed, Plan};
 use crate::engine::orchestrate::{self, NewRun, Progress, RunStatus, RunView};
@@ -95,15 +96,8 @@ fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     })
 }
 
-fn json_col(r: &Row<'_>, i: usize) -> rusqlite::Result<J> {
-    let text: String = r.get(i)?;
-    serde_json::from_str(&text).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
-
 fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
-    let deps = json_col(r, 8)?;
+    let deps = json_column(r, 8)?;
     Ok(Run {
         id: r.get(0)?,
         deployment: r.get(1)?,
@@ -112,7 +106,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         interface: r.get(4)?,
         step: r.get(5)?,
         task: r.get(6)?,
-        args: json_col(r, 7)?,
+        args: json_column(r, 7)?,
         deps: deps
             .as_array()
             .map(|a| a.iter().filter_map(J::as_i64).collect())
@@ -333,14 +327,20 @@ impl WriteTxn<'_> {
     /// A run the master still thinks is running on the node (its agent restarted) is handed
     /// again with the next attempt number.
     pub fn claim_run(&self, node_id: i64, now: i64) -> Result<Option<Run>> {
-        let node = self
-            .read()
-            .node(node_id)?
+        // Only what is needed: this runs on every poll of every agent.
+        let (cluster, node_status): (Option<i64>, String) = self
+            .conn
+            .query_row(
+                "SELECT cluster_id, status FROM nodes WHERE id = ?1",
+                [node_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
             .ok_or_else(|| StoreError::NotFound {
                 entity: "node",
                 id: node_id.to_string(),
             })?;
-        let Some(cluster) = node.cluster_id else {
+        let Some(cluster) = cluster else {
             return Ok(None);
         };
         let Some(dep) = self.read().running_deployment(cluster)? else {
@@ -380,7 +380,7 @@ impl WriteTxn<'_> {
         } else {
             NodeStatus::Deploying
         };
-        if node.status != status {
+        if node_status != status.as_str() {
             self.conn.execute(
                 "UPDATE nodes SET status = ?1 WHERE id = ?2",
                 params![status.as_str(), node_id],

@@ -205,6 +205,8 @@ pub const MIGRATIONS: &[Migration] = &[
                 error        TEXT
             ) STRICT;
             CREATE INDEX step_runs_by_deployment ON step_runs (deployment, node_id, seq);
+            -- The timeout watcher looks at running runs once a second.
+            CREATE INDEX step_runs_running ON step_runs (started_at) WHERE status = 'running';
         ",
     },
     Migration {

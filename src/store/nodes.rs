@@ -144,6 +144,14 @@ impl ReadTxn<'_> {
         }))
     }
 
+    /// The nodes assigned to an environment, by id.
+    pub fn cluster_nodes(&self, cluster_id: i64) -> Result<Vec<Node>> {
+        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE cluster_id = ?1 ORDER BY id");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([cluster_id], node_from_row)?;
+        rows.map(|r| r?.decode()).collect()
+    }
+
     /// Every node, by id.
     pub fn nodes(&self) -> Result<Vec<Node>> {
         let sql = format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY id");
