@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::catalog::id_of;
 use super::{ApiError, AppState};
 use crate::engine::steps::UserStep;
-use crate::store::{Deployment, Run};
+use crate::store::{Deployment, Run, RunCounts};
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -20,21 +20,13 @@ struct DeployBody {
 }
 
 pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
-    let count = |s: &str| runs.iter().filter(|r| r.status == s).count();
     json!({
         "id": d.id,
         "cluster_id": d.cluster_id,
         "status": d.status,
         "created_at": d.created_at,
         "finished_at": d.finished_at,
-        "runs": {
-            "total": runs.len(),
-            "pending": count("pending"),
-            "running": count("running"),
-            "ok": count("ok"),
-            "failed": count("failed"),
-            "skipped": count("skipped"),
-        },
+        "runs": RunCounts::of(runs),
     })
 }
 
@@ -50,24 +42,28 @@ pub async fn deploy(
     } else {
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?
     };
+    let d = start(&state, id, body.steps).await?;
+    let runs = state.store(move |s| s.read(|r| r.runs(d.id))).await?;
+    Ok(HttpResponse::Accepted().json(deployment_json(&d, &runs)))
+}
+
+/// Start deploying environment `id` off the async runtime (planning takes a while); shared by
+/// the API and the dashboard's Deploy button.
+pub async fn start(
+    state: &AppState,
+    id: i64,
+    steps: Vec<UserStep>,
+) -> Result<Deployment, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
     let now = crate::clock::now();
-    let (d, runs) = web::block(move || {
-        let d = crate::deployer::start(&store, &data_dir, id, &body.steps, &settings, now)?;
-        let runs = store.read(|r| r.runs(d.id))?;
-        Ok::<_, crate::deployer::DeployError>((d, runs))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
-    tracing::info!(
-        cluster = id,
-        deployment = d.id,
-        runs = runs.len(),
-        "deployment started"
-    );
-    Ok(HttpResponse::Accepted().json(deployment_json(&d, &runs)))
+    let d =
+        web::block(move || crate::deployer::start(&store, &data_dir, id, &steps, &settings, now))
+            .await
+            .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
+    tracing::info!(cluster = id, deployment = d.id, "deployment started");
+    Ok(d)
 }
 
 /// `GET /api/v1/clusters/{id}/deployments`, newest first.
@@ -98,11 +94,15 @@ pub async fn show(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "deployment")?;
     let found = state
-        .store(move |s| s.read(|r| Ok(r.deployment(id)?.map(|d| (d, r.runs(id))))))
+        .store(move |s| {
+            s.read(|r| match r.deployment(id)? {
+                Some(d) => Ok(Some((d, r.runs(id)?))),
+                None => Ok(None),
+            })
+        })
         .await?;
     let (d, runs) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
-    let runs = runs?;
     let mut body = deployment_json(&d, &runs);
     body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::Ok().json(body))

@@ -12,11 +12,10 @@ const LABEL_W: usize = 150;
 const PLOT_W: usize = 900;
 const TOP: usize = 24;
 
+/// HTML/XML escaping by askama, the escaper the dashboard's templates use.
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    askama::filters::escape(s, askama::filters::Html)
+        .map_or_else(|never| match never {}, |safe| safe.to_string())
 }
 
 /// The timeline of `dep` as SVG. `names` maps node ids to labels; `now` closes running bars.

@@ -443,14 +443,10 @@ async fn latest_deployment(
     let Some((d, runs, names)) = found else {
         return Ok(None);
     };
-    let count = |st: &str| runs.iter().filter(|r| r.status == st).count();
+    let c = crate::store::RunCounts::of(&runs);
     let line = format!(
         "{} of {} steps done, {} running, {} failed, {} skipped",
-        count("ok"),
-        runs.len(),
-        count("running"),
-        count("failed"),
-        count("skipped")
+        c.ok, c.total, c.running, c.failed, c.skipped
     );
     let label = |n: i64| {
         names
@@ -508,14 +504,7 @@ pub async fn deploy(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = super::catalog::id_of(&path, "environment")?;
-    let store = std::sync::Arc::clone(&state.store);
-    let data_dir = state.data_dir.clone();
-    let settings = state.deploy.clone();
-    let now = crate::clock::now();
-    web::block(move || crate::deployer::start(&store, &data_dir, id, &[], &settings, now))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
-        .map_err(ApiError::from)?;
+    super::deploy::start(&state, id, Vec::new()).await?;
     Ok(back_to(id))
 }
 

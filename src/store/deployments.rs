@@ -60,6 +60,36 @@ impl Run {
     }
 }
 
+/// How many runs of a deployment are in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RunCounts {
+    pub total: usize,
+    pub pending: usize,
+    pub running: usize,
+    pub ok: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl RunCounts {
+    pub fn of(runs: &[Run]) -> RunCounts {
+        let mut c = RunCounts {
+            total: runs.len(),
+            ..RunCounts::default()
+        };
+        for r in runs {
+            match r.status.as_str() {
+                "pending" => c.pending += 1,
+                "running" => c.running += 1,
+                "ok" => c.ok += 1,
+                "failed" => c.failed += 1,
+                _ => c.skipped += 1,
+            }
+        }
+        c
+    }
+}
+
 /// What an agent reported about a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {

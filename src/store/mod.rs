@@ -25,7 +25,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use clusters::NO_RELEASE_MESSAGE;
-pub use deployments::{Deployment, Report, Run, RunResult};
+pub use deployments::{Deployment, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, NodeCounts};
