@@ -7,12 +7,25 @@
 
 use std::fmt;
 
+use crate::model::NodeStatus;
+
 /// Why a node is in `error` (Nailgun's `error_type`), which also says where a retry resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorType {
     Provision,
     Deploy,
     Deletion,
+}
+
+impl ErrorType {
+    /// Nailgun's `error_type` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::Provision => "provision",
+            ErrorType::Deploy => "deploy",
+            ErrorType::Deletion => "deletion",
+        }
+    }
 }
 
 /// Where a node is.
@@ -58,6 +71,23 @@ pub enum Event {
 }
 
 impl NodeState {
+    /// Where a node is, from its stored status, whether its agent runs a step right now (the
+    /// `wait call-back` sub-state) and, for `error`, whether the step that failed was a
+    /// provisioning one (writing the image).
+    pub fn of(status: NodeStatus, step_running: bool, provisioning_failed: bool) -> NodeState {
+        match (status, step_running) {
+            (NodeStatus::Discover, _) => NodeState::Discover,
+            (NodeStatus::Provisioning, false) => NodeState::Provisioning,
+            (NodeStatus::Provisioning, true) => NodeState::ProvisionWait,
+            (NodeStatus::Provisioned, _) => NodeState::Provisioned,
+            (NodeStatus::Deploying, false) => NodeState::Deploying,
+            (NodeStatus::Deploying, true) => NodeState::DeployWait,
+            (NodeStatus::Ready, _) => NodeState::Ready,
+            (NodeStatus::Error, _) if provisioning_failed => NodeState::Error(ErrorType::Provision),
+            (NodeStatus::Error, _) => NodeState::Error(ErrorType::Deploy),
+        }
+    }
+
     pub const ALL: [NodeState; 11] = [
         NodeState::Discover,
         NodeState::Provisioning,
@@ -107,7 +137,7 @@ impl NodeState {
 impl fmt::Display for NodeState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NodeState::Error(t) => write!(f, "error({})", format!("{t:?}").to_lowercase()),
+            NodeState::Error(t) => write!(f, "error({})", t.as_str()),
             NodeState::ProvisionWait => f.write_str("provisioning/wait call-back"),
             NodeState::DeployWait => f.write_str("deploying/wait call-back"),
             other => f.write_str(other.status()),
@@ -193,6 +223,36 @@ pub fn next(from: NodeState, event: Event) -> Result<NodeState, InvalidTransitio
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn a_stored_status_and_a_running_step_give_ironics_sub_state() {
+        let of = NodeState::of;
+        assert_eq!(
+            of(NodeStatus::Deploying, true, false).sub_state(),
+            Some("wait call-back")
+        );
+        assert_eq!(
+            of(NodeStatus::Deploying, false, false).sub_state(),
+            Some("deploying")
+        );
+        assert_eq!(
+            of(NodeStatus::Provisioning, true, false),
+            NodeState::ProvisionWait
+        );
+        assert_eq!(of(NodeStatus::Ready, false, false).sub_state(), None);
+        assert_eq!(
+            of(NodeStatus::Error, false, true).error_type(),
+            Some(ErrorType::Provision)
+        );
+        assert_eq!(
+            of(NodeStatus::Error, false, false).to_string(),
+            "error(deploy)"
+        );
+        for status in NodeStatus::ALL {
+            // Every stored status maps to a state whose Fuel name is that status.
+            assert_eq!(of(status, false, false).status(), status.as_str());
+        }
+    }
 
     fn states() -> BTreeSet<NodeState> {
         NodeState::ALL.into_iter().collect()

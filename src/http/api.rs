@@ -6,7 +6,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{ApiError, AppState};
-use crate::model::{Node, NodeId, NodeStatus};
+use crate::engine::state::{ErrorType, NodeState};
+use crate::model::{Node, NodeId};
 use crate::store::{Deployment, Run};
 
 #[derive(Serialize)]
@@ -52,47 +53,29 @@ pub(super) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
 /// failing step with its output.
 pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> serde_json::Value {
     let mut v = serde_json::to_value(node).unwrap_or_default();
-    let Some((dep, runs)) = progress else {
-        v["provision_state"] = serde_json::Value::Null;
-        v["deploy_step"] = serde_json::Value::Null;
-        v["driver_internal_info"] = json!({"deploy_steps": [], "deploy_step_index": null});
-        v["last_error"] = serde_json::Value::Null;
-        v["error_type"] = serde_json::Value::Null;
-        return v;
-    };
-    let step_json = |r: &Run| {
-        json!({"interface": r.interface, "step": r.step, "task": r.task, "run": r.id,
-               "status": r.status})
+    let (deployment, runs) = match progress {
+        Some((d, runs)) => (Some(d.id), runs.as_slice()),
+        None => (None, &[][..]),
     };
     let running = runs.iter().find(|r| r.status == "running");
-    let index = runs
-        .iter()
-        .position(|r| r.status == "running" || r.status == "pending" || r.status == "failed");
     let failed = runs.iter().find(|r| r.status == "failed");
-    let deploying = matches!(
+    let state = NodeState::of(
         node.status,
-        NodeStatus::Provisioning | NodeStatus::Deploying
+        running.is_some(),
+        failed.is_some_and(|r| r.step == "write_image"),
     );
-    v["provision_state"] = match (deploying, running) {
-        (true, Some(_)) => json!("wait call-back"),
-        (true, None) => json!("deploying"),
-        _ => serde_json::Value::Null,
-    };
+    v["provision_state"] = json!(state.sub_state());
+    v["error_type"] = json!(state.error_type().map(ErrorType::as_str));
     v["deploy_step"] = running.map_or(serde_json::Value::Null, |r| {
-        json!({"interface": r.interface, "step": r.step, "task": r.task,
-               "args": if r.task.is_some() { json!({}) } else { r.args.clone() },
+        json!({"interface": r.interface, "step": r.step, "task": r.task, "args": r.step_args(),
                "attempt": r.attempt, "started_at": r.started_at})
     });
     v["driver_internal_info"] = json!({
-        "deployment": dep.id,
-        "deploy_steps": runs.iter().map(step_json).collect::<Vec<_>>(),
-        "deploy_step_index": index,
+        "deployment": deployment,
+        "deploy_steps": runs.iter().map(|r| json!({"interface": r.interface, "step": r.step,
+            "task": r.task, "run": r.id, "status": r.status})).collect::<Vec<_>>(),
+        "deploy_step_index": runs.iter().position(|r| r.status != "ok" && r.status != "skipped"),
     });
-    v["error_type"] = match (node.status, failed) {
-        (NodeStatus::Error, Some(r)) if r.step == "write_image" => json!("provision"),
-        (NodeStatus::Error, Some(_)) => json!("deploy"),
-        _ => serde_json::Value::Null,
-    };
     v["last_error"] = failed.map_or(serde_json::Value::Null, |r| {
         json!({"step": format!("{}.{}", r.interface, r.step), "task": r.task,
                "error": r.error, "exit_code": r.exit_code, "output_tail": r.output_tail,

@@ -49,17 +49,12 @@ async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiErr
 /// What an agent gets to run.
 pub fn run_json(run: &Run) -> Value {
     let task = run.args.get("task").cloned().unwrap_or(Value::Null);
-    let args = if run.task.is_some() {
-        json!({})
-    } else {
-        run.args.clone()
-    };
     json!({
         "id": run.id,
         "attempt": run.attempt,
         "deployment": run.deployment,
         "timeout_s": run.timeout_s,
-        "step": {"interface": run.interface, "name": run.step, "args": args},
+        "step": {"interface": run.interface, "name": run.step, "args": run.step_args()},
         "task": task,
     })
 }

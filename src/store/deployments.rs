@@ -58,6 +58,16 @@ impl Run {
     pub fn step_id(&self) -> String {
         format!("{}.{}", self.interface, self.step)
     }
+
+    /// The step's arguments as the agent sees them: a graph task run carries its task beside
+    /// the step, not in its arguments.
+    pub fn step_args(&self) -> serde_json::Value {
+        if self.task.is_some() {
+            serde_json::json!({})
+        } else {
+            self.args.clone()
+        }
+    }
 }
 
 /// How many runs of a deployment are in each status.
