@@ -16,6 +16,8 @@ use std::time::Duration;
 use dhcproto::v4::{self, Message, MessageType};
 use dhcproto::{Decodable, Encodable, Encoder};
 
+use crate::tftp::session::Packet;
+
 /// Where the simulated nodes find the master's services.
 #[derive(Debug, Clone)]
 pub struct Services {
@@ -142,22 +144,18 @@ fn tftp_get(server: SocketAddr, file: &str) -> Result<usize, String> {
     let mut buf = [0u8; 516];
     loop {
         let (n, from) = sock.recv_from(&mut buf).map_err(|e| e.to_string())?;
-        if n < 4 {
-            return Err("short TFTP packet".into());
-        }
-        match buf[1] {
-            3 => {
-                total += n - 4;
-                let ack = [0, 4, buf[2], buf[3]];
+        match Packet::parse(&buf[..n]).map_err(|e| e.to_string())? {
+            Packet::Data { block, len } => {
+                total += len;
+                let mut ack = vec![0, 4];
+                ack.extend_from_slice(&block.to_be_bytes());
                 sock.send_to(&ack, from).map_err(|e| e.to_string())?;
-                if n < 516 {
+                if len < 512 {
                     return Ok(total);
                 }
             }
-            5 => {
-                return Err(String::from_utf8_lossy(&buf[4..n.saturating_sub(1)]).into_owned());
-            }
-            _ => return Err(format!("unexpected TFTP opcode {}", buf[1])),
+            Packet::Error { message, .. } => return Err(message),
+            other => return Err(format!("unexpected TFTP packet {other:?}")),
         }
     }
 }
