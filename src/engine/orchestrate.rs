@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value as J, json};
 
-use super::graph::{Plan, Status};
+use super::graph::{Plan, Status, Step};
 use super::steps::PlannedStep;
 
 /// Where a run is.
@@ -104,10 +104,82 @@ fn timeout_of(params: Option<&J>, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The run of one graph task on one node (`node` None: the sync node), with the tasks it
+/// waits for on other nodes as `(task, uid)`.
+fn task_run(
+    node: Option<i64>,
+    uid: &str,
+    t: &Step,
+    seq: u32,
+    opts: &RunOptions,
+) -> (NewRun, Vec<(String, String)>) {
+    let params = t.parameters.as_ref().map(|p| p.0.as_ref());
+    let (status, reason) = match t.status {
+        Status::Run | Status::Stage => (RunStatus::Pending, None),
+        Status::Skipped => (RunStatus::Skipped, t.reason.clone()),
+    };
+    let limit = t.strategy.as_ref().and_then(|s| s.limit());
+    let run = NewRun {
+        node,
+        seq,
+        interface: "deploy".to_string(),
+        step: if t.status == Status::Stage {
+            "stage"
+        } else {
+            "run_tasks"
+        }
+        .to_string(),
+        task: Some(t.id.clone()),
+        args: json!({"task": {
+            "id": t.id,
+            "type": t.ty,
+            "parameters": params.cloned().unwrap_or(J::Null),
+        }}),
+        deps: Vec::new(),
+        concurrency: limit.map(|_| format!("task:{}", t.id)),
+        max_parallel: limit,
+        timeout_s: timeout_of(params, opts.default_timeout_s),
+        status,
+        reason,
+    };
+    // Same-node order comes from `seq`; on the sync node every wait is a dependency.
+    let waits = t
+        .requires
+        .iter()
+        .filter(|r| *r.node != *uid || node.is_none())
+        .map(|r| (r.task.to_string(), r.node.to_string()))
+        .collect();
+    (run, waits)
+}
+
+/// The run of a deploy step other than `deploy.run_tasks`.
+fn step_run(node: i64, s: &PlannedStep, seq: u32, opts: &RunOptions) -> NewRun {
+    let image = s.step == "write_image";
+    let capped = image && opts.max_provisioning > 0;
+    NewRun {
+        node: Some(node),
+        seq,
+        interface: s.interface.as_str().to_string(),
+        step: s.step.clone(),
+        task: None,
+        args: J::Object(s.args.clone()),
+        deps: Vec::new(),
+        concurrency: capped.then(|| "provision".to_string()),
+        max_parallel: capped.then_some(opts.max_provisioning),
+        timeout_s: if image {
+            opts.image_timeout_s
+        } else {
+            opts.default_timeout_s
+        },
+        status: RunStatus::Pending,
+        reason: None,
+    }
+}
+
 /// Expand a plan and each node's deploy steps into runs. `nodes` maps the plan's node uids to
-/// node ids (a uid not in it is not deployed: the sync node `null` and `master` are handled
-/// here). `steps` are the node's deploy steps in the order they run; `deploy.run_tasks` expands
-/// into the node's graph tasks, skipped ones recorded with their reason.
+/// node ids (a uid not in it is not deployed; the sync node `null` gets its stages). `steps`
+/// are a node's deploy steps in the order they run; `deploy.run_tasks` expands into the node's
+/// graph tasks, skipped ones recorded with their reason.
 pub fn runs_for(
     plan: &Plan,
     nodes: &BTreeMap<String, i64>,
@@ -115,102 +187,39 @@ pub fn runs_for(
     opts: &RunOptions,
 ) -> Vec<NewRun> {
     let mut runs: Vec<NewRun> = Vec::new();
-    // (task, uid) → run index, to resolve cross-node requires.
+    // (task, uid) → run index, and each task run's cross-node waits, resolved at the end.
     let mut by_task: HashMap<(String, String), usize> = HashMap::new();
-    let mut pending_deps: Vec<(usize, Vec<(String, String)>)> = Vec::new();
-    for node in &plan.nodes {
-        let id = match node.uid.as_str() {
-            "null" => None,
-            uid => match nodes.get(uid) {
-                Some(&id) => Some(id),
-                None => continue,
-            },
+    let mut waits: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+    let mut push_tasks =
+        |runs: &mut Vec<NewRun>, seq: &mut u32, node: Option<i64>, uid: &str, tasks: &[Step]| {
+            for t in tasks {
+                let (run, w) = task_run(node, uid, t, *seq, opts);
+                *seq += 1;
+                runs.push(run);
+                by_task.insert((t.id.clone(), uid.to_string()), runs.len() - 1);
+                waits.push((runs.len() - 1, w));
+            }
         };
+    for node in &plan.nodes {
         let mut seq = 0u32;
-        let task_runs =
-            |runs: &mut Vec<NewRun>,
-             seq: &mut u32,
-             by_task: &mut HashMap<(String, String), usize>,
-             pending_deps: &mut Vec<(usize, Vec<(String, String)>)>| {
-                for t in &node.tasks {
-                    let params = t.parameters.as_ref().map(|p| p.0.as_ref());
-                    let (status, reason) = match t.status {
-                        Status::Run | Status::Stage => (RunStatus::Pending, None),
-                        Status::Skipped => (RunStatus::Skipped, t.reason.clone()),
-                    };
-                    let (limit_key, limit) = match t.strategy.as_ref().and_then(|s| s.limit()) {
-                        Some(l) => (Some(format!("task:{}", t.id)), Some(l)),
-                        None => (None, None),
-                    };
-                    let run = NewRun {
-                        node: id,
-                        seq: *seq,
-                        interface: "deploy".to_string(),
-                        step: if t.status == Status::Stage {
-                            "stage".to_string()
-                        } else {
-                            "run_tasks".to_string()
-                        },
-                        task: Some(t.id.clone()),
-                        args: json!({"task": {
-                            "id": t.id,
-                            "type": t.ty,
-                            "parameters": params.cloned().unwrap_or(J::Null),
-                        }}),
-                        deps: Vec::new(),
-                        concurrency: limit_key,
-                        max_parallel: limit,
-                        timeout_s: timeout_of(params, opts.default_timeout_s),
-                        status,
-                        reason,
-                    };
-                    *seq += 1;
-                    runs.push(run);
-                    let i = runs.len() - 1;
-                    by_task.insert((t.id.clone(), node.uid.clone()), i);
-                    let cross: Vec<(String, String)> = t
-                        .requires
-                        .iter()
-                        .filter(|r| *r.node != *node.uid || id.is_none())
-                        .map(|r| (r.task.to_string(), r.node.to_string()))
-                        .collect();
-                    pending_deps.push((i, cross));
-                }
-            };
-        let Some(node_id) = id else {
-            task_runs(&mut runs, &mut seq, &mut by_task, &mut pending_deps);
+        if node.uid == "null" {
+            push_tasks(&mut runs, &mut seq, None, &node.uid, &node.tasks);
+            continue;
+        }
+        let Some(&id) = nodes.get(&node.uid) else {
             continue;
         };
-        for s in steps(node_id) {
+        for s in steps(id) {
             if s.interface.as_str() == "deploy" && s.step == "run_tasks" {
-                task_runs(&mut runs, &mut seq, &mut by_task, &mut pending_deps);
-                continue;
+                push_tasks(&mut runs, &mut seq, Some(id), &node.uid, &node.tasks);
+            } else {
+                runs.push(step_run(id, &s, seq, opts));
+                seq += 1;
             }
-            let image = s.step == "write_image";
-            let run = NewRun {
-                node: id,
-                seq,
-                interface: s.interface.as_str().to_string(),
-                step: s.step.clone(),
-                task: None,
-                args: J::Object(s.args.clone()),
-                deps: Vec::new(),
-                concurrency: (image && opts.max_provisioning > 0).then(|| "provision".to_string()),
-                max_parallel: (image && opts.max_provisioning > 0).then_some(opts.max_provisioning),
-                timeout_s: if image {
-                    opts.image_timeout_s
-                } else {
-                    opts.default_timeout_s
-                },
-                status: RunStatus::Pending,
-                reason: None,
-            };
-            seq += 1;
-            runs.push(run);
         }
     }
-    for (i, cross) in pending_deps {
-        let mut deps: Vec<usize> = cross
+    for (i, w) in waits {
+        let mut deps: Vec<usize> = w
             .iter()
             .filter_map(|k| by_task.get(k).copied())
             .filter(|&d| d != i)
@@ -322,6 +331,111 @@ mod tests {
         }
     }
     use RunStatus::*;
+
+    #[test]
+    fn a_plan_and_steps_expand_into_ordered_runs_with_cross_node_waits() {
+        use crate::engine::graph::{Cluster, Deployed, NodeSpec, ReleaseGraph, Source, plan};
+        use crate::engine::steps;
+        let src = || Source::new("release r", "tasks.yaml", 1);
+        let tasks = vec![
+            (json!({"id": "start", "type": "stage"}), src()),
+            (
+                json!({"id": "db", "type": "shell", "roles": ["primary-controller", "controller"], "version": "2.1.0", "requires": ["start"],
+                    "parameters": {"cmd": "x", "timeout": 42}}),
+                src(),
+            ),
+            (
+                json!({"id": "agent", "type": "shell", "version": "2.1.0", "roles": ["compute"],
+                    "cross-depends": [{"name": "db", "role": "primary-controller"}],
+                    "parameters": {"cmd": "y", "strategy": {"type": "one_by_one"}}}),
+                src(),
+            ),
+            (
+                json!({"id": "off", "type": "shell", "version": "2.1.0", "roles": ["compute"], "requires": ["agent"],
+                    "condition": {"yaql_exp": "false"}, "parameters": {"cmd": "z"}}),
+                src(),
+            ),
+        ];
+        let release = ReleaseGraph {
+            name: "r".into(),
+            version: "newton-10.0".into(),
+            tasks,
+            ..ReleaseGraph::default()
+        };
+        let nodes = [
+            NodeSpec::new("1", &["controller"]),
+            NodeSpec::new("2", &["compute"]),
+        ];
+        let p = plan(
+            &Cluster::default(),
+            &nodes,
+            &release,
+            &[],
+            &Deployed::default(),
+        )
+        .unwrap();
+        let defs = steps::builtins(Some("http://m/os.img"), None);
+        let planned = steps::plan(&defs, &[]).unwrap();
+        let ids = BTreeMap::from([("1".to_string(), 1), ("2".to_string(), 2)]);
+        let runs = runs_for(&p, &ids, &|_| planned.clone(), &RunOptions::default());
+        let name = |r: &NewRun| r.task.clone().unwrap_or_else(|| r.step.clone());
+        let of = |n: Option<i64>| -> Vec<(u32, String)> {
+            runs.iter()
+                .filter(|r| r.node == n)
+                .map(|r| (r.seq, name(r)))
+                .collect()
+        };
+        let s = |v: &[(u32, &str)]| -> Vec<(u32, String)> {
+            v.iter().map(|(i, n)| (*i, n.to_string())).collect()
+        };
+        assert_eq!(
+            of(Some(1)),
+            s(&[
+                (0, "write_image"),
+                (1, "configure"),
+                (2, "db"),
+                (3, "reboot_to_disk")
+            ])
+        );
+        assert_eq!(
+            of(Some(2)),
+            s(&[
+                (0, "write_image"),
+                (1, "configure"),
+                (2, "agent"),
+                (3, "off"),
+                (4, "reboot_to_disk")
+            ])
+        );
+        assert_eq!(of(None), s(&[(0, "start")]));
+        let find = |n: i64, t: &str| {
+            runs.iter()
+                .position(|r| r.node == Some(n) && name(r) == t)
+                .unwrap()
+        };
+        // db waits for the stage; agent waits for db on the other node.
+        let stage = runs.iter().position(|r| r.node.is_none()).unwrap();
+        assert_eq!(runs[find(1, "db")].deps, [stage]);
+        assert_eq!(runs[find(2, "agent")].deps, [find(1, "db")]);
+        assert_eq!(runs[find(1, "db")].timeout_s, 42);
+        // Strategies and the provisioning cap become concurrency keys.
+        assert_eq!(
+            runs[find(2, "agent")].concurrency.as_deref(),
+            Some("task:agent")
+        );
+        assert_eq!(runs[find(2, "agent")].max_parallel, Some(1));
+        assert_eq!(
+            runs[find(1, "write_image")].concurrency.as_deref(),
+            Some("provision")
+        );
+        // A false condition is a skipped run with its reason.
+        let off = &runs[find(2, "off")];
+        assert_eq!(off.status, RunStatus::Skipped);
+        assert!(
+            off.reason.as_deref().unwrap_or("").contains("condition"),
+            "{off:?}"
+        );
+    }
 
     #[test]
     fn one_step_at_a_time_per_node_in_order() {
