@@ -576,3 +576,41 @@ fn the_bundled_release_is_installed_once() {
     );
     assert!(d.http().get("/").body.contains("No release installed"));
 }
+
+/// `stoker plugin list|sync|remove` talk to the running daemon's API.
+#[test]
+fn cli_lists_syncs_and_removes_through_the_daemon() {
+    let d = TestDaemon::start_bundled("install");
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = crate::common::bin::stoker(dir.path())
+            .arg("plugin")
+            .args(args)
+            .args(["--url", &d.url("")])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, out, err) = run(&["list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(
+        out.contains("ubuntu-newton") && out.contains("release"),
+        "{out}"
+    );
+    let (code, out, err) = run(&["sync"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("ubuntu-newton"), "{out}");
+    let (code, out, err) = run(&["remove", "no-such-plugin"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(err.contains("no-such-plugin"), "{err}");
+    let (code, out, err) = run(&["remove", "ubuntu-newton"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("removed ubuntu-newton"), "{out}");
+    let (code, out, _) = run(&["list"]);
+    assert_eq!((code, out.trim()), (Some(0), "no plugin is installed"));
+}

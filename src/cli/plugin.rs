@@ -309,18 +309,37 @@ fn install(path: Option<&Path>, bundled: bool, client: &ClientArgs) -> anyhow::R
     })
 }
 
-fn remove(name: &str, client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let url = format!("{}/api/v1/plugins/{name}", client.base()?);
-    let mut resp = client
-        .agent()
-        .delete(&url)
-        .call()
-        .with_context(|| format!("cannot reach the master at {url}"))?;
+/// How [`request`] calls the master.
+#[derive(Clone, Copy)]
+enum Verb {
+    Get,
+    Post,
+    Delete,
+}
+
+/// Call the master's `path` without a body; the JSON answer when it is 200, `None` (the
+/// error already printed) otherwise.
+fn request(client: &ClientArgs, verb: Verb, path: &str) -> anyhow::Result<Option<Value>> {
+    let url = format!("{}{path}", client.base()?);
+    let agent = client.agent();
+    let sent = match verb {
+        Verb::Get => agent.get(&url).call(),
+        Verb::Delete => agent.delete(&url).call(),
+        Verb::Post => agent.post(&url).send_empty(),
+    };
+    let mut resp = sent.with_context(|| format!("cannot reach the master at {url}"))?;
     let (status, body) = answer(&mut resp)?;
     if status != 200 {
         print_error(status, &body);
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
+    Ok(Some(body))
+}
+
+fn remove(name: &str, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let Some(body) = request(client, Verb::Delete, &format!("/api/v1/plugins/{name}"))? else {
+        return Ok(ExitCode::FAILURE);
+    };
     println!(
         "removed {} {}",
         body["name"].as_str().unwrap_or(name),
@@ -330,17 +349,9 @@ fn remove(name: &str, client: &ClientArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list(client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let url = format!("{}/api/v1/plugins", client.base()?);
-    let mut resp = client
-        .agent()
-        .get(&url)
-        .call()
-        .with_context(|| format!("cannot reach the master at {url}"))?;
-    let (status, body) = answer(&mut resp)?;
-    if status != 200 {
-        print_error(status, &body);
+    let Some(body) = request(client, Verb::Get, "/api/v1/plugins")? else {
         return Ok(ExitCode::FAILURE);
-    }
+    };
     let rows: Vec<[String; 5]> = body
         .as_array()
         .map(|list| {
@@ -385,17 +396,9 @@ fn list(client: &ClientArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn sync(client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let url = format!("{}/api/v1/plugins/sync", client.base()?);
-    let mut resp = client
-        .agent()
-        .post(&url)
-        .send_empty()
-        .with_context(|| format!("cannot reach the master at {url}"))?;
-    let (status, body) = answer(&mut resp)?;
-    if status != 200 {
-        print_error(status, &body);
+    let Some(body) = request(client, Verb::Post, "/api/v1/plugins/sync")? else {
         return Ok(ExitCode::FAILURE);
-    }
+    };
     println!("{}", serde_json::to_string_pretty(&body)?);
     Ok(ExitCode::SUCCESS)
 }
