@@ -367,7 +367,9 @@ fn a_master_killed_mid_deployment_finishes_it_after_restart() {
     let dep = r.json()["id"].as_i64().unwrap();
     let first = drive(&base, &nodes, &|_| false, 12);
     // A run handed out whose result the master never sees: it dies with -9 meanwhile.
-    let inflight = next(&base, &nodes[0]).or_else(|| next(&base, &nodes[1]));
+    let inflight = next(&base, &nodes[0])
+        .or_else(|| next(&base, &nodes[1]))
+        .expect("after 12 runs a node has its next run to hand out");
     served.signal("KILL");
     let _ = served.wait();
 
@@ -383,13 +385,13 @@ fn a_master_killed_mid_deployment_finishes_it_after_restart() {
         );
         done.insert(r.2, r.1.clone());
     }
-    if let Some(run) = inflight {
-        let again = rest.iter().find(|r| r.2 == run["id"].as_i64().unwrap());
-        assert!(
-            again.is_some(),
-            "the run in flight at the kill is handed out again"
-        );
-    }
+    let again = rest
+        .iter()
+        .find(|r| r.2 == inflight["id"].as_i64().unwrap());
+    assert!(
+        again.is_some(),
+        "the run in flight at the kill is handed out again"
+    );
     assert_eq!(deployment(&base, dep)["status"], "done");
     served.signal("TERM");
     let (code, _) = served.wait();
