@@ -1,9 +1,15 @@
 //! Agents benchmark (issue 7, item 9): N simulated agents on loopback against one `stoker
-//! serve` (the built binary, the bundled release): each says hello, gets a role, and after Deploy
-//! loops next → result through its steps, as the protocol says (no step is executed). Reports
-//! messages per second, p50/p99 latency of the agent calls and the daemon's peak RSS.
+//! serve` (the built binary): each says hello, gets the compute role of a release whose graph
+//! gives every node 20 steps (configure, 18 shell tasks, reboot_to_disk; installed as a plugin
+//! package built from the test fixture release), and after Deploy loops next → result through
+//! its steps, as the protocol says. A step is not
+//! executed; the agent spends STEP_MS on it (a real step takes seconds), so the agents offer at
+//! most AGENTS × 2 / STEP_MS messages per second; STEP_MS 0 is a closed loop that finds the
+//! daemon's ceiling (and, by Little's law, latency ≈ AGENTS / throughput). Reports messages per
+//! second, p50/p99 latency of the agent calls and the daemon's peak RSS.
 //!
-//! `cargo bench --bench agents -- [AGENTS]` (default 1000). Not part of CI.
+//! `cargo bench --bench agents -- [AGENTS] [STEP_MS]` (default 1000 agents, 250 ms). Not part
+//! of CI.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -58,6 +64,19 @@ fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
     serde_json::from_str(json).unwrap_or(Value::Null)
 }
 
+/// CPU seconds (user + system) the process has used.
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which ends with ')'): utime and stime are 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
+    ticks / 100.0
+}
+
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -70,26 +89,102 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A release for the benchmark, as a plugin package: the test fixture release with a graph of
+/// `tasks` chained shell tasks for the `compute` role and nothing across nodes, so every agent
+/// has the same steps (configure, the tasks, reboot_to_disk) and none waits for another node.
+fn bench_release(dir: &std::path::Path, tasks: usize) -> Vec<u8> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/plugins/v5-release-valid");
+    let dst = dir.join("bench-release");
+    copy_dir(&src, &dst);
+    let mut yaml = String::new();
+    for i in 1..=tasks {
+        let requires = if i == 1 {
+            "deploy_start".to_string()
+        } else {
+            format!("bench-{:02}", i - 1)
+        };
+        yaml.push_str(&format!(
+            "- {{id: bench-{i:02}, type: shell, version: 2.1.0, roles: [compute], \
+             requires: [{requires}], required_for: [deploy_end], \
+             parameters: {{cmd: 'true', timeout: 60}}}}\n"
+        ));
+    }
+    std::fs::write(dst.join("graphs/default/b-keystone.yaml"), yaml).expect("graph");
+    std::fs::write(
+        dst.join("roles/a-controller.yaml"),
+        "controller:\n  name: Controller\n  description: Not used here\n",
+    )
+    .expect("roles");
+    let meta = std::fs::read_to_string(dst.join("metadata.yaml")).expect("metadata");
+    std::fs::write(
+        dst.join("metadata.yaml"),
+        meta.replace("name: fixture-release", "name: bench-release")
+            .replace("Fixture Release", "Bench Release"),
+    )
+    .expect("metadata");
+    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .args(["plugin", "build"])
+        .arg(&dst)
+        .arg("--output")
+        .arg(dir)
+        .output()
+        .expect("stoker plugin build");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(dir.join("bench-release-1.0.0.fp")).expect("package")
+}
+
+fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
+    std::fs::create_dir_all(dst).expect("mkdir");
+    for e in std::fs::read_dir(src).expect("read fixture") {
+        let e = e.expect("entry");
+        let to = dst.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), to).expect("copy");
+        }
+    }
+}
+
+/// The daemon this benchmark started: stopped (by its PID) however the benchmark ends.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
 fn main() {
-    let n: usize = std::env::args()
+    let nums: Vec<u64> = std::env::args()
         .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1000);
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = nums.first().copied().unwrap_or(1000) as usize;
+    let step_ms = nums.get(1).copied().unwrap_or(250);
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stoker"))
-        .current_dir(dir.path())
-        .args([
-            "serve",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "warn,stoker=info",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("stoker serve");
-    let stderr = child.stderr.take().expect("stderr");
+    let mut child = Daemon(
+        Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .current_dir(dir.path())
+            .args([
+                "serve",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--log-level",
+                "warn,stoker=info",
+            ])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("stoker serve"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
     let addr = loop {
         let line = lines.next().expect("daemon exited").expect("log line");
@@ -100,18 +195,33 @@ fn main() {
     std::thread::spawn(move || for _ in lines {});
     let base = format!("http://{addr}");
     let a = agent();
-    let (_, releases) = {
+    let package = bench_release(dir.path(), 18);
+    let installed: Value = {
+        let mut r = a
+            .post(format!("{base}/api/v1/plugins"))
+            .header("content-type", "application/octet-stream")
+            .send(&package[..])
+            .expect("install the bench release");
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
+            .unwrap_or(Value::Null)
+    };
+    assert!(
+        installed["releases"][0] == "Bench Release",
+        "bench release not installed: {installed}"
+    );
+    let releases: Value = {
         let mut r = a
             .get(format!("{base}/api/v1/releases"))
             .call()
             .expect("releases");
-        (
-            0,
-            serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
-                .unwrap_or(Value::Null),
-        )
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
+            .unwrap_or(Value::Null)
     };
-    let release = releases[0]["id"].as_i64().expect("bundled release");
+    let release = releases
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["name"] == "Bench Release"))
+        .and_then(|r| r["id"].as_i64())
+        .unwrap_or_else(|| panic!("no Bench Release in {releases}"));
     let (_, c) = post(
         &a,
         &format!("{base}/api/v1/clusters"),
@@ -145,15 +255,11 @@ fn main() {
             eprintln!("hello {i} refused: {reply}; continuing with fewer agents");
             continue;
         }
-        let role = match i {
-            0..=2 => "controller",
-            _ if i % 5 == 0 => "cinder",
-            _ => "compute",
-        };
+        let roles = json!(["compute"]);
         let mut r = a
             .put(format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"))
             .header("content-type", "application/json")
-            .send(json!({"roles": [role]}).to_string())
+            .send(json!({"roles": roles}).to_string())
             .expect("assign");
         let _ = r.body_mut().read_to_string();
         nodes.push((id, token));
@@ -170,6 +276,7 @@ fn main() {
     let plan_s = t.elapsed().as_secs_f64();
 
     let latencies = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let cpu0 = cpu_s(child.0.id());
     let t = Instant::now();
     let threads: Vec<_> = nodes
         .into_iter()
@@ -190,6 +297,7 @@ fn main() {
                     match reply["action"].as_str() {
                         Some("run") => {
                             let run = &reply["run"];
+                            std::thread::sleep(Duration::from_millis(step_ms));
                             let s = Instant::now();
                             post(&a, &format!("{base}/api/v1/agent/runs/{}/result", run["id"]), Some(&token),
                                  &json!({"attempt": run["attempt"], "ok": true, "exit_code": 0, "output_tail": "ok"}));
@@ -211,6 +319,7 @@ fn main() {
         let _ = t.join();
     }
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_s(child.0.id()) - cpu0;
     let mut l = latencies.lock().map(|l| l.clone()).unwrap_or_default();
     l.sort_by(f64::total_cmp);
     let pct = |p: f64| {
@@ -219,7 +328,11 @@ fn main() {
             .unwrap_or(0.0)
             * 1000.0
     };
-    let rss = rss_kb(child.id());
+    let rss = rss_kb(child.0.id());
+    println!(
+        "daemon CPU {cpu:.1} s over the deployment = {:.0} µs per agent call",
+        cpu * 1e6 / l.len().max(1) as f64
+    );
     let d = {
         let mut r = a
             .get(format!("{base}/api/v1/clusters/{cluster}/deployments"))
@@ -228,7 +341,9 @@ fn main() {
         serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
             .unwrap_or(Value::Null)
     };
-    println!("agents: {n}; hello+assign {hello_s:.1} s; plan+deploy start {plan_s:.2} s");
+    println!(
+        "agents: {n}, each step {step_ms} ms; hello+assign {hello_s:.1} s; plan+deploy start {plan_s:.2} s"
+    );
     println!(
         "deployment {}: {} runs ({} ok, {} skipped) in {secs:.1} s",
         d[0]["status"], d[0]["runs"]["total"], d[0]["runs"]["ok"], d[0]["runs"]["skipped"]
@@ -241,6 +356,4 @@ fn main() {
         pct(0.99),
         rss / 1024
     );
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
 }

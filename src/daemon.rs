@@ -143,6 +143,8 @@ impl Daemon {
         let tftp_addr = tftp.as_ref().map(TftpServer::local_addr).transpose()?;
         let state = AppState {
             store: Arc::clone(&store),
+            writer: crate::store::GroupWriter::start(Arc::clone(&store))
+                .context("cannot start the database writer thread")?,
             boot: http::BootSettings::from_config(config),
             data_dir: config.data_dir.clone(),
             hello_limit: Arc::new(http::limit::RateLimiter::new(

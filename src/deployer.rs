@@ -4,12 +4,13 @@
 //! and stored in one transaction with the deployed state to keep if it succeeds. Handing runs to
 //! agents and recording their results is the store's ([`crate::store`]); this module only starts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::json;
 
 use crate::engine::orchestrate::{self, RunOptions};
+use crate::engine::state::{ErrorType, NodeState, Phase};
 use crate::engine::steps::{self, PlannedStep, StepsError, UserStep};
 use crate::planner::{self, PlanningError};
 use crate::store::{Deployment, Store, StoreError};
@@ -70,9 +71,27 @@ pub fn start(
         .iter()
         .map(|n| (n.id, (n.name.clone(), n.roles.clone())))
         .collect();
+    // A provisioned or deployed node keeps its disk: only new (or failed-to-provision) nodes
+    // get their image written.
+    let provisioned: BTreeSet<i64> = env
+        .nodes
+        .iter()
+        .filter(|n| {
+            !NodeState::of(
+                n.status,
+                false,
+                n.error_type.as_deref().and_then(ErrorType::parse),
+            )
+            .needs_provisioning()
+        })
+        .map(|n| n.id)
+        .collect();
     let cluster_name = env.cluster.name.clone();
     let per_node = |node: i64| -> Vec<PlannedStep> {
         let mut out = planned.clone();
+        if provisioned.contains(&node) {
+            out.retain(|s| Phase::of_step(&s.step) != Phase::Provision);
+        }
         for s in &mut out {
             if s.step == "configure" {
                 let (name, roles) = names.get(&node).cloned().unwrap_or_default();

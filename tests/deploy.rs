@@ -504,3 +504,67 @@ fn redeploys_run_only_what_changed() {
         .collect();
     assert_eq!(changed, ["setup_repositories"]);
 }
+
+/// Node statuses move through the state machine: provisioning while the image is written
+/// (`wait call-back` while the agent has the step), deploying, ready; an abort stops a node in
+/// `error` with its error type, a retry resumes it there; a deployed node keeps its disk when
+/// its environment is deployed again.
+#[test]
+fn node_states_follow_the_table_and_a_deployed_node_keeps_its_disk() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let n = &nodes[0];
+    let node = || Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+    let steps = json!({"steps": [{"interface": "deploy", "step": "write_image", "priority": 80,
+        "args": {"image_url": "http://127.0.0.1:9/os.img"}}]});
+    let deploy = || {
+        let r = Http::raw_post(
+            &format!("{base}/api/v1/clusters/{cluster}/deploy"),
+            &steps.to_string(),
+            &[],
+        );
+        assert_eq!(r.status, 202, "{}", r.body);
+        r.json()["id"].as_i64().unwrap()
+    };
+    let dep = deploy();
+    let run = next(&base, n).unwrap();
+    assert_eq!(run_name(&run), "deploy.write_image");
+    let v = node();
+    assert_eq!(v["status"], "provisioning");
+    assert_eq!(v["provision_state"], "wait call-back");
+    // Abort while the image is written: the node stops in error(provision).
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/abort"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = node();
+    assert_eq!(
+        (v["status"].as_str(), v["error_type"].as_str()),
+        (Some("error"), Some("provision"))
+    );
+    // Retry: it resumes provisioning, and the step is handed again.
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/retry"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(node()["status"], "provisioning");
+    assert_eq!(node()["error_type"], Value::Null);
+    let run = next(&base, n).unwrap();
+    assert_eq!(run_name(&run), "deploy.write_image");
+    assert_eq!(report(&base, n, &run, true).status, 200);
+    let run = next(&base, n).unwrap();
+    assert_eq!(run_name(&run), "deploy.configure");
+    assert_eq!(node()["status"], "deploying");
+    assert_eq!(report(&base, n, &run, true).status, 200);
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+    assert_eq!(node()["status"], "ready");
+
+    // Deployed again: the ready node is not provisioned again.
+    let again = deploy();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(!ran.is_empty());
+    assert!(
+        !ran.iter().any(|r| r.1 == "deploy.write_image"),
+        "a ready node's disk was written again: {ran:?}"
+    );
+    assert_eq!(deployment(&base, again)["status"], "done");
+    assert_eq!(node()["status"], "ready");
+}

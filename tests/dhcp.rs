@@ -162,7 +162,16 @@ fn dora_gives_an_address_with_the_subnets_parameters() {
     assert!(option(&offer, OptionCode::BootfileName).is_none());
     let ip = dora(&c, mac(1), 9);
     assert_eq!(ip, Ipv4Addr::new(127, 0, 0, 100));
-    let pxe = d.http().get("/api/v1/pxe").json();
+    // The server counts a reply once its send returns, which may be just after the client
+    // has read it: give the counter a moment.
+    let mut pxe = d.http().get("/api/v1/pxe").json();
+    for _ in 0..50 {
+        if pxe["dhcp"]["counters"]["replied"].as_u64().unwrap() >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        pxe = d.http().get("/api/v1/pxe").json();
+    }
     assert_eq!(pxe["dhcp"]["enabled"], true);
     assert_eq!(pxe["dhcp"]["leases"][0]["ip"], "127.0.0.100");
     assert_eq!(pxe["dhcp"]["leases"][0]["mac"], "52:54:00:aa:00:01");

@@ -8,6 +8,8 @@
 //!   may start now (one step per node, cross-node waits, concurrency caps).
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
+//! - [`schedule`]: one deployment's scheduling state kept up to date run by run, so a claim or
+//!   a report costs what the node's runs cost.
 //! - [`state`]: the node state machine, as a table.
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
 
@@ -16,5 +18,6 @@ pub mod hello;
 pub mod orchestrate;
 pub mod order;
 pub mod plugin;
+pub mod schedule;
 pub mod state;
 pub mod steps;

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Value as J, json};
 
 use super::graph::{Plan, Status, Step};
+use super::schedule::Schedule;
 use super::steps::PlannedStep;
 
 /// Where a run is.
@@ -243,55 +244,11 @@ pub struct RunView {
     pub max_parallel: Option<u64>,
 }
 
-/// The runs that may start now, in a stable order (node runs by node then sequence; sync-node
-/// runs first). Sync-node runs are the caller's to complete at once.
+/// The runs that may start now, in a stable order (sync-node runs first, then node runs by
+/// node). Sync-node runs are the caller's to complete at once. Built afresh each call: a caller
+/// that asks repeatedly keeps a [`Schedule`] instead.
 pub fn runnable(runs: &[RunView]) -> Vec<i64> {
-    let status: HashMap<i64, RunStatus> = runs.iter().map(|r| (r.id, r.status)).collect();
-    let mut running_by_key: HashMap<&str, u64> = HashMap::new();
-    for r in runs {
-        if r.status == RunStatus::Running
-            && let Some(k) = &r.concurrency
-        {
-            *running_by_key.entry(k.as_str()).or_default() += 1;
-        }
-    }
-    let deps_done = |r: &RunView| {
-        r.deps
-            .iter()
-            .all(|d| status.get(d).is_none_or(|s| s.is_done()))
-    };
-    let mut out = Vec::new();
-    // The sync node: every pending stage whose dependencies are done.
-    for r in runs.iter().filter(|r| r.node.is_none()) {
-        if r.status == RunStatus::Pending && deps_done(r) {
-            out.push(r.id);
-        }
-    }
-    // Real nodes: the first unfinished run of each, if pending and free to go.
-    let mut by_node: BTreeMap<i64, Vec<&RunView>> = BTreeMap::new();
-    for r in runs {
-        if let Some(n) = r.node {
-            by_node.entry(n).or_default().push(r);
-        }
-    }
-    for list in by_node.values_mut() {
-        list.sort_by_key(|r| (r.seq, r.id));
-        let Some(next) = list.iter().find(|r| !r.status.is_done()) else {
-            continue;
-        };
-        if next.status != RunStatus::Pending || !deps_done(next) {
-            continue;
-        }
-        if let (Some(k), Some(max)) = (&next.concurrency, next.max_parallel) {
-            let n = running_by_key.entry(k.as_str()).or_default();
-            if *n >= max {
-                continue;
-            }
-            *n += 1;
-        }
-        out.push(next.id);
-    }
-    out
+    Schedule::new(runs.to_vec()).runnable()
 }
 
 /// Where a deployment stands.
@@ -306,13 +263,7 @@ pub enum Progress {
 }
 
 pub fn progress(runs: &[RunView]) -> Progress {
-    if runs.iter().all(|r| r.status.is_done()) {
-        return Progress::Done;
-    }
-    if runs.iter().any(|r| r.status == RunStatus::Running) || !runnable(runs).is_empty() {
-        return Progress::Going;
-    }
-    Progress::Stuck
+    Schedule::new(runs.to_vec()).progress()
 }
 
 #[cfg(test)]

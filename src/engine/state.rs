@@ -26,6 +26,12 @@ impl ErrorType {
             ErrorType::Deletion => "deletion",
         }
     }
+
+    pub fn parse(s: &str) -> Option<ErrorType> {
+        [ErrorType::Provision, ErrorType::Deploy, ErrorType::Deletion]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
 }
 
 /// Where a node is.
@@ -72,9 +78,9 @@ pub enum Event {
 
 impl NodeState {
     /// Where a node is, from its stored status, whether its agent runs a step right now (the
-    /// `wait call-back` sub-state) and, for `error`, whether the step that failed was a
-    /// provisioning one (writing the image).
-    pub fn of(status: NodeStatus, step_running: bool, provisioning_failed: bool) -> NodeState {
+    /// `wait call-back` sub-state) and, for `error`, its stored error type (a deploy error
+    /// when none was stored).
+    pub fn of(status: NodeStatus, step_running: bool, error: Option<ErrorType>) -> NodeState {
         match (status, step_running) {
             (NodeStatus::Discover, _) => NodeState::Discover,
             (NodeStatus::Provisioning, false) => NodeState::Provisioning,
@@ -83,8 +89,7 @@ impl NodeState {
             (NodeStatus::Deploying, false) => NodeState::Deploying,
             (NodeStatus::Deploying, true) => NodeState::DeployWait,
             (NodeStatus::Ready, _) => NodeState::Ready,
-            (NodeStatus::Error, _) if provisioning_failed => NodeState::Error(ErrorType::Provision),
-            (NodeStatus::Error, _) => NodeState::Error(ErrorType::Deploy),
+            (NodeStatus::Error, _) => NodeState::Error(error.unwrap_or(ErrorType::Deploy)),
         }
     }
 
@@ -124,6 +129,18 @@ impl NodeState {
             NodeState::ProvisionWait | NodeState::DeployWait => Some("wait call-back"),
             _ => None,
         }
+    }
+
+    /// Whether a deployment must provision this node (write its image) before deploying it: a
+    /// provisioned or deployed node keeps its disk.
+    pub fn needs_provisioning(self) -> bool {
+        matches!(
+            self,
+            NodeState::Discover
+                | NodeState::Provisioning
+                | NodeState::ProvisionWait
+                | NodeState::Error(ErrorType::Provision)
+        )
     }
 
     pub fn error_type(self) -> Option<ErrorType> {
@@ -219,6 +236,66 @@ pub fn next(from: NodeState, event: Event) -> Result<NodeState, InvalidTransitio
         .ok_or(InvalidTransition { from, event })
 }
 
+/// Which part of a node's life a step belongs to: writing the image is provisioning, every
+/// other step deploying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Provision,
+    Deploy,
+}
+
+impl Phase {
+    /// The phase of the step `name` (Ironic's step name, like `write_image`).
+    pub fn of_step(name: &str) -> Phase {
+        if name == "write_image" {
+            Phase::Provision
+        } else {
+            Phase::Deploy
+        }
+    }
+}
+
+/// Walk `events` through the table from `from`.
+pub fn walk(from: NodeState, events: &[Event]) -> Result<NodeState, InvalidTransition> {
+    events.iter().try_fold(from, |s, e| next(s, *e))
+}
+
+/// The state a node in `from` takes to run a step of `phase`, through the table: a discovered
+/// node is provisioned first, a provisioned or ready one goes on deploying. A phase with no
+/// step of its own (no image to write) is passed through: `Provision` and at once
+/// `LastStepDone`.
+pub fn enter(from: NodeState, phase: Phase) -> Result<NodeState, InvalidTransition> {
+    let at = match (from, phase) {
+        (S::ProvisionWait, Phase::Provision) => S::Provisioning,
+        (S::DeployWait, Phase::Deploy) => S::Deploying,
+        (S::ProvisionWait, Phase::Deploy) => S::Provisioning,
+        (S::DeployWait, Phase::Provision) => S::Deploying,
+        (s, _) => s,
+    };
+    let events: &[Event] = match (at, phase) {
+        (S::Provisioning, Phase::Provision) | (S::Deploying, Phase::Deploy) => &[],
+        (S::Discover | S::Error(ProvisionErr), Phase::Provision) => &[E::Provision],
+        (S::Discover, Phase::Deploy) => &[E::Provision, E::LastStepDone, E::Deploy],
+        (S::Error(ProvisionErr), Phase::Deploy) => &[E::Retry, E::LastStepDone, E::Deploy],
+        (S::Provisioning, Phase::Deploy) => &[E::LastStepDone, E::Deploy],
+        (_, Phase::Deploy) => &[E::Deploy],
+        (_, Phase::Provision) => &[E::Provision],
+    };
+    walk(at, events)
+}
+
+/// The state of a node in `from` whose every step of the deployment is done: ready after
+/// deploying, provisioned after provisioning only; a node that had nothing to run passes
+/// through the phases it skipped.
+pub fn finish(from: NodeState) -> Result<NodeState, InvalidTransition> {
+    match from {
+        S::Ready | S::Provisioned => Ok(from),
+        // Only provisioning steps ran: provisioned, as Fuel's "provision only".
+        S::Provisioning | S::ProvisionWait => walk(S::Provisioning, &[E::LastStepDone]),
+        other => walk(enter(other, Phase::Deploy)?, &[E::LastStepDone]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,30 +305,64 @@ mod tests {
     fn a_stored_status_and_a_running_step_give_ironics_sub_state() {
         let of = NodeState::of;
         assert_eq!(
-            of(NodeStatus::Deploying, true, false).sub_state(),
+            of(NodeStatus::Deploying, true, None).sub_state(),
             Some("wait call-back")
         );
         assert_eq!(
-            of(NodeStatus::Deploying, false, false).sub_state(),
+            of(NodeStatus::Deploying, false, None).sub_state(),
             Some("deploying")
         );
         assert_eq!(
-            of(NodeStatus::Provisioning, true, false),
+            of(NodeStatus::Provisioning, true, None),
             NodeState::ProvisionWait
         );
-        assert_eq!(of(NodeStatus::Ready, false, false).sub_state(), None);
+        assert_eq!(of(NodeStatus::Ready, false, None).sub_state(), None);
         assert_eq!(
-            of(NodeStatus::Error, false, true).error_type(),
+            of(NodeStatus::Error, false, Some(ErrorType::Provision)).error_type(),
             Some(ErrorType::Provision)
         );
         assert_eq!(
-            of(NodeStatus::Error, false, false).to_string(),
+            of(NodeStatus::Error, false, None).to_string(),
             "error(deploy)"
         );
         for status in NodeStatus::ALL {
             // Every stored status maps to a state whose Fuel name is that status.
-            assert_eq!(of(status, false, false).status(), status.as_str());
+            assert_eq!(of(status, false, None).status(), status.as_str());
         }
+    }
+
+    /// What a deployment does to a node in each state: where it enters to run a step of each
+    /// phase, and where it ends when all its steps are done. Every answer is reached through
+    /// the table (an invalid one says which event the table lacks).
+    #[test]
+    fn entering_a_phase_and_finishing_walk_the_table() {
+        let mut out = String::new();
+        for s in states() {
+            let show = |r: Result<NodeState, InvalidTransition>| match r {
+                Ok(to) => to.to_string(),
+                Err(e) => format!("invalid ({:?} from {})", e.event, e.from),
+            };
+            out.push_str(&format!(
+                "{s}: provision -> {}; deploy -> {}; finish -> {}\n",
+                show(enter(s, Phase::Provision)),
+                show(enter(s, Phase::Deploy)),
+                show(finish(s)),
+            ));
+        }
+        let expected = "\
+discover: provision -> provisioning; deploy -> deploying; finish -> ready
+provisioning: provision -> provisioning; deploy -> deploying; finish -> provisioned
+provisioning/wait call-back: provision -> provisioning; deploy -> deploying; finish -> provisioned
+provisioned: provision -> invalid (Provision from provisioned); deploy -> deploying; finish -> provisioned
+deploying: provision -> invalid (Provision from deploying); deploy -> deploying; finish -> ready
+deploying/wait call-back: provision -> invalid (Provision from deploying); deploy -> deploying; finish -> ready
+ready: provision -> invalid (Provision from ready); deploy -> deploying; finish -> ready
+removing: provision -> invalid (Provision from removing); deploy -> invalid (Deploy from removing); finish -> invalid (Deploy from removing)
+error(provision): provision -> provisioning; deploy -> deploying; finish -> ready
+error(deploy): provision -> invalid (Provision from error(deploy)); deploy -> deploying; finish -> ready
+error(deletion): provision -> invalid (Provision from error(deletion)); deploy -> invalid (Deploy from error(deletion)); finish -> invalid (Deploy from error(deletion))
+";
+        assert_eq!(out, expected);
     }
 
     fn states() -> BTreeSet<NodeState> {

@@ -62,7 +62,7 @@ pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> se
     let state = NodeState::of(
         node.status,
         running.is_some(),
-        failed.is_some_and(|r| r.step == "write_image"),
+        node.error_type.as_deref().and_then(ErrorType::parse),
     );
     v["provision_state"] = json!(state.sub_state());
     v["error_type"] = json!(state.error_type().map(ErrorType::as_str));

@@ -36,6 +36,8 @@ use crate::store::Store;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub store: Arc<Store>,
+    /// Group commit for the agents' many small writes.
+    pub writer: crate::store::GroupWriter,
     pub boot: BootSettings,
     /// The data directory (installed plugins live under `plugins/` in it).
     pub data_dir: std::path::PathBuf,
@@ -183,7 +185,14 @@ pub fn serve(
                 ApiError::BadRequest(format!("invalid path: {err}")).into()
             }))
             .wrap(middleware::NormalizePath::trim())
-            .wrap(middleware::Logger::new("%r %s %b %Dms").log_target("stoker::http"))
+            // The access log leaves out the agents' step calls (thousands a second during a
+            // big deployment); their handlers log what matters (a failed step, a refused
+            // token) and, at debug, every run.
+            .wrap(
+                middleware::Logger::new("%r %s %b %Dms")
+                    .log_target("stoker::http")
+                    .exclude_regex("^/api/v1/agent/(next|runs/)"),
+            )
             .configure(configure)
     })
     .disable_signals()

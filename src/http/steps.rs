@@ -16,8 +16,8 @@ use crate::store::{Report, Run, RunResult};
 /// How long an agent waits before asking again when nothing is runnable.
 const RETRY_AFTER_MS: u64 = 1000;
 
-/// The node the request's agent token belongs to.
-async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiError> {
+/// The hash of the request's agent token (`Authorization: Bearer ...`).
+fn token_hash(req: &HttpRequest) -> Result<String, ApiError> {
     let token = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
@@ -28,22 +28,37 @@ async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiErr
         .ok_or_else(|| {
             ApiError::Unauthorized("an agent token is required (Authorization: Bearer ...)".into())
         })?;
-    let hash = super::boot::hash_token(token);
+    Ok(super::boot::hash_token(token))
+}
+
+/// A token no node has: refused, and logged.
+fn refused(req: &HttpRequest) -> ApiError {
+    tracing::warn!(peer = ?req.peer_addr(), path = req.path(), "agent token refused");
+    ApiError::Unauthorized("the agent token is not valid".into())
+}
+
+/// Authenticate the agent and run `f` for its node, in one write of the group writer (an agent
+/// call is one trip to the store, committed with the other agents' calls of the moment).
+async fn as_agent<T, F>(state: &AppState, req: &HttpRequest, f: F) -> Result<(i64, T), ApiError>
+where
+    F: FnOnce(&crate::store::WriteTxn<'_>, i64) -> crate::store::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    let hash = token_hash(req)?;
     let now = crate::clock::now();
-    let node = state
-        .store(move |s| {
-            let found = s.read(|r| r.node_by_agent_token(&hash))?;
-            if let Some((id, true)) = found {
-                // The agent uses the token it was given at this deployment: the old one ends.
-                s.write(|tx| tx.promote_agent_token(id, now))?;
-            }
-            Ok(found.map(|(id, _)| id))
+    let done = state
+        .writer
+        .write(move |tx| match tx.authenticate_agent(&hash, now)? {
+            Some(node) => Ok(Some((node, f(tx, node)?))),
+            None => Ok(None),
         })
         .await?;
-    node.ok_or_else(|| {
-        tracing::warn!(peer = ?req.peer_addr(), path = req.path(), "agent token refused");
-        ApiError::Unauthorized("the agent token is not valid".into())
-    })
+    done.ok_or_else(|| refused(req))
+}
+
+/// The node the request's agent token belongs to.
+async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiError> {
+    as_agent(state, req, |_, _| Ok(())).await.map(|(n, ())| n)
 }
 
 /// What an agent gets to run.
@@ -70,33 +85,32 @@ pub async fn next(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let node = authenticate(&state, &req).await?;
-    if !body.is_empty() {
+    let claimed: Option<i64> = if body.is_empty() {
+        None
+    } else {
         let b: NextBody =
             serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-        if b.node_id.is_some_and(|id| id != node) {
-            return Err(ApiError::Unauthorized(
-                "node_id does not match the agent token".into(),
-            ));
-        }
-    }
+        b.node_id
+    };
     let now = crate::clock::now();
     let (new_token, new_hash) = super::boot::new_token()?;
-    let (run, rotated) = state
-        .store(move |s| {
-            s.write(|tx| {
-                let run = tx.claim_run(node, now)?;
-                let rotated = match &run {
-                    Some(r) => tx.rotate_agent_token(node, r.deployment, &new_hash)?,
-                    None => false,
-                };
-                Ok((run, rotated))
-            })
-        })
-        .await?;
+    let (node, outcome) = as_agent(&state, &req, move |tx, node| {
+        if claimed.is_some_and(|id| id != node) {
+            return Ok(None);
+        }
+        let run = tx.claim_run(node, now)?;
+        let rotated = match &run {
+            Some(r) => tx.rotate_agent_token(node, r.deployment, &new_hash)?,
+            None => false,
+        };
+        Ok(Some((run, rotated)))
+    })
+    .await?;
+    let (run, rotated) = outcome
+        .ok_or_else(|| ApiError::Unauthorized("node_id does not match the agent token".into()))?;
     Ok(HttpResponse::Ok().json(match run {
         Some(run) => {
-            tracing::info!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
+            tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
                 task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
             let mut reply = json!({"action": "run", "run": run_json(&run)});
             if rotated {
@@ -134,7 +148,6 @@ pub async fn result(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let node = authenticate(&state, &req).await?;
     let id = run_id(&path)?;
     let b: ResultBody =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
@@ -143,21 +156,22 @@ pub async fn result(
         ok: b.ok,
         exit_code: b.exit_code,
         output_tail: b.output_tail,
-        error: b.error,
+        error: b.error.clone(),
     };
     let now = crate::clock::now();
-    let report = state
-        .store(move |s| s.write(|tx| tx.report_run(id, node, &result, now)))
-        .await?;
+    let (node, report) = as_agent(&state, &req, move |tx, node| {
+        tx.report_run(id, node, &result, now)
+    })
+    .await?;
     match report {
         Report::Accepted | Report::Duplicate => {
-            tracing::info!(
-                node,
-                run = id,
-                ok = b.ok,
-                duplicate = report == Report::Duplicate,
-                "run reported"
-            );
+            let duplicate = report == Report::Duplicate;
+            if b.ok {
+                tracing::debug!(node, run = id, duplicate, "run succeeded");
+            } else {
+                tracing::warn!(node, run = id, duplicate, exit_code = ?b.exit_code,
+                    error = b.error.as_deref().unwrap_or(""), "run failed");
+            }
             Ok(HttpResponse::Ok().json(json!({"accepted": true})))
         }
         Report::Stale => Err(ApiError::Conflict(format!(
@@ -180,13 +194,13 @@ pub async fn output(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let node = authenticate(&state, &req).await?;
     let id = run_id(&path)?;
     let b: OutputBody =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    state
-        .store(move |s| s.write(|tx| tx.run_output(id, node, b.attempt, &b.tail)))
-        .await?;
+    as_agent(&state, &req, move |tx, node| {
+        tx.run_output(id, node, b.attempt, &b.tail)
+    })
+    .await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

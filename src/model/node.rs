@@ -364,6 +364,9 @@ pub struct Node {
     pub cluster_id: Option<i64>,
     /// Its roles there (`controller`, `compute`, ...); empty when unassigned.
     pub roles: Vec<String>,
+    /// In `error`: why (`provision`, `deploy`, `deletion`), as Nailgun's `error_type`.
+    #[serde(default)]
+    pub error_type: Option<String>,
 }
 
 #[cfg(test)]

@@ -4,8 +4,11 @@
 //! finish. Every change is one transaction, so a master killed at any point restarts from a
 //! consistent table: a run that had succeeded is never handed out again.
 //!
-//! Which run may start is decided by [`crate::engine::orchestrate`]; node states follow
-//! [`crate::engine::state`]'s statuses. No HTTP, no clock (time comes in as `now`).
+//! Which run may start is decided by a [`Schedule`] per running deployment, kept in memory in
+//! step with the rows this module writes (so a poll costs what the node's runs cost), and
+//! rebuilt from the rows after a rollback or a restart. Node statuses move only through
+//! [`crate::engine::state`]'s transition table (`WriteTxn::move_node`). No HTTP, no clock
+//! (time comes in as `now`).
 
 use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
@@ -14,8 +17,9 @@ use serde_json::Value as J;
 use super::catalog::json_column;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::graph::{Deployed, Plan};
-use crate::engine::orchestrate::{self, NewRun, Progress, RunStatus, RunView};
-use crate::model::NodeStatus;
+use crate::engine::orchestrate::{NewRun, Progress, RunStatus, RunView};
+use crate::engine::schedule::Schedule;
+use crate::engine::state::{self, Event, NodeState, Phase};
 
 /// A deployment row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -100,6 +104,16 @@ impl RunCounts {
     }
 }
 
+/// What deciding about a report needs of its run.
+struct RunHead {
+    deployment: i64,
+    node_id: Option<i64>,
+    attempt: u32,
+    status: String,
+    /// The task, or `interface.step`.
+    label: String,
+}
+
 /// What an agent reported about a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
@@ -170,7 +184,8 @@ impl ReadTxn<'_> {
         let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = ?1");
         Ok(self
             .conn
-            .query_row(&sql, [id], deployment_from_row)
+            .prepare_cached(&sql)?
+            .query_row([id], deployment_from_row)
             .optional()?)
     }
 
@@ -224,7 +239,11 @@ impl ReadTxn<'_> {
 
     pub fn run(&self, id: i64) -> Result<Option<Run>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM step_runs WHERE id = ?1");
-        Ok(self.conn.query_row(&sql, [id], run_from_row).optional()?)
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([id], run_from_row)
+            .optional()?)
     }
 
     /// The newest deployment a node took part in, with the node's runs in it.
@@ -259,7 +278,8 @@ impl ReadTxn<'_> {
         );
         Ok(self
             .conn
-            .query_row(&sql, [cluster_id], deployment_from_row)
+            .prepare_cached(&sql)?
+            .query_row([cluster_id], deployment_from_row)
             .optional()?)
     }
 }
@@ -354,7 +374,7 @@ impl WriteTxn<'_> {
                 runs.len()
             ),
         )?;
-        self.advance(dep, now)?;
+        self.advance(dep, None, now)?;
         self.read()
             .deployment(dep)?
             .ok_or_else(|| StoreError::NotFound {
@@ -368,13 +388,10 @@ impl WriteTxn<'_> {
     /// again with the next attempt number.
     pub fn claim_run(&self, node_id: i64, now: i64) -> Result<Option<Run>> {
         // Only what is needed: this runs on every poll of every agent.
-        let (cluster, node_status): (Option<i64>, String) = self
+        let cluster: Option<i64> = self
             .conn
-            .query_row(
-                "SELECT cluster_id, status FROM nodes WHERE id = ?1",
-                [node_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .prepare_cached("SELECT cluster_id FROM nodes WHERE id = ?1")?
+            .query_row([node_id], |r| r.get(0))
             .optional()?
             .ok_or_else(|| StoreError::NotFound {
                 entity: "node",
@@ -386,28 +403,17 @@ impl WriteTxn<'_> {
         let Some(dep) = self.read().running_deployment(cluster)? else {
             return Ok(None);
         };
-        let views = self.read().run_views(dep.id)?;
-        let mine = views
-            .iter()
-            .find(|r| r.node == Some(node_id) && r.status == RunStatus::Running)
-            .map(|r| r.id)
-            .or_else(|| {
-                let runnable: std::collections::HashSet<i64> =
-                    orchestrate::runnable(&views).into_iter().collect();
-                views
-                    .iter()
-                    .find(|r| r.node == Some(node_id) && runnable.contains(&r.id))
-                    .map(|r| r.id)
-            });
-        let Some(run_id) = mine else {
+        let Some(run_id) = self.with_schedule(dep.id, |s| s.next_for(node_id))? else {
             return Ok(None);
         };
-        self.conn.execute(
-            "UPDATE step_runs SET status = 'running', attempt = attempt + 1, started_at = ?1,
-               finished_at = NULL, exit_code = NULL, error = NULL
-             WHERE id = ?2",
-            params![now, run_id],
-        )?;
+        self.conn
+            .prepare_cached(
+                "UPDATE step_runs SET status = 'running', attempt = attempt + 1, started_at = ?1,
+                   finished_at = NULL, exit_code = NULL, error = NULL
+                 WHERE id = ?2",
+            )?
+            .execute(params![now, run_id])?;
+        self.mirror(dep.id, run_id, RunStatus::Running);
         let run = self
             .read()
             .run(run_id)?
@@ -415,17 +421,7 @@ impl WriteTxn<'_> {
                 entity: "run",
                 id: run_id.to_string(),
             })?;
-        let status = if run.step == "write_image" {
-            NodeStatus::Provisioning
-        } else {
-            NodeStatus::Deploying
-        };
-        if node_status != status.as_str() {
-            self.conn.execute(
-                "UPDATE nodes SET status = ?1 WHERE id = ?2",
-                params![status.as_str(), node_id],
-            )?;
-        }
+        self.move_node(node_id, now, |s| state::enter(s, Phase::of_step(&run.step)))?;
         Ok(Some(run))
     }
 
@@ -437,7 +433,28 @@ impl WriteTxn<'_> {
         result: &RunResult,
         now: i64,
     ) -> Result<Report> {
-        let Some(run) = self.read().run(run_id)? else {
+        // Only what deciding needs; not the arguments or the output.
+        let head = self
+            .conn
+            .prepare_cached(
+                "SELECT deployment, node_id, attempt, status, interface || '.' || step,
+                   COALESCE(task, '') FROM step_runs WHERE id = ?1",
+            )?
+            .query_row([run_id], |r| {
+                Ok(RunHead {
+                    deployment: r.get(0)?,
+                    node_id: r.get(1)?,
+                    attempt: r.get(2)?,
+                    status: r.get(3)?,
+                    label: {
+                        let step: String = r.get(4)?;
+                        let task: String = r.get(5)?;
+                        if task.is_empty() { step } else { task }
+                    },
+                })
+            })
+            .optional()?;
+        let Some(run) = head else {
             return Err(StoreError::NotFound {
                 entity: "run",
                 id: run_id.to_string(),
@@ -458,32 +475,45 @@ impl WriteTxn<'_> {
             _ => return Ok(Report::Stale),
         }
         let status = if result.ok { "ok" } else { "failed" };
-        self.conn.execute(
-            "UPDATE step_runs SET status = ?1, finished_at = ?2, exit_code = ?3, output_tail = ?4,
-               error = ?5 WHERE id = ?6",
-            params![
+        self.conn
+            .prepare_cached(
+                "UPDATE step_runs SET status = ?1, finished_at = ?2, exit_code = ?3,
+                   output_tail = ?4, error = ?5 WHERE id = ?6",
+            )?
+            .execute(params![
                 status,
                 now,
                 result.exit_code,
                 tail(&result.output_tail),
                 result.error,
                 run_id
-            ],
-        )?;
+            ])?;
+        self.mirror(
+            run.deployment,
+            run_id,
+            if result.ok {
+                RunStatus::Ok
+            } else {
+                RunStatus::Failed
+            },
+        );
         if !result.ok {
-            self.fail_node(&run, result.error.as_deref().unwrap_or("step failed"), now)?;
+            let why = result.error.as_deref().unwrap_or("step failed");
+            self.fail_node(run.node_id, &run.label, why, now)?;
         }
-        self.advance(run.deployment, now)?;
+        self.advance(run.deployment, Some(node_id), now)?;
         Ok(Report::Accepted)
     }
 
     /// Keep the latest output tail of a running run.
     pub fn run_output(&self, run_id: i64, node_id: i64, attempt: u32, text: &str) -> Result<bool> {
-        let n = self.conn.execute(
-            "UPDATE step_runs SET output_tail = ?1
-             WHERE id = ?2 AND node_id = ?3 AND attempt = ?4 AND status = 'running'",
-            params![tail(text), run_id, node_id, attempt],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE step_runs SET output_tail = ?1
+                 WHERE id = ?2 AND node_id = ?3 AND attempt = ?4 AND status = 'running'",
+            )?
+            .execute(params![tail(text), run_id, node_id, attempt])?;
         Ok(n > 0)
     }
 
@@ -502,8 +532,10 @@ impl WriteTxn<'_> {
                 "UPDATE step_runs SET status = 'failed', finished_at = ?1, error = ?2 WHERE id = ?3",
                 params![now, why, run.id],
             )?;
-            self.fail_node(run, &why, now)?;
-            self.advance(run.deployment, now)?;
+            self.mirror(run.deployment, run.id, RunStatus::Failed);
+            let label = run.task.clone().unwrap_or_else(|| run.step_id());
+            self.fail_node(run.node_id, &label, &why, now)?;
+            self.advance(run.deployment, run.node_id, now)?;
         }
         Ok(late.len())
     }
@@ -526,6 +558,17 @@ impl WriteTxn<'_> {
             "UPDATE clusters SET status = 'stopped' WHERE id = ?1",
             [d.cluster_id],
         )?;
+        self.forget_schedule(id);
+        // Nodes in the middle of a phase stop there, in error; a retry resumes them.
+        for node in self.deployment_nodes(id)? {
+            self.move_node(node, now, |s| match s {
+                NodeState::Provisioning
+                | NodeState::ProvisionWait
+                | NodeState::Deploying
+                | NodeState::DeployWait => state::next(s, Event::Abort),
+                other => Ok(other),
+            })?;
+        }
         self.add_history(
             now,
             None,
@@ -563,18 +606,20 @@ impl WriteTxn<'_> {
             "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
             [d.cluster_id],
         )?;
-        self.conn.execute(
-            "UPDATE nodes SET status = 'deploying'
-             WHERE status = 'error' AND id IN (SELECT node_id FROM step_runs WHERE deployment = ?1)",
-            [id],
-        )?;
+        self.forget_schedule(id);
+        for node in self.deployment_nodes(id)? {
+            self.move_node(node, now, |s| match s {
+                NodeState::Error(_) => state::next(s, Event::Retry),
+                other => Ok(other),
+            })?;
+        }
         self.add_history(
             now,
             None,
             "deployment.retried",
             &format!("deployment {id} retried"),
         )?;
-        self.advance(id, now)?;
+        self.advance(id, None, now)?;
         self.existing_deployment(id)
     }
 
@@ -587,36 +632,66 @@ impl WriteTxn<'_> {
             })
     }
 
-    fn fail_node(&self, run: &Run, why: &str, now: i64) -> Result<()> {
-        let Some(node) = run.node_id else {
+    fn fail_node(&self, node: Option<i64>, label: &str, why: &str, now: i64) -> Result<()> {
+        let Some(node) = node else {
             return Ok(());
         };
-        self.conn
-            .execute("UPDATE nodes SET status = 'error' WHERE id = ?1", [node])?;
+        self.move_node(node, now, |s| match s {
+            // Stopped by an abort already.
+            NodeState::Error(_) => Ok(s),
+            s => state::next(s, Event::StepFailed),
+        })?;
         self.add_history(
             now,
             Some(node),
             "node.error",
-            &format!(
-                "{} failed: {why}",
-                run.task.as_deref().unwrap_or(&run.step_id())
-            ),
+            &format!("{label} failed: {why}"),
         )
     }
 
-    /// Complete sync-node stages whose dependencies are done, mark nodes whose runs are all
-    /// done ready, and close the deployment when nothing more can happen.
-    fn advance(&self, dep: i64, now: i64) -> Result<()> {
+    /// The nodes that have runs in deployment `dep`.
+    fn deployment_nodes(&self, dep: i64) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT DISTINCT node_id FROM step_runs WHERE deployment = ?1 AND node_id IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([dep], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Run `f` on deployment `dep`'s schedule, built from its rows when not in memory.
+    fn with_schedule<T>(&self, dep: i64, f: impl FnOnce(&mut Schedule) -> T) -> Result<T> {
+        let mut cache = self.schedules.borrow_mut();
+        let schedule = match cache.entry(dep) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Schedule::new(self.read().run_views(dep)?))
+            }
+        };
+        Ok(f(schedule))
+    }
+
+    /// Mirror a run status just written into its deployment's schedule, if one is in memory
+    /// (otherwise the next use builds it from the rows, which already say so).
+    fn mirror(&self, dep: i64, run: i64, status: RunStatus) {
+        if let Some(s) = self.schedules.borrow_mut().get_mut(&dep) {
+            s.set(run, status);
+        }
+    }
+
+    fn forget_schedule(&self, dep: i64) {
+        self.schedules.borrow_mut().remove(&dep);
+    }
+
+    /// Complete sync-node stages whose dependencies are done, finish nodes whose runs are all
+    /// done (`node`, or every node of the deployment when None), and close the deployment when
+    /// nothing more can happen.
+    fn advance(&self, dep: i64, node: Option<i64>, now: i64) -> Result<()> {
         let Some(d) = self.read().deployment(dep)? else {
             return Ok(());
         };
-        let mut views = self.read().run_views(dep)?;
         if d.status == "running" {
             loop {
-                let stages: Vec<i64> = orchestrate::runnable(&views)
-                    .into_iter()
-                    .filter(|id| views.iter().any(|r| r.id == *id && r.node.is_none()))
-                    .collect();
+                let stages = self.with_schedule(dep, |s| s.ready_stages())?;
                 if stages.is_empty() {
                     break;
                 }
@@ -626,31 +701,27 @@ impl WriteTxn<'_> {
                            finished_at = ?1 WHERE id = ?2",
                         params![now, id],
                     )?;
+                    self.mirror(dep, id, RunStatus::Ok);
                 }
-                views = self.read().run_views(dep)?;
             }
         }
-        // Nodes whose every run is done are ready.
-        let mut done_by_node: std::collections::BTreeMap<i64, bool> = Default::default();
-        for r in &views {
-            if let Some(n) = r.node {
-                *done_by_node.entry(n).or_insert(true) &= r.status.is_done();
-            }
-        }
-        for (n, all_done) in done_by_node {
-            if all_done {
-                self.conn.execute(
-                    "UPDATE nodes SET status = 'ready' WHERE id = ?1 AND status != 'ready'",
-                    [n],
-                )?;
+        let nodes: Vec<i64> = match node {
+            Some(n) => vec![n],
+            None => self.with_schedule(dep, |s| s.nodes().collect())?,
+        };
+        for n in nodes {
+            if self.with_schedule(dep, |s| s.node_done(n))? {
+                self.move_node(n, now, state::finish)?;
             }
         }
         if d.status != "running" {
+            self.forget_schedule(dep);
             return Ok(());
         }
-        match orchestrate::progress(&views) {
+        match self.with_schedule(dep, |s| s.progress())? {
             Progress::Going => {}
             Progress::Done => {
+                self.forget_schedule(dep);
                 let after: String = self.conn.query_row(
                     "SELECT after FROM deployments WHERE id = ?1",
                     [dep],
@@ -678,6 +749,7 @@ impl WriteTxn<'_> {
                 )?;
             }
             Progress::Stuck => {
+                self.forget_schedule(dep);
                 self.conn.execute(
                     "UPDATE deployments SET status = 'error', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],

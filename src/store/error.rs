@@ -31,6 +31,9 @@ pub enum StoreError {
     Corrupt { what: &'static str, detail: String },
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A grouped write ran, but its group could not be committed (or never ran).
+    #[error("the write was not committed: {0}")]
+    Commit(String),
 }
 
 impl StoreError {
@@ -44,6 +47,7 @@ impl StoreError {
             | StoreError::Migration { .. }
             | StoreError::TooNew { .. }
             | StoreError::Corrupt { .. }
+            | StoreError::Commit(_)
             | StoreError::Sqlite(_) => "internal",
         }
     }

@@ -41,10 +41,11 @@ impl WriteTxn<'_> {
         kind: &str,
         message: &str,
     ) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO history (at, node_id, kind, message) VALUES (?1, ?2, ?3, ?4)",
-            params![at, node_id, kind, message],
-        )?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO history (at, node_id, kind, message) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![at, node_id, kind, message])?;
         Ok(())
     }
 }

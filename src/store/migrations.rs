@@ -219,6 +219,27 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE nodes ADD COLUMN token_deployment INTEGER;
         ",
     },
+    Migration {
+        version: 10,
+        name: "node_error_type",
+        sql: "
+            -- Why a node in `error` is there (Nailgun's error_type: provision, deploy,
+            -- deletion); it decides where a retry resumes. NULL in every other status.
+            ALTER TABLE nodes ADD COLUMN error_type TEXT
+              CHECK (error_type IN ('provision', 'deploy', 'deletion'));
+        ",
+    },
+    Migration {
+        version: 11,
+        name: "agent_token_indexes",
+        sql: "
+            -- Every agent call looks its node up by token hash (current or pending). Not
+            -- partial indexes: a statement that could use one only for a non-NULL parameter
+            -- is prepared again on every call.
+            CREATE INDEX nodes_by_agent_token ON nodes (agent_token_hash);
+            CREATE INDEX nodes_by_pending_agent_token ON nodes (agent_token_pending_hash);
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,8 @@
 //! goes through [`Store::read`] (a consistent snapshot) or [`Store::write`] (an immediate
 //! transaction committed only when the closure returns `Ok`; an error or a panic rolls it back),
 //! so a half-written change never reaches the file. Calls are synchronous; async callers use
-//! `spawn_blocking`. Queries live in one file per table group; no SQL exists outside this module.
+//! `spawn_blocking`, or a [`GroupWriter`] that commits many small writes together. Queries live
+//! in one file per table group; no SQL exists outside this module.
 
 mod boot_tokens;
 mod catalog;
@@ -12,21 +13,27 @@ mod clusters;
 mod deployed;
 mod deployments;
 mod error;
+mod group;
 mod history;
 mod leases;
 pub mod migrations;
 mod nodes;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::engine::schedule::Schedule;
 
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use clusters::NO_RELEASE_MESSAGE;
 pub use deployments::{Deployment, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
+pub use group::GroupWriter;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, NodeCounts};
 
@@ -40,6 +47,19 @@ pub struct ReadTxn<'a> {
 /// A writable view inside one immediate transaction; it can read what it wrote.
 pub struct WriteTxn<'a> {
     conn: &'a Connection,
+    /// The running deployments' schedules, kept in step with what this transaction writes.
+    schedules: &'a RefCell<Schedules>,
+}
+
+/// Scheduling state of deployments, by id: derived from the `step_runs` rows, kept in memory so
+/// an agent's poll does not re-read its whole deployment. Dropped whenever a transaction rolls
+/// back, and rebuilt from the database when next needed.
+type Schedules = HashMap<i64, Schedule>;
+
+/// The writer connection and what is derived from the rows it wrote.
+struct Writer {
+    conn: Connection,
+    schedules: Schedules,
 }
 
 impl WriteTxn<'_> {
@@ -52,7 +72,7 @@ impl WriteTxn<'_> {
 /// The database of one stoker master.
 pub struct Store {
     path: PathBuf,
-    writer: Mutex<Connection>,
+    writer: Mutex<Writer>,
     reader: Mutex<Connection>,
 }
 
@@ -97,7 +117,10 @@ impl Store {
         configure(&reader, path)?;
         Ok(Store {
             path: path.to_path_buf(),
-            writer: Mutex::new(writer),
+            writer: Mutex::new(Writer {
+                conn: writer,
+                schedules: Schedules::new(),
+            }),
             reader: Mutex::new(reader),
         })
     }
@@ -106,7 +129,7 @@ impl Store {
         &self.path
     }
 
-    fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         // A panic inside a transaction rolled it back (Transaction's Drop), so the connection
         // itself is still sound: recover it instead of poisoning the whole daemon.
         m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -120,12 +143,67 @@ impl Store {
     }
 
     /// Run `f` in an immediate transaction; commit when it returns `Ok`, roll back otherwise.
+    /// The in-memory schedules follow: kept on commit, dropped on a rollback or a panic.
     pub fn write<T>(&self, f: impl FnOnce(&WriteTxn<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = Self::lock(&self.writer);
+        let mut guard = Self::lock(&self.writer);
+        let Writer { conn, schedules } = &mut *guard;
+        let cache = RefCell::new(std::mem::take(schedules));
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = f(&WriteTxn { conn: &tx })?;
+        let value = f(&WriteTxn {
+            conn: &tx,
+            schedules: &cache,
+        })?;
         tx.commit()?;
+        *schedules = cache.into_inner();
         Ok(value)
+    }
+
+    /// Run `jobs` in one immediate transaction, each in its own savepoint (one that fails is
+    /// rolled back alone, and the in-memory schedules are dropped, to be rebuilt from the
+    /// rows), commit once, then answer every job.
+    fn write_group(&self, jobs: Vec<group::Job>) {
+        let mut guard = Self::lock(&self.writer);
+        let Writer { conn, schedules } = &mut *guard;
+        let cache = RefCell::new(std::mem::take(schedules));
+        let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let err = StoreError::Sqlite(e);
+                for job in jobs {
+                    let (_, deliver) = job(None);
+                    deliver(Some(&err));
+                }
+                return;
+            }
+        };
+        let step = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
+        let mut answers = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if let Err(e) = step("SAVEPOINT job") {
+                let (_, deliver) = job(None);
+                answers.push((deliver, Some(StoreError::Sqlite(e))));
+                continue;
+            }
+            let (ok, deliver) = job(Some(&WriteTxn {
+                conn: &tx,
+                schedules: &cache,
+            }));
+            let mut failed = None;
+            if !ok {
+                failed = step("ROLLBACK TO job").err();
+                cache.borrow_mut().clear();
+            }
+            let failed = failed.or(step("RELEASE job").err());
+            answers.push((deliver, failed.map(StoreError::Sqlite)));
+        }
+        let committed = tx.commit().map_err(StoreError::Sqlite);
+        match &committed {
+            Ok(()) => *schedules = cache.into_inner(),
+            Err(_) => schedules.clear(),
+        }
+        for (deliver, failed) in answers {
+            deliver(committed.as_ref().err().or(failed.as_ref()));
+        }
     }
 
     /// Checkpoint the WAL into the main file and close both connections. After a clean close the
@@ -139,7 +217,8 @@ impl Store {
         let writer = self
             .writer
             .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .conn;
         writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         writer.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
         Ok(())

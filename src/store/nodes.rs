@@ -4,6 +4,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::engine::state::{ErrorType, InvalidTransition, NodeState};
 use crate::model::{Inventory, Mac, Node, NodeId, NodeStatus};
 
 /// Whether a hello created a node or refreshed a known one.
@@ -30,7 +31,7 @@ impl NodeCounts {
 }
 
 const NODE_COLUMNS: &str =
-    "id, mac, name, status, inventory, created_at, last_seen_at, cluster_id, roles";
+    "id, mac, name, status, inventory, created_at, last_seen_at, cluster_id, roles, error_type";
 
 /// A `nodes` row as stored, decoded into a [`Node`] by [`NodeRow::decode`].
 struct NodeRow {
@@ -43,6 +44,7 @@ struct NodeRow {
     last_seen_at: i64,
     cluster_id: Option<i64>,
     roles: String,
+    error_type: Option<String>,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -56,6 +58,7 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         last_seen_at: row.get(6)?,
         cluster_id: row.get(7)?,
         roles: row.get(8)?,
+        error_type: row.get(9)?,
     })
 }
 
@@ -77,6 +80,7 @@ impl NodeRow {
             created_at: self.created_at,
             last_seen_at: self.last_seen_at,
             cluster_id: self.cluster_id,
+            error_type: self.error_type,
         })
     }
 }
@@ -119,12 +123,13 @@ impl ReadTxn<'_> {
     pub fn node_by_agent_token(&self, token_hash: &str) -> Result<Option<(NodeId, bool)>> {
         Ok(self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id, agent_token_pending_hash = ?1 FROM nodes
                  WHERE agent_token_hash = ?1 OR agent_token_pending_hash = ?1",
-                [token_hash],
-                |r| Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false))),
-            )
+            )?
+            .query_row([token_hash], |r| {
+                Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false)))
+            })
             .optional()?)
     }
 
@@ -281,14 +286,25 @@ impl WriteTxn<'_> {
         )
     }
 
+    /// The node whose agent token (current or pending) hashes to `token_hash`; when the agent
+    /// used its pending token, that one becomes its token and the old one stops working.
+    pub fn authenticate_agent(&self, token_hash: &str, now: i64) -> Result<Option<NodeId>> {
+        let found = self.read().node_by_agent_token(token_hash)?;
+        if let Some((id, true)) = found {
+            self.promote_agent_token(id, now)?;
+        }
+        Ok(found.map(|(id, _)| id))
+    }
+
     /// The agent used its pending token: it becomes the node's token, the old one stops working.
     pub fn promote_agent_token(&self, id: NodeId, now: i64) -> Result<()> {
-        self.conn.execute(
-            "UPDATE nodes SET agent_token_hash = agent_token_pending_hash,
-               agent_token_pending_hash = NULL
-             WHERE id = ?1 AND agent_token_pending_hash IS NOT NULL",
-            [id],
-        )?;
+        self.conn
+            .prepare_cached(
+                "UPDATE nodes SET agent_token_hash = agent_token_pending_hash,
+                   agent_token_pending_hash = NULL
+                 WHERE id = ?1 AND agent_token_pending_hash IS NOT NULL",
+            )?
+            .execute([id])?;
         self.add_history(now, Some(id), "node.token", "agent token rotated")
     }
 
@@ -296,11 +312,60 @@ impl WriteTxn<'_> {
     /// again while the agent has not used the last one (its answer may have been lost).
     /// Returns whether `new_hash` was stored, so the caller hands out its token.
     pub fn rotate_agent_token(&self, id: NodeId, deployment: i64, new_hash: &str) -> Result<bool> {
-        let n = self.conn.execute(
-            "UPDATE nodes SET agent_token_pending_hash = ?1, token_deployment = ?2
-             WHERE id = ?3 AND (token_deployment IS NOT ?2 OR agent_token_pending_hash IS NOT NULL)",
-            params![new_hash, deployment, id],
-        )?;
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE nodes SET agent_token_pending_hash = ?1, token_deployment = ?2
+                 WHERE id = ?3
+                   AND (token_deployment IS NOT ?2 OR agent_token_pending_hash IS NOT NULL)",
+            )?
+            .execute(params![new_hash, deployment, id])?;
         Ok(n > 0)
+    }
+
+    /// Move a node through the state machine ([`crate::engine::state`]): `to` takes the node's
+    /// state and gives the next one, or the transition the table does not allow, which is
+    /// refused as a conflict and changes nothing. Statuses are written only this way.
+    pub fn move_node(
+        &self,
+        id: NodeId,
+        now: i64,
+        to: impl FnOnce(NodeState) -> std::result::Result<NodeState, InvalidTransition>,
+    ) -> Result<NodeState> {
+        let (status, error_type): (String, Option<String>) = self
+            .conn
+            .prepare_cached("SELECT status, error_type FROM nodes WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: id.to_string(),
+            })?;
+        let status: NodeStatus = status.parse().map_err(|e| StoreError::Corrupt {
+            what: "node status",
+            detail: format!("node {id}: {e}"),
+        })?;
+        let from = NodeState::of(
+            status,
+            false,
+            error_type.as_deref().and_then(ErrorType::parse),
+        );
+        let next = to(from).map_err(|e| StoreError::Conflict(format!("node {id}: {e}")))?;
+        if next.status() != from.status() || next.error_type() != from.error_type() {
+            self.conn
+                .prepare_cached("UPDATE nodes SET status = ?1, error_type = ?2 WHERE id = ?3")?
+                .execute(params![
+                    next.status(),
+                    next.error_type().map(ErrorType::as_str),
+                    id
+                ])?;
+            self.add_history(
+                now,
+                Some(id),
+                "node.status",
+                &format!("status is now {next}"),
+            )?;
+        }
+        Ok(next)
     }
 }

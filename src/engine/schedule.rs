@@ -1,0 +1,468 @@
+//! One deployment's scheduling state, kept up to date run by run, so that handing a node its
+//! next run and recording a result cost what that node's runs cost, not what the whole
+//! deployment costs. The rules are [`super::orchestrate`]'s (a node runs its runs one at a time
+//! in order, a run waits for its dependencies, a concurrency key caps how many runs with it
+//! run at once, sync-node stages complete when their dependencies are done); this module only
+//! keeps the indexes that answer them quickly: a cursor per node on its first unfinished run,
+//! a count of unfinished dependencies per stage, running runs per concurrency key, and totals.
+//!
+//! Pure and in memory: the store builds a [`Schedule`] from its rows, mirrors every status it
+//! writes into it, and drops it whenever a transaction rolls back, so the database stays the
+//! only truth.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::orchestrate::{Progress, RunStatus, RunView};
+
+#[derive(Debug, Clone)]
+struct Slot {
+    node: Option<i64>,
+    /// Position in its node's lane (or in the stage list).
+    pos: usize,
+    status: RunStatus,
+    deps: Vec<i64>,
+    concurrency: Option<String>,
+    max_parallel: Option<u64>,
+}
+
+/// The scheduling state of one deployment.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    runs: HashMap<i64, Slot>,
+    /// Each node's runs in order, and the index of its first unfinished one.
+    lanes: BTreeMap<i64, (Vec<i64>, usize)>,
+    /// Sync-node runs in order.
+    stages: Vec<i64>,
+    /// For each run, the stages that wait for it.
+    waiters: HashMap<i64, Vec<i64>>,
+    /// For each stage, how many of its dependencies are not done.
+    unmet: HashMap<i64, usize>,
+    /// Pending stages whose dependencies are all done.
+    ready: BTreeSet<(usize, i64)>,
+    running_by_key: HashMap<String, u64>,
+    not_done: usize,
+    running: usize,
+}
+
+impl Schedule {
+    pub fn new(views: Vec<RunView>) -> Schedule {
+        let mut s = Schedule::default();
+        let mut lanes: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
+        let mut stages: Vec<(u32, i64)> = Vec::new();
+        for v in views {
+            match v.node {
+                Some(n) => lanes.entry(n).or_default().push((v.seq, v.id)),
+                None => stages.push((v.seq, v.id)),
+            }
+            s.runs.insert(
+                v.id,
+                Slot {
+                    node: v.node,
+                    pos: 0,
+                    status: v.status,
+                    deps: v.deps,
+                    concurrency: v.concurrency,
+                    max_parallel: v.max_parallel,
+                },
+            );
+        }
+        stages.sort_unstable();
+        s.stages = stages.into_iter().map(|(_, id)| id).collect();
+        for (i, id) in s.stages.iter().enumerate() {
+            if let Some(slot) = s.runs.get_mut(id) {
+                slot.pos = i;
+            }
+        }
+        for (node, mut lane) in lanes {
+            lane.sort_unstable();
+            let ids: Vec<i64> = lane.into_iter().map(|(_, id)| id).collect();
+            for (i, id) in ids.iter().enumerate() {
+                if let Some(slot) = s.runs.get_mut(id) {
+                    slot.pos = i;
+                }
+            }
+            s.lanes.insert(node, (ids, 0));
+        }
+        for slot in s.runs.values() {
+            if !slot.status.is_done() {
+                s.not_done += 1;
+            }
+            if slot.status == RunStatus::Running {
+                s.running += 1;
+                if let Some(k) = &slot.concurrency {
+                    *s.running_by_key.entry(k.clone()).or_default() += 1;
+                }
+            }
+        }
+        for &stage in &s.stages {
+            let Some(slot) = s.runs.get(&stage) else {
+                continue;
+            };
+            let mut unmet = 0;
+            for d in &slot.deps {
+                if let Some(dep) = s.runs.get(d) {
+                    s.waiters.entry(*d).or_default().push(stage);
+                    if !dep.status.is_done() {
+                        unmet += 1;
+                    }
+                }
+            }
+            if unmet == 0 && slot.status == RunStatus::Pending {
+                s.ready.insert((slot.pos, stage));
+            }
+            s.unmet.insert(stage, unmet);
+        }
+        let nodes: Vec<i64> = s.lanes.keys().copied().collect();
+        for n in nodes {
+            s.advance_lane(n);
+        }
+        s
+    }
+
+    /// How many runs this schedule holds.
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    pub fn status(&self, id: i64) -> Option<RunStatus> {
+        self.runs.get(&id).map(|s| s.status)
+    }
+
+    fn advance_lane(&mut self, node: i64) {
+        let Some((ids, cursor)) = self.lanes.get_mut(&node) else {
+            return;
+        };
+        while let Some(id) = ids.get(*cursor) {
+            if self.runs.get(id).is_some_and(|s| s.status.is_done()) {
+                *cursor += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn deps_done(&self, slot: &Slot) -> bool {
+        slot.deps
+            .iter()
+            .all(|d| self.runs.get(d).is_none_or(|s| s.status.is_done()))
+    }
+
+    /// The node's first unfinished run.
+    fn head(&self, node: i64) -> Option<(i64, &Slot)> {
+        let (ids, cursor) = self.lanes.get(&node)?;
+        let id = *ids.get(*cursor)?;
+        Some((id, self.runs.get(&id)?))
+    }
+
+    fn may_start(&self, slot: &Slot, extra: &HashMap<&str, u64>) -> bool {
+        if slot.status != RunStatus::Pending || !self.deps_done(slot) {
+            return false;
+        }
+        match (&slot.concurrency, slot.max_parallel) {
+            (Some(k), Some(max)) => {
+                let running = self.running_by_key.get(k).copied().unwrap_or(0)
+                    + extra.get(k.as_str()).copied().unwrap_or(0);
+                running < max
+            }
+            _ => true,
+        }
+    }
+
+    /// What `node` should run now: the run it is running (its agent asks again after a
+    /// restart), or its next run if that may start.
+    pub fn next_for(&self, node: i64) -> Option<i64> {
+        let (id, slot) = self.head(node)?;
+        if slot.status == RunStatus::Running || self.may_start(slot, &HashMap::new()) {
+            Some(id)
+        } else {
+            None
+        }
+    }
+
+    /// Record a run's new status.
+    pub fn set(&mut self, id: i64, status: RunStatus) {
+        let Some(slot) = self.runs.get_mut(&id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut slot.status, status);
+        if old == status {
+            return;
+        }
+        let (node, pos, key) = (slot.node, slot.pos, slot.concurrency.clone());
+        if old == RunStatus::Running {
+            self.running = self.running.saturating_sub(1);
+            if let Some(n) = key.as_ref().and_then(|k| self.running_by_key.get_mut(k)) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        if status == RunStatus::Running {
+            self.running += 1;
+            if let Some(k) = key {
+                *self.running_by_key.entry(k).or_default() += 1;
+            }
+        }
+        if old.is_done() != status.is_done() {
+            if status.is_done() {
+                self.not_done = self.not_done.saturating_sub(1);
+            } else {
+                self.not_done += 1;
+            }
+            let waiters = self.waiters.get(&id).cloned().unwrap_or_default();
+            for stage in waiters {
+                let Some(n) = self.unmet.get_mut(&stage) else {
+                    continue;
+                };
+                if status.is_done() {
+                    *n = n.saturating_sub(1);
+                } else {
+                    *n += 1;
+                }
+                let n = *n;
+                self.refresh_stage(stage, n);
+            }
+        }
+        match node {
+            None => {
+                let n = self.unmet.get(&id).copied().unwrap_or(0);
+                self.refresh_stage(id, n);
+            }
+            Some(n) => {
+                if let Some((_, cursor)) = self.lanes.get_mut(&n)
+                    && !status.is_done()
+                    && pos < *cursor
+                {
+                    // A finished run became unfinished again (a retry): the lane resumes there.
+                    *cursor = pos;
+                }
+                self.advance_lane(n);
+            }
+        }
+    }
+
+    fn refresh_stage(&mut self, stage: i64, unmet: usize) {
+        let Some(slot) = self.runs.get(&stage) else {
+            return;
+        };
+        let key = (slot.pos, stage);
+        if unmet == 0 && slot.status == RunStatus::Pending {
+            self.ready.insert(key);
+        } else {
+            self.ready.remove(&key);
+        }
+    }
+
+    /// Pending sync-node stages whose dependencies are all done, in order: the caller
+    /// completes them itself.
+    pub fn ready_stages(&self) -> Vec<i64> {
+        self.ready.iter().map(|(_, id)| *id).collect()
+    }
+
+    /// Whether every run of `node` is done (succeeded or skipped).
+    pub fn node_done(&self, node: i64) -> bool {
+        self.lanes
+            .get(&node)
+            .is_some_and(|(ids, cursor)| *cursor >= ids.len())
+    }
+
+    /// The nodes this deployment drives.
+    pub fn nodes(&self) -> impl Iterator<Item = i64> + '_ {
+        self.lanes.keys().copied()
+    }
+
+    /// Every run that may start now, in a stable order: ready stages first, then each node's
+    /// next run by node id, concurrency caps counted as they are handed out.
+    pub fn runnable(&self) -> Vec<i64> {
+        let mut out = self.ready_stages();
+        let mut extra: HashMap<&str, u64> = HashMap::new();
+        for &node in self.lanes.keys() {
+            let Some((id, slot)) = self.head(node) else {
+                continue;
+            };
+            if self.may_start(slot, &extra) {
+                if let (Some(k), Some(_)) = (&slot.concurrency, slot.max_parallel) {
+                    *extra.entry(k.as_str()).or_default() += 1;
+                }
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// Where the deployment stands. Cheap while something runs; otherwise it looks for a run
+    /// that may start.
+    pub fn progress(&self) -> Progress {
+        if self.not_done == 0 {
+            return Progress::Done;
+        }
+        if self.running > 0 || !self.ready.is_empty() {
+            return Progress::Going;
+        }
+        let none = HashMap::new();
+        let startable = self
+            .lanes
+            .keys()
+            .any(|&n| self.head(n).is_some_and(|(_, s)| self.may_start(s, &none)));
+        if startable {
+            Progress::Going
+        } else {
+            Progress::Stuck
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RunStatus::*;
+
+    fn v(id: i64, node: Option<i64>, seq: u32, status: RunStatus, deps: &[i64]) -> RunView {
+        RunView {
+            id,
+            node,
+            seq,
+            status,
+            deps: deps.to_vec(),
+            concurrency: None,
+            max_parallel: None,
+        }
+    }
+
+    fn capped(mut r: RunView, key: &str, max: u64) -> RunView {
+        r.concurrency = Some(key.into());
+        r.max_parallel = Some(max);
+        r
+    }
+
+    #[test]
+    fn a_node_runs_in_order_and_waits_for_other_nodes() {
+        // Node 1: 1, 2. Node 2: 3 (waits for 2), 4.
+        let mut s = Schedule::new(vec![
+            v(2, Some(1), 2, Pending, &[]),
+            v(1, Some(1), 1, Pending, &[]),
+            v(3, Some(2), 1, Pending, &[2]),
+            v(4, Some(2), 2, Pending, &[]),
+        ]);
+        assert_eq!(s.next_for(1), Some(1));
+        assert_eq!(s.next_for(2), None);
+        s.set(1, Running);
+        assert_eq!(s.next_for(1), Some(1), "a running run is handed again");
+        s.set(1, Ok);
+        assert_eq!(s.next_for(1), Some(2));
+        s.set(2, Ok);
+        assert!(s.node_done(1));
+        assert_eq!(s.next_for(2), Some(3));
+        assert_eq!(s.progress(), Progress::Going);
+        s.set(3, Skipped);
+        s.set(4, Ok);
+        assert_eq!(s.progress(), Progress::Done);
+    }
+
+    #[test]
+    fn stages_become_ready_when_their_dependencies_are_done() {
+        let mut s = Schedule::new(vec![
+            v(10, None, 1, Pending, &[]),
+            v(1, Some(1), 1, Pending, &[10]),
+            v(2, Some(2), 1, Pending, &[10]),
+            v(11, None, 2, Pending, &[1, 2]),
+            v(3, Some(1), 2, Pending, &[11]),
+        ]);
+        assert_eq!(s.ready_stages(), vec![10]);
+        assert_eq!(s.next_for(1), None);
+        s.set(10, Ok);
+        assert!(s.ready_stages().is_empty());
+        s.set(1, Ok);
+        assert!(s.ready_stages().is_empty());
+        s.set(2, Ok);
+        assert_eq!(s.ready_stages(), vec![11]);
+        s.set(11, Ok);
+        assert_eq!(s.next_for(1), Some(3));
+        // A retry makes a finished run unfinished again: the stage waits again.
+        s.set(2, Pending);
+        assert_eq!(s.unmet.get(&11), Some(&1));
+    }
+
+    #[test]
+    fn a_concurrency_cap_holds_across_nodes() {
+        let mut s = Schedule::new(vec![
+            capped(v(1, Some(1), 1, Pending, &[]), "provision", 1),
+            capped(v(2, Some(2), 1, Pending, &[]), "provision", 1),
+        ]);
+        assert_eq!(s.runnable(), vec![1]);
+        s.set(1, Running);
+        assert_eq!(s.next_for(2), None);
+        s.set(1, Ok);
+        assert_eq!(s.next_for(2), Some(2));
+    }
+
+    #[test]
+    fn a_failure_with_nothing_else_to_do_is_stuck() {
+        let mut s = Schedule::new(vec![
+            v(1, Some(1), 1, Pending, &[]),
+            v(2, Some(2), 1, Pending, &[1]),
+        ]);
+        s.set(1, Running);
+        s.set(1, Failed);
+        assert_eq!(s.progress(), Progress::Stuck);
+        assert_eq!(s.next_for(1), None);
+        s.set(1, Pending);
+        assert_eq!(s.progress(), Progress::Going);
+        assert_eq!(s.next_for(1), Some(1));
+    }
+
+    #[test]
+    fn kept_up_to_date_it_agrees_with_one_built_from_scratch() {
+        // A small deployment walked run by run: after each change, the incremental schedule
+        // answers what a schedule built afresh from the same statuses answers.
+        let views = vec![
+            v(10, None, 1, Pending, &[]),
+            capped(v(1, Some(1), 1, Pending, &[10]), "provision", 1),
+            capped(v(4, Some(2), 1, Pending, &[10]), "provision", 1),
+            v(2, Some(1), 2, Pending, &[]),
+            v(5, Some(2), 2, Pending, &[2]),
+            v(11, None, 2, Pending, &[2, 5]),
+            v(3, Some(1), 3, Pending, &[11]),
+            v(6, Some(2), 3, Pending, &[11]),
+        ];
+        let mut live = Schedule::new(views.clone());
+        let mut statuses: HashMap<i64, RunStatus> =
+            views.iter().map(|r| (r.id, r.status)).collect();
+        let fresh = |statuses: &HashMap<i64, RunStatus>| {
+            Schedule::new(
+                views
+                    .iter()
+                    .map(|r| RunView {
+                        status: statuses[&r.id],
+                        ..r.clone()
+                    })
+                    .collect(),
+            )
+        };
+        for _ in 0..20 {
+            let f = fresh(&statuses);
+            assert_eq!(live.runnable(), f.runnable());
+            assert_eq!(live.progress(), f.progress());
+            let Some(&id) = live.runnable().first() else {
+                break;
+            };
+            for status in [Running, Ok] {
+                if live.status(id) == Some(Pending) && live.runs[&id].node.is_none() {
+                    live.set(id, Ok);
+                    statuses.insert(id, Ok);
+                    break;
+                }
+                live.set(id, status);
+                statuses.insert(id, status);
+                let f = fresh(&statuses);
+                for n in [1, 2] {
+                    assert_eq!(live.next_for(n), f.next_for(n), "node {n}");
+                    assert_eq!(live.node_done(n), f.node_done(n));
+                }
+            }
+        }
+        assert_eq!(live.progress(), Progress::Done);
+    }
+}

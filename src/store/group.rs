@@ -1,0 +1,161 @@
+//! Group commit for many small writes: the agents' step calls (ask for the next run, report a
+//! result, stream output) arrive thousands a second during a big deployment, each a tiny
+//! transaction. A [`GroupWriter`] owns one thread that takes every write waiting in its queue,
+//! runs each in its own savepoint of one transaction, commits once, and only then answers
+//! each caller: a caller still hears back only after its change is durable, a write that fails
+//! is rolled back alone, and the fixed cost of a commit (locks, the WAL write) is paid once per
+//! group instead of once per call.
+//!
+//! Owns the thread and the queue; what a write does is the caller's closure over
+//! [`WriteTxn`]. No HTTP here; async callers await the answer without blocking their runtime.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use super::{Result, Store, StoreError, WriteTxn};
+
+/// Hands a job's outcome to its caller once the group's fate is known: `None` when the group
+/// committed, or why the commit failed.
+type Deliver = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+/// One queued write: runs inside its savepoint (or, given None, does not run at all), says
+/// whether it succeeded (a failed one is rolled back alone), and how to answer its caller.
+pub(super) type Job = Box<dyn FnOnce(Option<&WriteTxn<'_>>) -> (bool, Deliver) + Send>;
+
+/// At most this many writes share a transaction, so one group never holds the writer long.
+const MAX_GROUP: usize = 256;
+
+/// The queue to the writer thread. Cloning shares the queue; the thread ends when the last
+/// clone is dropped, and with it its handle on the store.
+#[derive(Debug, Clone)]
+pub struct GroupWriter {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl GroupWriter {
+    /// Start the writer thread for `store`.
+    pub fn start(store: Arc<Store>) -> std::io::Result<GroupWriter> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("stoker-writer".into())
+            .spawn(move || {
+                while let Ok(first) = queue.recv() {
+                    let mut group = vec![first];
+                    while group.len() < MAX_GROUP {
+                        match queue.try_recv() {
+                            Ok(job) => group.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    store.write_group(group);
+                }
+            })?;
+        Ok(GroupWriter { jobs })
+    }
+
+    /// Run `f` in the next group's transaction; the answer comes once that group committed.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&WriteTxn<'_>) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (answer, answered) = tokio::sync::oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |tx| {
+            let outcome = match tx {
+                Some(tx) => std::panic::catch_unwind(AssertUnwindSafe(|| f(tx)))
+                    .unwrap_or_else(|_| Err(StoreError::Commit("the write panicked".into()))),
+                None => Err(StoreError::Commit("the write did not run".into())),
+            };
+            let ok = outcome.is_ok();
+            let deliver: Deliver = Box::new(move |commit: Option<&StoreError>| {
+                let result = match (commit, outcome) {
+                    (Some(err), Ok(_)) => Err(StoreError::Commit(err.to_string())),
+                    (_, outcome) => outcome,
+                };
+                // The caller may have gone (its request was cancelled): nothing to tell.
+                let _ = answer.send(result);
+            });
+            (ok, deliver)
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| StoreError::Commit("the writer thread has stopped".into()))?;
+        answered
+            .await
+            .map_err(|_| StoreError::Commit("the writer thread dropped the write".into()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("stoker.db")).unwrap();
+        (dir, Arc::new(store))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_commit_and_a_failing_one_is_rolled_back_alone() {
+        let (_dir, store) = store();
+        let w = GroupWriter::start(Arc::clone(&store)).unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..200i64 {
+            let w = w.clone();
+            tasks.push(tokio::spawn(async move {
+                w.write(move |tx| {
+                    tx.add_history(i, None, "test", &format!("write {i}"))?;
+                    if i % 10 == 0 {
+                        return Err(StoreError::Conflict(format!("write {i} refused")));
+                    }
+                    Ok(i)
+                })
+                .await
+            }));
+        }
+        let mut ok = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => ok += 1,
+                Err(StoreError::Conflict(msg)) => assert!(msg.ends_with("refused")),
+                Err(other) => panic!("{other}"),
+            }
+        }
+        assert_eq!(ok, 180);
+        let kept = store
+            .read(|r| r.recent_history(1000))
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.kind == "test")
+            .count();
+        assert_eq!(kept, 180, "the refused writes left nothing behind");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_write_is_refused_and_the_writer_goes_on() {
+        let (_dir, store) = store();
+        let w = GroupWriter::start(Arc::clone(&store)).unwrap();
+        let r: Result<()> = w
+            .write(|tx| {
+                tx.add_history(1, None, "test", "before the panic")?;
+                panic!("boom")
+            })
+            .await;
+        assert!(r.is_err());
+        let n = w
+            .write(|tx| tx.add_history(2, None, "test", "after").map(|()| 2))
+            .await
+            .unwrap();
+        assert_eq!(n, 2);
+        let messages: Vec<String> = store
+            .read(|r| r.recent_history(10))
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.kind == "test")
+            .map(|h| h.message)
+            .collect();
+        assert_eq!(messages, vec!["after".to_string()]);
+    }
+}
