@@ -107,32 +107,71 @@ impl Content {
     fn read(&self, start: u64, end: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
         match self {
             Content::Memory(bytes) => {
-                let (s, e) = (
-                    usize::try_from(start)
-                        .unwrap_or(usize::MAX)
-                        .min(bytes.len()),
-                    usize::try_from(end).unwrap_or(usize::MAX).min(bytes.len()),
-                );
-                out.extend_from_slice(&bytes[s..e]);
+                out.extend_from_slice(memory_slice(bytes, start, end));
                 Ok(())
             }
-            Content::File(file, _) => {
-                let at = out.len();
-                let want = usize::try_from(end - start).unwrap_or(0);
-                out.resize(at + want, 0);
-                let mut done = 0;
-                while done < want {
-                    let n = file.read_at(&mut out[at + done..], start + done as u64)?;
-                    if n == 0 {
-                        break; // the file shrank: send what there is
-                    }
-                    done += n;
+            Content::File(file, _) => read_file_at(file, start, end, out),
+        }
+    }
+
+    /// Bytes `start..end`, fewer if the file shrank. A file is read ahead in pieces of
+    /// [`READ_AHEAD`] kept in `ahead`, so a transfer costs one read per piece rather than one
+    /// per window (one per block in lock-step).
+    fn slice<'a>(
+        &'a self,
+        start: u64,
+        end: u64,
+        ahead: &'a mut ReadAhead,
+    ) -> std::io::Result<&'a [u8]> {
+        match self {
+            Content::Memory(bytes) => Ok(memory_slice(bytes, start, end)),
+            Content::File(file, len) => {
+                if start < ahead.at || end > ahead.at + ahead.bytes.len() as u64 {
+                    ahead.bytes.clear();
+                    ahead.at = start;
+                    let until = start.saturating_add(READ_AHEAD).min(*len).max(end);
+                    read_file_at(file, start, until, &mut ahead.bytes)?;
                 }
-                out.truncate(at + done);
-                Ok(())
+                let lo = usize::try_from(start - ahead.at).unwrap_or(usize::MAX);
+                let hi = usize::try_from(end - ahead.at).unwrap_or(usize::MAX);
+                let n = ahead.bytes.len();
+                Ok(&ahead.bytes[lo.min(n)..hi.min(n)])
             }
         }
     }
+}
+
+/// How much of a file one read brings in.
+const READ_AHEAD: u64 = 256 * 1024;
+
+/// The piece of a file read last: its bytes and where they start.
+#[derive(Default)]
+struct ReadAhead {
+    bytes: Vec<u8>,
+    at: u64,
+}
+
+fn memory_slice(bytes: &[u8], start: u64, end: u64) -> &[u8] {
+    let clamp = |at: u64| usize::try_from(at).unwrap_or(usize::MAX).min(bytes.len());
+    let (s, e) = (clamp(start), clamp(end));
+    &bytes[s.min(e)..e]
+}
+
+/// Append bytes `start..end` of `file` to `out`; fewer if the file shrank.
+fn read_file_at(file: &File, start: u64, end: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let at = out.len();
+    let want = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+    out.resize(at + want, 0);
+    let mut done = 0;
+    while done < want {
+        let n = file.read_at(&mut out[at + done..], start + done as u64)?;
+        if n == 0 {
+            break; // the file shrank: send what there is
+        }
+        done += n;
+    }
+    out.truncate(at + done);
+    Ok(())
 }
 
 /// Why a file is not served.
@@ -346,7 +385,7 @@ fn transfer(
     let mut sender = Sender::new(size, &negotiated, &limits);
     let mut action = sender.start();
     let mut burst = Burst::new(negotiated.blksize, negotiated.windowsize);
-    let mut chunk = Vec::with_capacity(negotiated.blksize * usize::from(negotiated.windowsize));
+    let mut ahead = ReadAhead::default();
     let mut rbuf = vec![0u8; 1024];
     let mut read_timeout = None;
     let started = Instant::now();
@@ -356,17 +395,19 @@ fn transfer(
                 let _ = socket.send(&oack_packet(&negotiated.oack));
             }
             Action::Send(window) => {
-                // One read for the whole window, then its packets in one burst.
+                // The window's bytes (read ahead), then its packets in one burst.
                 let last = window.first + window.count - 1;
                 let (from, _) = sender.range(window.first, size);
                 let (_, to) = sender.range(last, size);
-                chunk.clear();
-                if let Err(err) = content.read(from, to, &mut chunk) {
-                    tracing::warn!(%err, file = %req.filename, "TFTP read failed");
-                    let _ = socket.send(&error_packet(ErrorCode::NotDefined, "read error"));
-                    bump(&stats.failed);
-                    return;
-                }
+                let chunk = match content.slice(from, to, &mut ahead) {
+                    Ok(bytes) => bytes,
+                    Err(err) => {
+                        tracing::warn!(%err, file = %req.filename, "TFTP read failed");
+                        let _ = socket.send(&error_packet(ErrorCode::NotDefined, "read error"));
+                        bump(&stats.failed);
+                        return;
+                    }
+                };
                 burst.clear();
                 for k in window.first..=last {
                     let (start, end) = sender.range(k, size);
@@ -458,5 +499,44 @@ fn transfer(
                 },
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_read_ahead_of_a_file_match_its_bytes() {
+        let bytes: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &bytes).unwrap();
+        let content = Content::File(file, bytes.len() as u64);
+        let mut ahead = ReadAhead::default();
+        // Forward windows, one across the end of the read-ahead, a step back (a
+        // retransmission), the end of the file and the empty range after it.
+        for (start, end) in [
+            (0, 23_488),
+            (23_488, 46_976),
+            (250_000, 270_000),
+            (1_000, 2_000),
+            (699_000, 700_000),
+            (700_000, 700_000),
+        ] {
+            let got = content.slice(start, end, &mut ahead).unwrap();
+            assert_eq!(got, &bytes[start as usize..end as usize], "{start}..{end}");
+        }
+        // A file that shrank under the transfer yields what is left.
+        let Content::File(file, _) = &content else {
+            unreachable!()
+        };
+        file.set_len(650_000).unwrap();
+        let mut fresh = ReadAhead::default();
+        assert_eq!(
+            content.slice(640_000, 660_000, &mut fresh).unwrap().len(),
+            10_000
+        );
+        let memory = Content::Memory(bytes[..100].into());
+        assert_eq!(memory.slice(90, 110, &mut fresh).unwrap(), &bytes[90..100]);
     }
 }
