@@ -6,7 +6,11 @@
 #   DHCP: perfdhcp DORA with distinct MACs, each a new lease written durably (stoker: SQLite
 #         WAL commit per batch before the replies; dnsmasq: its lease file), at several rates.
 #   TFTP: a 32 MB file, blksize 1468: curl (lock-step, windowsize 1) from both servers, and
-#         atftp with windowsize 16 from stoker (dnsmasq does not implement RFC 7440).
+#         windowsize 16 from stoker with two clients: atftp (Debian's; it spends a pselect and
+#         a recvmsg per packet and is the limit, not the server) and tftp_get (benches/tftp_get.rs,
+#         a plain RFC 7440 client with one blocking recv per packet). tftp_get also fetches from
+#         dnsmasq, which has no RFC 7440 and so serves it lock-step: the same-client ratio.
+#         TFTP_GET=path skips building tftp_get (cargo bench --bench tftp_get --no-run).
 # Prints one line per measurement and the ratios at the end.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +22,13 @@ lab=$shared/tools/pxe-lab
 for t in perfdhcp atftp dnsmasq curl; do
   command -v "$t" >/dev/null || { echo "bench: $t missing (apt-get install kea-admin atftp dnsmasq-base curl)"; exit 2; }
 done
+tftp_get=${TFTP_GET:-}
+if [ -z "$tftp_get" ]; then
+  tftp_get=$(cd "$root" && { cargo bench --bench tftp_get --no-run 2>&1 || true; } |
+    sed -n 's/.*Executable .*(\(.*\))$/\1/p')
+fi
+case $tftp_get in /*) ;; ?*) tftp_get=$root/$tftp_get ;; esac
+[ -x "$tftp_get" ] || { echo "bench: cannot build benches/tftp_get.rs (set TFTP_GET)"; exit 2; }
 export PXELAB_NS=pxebench PXELAB_SERVER_IP=10.79.0.1 PXELAB_PREFIX=16 \
   PXELAB_POOL_START=10.79.1.0 PXELAB_POOL_END=10.79.255.254 PXELAB_RA=0 PXELAB_HTTP_PORT=8081
 RATES=${BENCH_DHCP_RATES:-"500 1000 2000 4000 8000"}
@@ -76,6 +87,7 @@ tftp_rate() { # tool blksize window -> MB/s median of 3
     case $tool in
       curl) "${C[@]}" curl -s --tftp-blksize "$blk" -o "$work/out" "tftp://$PXELAB_SERVER_IP/big.bin" ;;
       atftp) "${C[@]}" atftp --option "blksize $blk" --option "windowsize $win" --get -r big.bin -l "$work/out" "$PXELAB_SERVER_IP" >/dev/null 2>&1 ;;
+      tftp_get) "${C[@]}" "$tftp_get" "$PXELAB_SERVER_IP" big.bin "$work/out" --blksize "$blk" --windowsize "$win" >/dev/null ;;
     esac
     dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')
     cmp -s "$work/out" "$work/tftp/big.bin" || { echo "bench: $tool download differs" >&2; echo 0; return; }
@@ -92,18 +104,22 @@ echo "== stoker"
 s_dhcp=$(dhcp_runs stoker start_stoker stop_stoker)
 start_stoker
 s_tftp1=$(tftp_rate curl 1468 1)
-s_tftp16=$(tftp_rate atftp 1468 16)
-echo "stoker TFTP 32 MB blksize 1468: windowsize 1 (curl) $s_tftp1 MB/s; windowsize 16 (atftp) $s_tftp16 MB/s"
+s_tftp16a=$(tftp_rate atftp 1468 16)
+s_tftp16=$(tftp_rate tftp_get 1468 16)
+echo "stoker TFTP 32 MB blksize 1468: windowsize 1 (curl) $s_tftp1 MB/s; windowsize 16: atftp $s_tftp16a MB/s, tftp_get $s_tftp16 MB/s"
 stop_stoker
 
 echo "== dnsmasq"
 d_dhcp=$(dhcp_runs dnsmasq start_dnsmasq stop_dnsmasq)
 start_dnsmasq
 d_tftp1=$(tftp_rate curl 1468 1)
-echo "dnsmasq TFTP 32 MB blksize 1468: windowsize 1 (curl) $d_tftp1 MB/s"
+d_tftpg=$(tftp_rate tftp_get 1468 16)
+echo "dnsmasq TFTP 32 MB blksize 1468: windowsize 1 (curl) $d_tftp1 MB/s; tftp_get asking windowsize 16 (served lock-step) $d_tftpg MB/s"
 stop_dnsmasq
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.1f", a/b; else print "n/a" }'; }
 echo "== summary"
 echo "DHCP best DORA/s with durable leases: stoker $s_dhcp, dnsmasq $d_dhcp: $(ratio "$s_dhcp" "$d_dhcp")x"
-echo "TFTP 32 MB, blksize 1468: stoker $s_tftp1 MB/s vs dnsmasq $d_tftp1 MB/s at windowsize 1: $(ratio "$s_tftp1" "$d_tftp1")x; stoker at windowsize 16: $s_tftp16 MB/s = $(ratio "$s_tftp16" "$d_tftp1")x dnsmasq"
+echo "TFTP 32 MB, blksize 1468: stoker $s_tftp1 MB/s vs dnsmasq $d_tftp1 MB/s at windowsize 1 (curl): $(ratio "$s_tftp1" "$d_tftp1")x"
+echo "TFTP windowsize 16 (tftp_get): stoker $s_tftp16 MB/s = $(ratio "$s_tftp16" "$d_tftp1")x dnsmasq's curl figure, $(ratio "$s_tftp16" "$d_tftpg")x dnsmasq with the same client ($d_tftpg MB/s lock-step)"
+echo "TFTP windowsize 16 (atftp, the client is the limit): stoker $s_tftp16a MB/s = $(ratio "$s_tftp16a" "$d_tftp1")x dnsmasq's curl figure"
