@@ -74,14 +74,26 @@ start_stoker() {
     --dhcp-subnets '10.79.0.0/16 pool=10.79.1.0-10.79.255.254 lease=3600' \
     --tftp-enabled true --tftp-root "$work/tftp" --log-level warn >"$work/stoker-$n.log" 2>&1 &
   pid=$!
-  for _ in $(seq 50); do
+  for _ in $(seq 200); do
     ip netns exec "$PXELAB_NS" curl -fsS -o /dev/null http://10.79.0.1:8081/healthz 2>/dev/null && return
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench: stoker did not start:" >&2
+  tail -5 "$work/stoker-$n.log" >&2
+  exit 1
+}
+stop_stoker() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=; ports_free; }
+start_dnsmasq() { "$lab/serve-dnsmasq.sh" start "$work/dnsmasq" --quiet --dnsmasq-opt dhcp-lease-max=400000 >/dev/null; }
+# serve-dnsmasq.sh stop does not wait for its processes: wait until DHCP, TFTP and HTTP are free.
+stop_dnsmasq() { "$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null; ports_free; }
+ports_free() {
+  for _ in $(seq 100); do
+    { ip netns exec "$PXELAB_NS" ss -Hlnu; ip netns exec "$PXELAB_NS" ss -Hlnt; } 2>/dev/null |
+      grep -qE ':(67|69|8081) ' || return 0
     sleep 0.1
   done
 }
-stop_stoker() { kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
-start_dnsmasq() { "$lab/serve-dnsmasq.sh" start "$work/dnsmasq" --quiet --dnsmasq-opt dhcp-lease-max=400000 >/dev/null; }
-stop_dnsmasq() { "$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null; }
 tftp_once() { # tool blksize window -> MB/s of one checked download (0 if it differs)
   local tool=$1 blk=$2 win=$3 t0 dt
   rm -f "$work/out"

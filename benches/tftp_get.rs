@@ -91,7 +91,14 @@ fn oack_options(packet: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn download(args: &Args) -> Result<u64, String> {
+/// What a download saw besides the data.
+#[derive(Default)]
+struct Trouble {
+    timeouts: u32,
+    gaps: u32,
+}
+
+fn download(args: &Args, trouble: &mut Trouble) -> Result<u64, String> {
     let any: IpAddr = if args.server.is_ipv4() {
         [0, 0, 0, 0].into()
     } else {
@@ -127,6 +134,7 @@ fn download(args: &Args) -> Result<u64, String> {
                 ) =>
             {
                 timeouts += 1;
+                trouble.timeouts += 1;
                 if timeouts > 5 {
                     return Err("the server stopped answering".into());
                 }
@@ -174,6 +182,7 @@ fn download(args: &Args) -> Result<u64, String> {
             Ok(Packet::Data { .. }) => {
                 // A gap (a lost packet): acknowledge the last good block; the server sends
                 // again from there and ignores the same ACK repeated.
+                trouble.gaps += 1;
                 socket
                     .send(&ack(expected.wrapping_sub(1)))
                     .map_err(io("send ACK"))?;
@@ -202,12 +211,15 @@ fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    match download(&args) {
+    let mut trouble = Trouble::default();
+    match download(&args, &mut trouble) {
         Ok(bytes) => {
             let secs = started.elapsed().as_secs_f64();
             println!(
-                "tftp_get: {bytes} bytes in {secs:.3} s = {:.1} MB/s",
-                bytes as f64 / secs / 1e6
+                "tftp_get: {bytes} bytes in {secs:.3} s = {:.1} MB/s; {} timeouts, {} out-of-order packets",
+                bytes as f64 / secs / 1e6,
+                trouble.timeouts,
+                trouble.gaps
             );
             ExitCode::SUCCESS
         }
