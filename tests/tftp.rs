@@ -350,4 +350,13 @@ fn lost_acks_are_retransmitted_and_transfers_are_capped() {
     assert!(t0.elapsed() >= Duration::from_millis(500));
     let counters = d.http().get("/api/v1/pxe").json()["tftp"]["counters"].clone();
     assert_eq!(counters["busy"], 1, "{counters}");
+    // The silent transfer still waits for its ACK (for seconds, with backoff): stopping the
+    // daemon does not wait for it.
+    let stopping = Instant::now();
+    drop(d);
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopping.elapsed()
+    );
 }

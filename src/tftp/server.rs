@@ -1,7 +1,8 @@
 //! The TFTP server's sockets and files: the listening socket takes read requests, each transfer
-//! runs on its own ephemeral socket (its transfer ID) driven by the pure [`session::Sender`],
-//! files come from the root directory or from files compiled into the binary, and a semaphore
-//! caps concurrent transfers. It decides nothing about the protocol itself (that is `session`).
+//! runs on its own ephemeral socket (its transfer ID) in a blocking thread of tokio's pool,
+//! driven by the pure [`session::Sender`] and sending each window with [`Burst`], files come
+//! from the root directory or from files compiled into the binary, and a semaphore caps
+//! concurrent transfers. It decides nothing about the protocol itself (that is `session`).
 //!
 //! Path safety is layered: `session::safe_components` refuses absolute names and `..`, and the
 //! file actually opened is canonicalized and must still be inside the canonical root, so a
@@ -13,16 +14,16 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::net::UdpSocket;
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 
+use super::burst::Burst;
 use super::session::{
-    self, Action, ErrorCode, Limits, Mode, Packet, Request, Sender, data_header, error_packet,
-    oack_packet,
+    self, Action, ErrorCode, Limits, Mode, Packet, Request, Sender, error_packet, oack_packet,
 };
 
 /// What the server has done since it started.
@@ -106,32 +107,71 @@ impl Content {
     fn read(&self, start: u64, end: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
         match self {
             Content::Memory(bytes) => {
-                let (s, e) = (
-                    usize::try_from(start)
-                        .unwrap_or(usize::MAX)
-                        .min(bytes.len()),
-                    usize::try_from(end).unwrap_or(usize::MAX).min(bytes.len()),
-                );
-                out.extend_from_slice(&bytes[s..e]);
+                out.extend_from_slice(memory_slice(bytes, start, end));
                 Ok(())
             }
-            Content::File(file, _) => {
-                let at = out.len();
-                let want = usize::try_from(end - start).unwrap_or(0);
-                out.resize(at + want, 0);
-                let mut done = 0;
-                while done < want {
-                    let n = file.read_at(&mut out[at + done..], start + done as u64)?;
-                    if n == 0 {
-                        break; // the file shrank: send what there is
-                    }
-                    done += n;
+            Content::File(file, _) => read_file_at(file, start, end, out),
+        }
+    }
+
+    /// Bytes `start..end`, fewer if the file shrank. A file is read ahead in pieces of
+    /// [`READ_AHEAD`] kept in `ahead`, so a transfer costs one read per piece rather than one
+    /// per window (one per block in lock-step).
+    fn slice<'a>(
+        &'a self,
+        start: u64,
+        end: u64,
+        ahead: &'a mut ReadAhead,
+    ) -> std::io::Result<&'a [u8]> {
+        match self {
+            Content::Memory(bytes) => Ok(memory_slice(bytes, start, end)),
+            Content::File(file, len) => {
+                if start < ahead.at || end > ahead.at + ahead.bytes.len() as u64 {
+                    ahead.bytes.clear();
+                    ahead.at = start;
+                    let until = start.saturating_add(READ_AHEAD).min(*len).max(end);
+                    read_file_at(file, start, until, &mut ahead.bytes)?;
                 }
-                out.truncate(at + done);
-                Ok(())
+                let lo = usize::try_from(start - ahead.at).unwrap_or(usize::MAX);
+                let hi = usize::try_from(end - ahead.at).unwrap_or(usize::MAX);
+                let n = ahead.bytes.len();
+                Ok(&ahead.bytes[lo.min(n)..hi.min(n)])
             }
         }
     }
+}
+
+/// How much of a file one read brings in.
+const READ_AHEAD: u64 = 256 * 1024;
+
+/// The piece of a file read last: its bytes and where they start.
+#[derive(Default)]
+struct ReadAhead {
+    bytes: Vec<u8>,
+    at: u64,
+}
+
+fn memory_slice(bytes: &[u8], start: u64, end: u64) -> &[u8] {
+    let clamp = |at: u64| usize::try_from(at).unwrap_or(usize::MAX).min(bytes.len());
+    let (s, e) = (clamp(start), clamp(end));
+    &bytes[s.min(e)..e]
+}
+
+/// Append bytes `start..end` of `file` to `out`; fewer if the file shrank.
+fn read_file_at(file: &File, start: u64, end: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let at = out.len();
+    let want = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+    out.resize(at + want, 0);
+    let mut done = 0;
+    while done < want {
+        let n = file.read_at(&mut out[at + done..], start + done as u64)?;
+        if n == 0 {
+            break; // the file shrank: send what there is
+        }
+        done += n;
+    }
+    out.truncate(at + done);
+    Ok(())
 }
 
 /// Why a file is not served.
@@ -227,7 +267,7 @@ impl TftpServer {
         self.socket.local_addr()
     }
 
-    /// Serve until `shutdown` resolves; transfers under way are dropped with it.
+    /// Serve until `shutdown` resolves; transfers under way stop within [`STOP_POLL`] of it.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let local = self.local_addr().ok();
         tracing::info!(
@@ -238,6 +278,7 @@ impl TftpServer {
         let local_ip = local.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
         tokio::pin!(shutdown);
         let mut transfers = tokio::task::JoinSet::new();
+        let stop = Arc::new(AtomicBool::new(false));
         let mut buf = vec![0u8; 2048];
         loop {
             let (n, peer) = tokio::select! {
@@ -269,8 +310,9 @@ impl TftpServer {
                     let source = Arc::clone(&self.source);
                     let stats = Arc::clone(&self.stats);
                     let limits = self.limits;
-                    transfers.spawn(async move {
-                        transfer(local_ip, peer, req, &source, limits, &stats).await;
+                    let stop = Arc::clone(&stop);
+                    transfers.spawn_blocking(move || {
+                        transfer(local_ip, peer, req, &source, limits, &stats, &stop);
                         drop(permit);
                     });
                 }
@@ -295,21 +337,28 @@ impl TftpServer {
                 }
             }
         }
+        stop.store(true, Ordering::Relaxed);
         transfers.shutdown().await;
         tracing::info!("TFTP server stopped");
     }
 }
 
-/// One read transfer on its own socket.
-async fn transfer(
+/// How often a transfer waiting for an ACK looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// One read transfer on its own blocking socket, on a thread of its own: a window is sent in
+/// one go ([`Burst`]) and the ACK is awaited with a plain blocking receive, so no packet waits
+/// for a scheduler. Returns early when `stop` is set (the server is shutting down).
+fn transfer(
     local_ip: IpAddr,
     peer: SocketAddr,
     req: Request,
     source: &FileSource,
     limits: Limits,
     stats: &TftpStats,
+    stop: &AtomicBool,
 ) {
-    let socket = match UdpSocket::bind(SocketAddr::new(local_ip, 0)).await {
+    let socket = match std::net::UdpSocket::bind(SocketAddr::new(local_ip, 0)) {
         Ok(s) => s,
         Err(err) => {
             tracing::warn!(%err, "cannot open a TFTP transfer socket");
@@ -317,7 +366,7 @@ async fn transfer(
             return;
         }
     };
-    if let Err(err) = socket.connect(peer).await {
+    if let Err(err) = socket.connect(peer) {
         tracing::warn!(%err, %peer, "cannot reach TFTP client");
         bump(&stats.failed);
         return;
@@ -327,7 +376,7 @@ async fn transfer(
         Err(Refusal(code, message)) => {
             bump(&stats.refused);
             tracing::info!(%peer, file = %req.filename, %message, "TFTP request refused");
-            let _ = socket.send(&error_packet(code, &message)).await;
+            let _ = socket.send(&error_packet(code, &message));
             return;
         }
     };
@@ -335,29 +384,31 @@ async fn transfer(
     let negotiated = session::negotiate(&req.options, size, &limits);
     let mut sender = Sender::new(size, &negotiated, &limits);
     let mut action = sender.start();
-    let mut packet = Vec::with_capacity(4 + negotiated.blksize);
-    let mut chunk = Vec::with_capacity(negotiated.blksize * usize::from(negotiated.windowsize));
+    let mut burst = Burst::new(negotiated.blksize, negotiated.windowsize);
+    let mut ahead = ReadAhead::default();
     let mut rbuf = vec![0u8; 1024];
-    let started = std::time::Instant::now();
+    let mut read_timeout = None;
+    let started = Instant::now();
     loop {
         match action {
             Action::SendOack => {
-                let _ = socket.send(&oack_packet(&negotiated.oack)).await;
+                let _ = socket.send(&oack_packet(&negotiated.oack));
             }
             Action::Send(window) => {
-                // One read for the whole window, then one datagram per block.
+                // The window's bytes (read ahead), then its packets in one burst.
                 let last = window.first + window.count - 1;
                 let (from, _) = sender.range(window.first, size);
                 let (_, to) = sender.range(last, size);
-                chunk.clear();
-                if let Err(err) = content.read(from, to, &mut chunk) {
-                    tracing::warn!(%err, file = %req.filename, "TFTP read failed");
-                    let _ = socket
-                        .send(&error_packet(ErrorCode::NotDefined, "read error"))
-                        .await;
-                    bump(&stats.failed);
-                    return;
-                }
+                let chunk = match content.slice(from, to, &mut ahead) {
+                    Ok(bytes) => bytes,
+                    Err(err) => {
+                        tracing::warn!(%err, file = %req.filename, "TFTP read failed");
+                        let _ = socket.send(&error_packet(ErrorCode::NotDefined, "read error"));
+                        bump(&stats.failed);
+                        return;
+                    }
+                };
+                burst.clear();
                 for k in window.first..=last {
                     let (start, end) = sender.range(k, size);
                     let lo = usize::try_from(start - from)
@@ -366,17 +417,15 @@ async fn transfer(
                     let hi = usize::try_from(end - from)
                         .unwrap_or(usize::MAX)
                         .min(chunk.len());
-                    packet.clear();
-                    packet.extend_from_slice(&data_header((k % 65536) as u16));
-                    packet.extend_from_slice(&chunk[lo..hi]);
-                    if socket.send(&packet).await.is_err() {
-                        bump(&stats.failed);
-                        return;
-                    }
-                    stats
-                        .bytes_sent
-                        .fetch_add((packet.len() - 4) as u64, Ordering::Relaxed);
+                    burst.push((k % 65536) as u16, &chunk[lo..hi]);
                 }
+                if burst.send(&socket).is_err() {
+                    bump(&stats.failed);
+                    return;
+                }
+                stats
+                    .bytes_sent
+                    .fetch_add(burst.payload_len() as u64, Ordering::Relaxed);
             }
             Action::Wait => {}
             Action::Done => {
@@ -387,6 +436,7 @@ async fn transfer(
                     bytes = size,
                     blksize = negotiated.blksize,
                     windowsize = negotiated.windowsize,
+                    gso = burst.uses_gso(),
                     ms = started.elapsed().as_millis() as u64,
                     "TFTP transfer done"
                 );
@@ -395,22 +445,46 @@ async fn transfer(
             Action::GiveUp => {
                 bump(&stats.failed);
                 tracing::info!(%peer, file = %req.filename, "TFTP client stopped answering");
-                let _ = socket
-                    .send(&error_packet(ErrorCode::NotDefined, "timed out"))
-                    .await;
+                let _ = socket.send(&error_packet(ErrorCode::NotDefined, "timed out"));
                 return;
             }
         }
         let deadline = Instant::now() + sender.wait();
         action = loop {
-            match tokio::time::timeout_at(deadline, socket.recv(&mut rbuf)).await {
-                Err(_) => break sender.on_timeout(),
-                Ok(Err(_)) => {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break sender.on_timeout();
+            }
+            // The timeout is a system call to change: only when it does (near a deadline).
+            let want = Some(left.min(STOP_POLL));
+            if read_timeout != want {
+                if let Err(err) = socket.set_read_timeout(want) {
+                    tracing::warn!(%err, "cannot set the TFTP receive timeout");
+                    bump(&stats.failed);
+                    return;
+                }
+                read_timeout = want;
+            }
+            match socket.recv(&mut rbuf) {
+                Err(err)
+                    if matches!(
+                        err.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(_) => {
                     // ICMP port unreachable: the client is gone.
                     bump(&stats.failed);
                     return;
                 }
-                Ok(Ok(n)) => match Packet::parse(&rbuf[..n]) {
+                Ok(n) => match Packet::parse(&rbuf[..n]) {
                     Ok(Packet::Ack { block }) => match sender.on_ack(block) {
                         Action::Wait => continue,
                         next => break next,
@@ -425,5 +499,44 @@ async fn transfer(
                 },
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_read_ahead_of_a_file_match_its_bytes() {
+        let bytes: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &bytes).unwrap();
+        let content = Content::File(file, bytes.len() as u64);
+        let mut ahead = ReadAhead::default();
+        // Forward windows, one across the end of the read-ahead, a step back (a
+        // retransmission), the end of the file and the empty range after it.
+        for (start, end) in [
+            (0, 23_488),
+            (23_488, 46_976),
+            (250_000, 270_000),
+            (1_000, 2_000),
+            (699_000, 700_000),
+            (700_000, 700_000),
+        ] {
+            let got = content.slice(start, end, &mut ahead).unwrap();
+            assert_eq!(got, &bytes[start as usize..end as usize], "{start}..{end}");
+        }
+        // A file that shrank under the transfer yields what is left.
+        let Content::File(file, _) = &content else {
+            unreachable!()
+        };
+        file.set_len(650_000).unwrap();
+        let mut fresh = ReadAhead::default();
+        assert_eq!(
+            content.slice(640_000, 660_000, &mut fresh).unwrap().len(),
+            10_000
+        );
+        let memory = Content::Memory(bytes[..100].into());
+        assert_eq!(memory.slice(90, 110, &mut fresh).unwrap(), &bytes[90..100]);
     }
 }
