@@ -9,12 +9,13 @@
 # the host and finds (a) the whole image at its start (sha256 of the first 32 MiB) and (b) the
 # line the shell task wrote with dd 48 MiB into the disk, past the image.
 #
-# usage: .ci/pxe-deploy.sh STOKER_BIN SHARED_DIR
+# usage: .ci/pxe-deploy.sh STOKER_BIN SHARED_DIR [BOOTSTRAP_BIN]
+#   BOOTSTRAP_BIN: the binary packed into the bootstrap image (default STOKER_BIN)
 # Needs root and ../shared/tools/pxe-lab; otherwise it says why it skipped and exits 0.
 # Traffic stays inside the lab's namespaces; only processes started here are stopped, by PID.
 # Prints seconds from VM start to node discovered and to node ready.
 set -euo pipefail
-bin=$(readlink -f "$1"); shared=$2
+bin=$(readlink -f "$1"); shared=$2; agent_bin=$(readlink -f "${3:-$1}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 lab=$shared/tools/pxe-lab
 skip() { echo "pxe-deploy: skipped: $*"; exit 0; }
@@ -38,7 +39,7 @@ trap cleanup EXIT
 fail() { echo "pxe-deploy: FAILED: $*"; exit 1; }
 
 echo "pxe-deploy: building the bootstrap image"
-STOKER_DEB_CACHE=$cache "$root/images/build-bootstrap.sh" --stoker "$bin" \
+STOKER_DEB_CACHE=$cache "$root/images/build-bootstrap.sh" --stoker "$agent_bin" \
   --out "$work/data/images" --tftp "$work/data/tftp" >"$work/build.log" 2>&1 \
   || { tail -20 "$work/build.log"; fail "image build"; }
 
