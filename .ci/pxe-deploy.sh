@@ -216,8 +216,12 @@ then
   fail "the deployment did not finish"
 fi
 cat "$work/drive.out" | sed 's/^/pxe-deploy: /'
-# The guest reboots after reporting reboot_to_disk; -no-reboot turns that into QEMU's exit.
+# The guest reboots after reporting reboot_to_disk; boot-vm.sh's -no-reboot turns that into
+# QEMU's exit (and boot-vm.sh's, with --keep).
+for _ in $(seq 600); do kill -0 "$vm" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$vm" 2>/dev/null && fail "the node is ready but its VM did not reboot within 60 s"
 rc=0; wait "$vm" || rc=$?; vm=
+grep -aq 'reboot: Restarting system' "$work/vm.log" || fail "the VM ended without rebooting: $(tail -3 "$work/vm.log")"
 grep -E '^boot-vm: +[0-9.]+s ' "$work/boot-vm.out" | sed 's/^boot-vm:/pxe-deploy:   vm/' || true
 [ "$rc" = 0 ] || { tail -15 "$work/boot-vm.out"; fail "boot-vm.sh exited $rc"; }
 grep -aq 'STOKER-AGENT-FAIL' "$work/vm.log" && fail "the agent failed: $(grep -a STOKER-AGENT-FAIL "$work/vm.log")"
