@@ -24,6 +24,8 @@ pub enum Kind {
     LogFilter,
     /// An `http://` URL, or empty for "not set".
     OptionalUrl,
+    /// An `http://` URL of one file (host and path), or empty for "not set".
+    OptionalFileUrl,
     /// Free text (may be empty).
     Text,
     /// `true` or `false`.
@@ -55,6 +57,10 @@ impl Kind {
             }
             Kind::OptionalUrl => {
                 "an http:// URL without a trailing path, like http://10.20.0.2:8000, or empty"
+                    .to_string()
+            }
+            Kind::OptionalFileUrl => {
+                "an http:// URL of a file, like http://10.20.0.2:8000/boot/images/os.img, or empty"
                     .to_string()
             }
             Kind::Text => "text".to_string(),
@@ -239,7 +245,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         env: "STOKER_DEPLOY_IMAGE_URL",
         flag: "deploy-image-url",
         default: "",
-        kind: Kind::OptionalUrl,
+        kind: Kind::OptionalFileUrl,
         help: "Disk image (raw or qcow2) the deploy.write_image step writes to every node; empty: the step is off",
     },
     OptionSpec {
@@ -624,7 +630,7 @@ impl Layers {
                 image_url: match take("deploy.image_url") {
                     Some(Parsed::Text(t)) if t.is_empty() => None,
                     Some(Parsed::Text(t)) => Some(t),
-                    _ => unreachable!("deploy.image_url is declared as an optional URL"),
+                    _ => unreachable!("deploy.image_url is declared as an optional file URL"),
                 },
                 image_checksum: match take("deploy.image_checksum") {
                     Some(Parsed::Text(t)) if t.is_empty() => None,
@@ -709,6 +715,16 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
                     !rest.is_empty() && !rest.contains('/') && !rest.contains(char::is_whitespace)
                 });
             valid.then(|| Parsed::Text(url.to_string()))
+        }
+        Kind::OptionalFileUrl => {
+            // The agent downloads over plain HTTP (no TLS in the bootstrap image).
+            let valid = raw.is_empty()
+                || raw.strip_prefix("http://").is_some_and(|rest| {
+                    rest.split_once('/').is_some_and(|(host, path)| {
+                        !host.is_empty() && !path.is_empty() && !path.ends_with('/')
+                    }) && !rest.contains(char::is_whitespace)
+                });
+            valid.then(|| Parsed::Text(raw.to_string()))
         }
         Kind::Text => Some(Parsed::Text(raw.to_string())),
     }

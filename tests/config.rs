@@ -164,3 +164,36 @@ fn readme_config_table_matches_options() {
         "README's config table must list OPTIONS as `| `key` | `ENV` | `--flag` | `default` | help |`"
     );
 }
+
+/// `deploy.image_url` names a file (the image the nodes download), unlike `http.public_url`,
+/// a base URL: a path is required, and https (the bootstrap has no TLS) or a directory refused.
+#[test]
+fn deploy_image_url_is_a_file_url() {
+    use stoker::config::Layers;
+    let resolve = |url: &str| {
+        Layers::default()
+            .with_flag("deploy.image_url", url.to_string())
+            .resolve()
+    };
+    let config = resolve("http://10.77.0.1:8080/boot/images/os.img").unwrap();
+    assert_eq!(
+        config.deploy.image_url.as_deref(),
+        Some("http://10.77.0.1:8080/boot/images/os.img")
+    );
+    assert_eq!(resolve("").unwrap().deploy.image_url, None);
+    for bad in [
+        "http://10.77.0.1:8080",
+        "http://10.77.0.1:8080/",
+        "http://10.77.0.1/images/",
+        "https://mirror/os.img",
+        "ftp://mirror/os.img",
+        "http:///os.img",
+        "http://host/a b.img",
+    ] {
+        let err = resolve(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("`deploy.image_url`") && err.contains("an http:// URL of a file"),
+            "{bad}: {err}"
+        );
+    }
+}
