@@ -22,7 +22,8 @@ mod nodes;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -74,6 +75,67 @@ pub struct Store {
     path: PathBuf,
     writer: Mutex<Writer>,
     reader: Mutex<Connection>,
+    checkpointer: Checkpointer,
+}
+
+/// How often the background checkpoint runs.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Copies the WAL into the database file from a thread and a connection of its own, so a
+/// commit never waits for a checkpoint's writes and fsync (the writer's own automatic
+/// checkpoint is only a backstop, at 64 MiB of WAL). A passive checkpoint never blocks the
+/// writer or the readers. Stopped and joined when dropped.
+struct Checkpointer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path) -> Result<Checkpointer> {
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        configure(&conn, path)?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("stoker-checkpoint".into())
+            .spawn(move || {
+                let (lock, wake) = &*flag;
+                let mut stopped = Store::lock(lock);
+                while !*stopped {
+                    stopped = wake
+                        .wait_timeout(stopped, CHECKPOINT_EVERY)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+                    if *stopped {
+                        break;
+                    }
+                    if let Err(err) =
+                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::debug!(%err, "background checkpoint");
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Commit(format!("cannot start the checkpoint thread: {e}")))?;
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *Store::lock(lock) = true;
+        wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -108,6 +170,9 @@ impl Store {
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
         configure(&writer, path)?;
+        writer
+            .pragma_update(None, "wal_autocheckpoint", 16384)
+            .map_err(open_err)?;
         migrations::migrate(&mut writer)?;
         let reader = Connection::open_with_flags(
             path,
@@ -122,6 +187,7 @@ impl Store {
                 schedules: Schedules::new(),
             }),
             reader: Mutex::new(reader),
+            checkpointer: Checkpointer::start(path)?,
         })
     }
 
@@ -209,6 +275,7 @@ impl Store {
     /// Checkpoint the WAL into the main file and close both connections. After a clean close the
     /// `-wal` and `-shm` files are gone and the database is a single self-contained file.
     pub fn close(self) -> Result<()> {
+        drop(self.checkpointer);
         let reader = self
             .reader
             .into_inner()
