@@ -15,6 +15,7 @@ mod deploy;
 mod dhcp;
 mod environments;
 mod flow;
+mod fuel_agent;
 mod graph;
 mod pages;
 mod plugin;

@@ -56,6 +56,22 @@ pub fn parse_inventory(body: &[u8]) -> Result<crate::model::Inventory, ApiError>
     })
 }
 
+/// Refuse a discovery call from a client that made too many lately (per client address).
+pub fn rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    if let Some(peer) = req.peer_addr()
+        && let Some(wait) = state
+            .hello_limit
+            .check(peer.ip(), std::time::Instant::now())
+    {
+        tracing::warn!(%peer, path = req.path(), "discovery call rate-limited");
+        return Err(ApiError::RateLimited {
+            client: peer.ip().to_string(),
+            retry_after: wait.as_secs().max(1),
+        });
+    }
+    Ok(())
+}
+
 /// The bearer token of a request, if it carries one.
 fn bearer(req: &HttpRequest) -> Option<String> {
     req.headers()
@@ -82,17 +98,7 @@ pub async fn hello(
             body.len()
         )));
     }
-    if let Some(peer) = req.peer_addr()
-        && let Some(wait) = state
-            .hello_limit
-            .check(peer.ip(), std::time::Instant::now())
-    {
-        tracing::warn!(%peer, "agent hello rate-limited");
-        return Err(ApiError::RateLimited {
-            client: peer.ip().to_string(),
-            retry_after: wait.as_secs().max(1),
-        });
-    }
+    rate_limit(&state, &req)?;
     let inventory = parse_inventory(&body)?;
     let now = crate::clock::now();
     let presented = bearer(&req).map(|t| super::boot::hash_token(&t));

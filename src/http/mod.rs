@@ -14,6 +14,7 @@ mod catalog;
 mod deploy;
 mod environments;
 mod error;
+mod fuel_agent;
 pub mod limit;
 mod plugins;
 mod pxe;
@@ -144,6 +145,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/pxe", web::get().to(pxe::status))
                 .default_service(web::to(api::not_found)),
         )
+        // Fuel's nailgun-agent, for discovery only.
+        .route("/api/nodes", web::post().to(fuel_agent::register))
+        .route("/api/nodes/agent", web::put().to(fuel_agent::update))
         .route("/boot/images/{file}", web::get().to(boot::image))
         .route("/boot/ipxe/{file}", web::get().to(boot::ipxe_loader))
         .route("/boot/{mac}.ipxe", web::get().to(boot::ipxe_script))

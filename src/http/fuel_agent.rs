@@ -1,0 +1,158 @@
+//! Fuel's nailgun-agent endpoints, kept for compatibility and only for discovery:
+//! `POST /api/nodes` registers a node in `discover` from Fuel's `{mac, meta}` document, and
+//! `PUT /api/nodes/agent` refreshes the inventory of a node that is still in `discover`. They
+//! are unauthenticated, as in Fuel, so they are rate-limited like the hello, never hand out an
+//! agent token, and never touch a node that an environment has taken further: stoker's own
+//! agent (`/api/v1/agent/*`, with its token) is the way past discovery. Thin: translate Fuel's
+//! `meta` into stoker's inventory, check it with the hello's validation, call the store.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::agent::{MAX_HELLO_BYTES, parse_inventory, rate_limit};
+use super::{ApiError, AppState};
+use crate::model::{Inventory, NodeStatus};
+
+/// stoker's inventory document from Fuel's node document (`meta.interfaces`, `meta.cpu`,
+/// `meta.memory`, `meta.disks`, `meta.system`; a top-level `mac` when `meta` lists no
+/// interface), validated as the hello's is. A field at fault is named in stoker's terms, with
+/// Fuel's `meta` path beside it.
+pub fn inventory_from_fuel(body: &[u8]) -> Result<Inventory, ApiError> {
+    if body.len() > MAX_HELLO_BYTES {
+        return Err(ApiError::BadRequest(format!(
+            "node document is {} bytes; the limit is {MAX_HELLO_BYTES}",
+            body.len()
+        )));
+    }
+    let doc: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let meta = &doc["meta"];
+    let mut interfaces: Vec<Value> = meta["interfaces"]
+        .as_array()
+        .map(|nics| {
+            nics.iter()
+                .map(|n| {
+                    json!({
+                        "name": n["name"],
+                        "mac": n["mac"],
+                        "speed_mbps": n["current_speed"].as_u64().or(n["max_speed"].as_u64()),
+                        "link": n["state"].as_str().map(|s| s == "up"),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if interfaces.is_empty() && doc["mac"].is_string() {
+        interfaces.push(json!({"name": "eth0", "mac": doc["mac"]}));
+    }
+    let cpu = &meta["cpu"];
+    let disks: Vec<Value> = meta["disks"]
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .map(|d| {
+                    json!({"name": d["name"], "size_bytes": d["size"], "model": d["model"],
+                           "serial": d["serial"]})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let system = &meta["system"];
+    let ours = json!({
+        "interfaces": interfaces,
+        "cpu": {"count": cpu["total"], "model": cpu["spec"][0]["model"]},
+        "memory_bytes": meta["memory"]["total"],
+        "disks": disks,
+        "system": {"vendor": system["manufacturer"], "product": system["product"],
+                   "serial": system["serial"]},
+    });
+    let bytes = serde_json::to_vec(&strip_nulls(ours))
+        .map_err(|e| ApiError::Internal(format!("cannot re-encode the inventory: {e}")))?;
+    parse_inventory(&bytes).map_err(|e| match e {
+        ApiError::InvalidInput { what: _, fields } => ApiError::InvalidInput {
+            what: "Fuel node document (meta)",
+            fields,
+        },
+        other => other,
+    })
+}
+
+/// Fuel's agents send `null` for what they could not read; stoker's inventory leaves it out.
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+/// `POST /api/nodes`: register a discovered node, as nailgun-agent does on its first run.
+/// A MAC that stoker knows is refused with 409, as Nailgun does.
+pub async fn register(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    rate_limit(&state, &req)?;
+    let inventory = inventory_from_fuel(&body)?;
+    let now = crate::clock::now();
+    let node = state
+        .store(move |s| {
+            s.write(|tx| {
+                if let Some(known) = tx.read().node_for_inventory(&inventory)? {
+                    return Ok(Err(known.id));
+                }
+                Ok(Ok(tx.record_hello(&inventory, None, now)?.0))
+            })
+        })
+        .await?
+        .map_err(|id| {
+            ApiError::Conflict(format!(
+                "a node with this MAC is already registered (node {id})"
+            ))
+        })?;
+    tracing::info!(node = node.id, mac = %node.mac, "node registered through Fuel's API");
+    Ok(HttpResponse::Created().json(node))
+}
+
+/// `PUT /api/nodes/agent`: nailgun-agent's periodic update. Refreshes the inventory of a node
+/// still in `discover`; a node an environment took further is left alone (409), an unknown
+/// one is 404.
+pub async fn update(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    rate_limit(&state, &req)?;
+    let inventory = inventory_from_fuel(&body)?;
+    let now = crate::clock::now();
+    let outcome = state
+        .store(move |s| {
+            s.write(|tx| {
+                let Some(known) = tx.read().node_for_inventory(&inventory)? else {
+                    return Ok(None);
+                };
+                if known.status != NodeStatus::Discover {
+                    return Ok(Some(Err(known)));
+                }
+                Ok(Some(Ok(tx.record_hello(&inventory, None, now)?.0)))
+            })
+        })
+        .await?;
+    match outcome {
+        None => Err(ApiError::NotFound(
+            "no node has these MACs; register it with POST /api/nodes".into(),
+        )),
+        Some(Err(node)) => Err(ApiError::Conflict(format!(
+            "node {} is {}: past discovery, its inventory comes from stoker's agent only",
+            node.id,
+            node.status.as_str()
+        ))),
+        Some(Ok(node)) => Ok(HttpResponse::Ok().json(json!({"id": node.id}))),
+    }
+}
