@@ -116,6 +116,9 @@ pub enum LoopEnd {
     /// `power.reboot_to_disk` was reported: a sandboxed node's life ends here; a real node is
     /// rebooting.
     RebootedToDisk,
+    /// A graph task of type `reboot` was reported: the node is rebooting, and comes back
+    /// through the network boot to carry on with its next run.
+    Rebooted,
 }
 
 /// The last run's result, kept until the master acknowledged it and then as a guard against
@@ -126,8 +129,13 @@ struct Kept {
     attempt: u32,
     result: RunResult,
     reported: bool,
-    /// The run was a successful `power.reboot_to_disk`: once reported, the node reboots.
+    /// The run was a successful `power.reboot_to_disk` or `reboot` task: once reported, the
+    /// node reboots (never before: a reboot whose result was never sent would be handed out,
+    /// and reboot the node, again and again).
     reboot: bool,
+    /// The reboot is a graph task's, not the last step's.
+    #[serde(default)]
+    task_reboot: bool,
 }
 
 struct StateDir {
@@ -359,7 +367,11 @@ impl<M: MasterApi> Driver<'_, M> {
                 }
                 if k.reboot {
                     self.executor.reboot_now();
-                    return Ok(LoopEnd::RebootedToDisk);
+                    return Ok(if k.task_reboot {
+                        LoopEnd::Rebooted
+                    } else {
+                        LoopEnd::RebootedToDisk
+                    });
                 }
             }
             match self.api.next(self.node_id) {
@@ -390,15 +402,20 @@ impl<M: MasterApi> Driver<'_, M> {
                         continue;
                     }
                     let result = self.execute(&run);
-                    let reboot = result.ok
+                    let to_disk = result.ok
                         && run.step.interface == "power"
                         && run.step.name == "reboot_to_disk";
+                    // A sandbox records a reboot task and goes on.
+                    let task_reboot = result.ok
+                        && !self.executor.is_sandbox()
+                        && run.task.as_ref().is_some_and(|t| t.kind == "reboot");
                     let k = Kept {
                         run_id: run.id,
                         attempt: run.attempt,
                         result,
                         reported: false,
-                        reboot,
+                        reboot: to_disk || task_reboot,
+                        task_reboot,
                     };
                     self.state.save(&k)?;
                     kept = Some(k);

@@ -174,6 +174,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
                 LoopEnd::RebootedToDisk => {
                     println!("STOKER-AGENT rebooted-to-disk node={}", reply.node.id)
                 }
+                LoopEnd::Rebooted => println!("STOKER-AGENT rebooting node={}", reply.node.id),
                 LoopEnd::Stopped => {}
             }
             Ok(ExitCode::SUCCESS)
