@@ -267,10 +267,17 @@ pub fn progress(runs: &[RunView]) -> Progress {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn v(id: i64, node: Option<i64>, seq: u32, status: RunStatus, deps: &[i64]) -> RunView {
+    /// A run view without a concurrency key (shared with `schedule`'s tests).
+    pub(crate) fn v(
+        id: i64,
+        node: Option<i64>,
+        seq: u32,
+        status: RunStatus,
+        deps: &[i64],
+    ) -> RunView {
         RunView {
             id,
             node,

@@ -317,19 +317,8 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::orchestrate::tests::v;
     use RunStatus::*;
-
-    fn v(id: i64, node: Option<i64>, seq: u32, status: RunStatus, deps: &[i64]) -> RunView {
-        RunView {
-            id,
-            node,
-            seq,
-            status,
-            deps: deps.to_vec(),
-            concurrency: None,
-            max_parallel: None,
-        }
-    }
 
     fn capped(mut r: RunView, key: &str, max: u64) -> RunView {
         r.concurrency = Some(key.into());

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::agent::{MAX_HELLO_BYTES, parse_inventory, rate_limit};
 use super::{ApiError, AppState};
-use crate::model::{Inventory, NodeStatus};
+use crate::model::{Inventory, Node, NodeStatus};
+use crate::store::WriteTxn;
 
 /// stoker's inventory document from Fuel's node document (`meta.interfaces`, `meta.cpu`,
 /// `meta.memory`, `meta.disks`, `meta.system`; a top-level `mac` when `meta` lists no
@@ -91,6 +92,33 @@ fn strip_nulls(v: Value) -> Value {
     }
 }
 
+/// Rate-limit, read Fuel's document, and run `f` in one write with the node stoker knows by
+/// the document's MACs (if any), the inventory and the time.
+async fn with_known_node<T, F>(
+    state: &AppState,
+    req: &HttpRequest,
+    body: &[u8],
+    f: F,
+) -> Result<T, ApiError>
+where
+    F: FnOnce(&WriteTxn<'_>, Option<Node>, &Inventory, i64) -> crate::store::Result<T>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
+    rate_limit(state, req)?;
+    let inventory = inventory_from_fuel(body)?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                let known = tx.read().node_for_inventory(&inventory)?;
+                f(tx, known, &inventory, now)
+            })
+        })
+        .await
+}
+
 /// `POST /api/nodes`: register a discovered node, as nailgun-agent does on its first run.
 /// A MAC that stoker knows is refused with 409, as Nailgun does.
 pub async fn register(
@@ -98,24 +126,18 @@ pub async fn register(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    rate_limit(&state, &req)?;
-    let inventory = inventory_from_fuel(&body)?;
-    let now = crate::clock::now();
-    let node = state
-        .store(move |s| {
-            s.write(|tx| {
-                if let Some(known) = tx.read().node_for_inventory(&inventory)? {
-                    return Ok(Err(known.id));
-                }
-                Ok(Ok(tx.record_hello(&inventory, None, now)?.0))
-            })
+    let node = with_known_node(&state, &req, &body, |tx, known, inventory, now| {
+        Ok(match known {
+            Some(known) => Err(known.id),
+            None => Ok(tx.record_hello(inventory, None, now)?.0),
         })
-        .await?
-        .map_err(|id| {
-            ApiError::Conflict(format!(
-                "a node with this MAC is already registered (node {id})"
-            ))
-        })?;
+    })
+    .await?
+    .map_err(|id| {
+        ApiError::Conflict(format!(
+            "a node with this MAC is already registered (node {id})"
+        ))
+    })?;
     tracing::info!(node = node.id, mac = %node.mac, "node registered through Fuel's API");
     Ok(HttpResponse::Created().json(node))
 }
@@ -128,22 +150,14 @@ pub async fn update(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    rate_limit(&state, &req)?;
-    let inventory = inventory_from_fuel(&body)?;
-    let now = crate::clock::now();
-    let outcome = state
-        .store(move |s| {
-            s.write(|tx| {
-                let Some(known) = tx.read().node_for_inventory(&inventory)? else {
-                    return Ok(None);
-                };
-                if known.status != NodeStatus::Discover {
-                    return Ok(Some(Err(known)));
-                }
-                Ok(Some(Ok(tx.record_hello(&inventory, None, now)?.0)))
-            })
+    let outcome = with_known_node(&state, &req, &body, |tx, known, inventory, now| {
+        Ok(match known {
+            None => None,
+            Some(known) if known.status != NodeStatus::Discover => Some(Err(known)),
+            Some(_) => Some(Ok(tx.record_hello(inventory, None, now)?.0)),
         })
-        .await?;
+    })
+    .await?;
     match outcome {
         None => Err(ApiError::NotFound(
             "no node has these MACs; register it with POST /api/nodes".into(),
