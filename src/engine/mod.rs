@@ -4,8 +4,8 @@
 //! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
 //!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
-//! - [`orchestrate`]: a deployment's runs (steps and graph tasks per node, stages) and which
-//!   may start now (one step per node, cross-node waits, concurrency caps).
+//! - [`orchestrate`]: a deployment's runs (steps and graph tasks per node, stages) with their
+//!   waits and concurrency keys.
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
 //! - [`schedule`]: one deployment's scheduling state kept up to date run by run, so a claim or

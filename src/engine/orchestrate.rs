@@ -1,5 +1,5 @@
-//! Orchestration decisions for one deployment: which runs it is made of, and which may start
-//! now. A *run* is one deploy step of one node (`deploy.write_image`, `deploy.configure`, each
+//! Orchestration decisions for one deployment: which runs it is made of, with the waits and
+//! concurrency keys that [`super::schedule`] applies to decide which may start. A *run* is one deploy step of one node (`deploy.write_image`, `deploy.configure`, each
 //! graph task of `deploy.run_tasks`, `power.reboot_to_disk`, ...), or a stage of the sync node
 //! (a barrier the master completes itself when everything before it is done).
 //!
@@ -7,14 +7,14 @@
 //! waits for its cross-node dependencies (from the plan's `requires` on other nodes and on the
 //! sync node); a concurrency key (a task's strategy, or `provision` for the cap on concurrent
 //! image writes) caps how many runs with that key are running at once. Pure: the caller stores
-//! runs, sends them to agents and feeds their states back.
+//! runs, keeps their [`super::schedule::Schedule`], sends them to agents and feeds their
+//! states back.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value as J, json};
 
 use super::graph::{Plan, Status, Step};
-use super::schedule::Schedule;
 use super::steps::PlannedStep;
 
 /// Where a run is.
@@ -244,14 +244,7 @@ pub struct RunView {
     pub max_parallel: Option<u64>,
 }
 
-/// The runs that may start now, in a stable order (sync-node runs first, then node runs by
-/// node). Sync-node runs are the caller's to complete at once. Built afresh each call: a caller
-/// that asks repeatedly keeps a [`Schedule`] instead.
-pub fn runnable(runs: &[RunView]) -> Vec<i64> {
-    Schedule::new(runs.to_vec()).runnable()
-}
-
-/// Where a deployment stands.
+/// Where a deployment stands ([`super::schedule::Schedule::progress`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     /// Something runs or can start.
@@ -262,33 +255,9 @@ pub enum Progress {
     Stuck,
 }
 
-pub fn progress(runs: &[RunView]) -> Progress {
-    Schedule::new(runs.to_vec()).progress()
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A run view without a concurrency key (shared with `schedule`'s tests).
-    pub(crate) fn v(
-        id: i64,
-        node: Option<i64>,
-        seq: u32,
-        status: RunStatus,
-        deps: &[i64],
-    ) -> RunView {
-        RunView {
-            id,
-            node,
-            seq,
-            status,
-            deps: deps.to_vec(),
-            concurrency: None,
-            max_parallel: None,
-        }
-    }
-    use RunStatus::*;
 
     #[test]
     fn a_plan_and_steps_expand_into_ordered_runs_with_cross_node_waits() {
@@ -393,66 +362,5 @@ pub(crate) mod tests {
             off.reason.as_deref().unwrap_or("").contains("condition"),
             "{off:?}"
         );
-    }
-
-    #[test]
-    fn one_step_at_a_time_per_node_in_order() {
-        let runs = [
-            v(1, Some(1), 0, Ok, &[]),
-            v(2, Some(1), 1, Pending, &[]),
-            v(3, Some(1), 2, Pending, &[]),
-            v(4, Some(2), 0, Running, &[]),
-            v(5, Some(2), 1, Pending, &[]),
-        ];
-        assert_eq!(runnable(&runs), [2]);
-        assert_eq!(progress(&runs), Progress::Going);
-    }
-
-    #[test]
-    fn cross_node_dependencies_and_stages_wait() {
-        let mut runs = vec![
-            v(1, None, 0, Pending, &[2, 4]),
-            v(2, Some(1), 0, Ok, &[]),
-            v(3, Some(1), 1, Pending, &[1]),
-            v(4, Some(2), 0, Pending, &[]),
-        ];
-        assert_eq!(runnable(&runs), [4], "the stage waits for node 2");
-        runs[3].status = Ok;
-        assert_eq!(runnable(&runs), [1], "now the stage, then node 1 goes on");
-        runs[0].status = Ok;
-        assert_eq!(runnable(&runs), [3]);
-    }
-
-    #[test]
-    fn a_failure_stops_its_node_and_what_waits_for_it() {
-        let runs = [
-            v(1, Some(1), 0, Failed, &[]),
-            v(2, Some(1), 1, Pending, &[]),
-            v(3, Some(2), 0, Pending, &[1]),
-        ];
-        assert!(runnable(&runs).is_empty());
-        assert_eq!(progress(&runs), Progress::Stuck);
-    }
-
-    #[test]
-    fn concurrency_keys_cap_running_runs() {
-        let key = |mut r: RunView| {
-            r.concurrency = Some("provision".into());
-            r.max_parallel = Some(2);
-            r
-        };
-        let runs = [
-            key(v(1, Some(1), 0, Running, &[])),
-            key(v(2, Some(2), 0, Pending, &[])),
-            key(v(3, Some(3), 0, Pending, &[])),
-        ];
-        assert_eq!(runnable(&runs), [2], "one more fits under the cap of 2");
-    }
-
-    #[test]
-    fn done_when_everything_is_ok_or_skipped() {
-        let runs = [v(1, Some(1), 0, Ok, &[]), v(2, Some(1), 1, Skipped, &[])];
-        assert_eq!(progress(&runs), Progress::Done);
-        assert!(runnable(&runs).is_empty());
     }
 }

@@ -119,19 +119,6 @@ impl Schedule {
         s
     }
 
-    /// How many runs this schedule holds.
-    pub fn len(&self) -> usize {
-        self.runs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-
-    pub fn status(&self, id: i64) -> Option<RunStatus> {
-        self.runs.get(&id).map(|s| s.status)
-    }
-
     fn advance_lane(&mut self, node: i64) {
         let Some((ids, cursor)) = self.lanes.get_mut(&node) else {
             return;
@@ -317,8 +304,28 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::orchestrate::tests::v;
     use RunStatus::*;
+
+    fn v(id: i64, node: Option<i64>, seq: u32, status: RunStatus, deps: &[i64]) -> RunView {
+        RunView {
+            id,
+            node,
+            seq,
+            status,
+            deps: deps.to_vec(),
+            concurrency: None,
+            max_parallel: None,
+        }
+    }
+
+    /// The rules as a schedule built from `runs` states them.
+    fn runnable(runs: &[RunView]) -> Vec<i64> {
+        Schedule::new(runs.to_vec()).runnable()
+    }
+
+    fn progress(runs: &[RunView]) -> Progress {
+        Schedule::new(runs.to_vec()).progress()
+    }
 
     fn capped(mut r: RunView, key: &str, max: u64) -> RunView {
         r.concurrency = Some(key.into());
@@ -438,7 +445,7 @@ mod tests {
                 break;
             };
             for status in [Running, Ok] {
-                if live.status(id) == Some(Pending) && live.runs[&id].node.is_none() {
+                if live.runs[&id].status == Pending && live.runs[&id].node.is_none() {
                     live.set(id, Ok);
                     statuses.insert(id, Ok);
                     break;
@@ -453,5 +460,66 @@ mod tests {
             }
         }
         assert_eq!(live.progress(), Progress::Done);
+    }
+
+    #[test]
+    fn one_step_at_a_time_per_node_in_order() {
+        let runs = [
+            v(1, Some(1), 0, Ok, &[]),
+            v(2, Some(1), 1, Pending, &[]),
+            v(3, Some(1), 2, Pending, &[]),
+            v(4, Some(2), 0, Running, &[]),
+            v(5, Some(2), 1, Pending, &[]),
+        ];
+        assert_eq!(runnable(&runs), [2]);
+        assert_eq!(progress(&runs), Progress::Going);
+    }
+
+    #[test]
+    fn cross_node_dependencies_and_stages_wait() {
+        let mut runs = vec![
+            v(1, None, 0, Pending, &[2, 4]),
+            v(2, Some(1), 0, Ok, &[]),
+            v(3, Some(1), 1, Pending, &[1]),
+            v(4, Some(2), 0, Pending, &[]),
+        ];
+        assert_eq!(runnable(&runs), [4], "the stage waits for node 2");
+        runs[3].status = Ok;
+        assert_eq!(runnable(&runs), [1], "now the stage, then node 1 goes on");
+        runs[0].status = Ok;
+        assert_eq!(runnable(&runs), [3]);
+    }
+
+    #[test]
+    fn a_failure_stops_its_node_and_what_waits_for_it() {
+        let runs = [
+            v(1, Some(1), 0, Failed, &[]),
+            v(2, Some(1), 1, Pending, &[]),
+            v(3, Some(2), 0, Pending, &[1]),
+        ];
+        assert!(runnable(&runs).is_empty());
+        assert_eq!(progress(&runs), Progress::Stuck);
+    }
+
+    #[test]
+    fn concurrency_keys_cap_running_runs() {
+        let key = |mut r: RunView| {
+            r.concurrency = Some("provision".into());
+            r.max_parallel = Some(2);
+            r
+        };
+        let runs = [
+            key(v(1, Some(1), 0, Running, &[])),
+            key(v(2, Some(2), 0, Pending, &[])),
+            key(v(3, Some(3), 0, Pending, &[])),
+        ];
+        assert_eq!(runnable(&runs), [2], "one more fits under the cap of 2");
+    }
+
+    #[test]
+    fn done_when_everything_is_ok_or_skipped() {
+        let runs = [v(1, Some(1), 0, Ok, &[]), v(2, Some(1), 1, Skipped, &[])];
+        assert_eq!(progress(&runs), Progress::Done);
+        assert!(runnable(&runs).is_empty());
     }
 }
