@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::engine::orchestrate::{self, RunOptions};
-use crate::engine::state::{ErrorType, NodeState, Phase};
+use crate::engine::state::{NodeState, Phase};
 use crate::engine::steps::{self, PlannedStep, StepsError, UserStep};
 use crate::planner::{self, PlanningError};
 use crate::store::{Deployment, Store, StoreError};
@@ -76,14 +76,7 @@ pub fn start(
     let provisioned: BTreeSet<i64> = env
         .nodes
         .iter()
-        .filter(|n| {
-            !NodeState::of(
-                n.status,
-                false,
-                n.error_type.as_deref().and_then(ErrorType::parse),
-            )
-            .needs_provisioning()
-        })
+        .filter(|n| !NodeState::of_node(n, false).needs_provisioning())
         .map(|n| n.id)
         .collect();
     let cluster_name = env.cluster.name.clone();

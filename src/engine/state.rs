@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::model::NodeStatus;
+use crate::model::{Node, NodeStatus};
 
 /// Why a node is in `error` (Nailgun's `error_type`), which also says where a retry resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -91,6 +91,16 @@ impl NodeState {
             (NodeStatus::Ready, _) => NodeState::Ready,
             (NodeStatus::Error, _) => NodeState::Error(error.unwrap_or(ErrorType::Deploy)),
         }
+    }
+
+    /// Where a stored node is (its `status` and `error_type`), given whether its agent runs a
+    /// step right now.
+    pub fn of_node(node: &Node, step_running: bool) -> NodeState {
+        NodeState::of(
+            node.status,
+            step_running,
+            node.error_type.as_deref().and_then(ErrorType::parse),
+        )
     }
 
     pub const ALL: [NodeState; 11] = [

@@ -73,7 +73,7 @@ pub fn rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
 }
 
 /// The bearer token of a request, if it carries one.
-fn bearer(req: &HttpRequest) -> Option<String> {
+pub(super) fn bearer(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(actix_web::http::header::AUTHORIZATION)?
         .to_str()

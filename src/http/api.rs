@@ -59,11 +59,7 @@ pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> se
     };
     let running = runs.iter().find(|r| r.status == "running");
     let failed = runs.iter().find(|r| r.status == "failed");
-    let state = NodeState::of(
-        node.status,
-        running.is_some(),
-        node.error_type.as_deref().and_then(ErrorType::parse),
-    );
+    let state = NodeState::of_node(node, running.is_some());
     v["provision_state"] = json!(state.sub_state());
     v["error_type"] = json!(state.error_type().map(ErrorType::as_str));
     v["deploy_step"] = running.map_or(serde_json::Value::Null, |r| {

@@ -18,17 +18,12 @@ const RETRY_AFTER_MS: u64 = 1000;
 
 /// The hash of the request's agent token (`Authorization: Bearer ...`).
 fn token_hash(req: &HttpRequest) -> Result<String, ApiError> {
-    let token = req
-        .headers()
-        .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+    let token = super::agent::bearer(req)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
             ApiError::Unauthorized("an agent token is required (Authorization: Bearer ...)".into())
         })?;
-    Ok(super::boot::hash_token(token))
+    Ok(super::boot::hash_token(&token))
 }
 
 /// A token no node has: refused, and logged.

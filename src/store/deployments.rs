@@ -388,10 +388,10 @@ impl WriteTxn<'_> {
     /// again with the next attempt number.
     pub fn claim_run(&self, node_id: i64, now: i64) -> Result<Option<Run>> {
         // Only what is needed: this runs on every poll of every agent.
-        let cluster: Option<i64> = self
+        let (cluster, status, error_type): (Option<i64>, String, Option<String>) = self
             .conn
-            .prepare_cached("SELECT cluster_id FROM nodes WHERE id = ?1")?
-            .query_row([node_id], |r| r.get(0))
+            .prepare_cached("SELECT cluster_id, status, error_type FROM nodes WHERE id = ?1")?
+            .query_row([node_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?
             .ok_or_else(|| StoreError::NotFound {
                 entity: "node",
@@ -421,7 +421,10 @@ impl WriteTxn<'_> {
                 entity: "run",
                 id: run_id.to_string(),
             })?;
-        self.move_node(node_id, now, |s| state::enter(s, Phase::of_step(&run.step)))?;
+        let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
+        self.move_node_from(node_id, from, now, |s| {
+            state::enter(s, Phase::of_step(&run.step))
+        })?;
         Ok(Some(run))
     }
 

@@ -266,26 +266,6 @@ impl WriteTxn<'_> {
         Ok((node, outcome))
     }
 
-    /// Set a node's status (the orchestrator's transitions are decided by `engine::state`).
-    pub fn set_node_status(&self, id: NodeId, status: NodeStatus, now: i64) -> Result<()> {
-        let changed = self.conn.execute(
-            "UPDATE nodes SET status = ?1 WHERE id = ?2",
-            params![status.as_str(), id],
-        )?;
-        if changed == 0 {
-            return Err(StoreError::NotFound {
-                entity: "node",
-                id: id.to_string(),
-            });
-        }
-        self.add_history(
-            now,
-            Some(id),
-            "node.status",
-            &format!("status is now {}", status.as_str()),
-        )
-    }
-
     /// The node whose agent token (current or pending) hashes to `token_hash`; when the agent
     /// used its pending token, that one becomes its token and the old one stops working.
     pub fn authenticate_agent(&self, token_hash: &str, now: i64) -> Result<Option<NodeId>> {
@@ -341,15 +321,18 @@ impl WriteTxn<'_> {
                 entity: "node",
                 id: id.to_string(),
             })?;
-        let status: NodeStatus = status.parse().map_err(|e| StoreError::Corrupt {
-            what: "node status",
-            detail: format!("node {id}: {e}"),
-        })?;
-        let from = NodeState::of(
-            status,
-            false,
-            error_type.as_deref().and_then(ErrorType::parse),
-        );
+        let from = stored_state(id, &status, error_type.as_deref())?;
+        self.move_node_from(id, from, now, to)
+    }
+
+    /// [`WriteTxn::move_node`] for a caller that has just read the node's state.
+    pub(super) fn move_node_from(
+        &self,
+        id: NodeId,
+        from: NodeState,
+        now: i64,
+        to: impl FnOnce(NodeState) -> std::result::Result<NodeState, InvalidTransition>,
+    ) -> Result<NodeState> {
         let next = to(from).map_err(|e| StoreError::Conflict(format!("node {id}: {e}")))?;
         if next.status() != from.status() || next.error_type() != from.error_type() {
             self.conn
@@ -368,4 +351,21 @@ impl WriteTxn<'_> {
         }
         Ok(next)
     }
+}
+
+/// A node's state from its stored `status` and `error_type` columns.
+pub(super) fn stored_state(
+    id: NodeId,
+    status: &str,
+    error_type: Option<&str>,
+) -> Result<NodeState> {
+    let status: NodeStatus = status.parse().map_err(|e| StoreError::Corrupt {
+        what: "node status",
+        detail: format!("node {id}: {e}"),
+    })?;
+    Ok(NodeState::of(
+        status,
+        false,
+        error_type.and_then(ErrorType::parse),
+    ))
 }
