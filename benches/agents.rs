@@ -41,6 +41,35 @@ fn post(a: &ureq::Agent, url: &str, token: Option<&str>, body: &Value) -> (u16, 
     }
 }
 
+/// What a typical storage-heavy server reports: four NICs, twelve disks, its DMI identity.
+fn server_inventory(i: usize, mac: &str) -> Value {
+    let nics: Vec<Value> = (0..4)
+        .map(|k| {
+            let mac = if k == 0 {
+                mac.to_string()
+            } else {
+                format!(
+                    "52:55:{k:02x}:{:02x}:{:02x}:{:02x}",
+                    (i >> 16) & 0xff,
+                    (i >> 8) & 0xff,
+                    i & 0xff
+                )
+            };
+            json!({"name": format!("eno{}", k + 1), "mac": mac, "speed_mbps": 25000, "link": k < 2})
+        })
+        .collect();
+    let disks: Vec<Value> = (0..12)
+        .map(|k| {
+            json!({"name": format!("sd{}", (b'a' + k as u8) as char), "size_bytes": 3_840_755_982_336u64,
+                   "model": "SAMSUNG MZILT3T8HBLS/007", "serial": format!("S5G0NE0R{i:06}{k:02}")})
+        })
+        .collect();
+    json!({"interfaces": nics, "cpu": {"count": 64, "model": "AMD EPYC 7543 32-Core Processor"},
+           "memory_bytes": 549_755_813_888u64, "disks": disks,
+           "system": {"vendor": "Dell Inc.", "product": "PowerEdge R7525", "serial": format!("7XQ{i:05}")},
+           "boot_mode": "uefi"})
+}
+
 /// POST a hello from a loopback address of the agent's own (the hello is rate-limited per
 /// client address), over a plain HTTP/1.1 connection.
 fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
@@ -310,8 +339,7 @@ fn main() {
             (i >> 8) & 0xff,
             i & 0xff
         );
-        let inv = json!({"interfaces": [{"name": "eno1", "mac": mac}], "cpu": {"count": 8},
-                         "memory_bytes": 17179869184u64, "disks": []});
+        let inv = server_inventory(i, &mac);
         let src = std::net::Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
         let mut reply = hello_from(&addr, src, &inv);
         while reply["node"]["id"].as_i64().is_none() && reply["code"] == "rate_limited" {

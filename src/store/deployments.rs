@@ -310,8 +310,7 @@ impl WriteTxn<'_> {
             )));
         }
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, after, created_at)
-             VALUES (?1, 'running', '{}', ?2)",
+            "INSERT INTO deployments (cluster_id, status, created_at) VALUES (?1, 'running', ?2)",
             params![cluster_id, now],
         )?;
         let dep = self.conn.last_insert_rowid();
@@ -322,8 +321,8 @@ impl WriteTxn<'_> {
             detail: e.to_string(),
         })?;
         self.conn.execute(
-            "UPDATE deployments SET after = ?1 WHERE id = ?2",
-            params![after, dep],
+            "INSERT INTO deployment_states (deployment, after) VALUES (?1, ?2)",
+            params![dep, after],
         )?;
         let mut ids = Vec::with_capacity(runs.len());
         {
@@ -726,7 +725,7 @@ impl WriteTxn<'_> {
             Progress::Done => {
                 self.forget_schedule(dep);
                 let after: String = self.conn.query_row(
-                    "SELECT after FROM deployments WHERE id = ?1",
+                    "SELECT after FROM deployment_states WHERE deployment = ?1",
                     [dep],
                     |r| r.get(0),
                 )?;

@@ -240,6 +240,28 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX nodes_by_pending_agent_token ON nodes (agent_token_pending_hash);
         ",
     },
+    Migration {
+        version: 12,
+        name: "large_documents_apart",
+        sql: "
+            -- A node's inventory and a deployment's deployed state are large JSON documents
+            -- that are read rarely, in rows every agent call reads or updates. SQLite reaches a
+            -- column stored after a large one only by walking its overflow pages, and rewrites
+            -- them on every update of the row; so the documents get tables of their own.
+            CREATE TABLE node_inventories (
+                node_id   INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+                inventory TEXT    NOT NULL
+            ) STRICT;
+            INSERT INTO node_inventories (node_id, inventory) SELECT id, inventory FROM nodes;
+            ALTER TABLE nodes DROP COLUMN inventory;
+            CREATE TABLE deployment_states (
+                deployment INTEGER PRIMARY KEY REFERENCES deployments(id) ON DELETE CASCADE,
+                after      TEXT    NOT NULL
+            ) STRICT;
+            INSERT INTO deployment_states (deployment, after) SELECT id, after FROM deployments;
+            ALTER TABLE deployments DROP COLUMN after;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -525,6 +547,63 @@ mod tests {
             )
             .unwrap();
         assert_eq!((p, d), (None, None));
+    }
+
+    #[test]
+    fn migration_12_moves_large_documents_and_keeps_them() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 11).unwrap();
+        let inventory = format!(r#"{{"disks":"{}"}}"#, "x".repeat(10_000));
+        conn.execute(
+            "INSERT INTO nodes (id, mac, name, status, inventory, created_at, last_seen_at)
+             VALUES (7, '52:54:00:00:00:01', 'n', 'discover', ?1, 1, 1)",
+            [&inventory],
+        )
+        .unwrap();
+        conn.execute_batch(
+            "INSERT INTO plugins (id, name, version, title, package_version, description,
+               is_release, path, diagnostics, manifest, installed_at)
+             VALUES (1, 'r', '1', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
+             INSERT INTO releases (id, plugin_id, name, version, operating_system, description,
+               state, data) VALUES (1, 1, 'r', 'v', 'u', '', 'available', '{}');
+             INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
+             VALUES (1, 'e', 1, 'new', 'vlan', 1);
+             INSERT INTO deployments (id, cluster_id, status, after, created_at)
+             VALUES (3, 1, 'done', '{\"nodes\":{}}', 1);",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 12).unwrap(), 12);
+        let kept: String = conn
+            .query_row(
+                "SELECT inventory FROM node_inventories WHERE node_id = 7",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kept, inventory);
+        let after: String = conn
+            .query_row(
+                "SELECT after FROM deployment_states WHERE deployment = 3",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(after, r#"{"nodes":{}}"#);
+        assert!(
+            conn.query_row("SELECT inventory FROM nodes", [], |r| r.get::<_, String>(0))
+                .is_err(),
+            "the column has gone from nodes"
+        );
+        conn.execute("DELETE FROM nodes WHERE id = 7", []).unwrap();
+        conn.execute("DELETE FROM deployments WHERE id = 3", [])
+            .unwrap();
+        for t in ["node_inventories", "deployment_states"] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, 0, "{t} rows go with their owner");
+        }
     }
 
     #[test]

@@ -30,8 +30,11 @@ impl NodeCounts {
     }
 }
 
-const NODE_COLUMNS: &str =
-    "id, mac, name, status, inventory, created_at, last_seen_at, cluster_id, roles, error_type";
+const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
+     n.last_seen_at, n.cluster_id, n.roles, n.error_type";
+
+/// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
+const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
 
 /// A `nodes` row as stored, decoded into a [`Node`] by [`NodeRow::decode`].
 struct NodeRow {
@@ -87,7 +90,7 @@ impl NodeRow {
 
 impl ReadTxn<'_> {
     pub fn node(&self, id: NodeId) -> Result<Option<Node>> {
-        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE id = ?1");
+        let sql = format!("SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE n.id = ?1");
         self.conn
             .query_row(&sql, [id], node_from_row)
             .optional()?
@@ -98,8 +101,8 @@ impl ReadTxn<'_> {
     /// The node that owns `mac` on any of its interfaces.
     pub fn node_by_mac(&self, mac: &Mac) -> Result<Option<Node>> {
         let sql = format!(
-            "SELECT {NODE_COLUMNS} FROM nodes
-             WHERE id = (SELECT node_id FROM node_macs WHERE mac = ?1)"
+            "SELECT {NODE_COLUMNS} FROM {NODE_FROM}
+             WHERE n.id = (SELECT node_id FROM node_macs WHERE mac = ?1)"
         );
         self.conn
             .query_row(&sql, [mac.as_str()], node_from_row)
@@ -151,7 +154,8 @@ impl ReadTxn<'_> {
 
     /// The nodes assigned to an environment, by id.
     pub fn cluster_nodes(&self, cluster_id: i64) -> Result<Vec<Node>> {
-        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE cluster_id = ?1 ORDER BY id");
+        let sql =
+            format!("SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE n.cluster_id = ?1 ORDER BY n.id");
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id], node_from_row)?;
         rows.map(|r| r?.decode()).collect()
@@ -159,7 +163,7 @@ impl ReadTxn<'_> {
 
     /// Every node, by id.
     pub fn nodes(&self) -> Result<Vec<Node>> {
-        let sql = format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY id");
+        let sql = format!("SELECT {NODE_COLUMNS} FROM {NODE_FROM} ORDER BY n.id");
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([], node_from_row)?;
         rows.map(|r| r?.decode()).collect()
@@ -217,24 +221,32 @@ impl WriteTxn<'_> {
         let (id, outcome) = match known {
             Some(node) => {
                 self.conn.execute(
-                    "UPDATE nodes SET inventory = ?1, last_seen_at = ?2 WHERE id = ?3",
-                    params![inventory_json, now, node.id],
+                    "UPDATE nodes SET last_seen_at = ?1 WHERE id = ?2",
+                    params![now, node.id],
+                )?;
+                self.conn.execute(
+                    "UPDATE node_inventories SET inventory = ?1 WHERE node_id = ?2",
+                    params![inventory_json, node.id],
                 )?;
                 (node.id, HelloOutcome::Updated)
             }
             None => {
                 self.conn.execute(
-                    "INSERT INTO nodes (mac, name, status, inventory, created_at, last_seen_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                    "INSERT INTO nodes (mac, name, status, created_at, last_seen_at)
+                     VALUES (?1, ?2, ?3, ?4, ?4)",
                     params![
                         primary.as_str(),
                         default_name(primary),
                         NodeStatus::Discover.as_str(),
-                        inventory_json,
                         now
                     ],
                 )?;
-                (self.conn.last_insert_rowid(), HelloOutcome::Created)
+                let id = self.conn.last_insert_rowid();
+                self.conn.execute(
+                    "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
+                    params![id, inventory_json],
+                )?;
+                (id, HelloOutcome::Created)
             }
         };
         // The node's MACs are exactly those it reports now; a MAC seen on another node before
