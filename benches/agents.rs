@@ -41,6 +41,34 @@ fn post(a: &ureq::Agent, url: &str, token: Option<&str>, body: &Value) -> (u16, 
     }
 }
 
+/// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are.
+fn timeline(calls: &[(f64, f64, bool)]) {
+    let end = calls.iter().map(|c| c.0).fold(0.0, f64::max);
+    let mut w = 0.0;
+    while w <= end {
+        for (kind, result) in [("next", false), ("result", true)] {
+            let mut l: Vec<f64> = calls
+                .iter()
+                .filter(|c| c.2 == result && c.0 >= w && c.0 < w + 0.5)
+                .map(|c| c.1 * 1000.0)
+                .collect();
+            if l.is_empty() {
+                continue;
+            }
+            l.sort_by(f64::total_cmp);
+            let at = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)];
+            eprintln!(
+                "{w:5.1} s {kind:6} {:5} calls  p50 {:6.1}  p99 {:6.1}  max {:6.1} ms",
+                l.len(),
+                at(0.5),
+                at(0.99),
+                l[l.len() - 1]
+            );
+        }
+        w += 0.5;
+    }
+}
+
 /// What a typical storage-heavy server reports: four NICs, twelve disks, its DMI identity.
 fn server_inventory(i: usize, mac: &str) -> Value {
     let nics: Vec<Value> = (0..4)
@@ -372,7 +400,7 @@ fn main() {
     assert_eq!(status, 202, "deploy: {dep}");
     let plan_s = t.elapsed().as_secs_f64();
 
-    let latencies = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let latencies = Arc::new(Mutex::new(Vec::<(f64, f64, bool)>::new()));
     let cpu0 = cpu_s(child.0.id());
     let own0 = cpu_s(std::process::id());
     let t = Instant::now();
@@ -409,7 +437,7 @@ fn main() {
                     loop {
                         let s = Instant::now();
                         let reply = c.post("/api/v1/agent/next", &token, &ask);
-                        mine.push(s.elapsed().as_secs_f64());
+                        mine.push(((s - t).as_secs_f64(), s.elapsed().as_secs_f64(), false));
                         if let Some(t) = reply["agent_token"].as_str() {
                             token = t.to_string();
                         }
@@ -427,7 +455,7 @@ fn main() {
                                     &token,
                                     &done,
                                 );
-                                mine.push(s.elapsed().as_secs_f64());
+                                mine.push(((s - t).as_secs_f64(), s.elapsed().as_secs_f64(), true));
                                 if run["step"]["name"] == "reboot_to_disk" {
                                     break;
                                 }
@@ -448,7 +476,11 @@ fn main() {
     let secs = t.elapsed().as_secs_f64();
     let cpu = cpu_s(child.0.id()) - cpu0;
     let own = cpu_s(std::process::id()) - own0;
-    let mut l = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    let calls = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
+        timeline(&calls);
+    }
+    let mut l: Vec<f64> = calls.iter().map(|c| c.1).collect();
     l.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))

@@ -32,6 +32,58 @@ fn open_creates_migrates_and_uses_wal() {
     );
 }
 
+/// The WAL header's checkpoint sequence number: it goes up each time the WAL starts over.
+fn wal_restarts(db: &std::path::Path) -> u32 {
+    let wal = std::fs::read(db.with_extension("db-wal")).unwrap();
+    u32::from_be_bytes([wal[12], wal[13], wal[14], wal[15]])
+}
+
+/// History rows already copied into the database file itself (a copy of it without its WAL).
+fn checkpointed_history(db: &std::path::Path, scratch: &std::path::Path) -> i64 {
+    let copy = scratch.join("copy.db");
+    std::fs::copy(db, &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let n = conn
+        .query_row("SELECT COUNT(*) FROM history", [], |r| r.get(0))
+        .unwrap_or(0);
+    drop(conn);
+    std::fs::remove_file(&copy).unwrap();
+    n
+}
+
+#[test]
+fn the_checkpoint_thread_copies_the_wal_and_lets_it_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stoker.db");
+    let store = Store::open(&path).unwrap();
+    let before = wal_restarts(&path);
+    for i in 0..2000 {
+        store
+            .write(|tx| tx.add_history(i, None, "test", &format!("write {i:>200}")))
+            .unwrap();
+    }
+    // The writer never checkpoints itself: in the pause the checkpoint thread copies the WAL
+    // into the database file, and the next write starts the WAL from its beginning.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        store
+            .write(|tx| tx.add_history(0, None, "test", "after the pause"))
+            .unwrap();
+        let copied = checkpointed_history(&path, scratch.path());
+        if copied >= 2000 && wal_restarts(&path) > before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{copied} rows in the database file; the WAL restarted {} times",
+            wal_restarts(&path) - before
+        );
+    }
+    store.close().unwrap();
+}
+
 #[test]
 fn data_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
