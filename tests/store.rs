@@ -85,6 +85,35 @@ fn the_checkpoint_thread_copies_the_wal_and_lets_it_start_over() {
 }
 
 #[test]
+fn a_wal_file_grown_large_in_a_burst_is_truncated_once_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stoker.db");
+    let wal = path.with_extension("db-wal");
+    let store = Store::open(&path).unwrap();
+    let page = "x".repeat(4000);
+    store
+        .write(|tx| {
+            for i in 0..20_000 {
+                tx.add_history(i, None, "test", &page)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let grown = std::fs::metadata(&wal).unwrap().len();
+    assert!(grown > 64 << 20, "the burst grew the WAL to {grown} bytes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::metadata(&wal).map_or(0, |m| m.len()) > 64 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the WAL file kept its size"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(store.read(|r| r.recent_history(3)).unwrap().len(), 3);
+    store.close().unwrap();
+}
+
+#[test]
 fn data_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stoker.db");

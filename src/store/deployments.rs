@@ -272,9 +272,12 @@ impl ReadTxn<'_> {
     }
 
     fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
+        // At most one deployment of an environment runs (create_deployment refuses a second).
+        // No ORDER BY ... LIMIT: with one, SQLite compiles the cached statement again on every
+        // use (its plan depends on ?1), and this runs on every agent call.
         let sql = format!(
             "SELECT {DEPLOYMENT_COLUMNS} FROM deployments
-             WHERE cluster_id = ?1 AND status = 'running' ORDER BY id DESC LIMIT 1"
+             WHERE cluster_id = ?1 AND status = 'running'"
         );
         Ok(self
             .conn
