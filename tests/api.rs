@@ -153,6 +153,44 @@ fn errors_have_stable_codes() {
 }
 
 #[test]
+fn routes_before_and_behind_the_middleware() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    // Behind the middleware: trailing and doubled slashes are normalized (the fuel client
+    // sends `/api/v1/clusters/`).
+    for path in ["/api/v1/nodes/", "/api/v1//nodes", "/api/v1/clusters/"] {
+        let r = http.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert!(r.json().is_array(), "{path}");
+    }
+    // The agents' step calls are routed before it: they still ask for a token, and an unknown
+    // path under them is the API's 404.
+    let r = http.post("/api/v1/agent/next", "{}");
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (401, json!("unauthorized"))
+    );
+    let r = http.post(
+        "/api/v1/agent/runs/1/result",
+        r#"{"attempt": 1, "ok": true}"#,
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    let r = http.post("/api/v1/agent/runs/1/nothing", "{}");
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (404, json!("not_found"))
+    );
+    // The dashboard's 404 is a page.
+    let r = http.get("/no-such-page");
+    assert_eq!(r.status, 404);
+    assert!(
+        r.content_type.starts_with("text/html"),
+        "{}",
+        r.content_type
+    );
+}
+
+#[test]
 fn in_process_stop_closes_the_database_cleanly() {
     let d = TestDaemon::start();
     let r = d.http().post(
