@@ -63,6 +63,11 @@ impl Run {
         format!("{}.{}", self.interface, self.step)
     }
 
+    /// What the run is called when it fails (in history and the node's error).
+    fn label(&self) -> String {
+        label(self.task.as_deref(), &self.interface, &self.step)
+    }
+
     /// The step's arguments as the agent sees them: a graph task run carries its task beside
     /// the step, not in its arguments.
     pub fn step_args(&self) -> serde_json::Value {
@@ -102,6 +107,11 @@ impl RunCounts {
         }
         c
     }
+}
+
+/// A run's name in history and errors: its graph task, or `interface.step`.
+fn label(task: Option<&str>, interface: &str, step: &str) -> String {
+    task.map_or_else(|| format!("{interface}.{step}"), str::to_string)
 }
 
 /// What deciding about a report needs of its run.
@@ -442,8 +452,8 @@ impl WriteTxn<'_> {
         let head = self
             .conn
             .prepare_cached(
-                "SELECT deployment, node_id, attempt, status, interface || '.' || step,
-                   COALESCE(task, '') FROM step_runs WHERE id = ?1",
+                "SELECT deployment, node_id, attempt, status, interface, step, task
+                 FROM step_runs WHERE id = ?1",
             )?
             .query_row([run_id], |r| {
                 Ok(RunHead {
@@ -451,11 +461,11 @@ impl WriteTxn<'_> {
                     node_id: r.get(1)?,
                     attempt: r.get(2)?,
                     status: r.get(3)?,
-                    label: {
-                        let step: String = r.get(4)?;
-                        let task: String = r.get(5)?;
-                        if task.is_empty() { step } else { task }
-                    },
+                    label: label(
+                        r.get_ref(6)?.as_str_or_null()?,
+                        r.get_ref(4)?.as_str()?,
+                        r.get_ref(5)?.as_str()?,
+                    ),
                 })
             })
             .optional()?;
@@ -479,29 +489,25 @@ impl WriteTxn<'_> {
             "ok" | "failed" => return Ok(Report::Duplicate),
             _ => return Ok(Report::Stale),
         }
-        let status = if result.ok { "ok" } else { "failed" };
+        let status = if result.ok {
+            RunStatus::Ok
+        } else {
+            RunStatus::Failed
+        };
         self.conn
             .prepare_cached(
                 "UPDATE step_runs SET status = ?1, finished_at = ?2, exit_code = ?3,
                    output_tail = ?4, error = ?5 WHERE id = ?6",
             )?
             .execute(params![
-                status,
+                status.as_str(),
                 now,
                 result.exit_code,
                 tail(&result.output_tail),
                 result.error,
                 run_id
             ])?;
-        self.mirror(
-            run.deployment,
-            run_id,
-            if result.ok {
-                RunStatus::Ok
-            } else {
-                RunStatus::Failed
-            },
-        );
+        self.mirror(run.deployment, run_id, status);
         if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
             self.fail_node(run.node_id, &run.label, why, now)?;
@@ -538,8 +544,7 @@ impl WriteTxn<'_> {
                 params![now, why, run.id],
             )?;
             self.mirror(run.deployment, run.id, RunStatus::Failed);
-            let label = run.task.clone().unwrap_or_else(|| run.step_id());
-            self.fail_node(run.node_id, &label, &why, now)?;
+            self.fail_node(run.node_id, &run.label(), &why, now)?;
             self.advance(run.deployment, run.node_id, now)?;
         }
         Ok(late.len())

@@ -34,6 +34,11 @@ pub enum StoreError {
     /// A grouped write ran, but its group could not be committed (or never ran).
     #[error("the write was not committed: {0}")]
     Commit(String),
+    #[error("cannot start the store's {name} thread: {source}")]
+    Thread {
+        name: &'static str,
+        source: std::io::Error,
+    },
 }
 
 impl StoreError {
@@ -48,6 +53,7 @@ impl StoreError {
             | StoreError::TooNew { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Commit(_)
+            | StoreError::Thread { .. }
             | StoreError::Sqlite(_) => "internal",
         }
     }

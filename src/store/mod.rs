@@ -136,7 +136,10 @@ impl Checkpointer {
                     }
                 }
             })
-            .map_err(|e| StoreError::Commit(format!("cannot start the checkpoint thread: {e}")))?;
+            .map_err(|source| StoreError::Thread {
+                name: "checkpoint",
+                source,
+            })?;
         Ok(Checkpointer {
             stop,
             thread: Some(thread),
