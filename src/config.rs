@@ -38,6 +38,8 @@ pub enum Kind {
     OptionalSocketAddr,
     /// A file system path, or empty for "the default under the data directory".
     OptionalPath,
+    /// An image checksum (`sha256:HEX`, `md5:HEX` or bare hex), or empty for "not verified".
+    OptionalChecksum,
     /// DHCP subnet lines (see `dhcp::spec`).
     Subnets,
     /// DHCP reservations (see `dhcp::spec`).
@@ -71,6 +73,9 @@ impl Kind {
                 "an IP address and port, like 127.0.0.1:6868, or empty".to_string()
             }
             Kind::OptionalPath => "a file system path, or empty".to_string(),
+            Kind::OptionalChecksum => {
+                "sha256:HEX (64 hex digits) or md5:HEX (32), or empty".to_string()
+            }
             Kind::Subnets => spec::SUBNET_FORM.to_string(),
             Kind::Reservations => spec::RESERVATION_FORM.to_string(),
         }
@@ -253,7 +258,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         env: "STOKER_DEPLOY_IMAGE_CHECKSUM",
         flag: "deploy-image-checksum",
         default: "",
-        kind: Kind::Text,
+        kind: Kind::OptionalChecksum,
         help: "Checksum of that image, sha256:HEX or md5:HEX; empty: not verified",
     },
     OptionSpec {
@@ -635,7 +640,7 @@ impl Layers {
                 image_checksum: match take("deploy.image_checksum") {
                     Some(Parsed::Text(t)) if t.is_empty() => None,
                     Some(Parsed::Text(t)) => Some(t),
-                    _ => unreachable!("deploy.image_checksum is declared as text"),
+                    _ => unreachable!("deploy.image_checksum is declared as a checksum"),
                 },
                 runs: crate::engine::orchestrate::RunOptions {
                     default_timeout_s: match take("deploy.step_timeout") {
@@ -726,6 +731,9 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
                 });
             valid.then(|| Parsed::Text(raw.to_string()))
         }
+        Kind::OptionalChecksum => (raw.is_empty()
+            || crate::agent::image::Checksum::parse(raw).is_ok())
+        .then(|| Parsed::Text(raw.to_string())),
         Kind::Text => Some(Parsed::Text(raw.to_string())),
     }
 }

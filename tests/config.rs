@@ -197,3 +197,38 @@ fn deploy_image_url_is_a_file_url() {
         );
     }
 }
+
+/// `deploy.image_checksum` is checked when the configuration loads, not at each node's
+/// write_image: a typo would otherwise fail every node of a deployment.
+#[test]
+fn deploy_image_checksum_is_checked_at_load() {
+    use stoker::config::Layers;
+    let resolve = |sum: &str| {
+        Layers::default()
+            .with_flag("deploy.image_checksum", sum.to_string())
+            .resolve()
+    };
+    let sha = "ab".repeat(32);
+    for good in [
+        format!("sha256:{sha}"),
+        format!("SHA256:{}", sha.to_uppercase()),
+        sha.clone(),
+        format!("md5:{}", "0f".repeat(16)),
+    ] {
+        let config = resolve(&good).unwrap();
+        assert_eq!(config.deploy.image_checksum.as_deref(), Some(good.as_str()));
+    }
+    assert_eq!(resolve("").unwrap().deploy.image_checksum, None);
+    for bad in [
+        "sha256:abc",
+        &format!("sha1:{}", "ab".repeat(20)),
+        &format!("sha256:{}zz", "ab".repeat(31)),
+        "d41d8cd98f00b204e9800998ecf8427",
+    ] {
+        let err = resolve(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("`deploy.image_checksum`") && err.contains("sha256:HEX"),
+            "{bad}: {err}"
+        );
+    }
+}
