@@ -204,3 +204,65 @@ fn environment_page_shows_nodes_plan_and_picture() {
     assert_eq!(node["roles"], serde_json::json!(["compute", "cinder"]));
     assert_eq!(http.get("/environments/999").status, 404);
 }
+
+/// `fuel2 env delete`: refused while a deployment runs; after an abort the environment goes
+/// with its deployments, and its nodes are free again (no environment, no roles).
+#[test]
+fn an_environment_is_deleted_and_its_nodes_freed() {
+    let (d, cluster, ids) = environment(&["controller", "compute"]);
+    let http = d.http();
+    let r = http.post(&format!("/api/v1/clusters/{cluster}/deploy"), "{}");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let deployment = r.json()["id"].as_i64().unwrap();
+
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}/"));
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("abort it first")
+    );
+    assert_eq!(http.get(&format!("/api/v1/clusters/{cluster}")).status, 200);
+
+    let r = http.post(&format!("/api/v1/deployments/{deployment}/abort"), "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}/"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let task = r.json();
+    assert_eq!(
+        (
+            task["name"].as_str(),
+            task["status"].as_str(),
+            task["cluster"].as_i64()
+        ),
+        (Some("cluster_deletion"), Some("ready"), Some(cluster))
+    );
+
+    assert_eq!(http.get(&format!("/api/v1/clusters/{cluster}")).status, 404);
+    assert_eq!(http.get("/api/v1/clusters").json(), serde_json::json!([]));
+    assert_eq!(
+        http.get(&format!("/api/v1/deployments/{deployment}"))
+            .status,
+        404
+    );
+    for id in ids {
+        let node = http.get(&format!("/api/v1/nodes/{id}")).json();
+        assert_eq!(node["cluster"], serde_json::Value::Null, "{node}");
+        assert_eq!(node["roles"], serde_json::json!([]), "{node}");
+    }
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}"));
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (404, "not_found".into())
+    );
+    // The name is free again.
+    let release = http.get("/api/v1/releases").json()[0]["id"]
+        .as_i64()
+        .unwrap();
+    let r = http.post(
+        "/api/v1/clusters",
+        &format!(r#"{{"name": "env-a", "release_id": {release}}}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+}

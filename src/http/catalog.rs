@@ -114,6 +114,34 @@ pub async fn cluster(
     Ok(HttpResponse::Ok().json(cluster_json(&cluster, release.as_ref())))
 }
 
+/// `DELETE /api/v1/clusters/{id}` (`fuel2 env delete`): the environment goes at once, so the
+/// answer is Nailgun's `cluster_deletion` task, already finished (202, as Nailgun answers).
+pub async fn delete_cluster(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let now = crate::clock::now();
+    let gone = state
+        .store(move |s| s.write(|tx| tx.delete_cluster(id, now)))
+        .await?;
+    Ok(HttpResponse::Accepted().json(json!({
+        "id": null,
+        "uuid": null,
+        "name": "cluster_deletion",
+        "status": "ready",
+        "progress": 100,
+        "message": format!("environment {} deleted", gone.name),
+        "cluster": id,
+        "result": {},
+        "parent_id": null,
+        "dry_run": false,
+        "graph_type": null,
+        "time_start": null,
+        "time_end": null,
+    })))
+}
+
 /// The body of `POST /api/v1/clusters` as fuelclient sends it (`nodes` and `tasks` are legacy
 /// keys it always sends empty; they are ignored).
 #[derive(Debug, Deserialize)]

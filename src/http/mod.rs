@@ -128,6 +128,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clusters", web::get().to(catalog::clusters))
                 .route("/clusters", web::post().to(catalog::create_cluster))
                 .route("/clusters/{id}", web::get().to(catalog::cluster))
+                .route("/clusters/{id}", web::delete().to(catalog::delete_cluster))
                 .route("/clusters/{id}/nodes", web::get().to(environments::nodes))
                 .route(
                     "/clusters/{id}/nodes/{node}",

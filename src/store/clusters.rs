@@ -115,6 +115,31 @@ impl WriteTxn<'_> {
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
     }
 
+    /// Delete an environment: its nodes leave it (unassigned, roles dropped; what they run
+    /// stays on their disks), and its deployments, runs and deployed state go with it.
+    /// Refused while it is being deployed: abort first, so no agent is mid-step for it.
+    pub fn delete_cluster(&self, id: i64, now: i64) -> Result<Cluster> {
+        let cluster = self.existing_cluster(id)?;
+        if let Some(d) = self.read().running_deployment(id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {} is being deployed (deployment {}); abort it first",
+                cluster.name, d.id
+            )));
+        }
+        for node in self.read().cluster_nodes(id)? {
+            self.unassign_node(node.id, now)?;
+        }
+        self.conn
+            .execute("DELETE FROM clusters WHERE id = ?1", [id])?;
+        self.add_history(
+            now,
+            None,
+            "cluster.deleted",
+            &format!("deleted environment {}", cluster.name),
+        )?;
+        Ok(cluster)
+    }
+
     fn existing_cluster(&self, id: i64) -> Result<Cluster> {
         self.read()
             .cluster(id)?

@@ -281,7 +281,7 @@ impl ReadTxn<'_> {
         Ok(Some((d, runs)))
     }
 
-    fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
+    pub(super) fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
         // At most one deployment of an environment runs (create_deployment refuses a second).
         // No ORDER BY ... LIMIT: with one, SQLite compiles the cached statement again on every
         // use (its plan depends on ?1), and this runs on every agent call.
