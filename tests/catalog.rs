@@ -212,3 +212,16 @@ fn plugins_are_removed_through_the_api_with_their_files() {
     assert_eq!(d.http().get("/api/v1/plugins").json(), json!([]));
     assert!(d.http().get("/").body.contains("No release installed"));
 }
+
+/// `fuel2 plugins list` reads each plugin's `releases` (os and version), from its metadata.
+#[test]
+fn plugins_list_their_releases_as_nailgun_does() {
+    let d = TestDaemon::start_bundled("install");
+    let plugins = d.http().get("/api/v1/plugins").json();
+    let records = plugins[0]["releases"].as_array().expect("releases listed");
+    assert_eq!(records.len(), 1, "{plugins}");
+    assert_eq!(
+        (records[0]["os"].as_str(), records[0]["version"].as_str()),
+        (Some("Ubuntu"), Some("newton-10.0"))
+    );
+}

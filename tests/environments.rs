@@ -225,8 +225,38 @@ fn an_environment_is_deleted_and_its_nodes_freed() {
     );
     assert_eq!(http.get(&format!("/api/v1/clusters/{cluster}")).status, 200);
 
+    // The deployment as Nailgun's transaction (`fuel2 task list -e N`).
+    let listed = http
+        .get(&format!("/api/v1/transactions/?cluster_id={cluster}"))
+        .json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let t = &listed[0];
+    assert_eq!(
+        (
+            t["id"].as_i64(),
+            t["name"].as_str(),
+            t["status"].as_str(),
+            t["cluster"].as_i64()
+        ),
+        (
+            Some(deployment),
+            Some("deployment"),
+            Some("running"),
+            Some(cluster)
+        )
+    );
+    assert!(t["progress"].as_u64().is_some_and(|p| p < 100), "{t}");
+
     let r = http.post(&format!("/api/v1/deployments/{deployment}/abort"), "{}");
     assert_eq!(r.status, 200, "{}", r.body);
+    let t = http
+        .get(&format!("/api/v1/transactions/{deployment}"))
+        .json();
+    assert_eq!(
+        (t["status"].as_str(), t["message"].as_str()),
+        (Some("error"), Some("aborted by the operator"))
+    );
+    assert_eq!(http.get("/api/v1/transactions/999").status, 404);
     let r = http.delete(&format!("/api/v1/clusters/{cluster}/"));
     assert_eq!(r.status, 202, "{}", r.body);
     let task = r.json();
@@ -242,13 +272,18 @@ fn an_environment_is_deleted_and_its_nodes_freed() {
     assert_eq!(http.get(&format!("/api/v1/clusters/{cluster}")).status, 404);
     assert_eq!(http.get("/api/v1/clusters").json(), serde_json::json!([]));
     assert_eq!(
+        http.get("/api/v1/transactions").json(),
+        serde_json::json!([])
+    );
+    assert_eq!(
         http.get(&format!("/api/v1/deployments/{deployment}"))
             .status,
         404
     );
     for id in ids {
         let node = http.get(&format!("/api/v1/nodes/{id}")).json();
-        assert_eq!(node["cluster"], serde_json::Value::Null, "{node}");
+        assert_eq!(node["cluster_id"], serde_json::Value::Null, "{node}");
+        assert!(node.get("cluster_id").is_some(), "{node}");
         assert_eq!(node["roles"], serde_json::json!([]), "{node}");
     }
     let r = http.delete(&format!("/api/v1/clusters/{cluster}"));
@@ -265,4 +300,98 @@ fn an_environment_is_deleted_and_its_nodes_freed() {
         &format!(r#"{{"name": "env-a", "release_id": {release}}}"#),
     );
     assert_eq!(r.status, 201, "{}", r.body);
+}
+
+/// Nailgun's `assignment` and `unassignment` (`fuel2 env add nodes`, `env remove nodes`): every
+/// node of the list or none, 200 with `null`; a bad entry is named by its place in the list.
+#[test]
+fn nodes_are_assigned_and_unassigned_in_lists() {
+    let (d, cluster, _) = environment(&[]);
+    let http = d.http();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let mac = format!("52:54:00:00:20:{i:02x}");
+        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
+        ids.push(r.json()["node"]["id"].as_i64().unwrap());
+    }
+    let path = format!("/api/v1/clusters/{cluster}/assignment/");
+    let r = http.post(
+        &path,
+        &format!(
+            r#"[{{"id": {}, "roles": ["controller"]}}, {{"id": {}, "roles": ["compute", "cinder"]}}]"#,
+            ids[0], ids[1]
+        ),
+    );
+    assert_eq!((r.status, r.body.trim()), (200, "null"));
+    let listed = http
+        .get(&format!("/api/v1/clusters/{cluster}/nodes"))
+        .json();
+    let roles: Vec<_> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["roles"].clone())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            serde_json::json!(["controller"]),
+            serde_json::json!(["compute", "cinder"])
+        ]
+    );
+
+    // One bad entry: nothing of the list is done.
+    let r = http.post(
+        &path,
+        &format!(
+            r#"[{{"id": {}, "roles": ["compute"]}}, {{"id": {}, "roles": []}}]"#,
+            ids[2], ids[2]
+        ),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("[1].roles"),
+        "{}",
+        r.body
+    );
+    let r = http.post(
+        &path,
+        &format!(
+            r#"[{{"id": {}, "roles": ["compute"]}}, {{"id": 999, "roles": ["compute"]}}]"#,
+            ids[2]
+        ),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    let node = http.get(&format!("/api/v1/nodes/{}", ids[2])).json();
+    assert_eq!(
+        node["cluster_id"],
+        serde_json::Value::Null,
+        "rolled back: {node}"
+    );
+
+    let unpath = format!("/api/v1/clusters/{cluster}/unassignment/");
+    let r = http.post(
+        &unpath,
+        &format!(r#"[{{"id": {}}}, {{"id": {}}}]"#, ids[0], ids[2]),
+    );
+    assert_eq!(
+        r.status, 404,
+        "node {} is not in the environment: {}",
+        ids[2], r.body
+    );
+    let r = http.post(
+        &unpath,
+        &format!(r#"[{{"id": {}}}, {{"id": {}}}]"#, ids[0], ids[1]),
+    );
+    assert_eq!((r.status, r.body.trim()), (200, "null"));
+    assert_eq!(
+        http.get(&format!("/api/v1/clusters/{cluster}/nodes"))
+            .json(),
+        serde_json::json!([])
+    );
+    let r = http.post(&unpath, "[]");
+    assert_eq!(r.status, 400, "{}", r.body);
 }

@@ -45,6 +45,20 @@ fn fuel_agents_register_and_refresh_discovered_nodes_only() {
     assert_eq!(v["inventory"]["cpu"]["count"], 8);
     assert_eq!(v["inventory"]["disks"][0]["size_bytes"], 107374182400u64);
     assert_eq!(v["inventory"]["system"]["vendor"], "QEMU");
+    // And back in Nailgun's shape, for `fuel2 node show`: the same facts under `meta`.
+    let sent = fuel_node(mac, 8 << 30);
+    for path in [
+        "/meta/memory/total",
+        "/meta/cpu/total",
+        "/meta/disks/0/size",
+        "/meta/disks/0/name",
+        "/meta/interfaces/0/mac",
+        "/meta/system/manufacturer",
+    ] {
+        assert_eq!(v.pointer(path), sent.pointer(path), "{path}");
+    }
+    assert_eq!(v["cluster"], serde_json::Value::Null);
+    assert_eq!(v["manufacturer"], "QEMU");
 
     // Registered again: 409, as Nailgun answers.
     let r = Http::raw_post(

@@ -35,8 +35,10 @@ pub async fn healthz(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
 }
 
 /// `GET /api/v1/nodes`
-pub async fn nodes(state: web::Data<AppState>) -> Result<web::Json<Vec<Node>>, ApiError> {
-    Ok(web::Json(state.store(|s| s.read(|tx| tx.nodes())).await?))
+pub async fn nodes(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let nodes = state.store(|s| s.read(|tx| tx.nodes())).await?;
+    let body: Vec<serde_json::Value> = nodes.iter().map(super::catalog::node_json).collect();
+    Ok(HttpResponse::Ok().json(body))
 }
 
 /// Parse a node id from the path, naming it when it is not a number.
@@ -52,7 +54,7 @@ pub(super) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
 /// null), `driver_internal_info.deploy_steps` and `deploy_step_index`, and on failure the
 /// failing step with its output.
 pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> serde_json::Value {
-    let mut v = serde_json::to_value(node).unwrap_or_default();
+    let mut v = super::catalog::node_json(node);
     let (deployment, runs) = match progress {
         Some((d, runs)) => (Some(d.id), runs.as_slice()),
         None => (None, &[][..]),

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
-use crate::model::{Cluster, FieldError, Release};
+use crate::model::{Cluster, FieldError, Node, Release};
 
 /// Nailgun's release shape plus stoker's `plugin_id`.
 pub fn release_json(r: &Release) -> Value {
@@ -43,6 +43,27 @@ pub fn cluster_json(c: &Cluster, release: Option<&Release>) -> Value {
         "components": [],
         "created_at": c.created_at,
     })
+}
+
+/// A node in Nailgun's shape as well as stoker's: its own fields, plus what Fuel's clients read
+/// (`cluster`, `meta` from the inventory, `manufacturer`, `platform_name`, the pending flags).
+pub fn node_json(node: &Node) -> Value {
+    let mut v = serde_json::to_value(node).unwrap_or_else(|_| json!({}));
+    if let Some(o) = v.as_object_mut() {
+        let system = &node.inventory.system;
+        for (key, value) in [
+            ("cluster", json!(node.cluster_id)),
+            ("meta", super::fuel_agent::fuel_meta(&node.inventory)),
+            ("manufacturer", json!(system.vendor)),
+            ("platform_name", json!(system.product)),
+            ("pending_roles", json!([])),
+            ("pending_addition", json!(false)),
+            ("pending_deletion", json!(false)),
+        ] {
+            o.insert(key.to_string(), value);
+        }
+    }
+    v
 }
 
 /// `GET /api/v1/releases`

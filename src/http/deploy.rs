@@ -30,6 +30,77 @@ pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
     })
 }
 
+/// A deployment as Nailgun's transaction (`fuel2 task list/show`): a `deployment` task whose
+/// status is `running`, `ready` or `error` (an aborted one is an error that says so).
+fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
+    let (status, message) = match d.status.as_str() {
+        "running" => ("running", None),
+        "done" => ("ready", None),
+        "aborted" => ("error", Some("aborted by the operator")),
+        _ => ("error", Some("stopped on a failed step")),
+    };
+    let progress = if d.status == "done" || total == 0 {
+        100
+    } else {
+        finished * 100 / total
+    };
+    json!({
+        "id": d.id,
+        "uuid": format!("stoker-deployment-{}", d.id),
+        "name": "deployment",
+        "cluster": d.cluster_id,
+        "status": status,
+        "progress": progress,
+        "message": message,
+        "result": {},
+        "dry_run": false,
+        "graph_type": "default",
+        "parent_id": null,
+        "time_start": d.created_at,
+        "time_end": d.finished_at,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TransactionQuery {
+    cluster_id: Option<String>,
+}
+
+/// `GET /api/v1/transactions[?cluster_id=N]`: the deployments as Nailgun's transactions.
+pub async fn transactions(
+    state: web::Data<AppState>,
+    query: web::Query<TransactionQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = match query.into_inner().cluster_id.as_deref() {
+        None | Some("") => None,
+        Some(raw) => Some(id_of(raw, "environment")?),
+    };
+    let list = state
+        .store(move |s| s.read(|r| r.deployments_with_progress(cluster)))
+        .await?;
+    let body: Vec<Value> = list
+        .iter()
+        .map(|(d, total, finished)| transaction_json(d, *total, *finished))
+        .collect();
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `GET /api/v1/transactions/{id}`
+pub async fn transaction(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "transaction")?;
+    let list = state
+        .store(move |s| s.read(|r| r.deployments_with_progress(None)))
+        .await?;
+    let (d, total, finished) = list
+        .iter()
+        .find(|(d, _, _)| d.id == id)
+        .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))?;
+    Ok(HttpResponse::Ok().json(transaction_json(d, *total, *finished)))
+}
+
 /// `POST /api/v1/clusters/{id}/deploy`
 pub async fn deploy(
     state: web::Data<AppState>,

@@ -29,7 +29,8 @@ pub async fn nodes(
             })
         })
         .await?;
-    Ok(HttpResponse::Ok().json(nodes))
+    let body: Vec<serde_json::Value> = nodes.iter().map(super::catalog::node_json).collect();
+    Ok(HttpResponse::Ok().json(body))
 }
 
 #[derive(Debug, Deserialize)]
@@ -41,10 +42,15 @@ struct Assign {
 pub fn parse_roles(body: &[u8]) -> Result<Vec<String>, ApiError> {
     let a: Assign =
         serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let Some(Value::Array(items)) = a.roles else {
-        return Err(ApiError::BadRequest(
-            "roles: expected a list of role names, like {\"roles\": [\"controller\"]}".to_string(),
-        ));
+    roles_of(a.roles.as_ref(), "roles")
+}
+
+/// The role list at `field` of a request: non-empty names, no duplicates.
+fn roles_of(value: Option<&Value>, field: &str) -> Result<Vec<String>, ApiError> {
+    let Some(Value::Array(items)) = value else {
+        return Err(ApiError::BadRequest(format!(
+            "{field}: expected a list of role names, like [\"controller\"]"
+        )));
     };
     let mut roles: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
@@ -52,22 +58,98 @@ pub fn parse_roles(body: &[u8]) -> Result<Vec<String>, ApiError> {
             Some(r) if !r.is_empty() && !roles.iter().any(|x| x == r) => roles.push(r.to_string()),
             Some(r) if !r.is_empty() => {
                 return Err(ApiError::BadRequest(format!(
-                    "roles[{i}]: {r:?} is listed twice"
+                    "{field}[{i}]: {r:?} is listed twice"
                 )));
             }
             _ => {
                 return Err(ApiError::BadRequest(format!(
-                    "roles[{i}]: expected a non-empty role name, found {item}"
+                    "{field}[{i}]: expected a non-empty role name, found {item}"
                 )));
             }
         }
     }
     if roles.is_empty() {
-        return Err(ApiError::BadRequest(
-            "roles: at least one role is needed".to_string(),
-        ));
+        return Err(ApiError::BadRequest(format!(
+            "{field}: at least one role is needed"
+        )));
     }
     Ok(roles)
+}
+
+/// The node list of Nailgun's `assignment` and `unassignment` bodies, `[{"id": 1, ...}, ...]`,
+/// with each node's roles when `with_roles`.
+fn node_list(body: &[u8], with_roles: bool) -> Result<Vec<(i64, Vec<String>)>, ApiError> {
+    let items: Vec<Value> =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    if items.is_empty() {
+        return Err(ApiError::BadRequest(
+            "expected at least one node".to_string(),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let id = item["id"].as_i64().filter(|id| *id > 0).ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "[{i}].id: expected a node id, found {}",
+                    item["id"]
+                ))
+            })?;
+            let roles = if with_roles {
+                roles_of(item.get("roles"), &format!("[{i}].roles"))?
+            } else {
+                Vec::new()
+            };
+            Ok((id, roles))
+        })
+        .collect()
+}
+
+/// `POST /api/v1/clusters/{id}/assignment` `[{"id": N, "roles": [...]}, ...]` (Nailgun's, for
+/// `fuel2 env add nodes`): assign every node or none. 200 with `null`, as Nailgun answers.
+pub async fn assign_many(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = id_of(&path, "environment")?;
+    let nodes = node_list(&body, true)?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                for (node, roles) in &nodes {
+                    tx.assign_node(cluster, *node, roles, now)?;
+                }
+                Ok(())
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(Value::Null))
+}
+
+/// `POST /api/v1/clusters/{id}/unassignment` `[{"id": N}, ...]` (Nailgun's, for `fuel2 env
+/// remove nodes`): take every node out of the environment, or none. 200 with `null`.
+pub async fn unassign_many(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = id_of(&path, "environment")?;
+    let nodes = node_list(&body, false)?;
+    let now = crate::clock::now();
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                for (node, _) in &nodes {
+                    tx.remove_from_cluster(cluster, *node, now)?;
+                }
+                Ok(())
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(Value::Null))
 }
 
 /// `PUT /api/v1/clusters/{id}/nodes/{node_id}` with `{"roles": [...]}`: assign a node, or change
@@ -85,7 +167,7 @@ pub async fn assign(
     let node = state
         .store(move |s| s.write(|tx| tx.assign_node(cluster, node, &roles, now)))
         .await?;
-    Ok(HttpResponse::Ok().json(node))
+    Ok(HttpResponse::Ok().json(super::catalog::node_json(&node)))
 }
 
 /// `DELETE /api/v1/clusters/{id}/nodes/{node_id}`: take a node out of the environment.
@@ -98,18 +180,7 @@ pub async fn unassign(
     let node = id_of(&node, "node")?;
     let now = crate::clock::now();
     state
-        .store(move |s| {
-            s.write(|tx| {
-                let n = tx.read().node(node)?;
-                if n.as_ref().and_then(|n| n.cluster_id) != Some(cluster) {
-                    return Err(crate::store::StoreError::NotFound {
-                        entity: "node in this environment",
-                        id: node.to_string(),
-                    });
-                }
-                tx.unassign_node(node, now)
-            })
-        })
+        .store(move |s| s.write(|tx| tx.remove_from_cluster(cluster, node, now)))
         .await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -78,6 +78,42 @@ pub fn inventory_from_fuel(body: &[u8]) -> Result<Inventory, ApiError> {
     })
 }
 
+/// Fuel's `meta` document of a node from stoker's inventory: the inverse of
+/// [`inventory_from_fuel`], for the clients that read Nailgun's node shape (`fuel2 node show`).
+pub fn fuel_meta(inv: &Inventory) -> Value {
+    let interfaces: Vec<Value> = inv
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            json!({
+                "name": n.name,
+                "mac": n.mac.as_str(),
+                "pxe": i == 0,
+                "state": n.link.map(|up| if up { "up" } else { "down" }),
+                "current_speed": n.speed_mbps,
+                "max_speed": n.speed_mbps,
+            })
+        })
+        .collect();
+    let disks: Vec<Value> = inv
+        .disks
+        .iter()
+        .map(|d| {
+            json!({"name": d.name, "disk": d.name, "size": d.size_bytes, "model": d.model,
+                   "serial": d.serial, "removable": "0", "extra": []})
+        })
+        .collect();
+    json!({
+        "interfaces": interfaces,
+        "cpu": {"total": inv.cpu.count, "spec": [{"model": inv.cpu.model, "frequency": null}]},
+        "memory": {"total": inv.memory_bytes},
+        "disks": disks,
+        "system": {"manufacturer": inv.system.vendor, "product": inv.system.product,
+                   "serial": inv.system.serial},
+    })
+}
+
 /// Fuel's agents send `null` for what they could not read; stoker's inventory leaves it out.
 fn strip_nulls(v: Value) -> Value {
     match v {
@@ -139,7 +175,7 @@ pub async fn register(
         ))
     })?;
     tracing::info!(node = node.id, mac = %node.mac, "node registered through Fuel's API");
-    Ok(HttpResponse::Created().json(node))
+    Ok(HttpResponse::Created().json(super::catalog::node_json(&node)))
 }
 
 /// `PUT /api/nodes/agent`: nailgun-agent's periodic update. Refreshes the inventory of a node

@@ -131,6 +131,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clusters/{id}", web::delete().to(catalog::delete_cluster))
                 .route("/clusters/{id}/nodes", web::get().to(environments::nodes))
                 .route(
+                    "/clusters/{id}/assignment",
+                    web::post().to(environments::assign_many),
+                )
+                .route(
+                    "/clusters/{id}/unassignment",
+                    web::post().to(environments::unassign_many),
+                )
+                .route(
                     "/clusters/{id}/nodes/{node}",
                     web::put().to(environments::assign),
                 )
@@ -150,6 +158,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/clusters/{id}/deploy", web::post().to(deploy::deploy))
                 .route("/clusters/{id}/deployments", web::get().to(deploy::list))
                 .route("/deployments/{id}", web::get().to(deploy::show))
+                .route("/transactions", web::get().to(deploy::transactions))
+                .route("/transactions/{id}", web::get().to(deploy::transaction))
                 .route("/deployments/{id}/abort", web::post().to(deploy::abort))
                 .route("/deployments/{id}/retry", web::post().to(deploy::retry))
                 .route("/agent/sync", web::get().to(steps::sync))

@@ -19,6 +19,9 @@ pub struct PluginSummary {
     pub installed_at: i64,
     /// The validator's findings at install time (warnings and infos; errors refuse install).
     pub diagnostics: serde_json::Value,
+    /// Its metadata's `releases` records in Nailgun's plugin shape (`os`, `version`, `mode`,
+    /// `deployment_scripts_path`, `repository_path`), as `fuel2 plugins list` reads them.
+    pub releases: Vec<serde_json::Value>,
 }
 
 /// A release an environment can be created from.

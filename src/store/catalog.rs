@@ -52,11 +52,28 @@ fn plugin_from_row(row: &Row<'_>) -> rusqlite::Result<PluginSummary> {
         is_release: row.get(6)?,
         installed_at: row.get(7)?,
         diagnostics: json_column(row, 8)?,
+        releases: match json_column(row, 9)? {
+            serde_json::Value::Array(records) => records.iter().map(nailgun_release).collect(),
+            _ => Vec::new(),
+        },
     })
 }
 
-const PLUGIN_COLUMNS: &str =
-    "id, name, title, version, package_version, description, is_release, installed_at, diagnostics";
+/// One `releases` record of a plugin's metadata as Nailgun lists it (a release record names
+/// its system `operating_system`; a plugin's compatibility record, `os`).
+fn nailgun_release(r: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "os": r.get("os").or_else(|| r.get("operating_system")),
+        "version": r.get("version"),
+        "mode": r.get("mode"),
+        "deployment_scripts_path": r.get("deployment_scripts_path"),
+        "repository_path": r.get("repository_path"),
+    })
+}
+
+/// The manifest itself is large (every file of the package); only its `releases` are read.
+const PLUGIN_COLUMNS: &str = "id, name, title, version, package_version, description, \
+     is_release, installed_at, diagnostics, COALESCE(json_extract(manifest, '$.releases'), '[]')";
 
 fn release_from_row(row: &Row<'_>) -> rusqlite::Result<Release> {
     Ok(Release {

@@ -231,6 +231,18 @@ impl WriteTxn<'_> {
             })
     }
 
+    /// Take a node out of environment `cluster_id`; refused (not found) when it is not in it.
+    pub fn remove_from_cluster(&self, cluster_id: i64, node_id: i64, now: i64) -> Result<()> {
+        let node = self.read().node(node_id)?;
+        if node.and_then(|n| n.cluster_id) != Some(cluster_id) {
+            return Err(StoreError::NotFound {
+                entity: "node in this environment",
+                id: node_id.to_string(),
+            });
+        }
+        self.unassign_node(node_id, now)
+    }
+
     /// Take a node out of its environment; what it ran there is forgotten.
     pub fn unassign_node(&self, node_id: i64, now: i64) -> Result<()> {
         let node = self
