@@ -1,5 +1,6 @@
-//! The native JSON API under `/api/v1` (the Nailgun-compatible API comes later, beside it) and
-//! `/healthz`. Each handler validates its input, makes one store call and returns JSON.
+//! The native JSON API under `/api/v1` (nodes, version) and `/healthz`; Nailgun's shapes, which
+//! the same routes also carry for `fuel2`, are built in `catalog.rs`. Each handler validates
+//! its input, makes one store call and returns JSON.
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
