@@ -76,7 +76,7 @@ pub async fn transactions(
         Some(raw) => Some(id_of(raw, "environment")?),
     };
     let list = state
-        .store(move |s| s.read(|r| r.deployments_with_progress(cluster)))
+        .store(move |s| s.read(|r| r.deployments_with_progress(cluster, None)))
         .await?;
     let body: Vec<Value> = list
         .iter()
@@ -91,12 +91,11 @@ pub async fn transaction(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
-    let list = state
-        .store(move |s| s.read(|r| r.deployments_with_progress(None)))
+    let found = state
+        .store(move |s| s.read(|r| r.deployments_with_progress(None, Some(id))))
         .await?;
-    let (d, total, finished) = list
-        .iter()
-        .find(|(d, _, _)| d.id == id)
+    let (d, total, finished) = found
+        .first()
         .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))?;
     Ok(HttpResponse::Ok().json(transaction_json(d, *total, *finished)))
 }

@@ -209,21 +209,24 @@ impl ReadTxn<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Deployments, newest first (of one environment, or of all), each with how many of its
-    /// runs there are and how many have finished (ok, failed or skipped).
+    /// Deployments, newest first (of one environment or of all; or the one with `id`), each
+    /// with how many runs it has and how many have finished (ok, failed or skipped).
     pub fn deployments_with_progress(
         &self,
         cluster_id: Option<i64>,
+        id: Option<i64>,
     ) -> Result<Vec<(Deployment, u64, u64)>> {
         let sql = format!(
             "SELECT {DEPLOYMENT_COLUMNS},
                (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id),
                (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id
                   AND r.status IN ('ok', 'failed', 'skipped'))
-             FROM deployments d WHERE ?1 IS NULL OR d.cluster_id = ?1 ORDER BY d.id DESC"
+             FROM deployments d
+             WHERE (?1 IS NULL OR d.cluster_id = ?1) AND (?2 IS NULL OR d.id = ?2)
+             ORDER BY d.id DESC"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([cluster_id], |r| {
+        let rows = stmt.query_map([cluster_id, id], |r| {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
             Ok((deployment_from_row(r)?, count(5)?, count(6)?))
         })?;

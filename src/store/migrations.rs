@@ -321,6 +321,20 @@ mod tests {
             .unwrap()
     }
 
+    /// A plugin, its release and an environment from it (id 1 each), as of migration 4.
+    fn seed_environment(conn: &Connection) {
+        conn.execute_batch(
+            "INSERT INTO plugins (id, name, version, title, package_version, description,
+               is_release, path, diagnostics, manifest, installed_at)
+             VALUES (1, 'r', '1', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
+             INSERT INTO releases (id, plugin_id, name, version, operating_system, description,
+               state, data) VALUES (1, 1, 'r', 'v', 'u', '', 'available', '{}');
+             INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
+             VALUES (1, 'e', 1, 'new', 'vlan', 1);",
+        )
+        .unwrap();
+    }
+
     #[test]
     fn versions_are_dense_and_latest_matches_count() {
         for (i, m) in MIGRATIONS.iter().enumerate() {
@@ -505,16 +519,11 @@ mod tests {
         for t in ["deployments", "step_runs"] {
             assert!(tables(&conn).contains(&t.to_string()), "{t}");
         }
-        conn.execute_batch(
-            "INSERT INTO plugins (id, name, version, title, package_version, description,
-               is_release, path, diagnostics, manifest, installed_at)
-             VALUES (1, 'r', '1', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
-             INSERT INTO releases (id, plugin_id, name, version, operating_system, description,
-               state, data) VALUES (1, 1, 'r', 'v', 'u', '', 'available', '{}');
-             INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
-             VALUES (1, 'e', 1, 'new', 'vlan', 1);
-             INSERT INTO deployments (id, cluster_id, status, after, created_at)
-             VALUES (1, 1, 'running', '{}', 1);",
+        seed_environment(&conn);
+        conn.execute(
+            "INSERT INTO deployments (id, cluster_id, status, after, created_at)
+             VALUES (1, 1, 'running', '{}', 1)",
+            [],
         )
         .unwrap();
         let insert = |status: &str| {
@@ -561,16 +570,11 @@ mod tests {
             [&inventory],
         )
         .unwrap();
-        conn.execute_batch(
-            "INSERT INTO plugins (id, name, version, title, package_version, description,
-               is_release, path, diagnostics, manifest, installed_at)
-             VALUES (1, 'r', '1', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
-             INSERT INTO releases (id, plugin_id, name, version, operating_system, description,
-               state, data) VALUES (1, 1, 'r', 'v', 'u', '', 'available', '{}');
-             INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
-             VALUES (1, 'e', 1, 'new', 'vlan', 1);
-             INSERT INTO deployments (id, cluster_id, status, after, created_at)
-             VALUES (3, 1, 'done', '{\"nodes\":{}}', 1);",
+        seed_environment(&conn);
+        conn.execute(
+            "INSERT INTO deployments (id, cluster_id, status, after, created_at)
+             VALUES (3, 1, 'done', '{\"nodes\":{}}', 1)",
+            [],
         )
         .unwrap();
         assert_eq!(migrate_to(&mut conn, 12).unwrap(), 12);
