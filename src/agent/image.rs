@@ -16,6 +16,7 @@ use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use crate::agent::exec::Tail;
+use crate::model::hex;
 
 /// The qcow2 magic, "QFI\xfb".
 pub const QCOW2_MAGIC: [u8; 4] = *b"QFI\xfb";
@@ -135,10 +136,6 @@ impl<R: Read> Read for Hashing<R> {
         self.count += n as u64;
         Ok(n)
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Fill `buf` as far as the stream goes; returns how many bytes were read (less only at EOF).

@@ -10,7 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 
 use super::{ApiError, AppState};
-use crate::model::{Mac, NodeStatus};
+use crate::model::{Mac, NodeStatus, hex};
 
 #[derive(Template)]
 #[template(path = "boot/bootstrap.ipxe", escape = "none")]
@@ -42,10 +42,6 @@ pub fn new_token() -> Result<(String, String), ApiError> {
 pub fn hash_token(token: &str) -> String {
     use sha2::Digest;
     hex(&sha2::Sha256::digest(token.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The base URL nodes should use: configured, or the `Host` this request was sent to.

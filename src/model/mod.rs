@@ -7,3 +7,24 @@ pub mod node;
 
 pub use catalog::{Cluster, PluginSummary, Release};
 pub use node::{FieldError, Inventory, Mac, Node, NodeId, NodeStatus, RawInventory};
+
+/// Lowercase hex of `bytes` (digests, tokens). One allocation: this runs on every agent call,
+/// where a `format!` per byte was 64 small allocations for a token hash.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        assert_eq!(super::hex(&[]), "");
+    }
+}
