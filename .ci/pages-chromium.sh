@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Render the dashboard in headless Chromium (Debian's package) against a real `stoker serve` on
-# loopback: every page must load its stylesheet and show what an operator expects. Screenshots go
+# loopback, signed in through the login form as a person would (.ci/browser.mjs): every page must
+# show what an operator expects. Screenshots go
 # to $OUT (default target/pages) for a person to look at.
 set -euo pipefail
 stoker=${1:?usage: pages-chromium.sh path/to/stoker}
@@ -23,29 +24,23 @@ for _ in $(seq 100); do grep -q 'listening on http://' "$work/log" && break; sle
 base=$(grep -o 'listening on http://[0-9.:]*' "$work/log" | head -n1 | sed 's/listening on //')
 [ -n "$base" ] || { cat "$work/log"; echo "stoker did not start" >&2; exit 1; }
 for i in 1 2 3; do
-  curl -sf -o /dev/null -X POST "$base/api/v1/agent/hello" -d "{\"interfaces\":[{\"name\":\"eno1\",\"mac\":\"52:54:00:00:10:0$i\",\"speed_mbps\":10000,\"link\":true}],\"cpu\":{\"count\":32},\"memory_bytes\":274877906944,\"disks\":[{\"name\":\"sda\",\"size_bytes\":480103981056}],\"system\":{\"vendor\":\"Dell Inc.\",\"product\":\"PowerEdge R650\"}}"
+  curl -sf -o /dev/null -X POST "$base/api/v1/agent/hello" -H "content-type: application/json" -d "{\"interfaces\":[{\"name\":\"eno1\",\"mac\":\"52:54:00:00:10:0$i\",\"speed_mbps\":10000,\"link\":true}],\"cpu\":{\"count\":32},\"memory_bytes\":274877906944,\"disks\":[{\"name\":\"sda\",\"size_bytes\":480103981056}],\"system\":{\"vendor\":\"Dell Inc.\",\"product\":\"PowerEdge R650\"}}"
 done
-chrome() {
-  timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-    --disable-background-networking --disable-component-update --disable-sync \
-    --user-data-dir="$work/profile" --hide-scrollbars --window-size=1280,900 "$@" 2>/dev/null
-}
-fail=0; pass=0
-check() { # path, expected text...
-  local path=$1; shift
-  local name; name=$(echo "${path#/}" | tr '/' '_'); name=${name:-overview}
-  chrome --dump-dom "$base$path" > "$work/$name.html" || true
-  chrome --screenshot="$OUT/$name.png" "$base$path" >/dev/null || true
-  for want in "$@"; do
-    if grep -qF -- "$want" "$work/$name.html"; then pass=$((pass+1)); else
-      echo "FAIL $path: rendered page lacks: $want"; fail=$((fail+1)); fi
-  done
-}
-check / 'class="tile-value">3<' 'No release installed' 'discovered 52:54:00:00:10:03'
-check /nodes '52:54:00:00:10:01' 'badge badge-info">discover<' '256.0 GiB' 'Dell Inc. PowerEdge R650'
-check /nodes/2 'eno1' '10000 Mb/s'
-check /environments 'No release installed'
-check /releases 'No plugin is installed'
+# playwright-core drives Debian's chromium (it downloads no browser) to click through the sign-in.
+node_dir="$PWD/target/ci-node"
+if [ ! -d "$node_dir/node_modules/playwright-core" ]; then
+  mkdir -p "$node_dir"
+  (cd "$node_dir" && npm init -y >/dev/null && npm install --no-audit --no-fund --silent playwright-core@1 >/dev/null)
+fi
+cp .ci/browser.mjs "$node_dir/browser.mjs"
+password=$(cat "$work/data/initial-admin-password")
+checks='[
+ {"path": "/", "want": ["class=\"tile-value\">3<", "No release installed", "discovered 52:54:00:00:10:03"]},
+ {"path": "/nodes", "want": ["52:54:00:00:10:01", "badge badge-info\">discover<", "256.0 GiB", "Dell Inc. PowerEdge R650"]},
+ {"path": "/nodes/2", "want": ["eno1", "10000 Mb/s"]},
+ {"path": "/environments", "want": ["No release installed"]},
+ {"path": "/releases", "want": ["No plugin is installed"]},
+ {"path": "/audit", "want": ["/login"]}
+]'
+node "$node_dir/browser.mjs" "$base" "$password" "$(cd "$OUT" && pwd)" "$checks"
 echo "screenshots in $OUT"
-echo "pages: $pass passed, $fail failed"
-[ "$fail" = 0 ]

@@ -301,6 +301,38 @@ pub const OPTIONS: &[OptionSpec] = &[
         kind: Kind::Choice(BUNDLED_CHOICES),
         help: "Install the release plugins shipped in the binary on first start (once: a removed one stays removed)",
     },
+    OptionSpec {
+        key: "auth.session_idle",
+        env: "STOKER_AUTH_SESSION_IDLE",
+        flag: "auth-session-idle",
+        default: "3600",
+        kind: Kind::Seconds,
+        help: "A dashboard session unused this many seconds ends; the user signs in again",
+    },
+    OptionSpec {
+        key: "auth.session_lifetime",
+        env: "STOKER_AUTH_SESSION_LIFETIME",
+        flag: "auth-session-lifetime",
+        default: "43200",
+        kind: Kind::Seconds,
+        help: "A dashboard session ends this many seconds after sign-in, however busy",
+    },
+    OptionSpec {
+        key: "auth.login_token_lifetime",
+        env: "STOKER_AUTH_LOGIN_TOKEN_LIFETIME",
+        flag: "auth-login-token-lifetime",
+        default: "43200",
+        kind: Kind::Seconds,
+        help: "Seconds a token bought with a password lasts (fuel2's Keystone login, `stoker login`)",
+    },
+    OptionSpec {
+        key: "audit.retention_days",
+        env: "STOKER_AUDIT_RETENTION_DAYS",
+        flag: "audit-retention-days",
+        default: "90",
+        kind: Kind::Count,
+        help: "Days the audit log keeps each state-changing request",
+    },
 ];
 
 /// Environment variable naming the config file, for `--config`.
@@ -377,6 +409,20 @@ pub struct Config {
     /// Install the bundled release plugins on first start.
     pub install_bundled: bool,
     pub deploy: crate::deployer::DeploySettings,
+    pub auth: AuthConfig,
+}
+
+/// Sessions, sign-in tokens and the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthConfig {
+    /// Seconds of inactivity that end a dashboard session.
+    pub session_idle: i64,
+    /// Seconds after sign-in that end a dashboard session.
+    pub session_lifetime: i64,
+    /// Seconds a password-bought token lasts.
+    pub login_token_lifetime: i64,
+    /// Days the audit log keeps an entry.
+    pub audit_retention_days: i64,
 }
 
 /// The DHCP server's settings.
@@ -594,7 +640,27 @@ impl Layers {
                 _ => unreachable!("tftp.mtu is declared as a count"),
             },
         };
+        let secs = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let auth = AuthConfig {
+            session_idle: match take("auth.session_idle") {
+                Some(Parsed::Seconds(s)) => secs(s),
+                _ => unreachable!("auth.session_idle is declared as seconds"),
+            },
+            session_lifetime: match take("auth.session_lifetime") {
+                Some(Parsed::Seconds(s)) => secs(s),
+                _ => unreachable!("auth.session_lifetime is declared as seconds"),
+            },
+            login_token_lifetime: match take("auth.login_token_lifetime") {
+                Some(Parsed::Seconds(s)) => secs(s),
+                _ => unreachable!("auth.login_token_lifetime is declared as seconds"),
+            },
+            audit_retention_days: match take("audit.retention_days") {
+                Some(Parsed::Count(n)) => secs(n),
+                _ => unreachable!("audit.retention_days is declared as a count"),
+            },
+        };
         Ok(Config {
+            auth,
             dhcp,
             tftp,
             data_dir: match take("data_dir") {

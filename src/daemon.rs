@@ -50,6 +50,7 @@ pub struct Daemon {
     dhcp: Option<DhcpServer>,
     tftp: Option<TftpServer>,
     store: Arc<Store>,
+    auth: crate::config::AuthConfig,
 }
 
 /// The base URL nodes use for HTTP boot: `http.public_url`, else the DHCP server's address with
@@ -77,6 +78,17 @@ impl Daemon {
                 &config.data_dir,
                 crate::clock::now(),
             );
+        }
+        match crate::auth::first_start::ensure_admin(&store, &config.data_dir, crate::clock::now())
+        {
+            Ok(Some(path)) => tracing::warn!(
+                path = %path.display(),
+                "first start: created the user admin; its password is in {} (readable by this \
+                 user only): sign in and change it",
+                path.display()
+            ),
+            Ok(None) => {}
+            Err(e) => return Err(anyhow::anyhow!(e).context("cannot create the first admin")),
         }
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
@@ -153,6 +165,11 @@ impl Daemon {
             )),
             pxe,
             deploy: config.deploy.clone(),
+            auth: http::AuthSettings::from_config(config),
+            login_limit: Arc::new(http::limit::RateLimiter::new(
+                http::limit::Limits::login(),
+                std::time::Instant::now(),
+            )),
         };
         let server = http::serve(
             listener,
@@ -168,6 +185,7 @@ impl Daemon {
             dhcp,
             tftp,
             store,
+            auth: config.auth,
         })
     }
 
@@ -206,6 +224,11 @@ impl Daemon {
         }
         udp.push(tokio::spawn(watch_timeouts(
             Arc::clone(&self.store),
+            stopped(stop_rx.clone()),
+        )));
+        udp.push(tokio::spawn(prune_access(
+            Arc::clone(&self.store),
+            self.auth,
             stopped(stop_rx.clone()),
         )));
         tokio::select! {
@@ -265,6 +288,52 @@ async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
             Ok(Ok(n)) => tracing::warn!(runs = n, "deploy steps timed out"),
             Ok(Err(err)) => tracing::error!(%err, "cannot check deploy step timeouts"),
             Err(err) => tracing::error!(%err, "timeout watcher failed"),
+        }
+    }
+}
+
+/// Every ten minutes (and at start), forget expired sessions and tokens, and audit entries
+/// past `audit.retention_days`. Runs until `stop` resolves.
+async fn prune_access(
+    store: Arc<Store>,
+    auth: crate::config::AuthConfig,
+    stop: impl Future<Output = ()>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let s = Arc::clone(&store);
+        let now = crate::clock::now();
+        let limits = crate::store::SessionLimits {
+            idle: auth.session_idle,
+            absolute: auth.session_lifetime,
+        };
+        let keep_from = now.saturating_sub(auth.audit_retention_days.saturating_mul(86_400));
+        let pruned = tokio::task::spawn_blocking(move || {
+            s.write(|tx| {
+                Ok((
+                    tx.prune_credentials(now, limits)?,
+                    tx.prune_audit(keep_from)?,
+                ))
+            })
+        })
+        .await;
+        match pruned {
+            Ok(Ok((0, 0))) => {}
+            Ok(Ok((credentials, audit))) => {
+                tracing::info!(
+                    credentials,
+                    audit,
+                    "expired sessions, tokens and audit entries pruned"
+                );
+            }
+            Ok(Err(err)) => tracing::error!(%err, "cannot prune expired credentials"),
+            Err(err) => tracing::error!(%err, "credential pruning failed"),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! The edges (`store`, `http`, `daemon`, `cli`) do the I/O and call the core.
 
 pub mod agent;
+pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod config;

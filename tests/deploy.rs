@@ -354,7 +354,9 @@ fn abort_keeps_state_and_retry_resumes() {
 fn serve(dir: &Path) -> Served {
     let mut cmd = stoker(dir);
     cmd.args(["serve", "--http-listen", "127.0.0.1:0"]);
-    Served::spawn(cmd)
+    let served = Served::spawn(cmd);
+    crate::common::sign_in(&format!("http://{}", served.addr), &dir.join("stoker-data"));
+    served
 }
 
 #[test]

@@ -180,11 +180,9 @@ fn environment_page_shows_nodes_plan_and_picture() {
             .contains(&format!("/environments/{cluster}"))
     );
     // Removing through the form takes the node out and the page says what to do.
-    let url = d.url(&format!("/environments/{cluster}/nodes/{}/remove", ids[1]));
-    let r = crate::common::Http::raw_post(
-        &url,
+    let r = d.http().post_form(
+        &format!("/environments/{cluster}/nodes/{}/remove", ids[1]),
         "",
-        &[("content-type", "application/x-www-form-urlencoded")],
     );
     assert!(r.status == 303 || r.status == 200, "{}", r.status);
     let nodes = http
@@ -192,13 +190,10 @@ fn environment_page_shows_nodes_plan_and_picture() {
         .json();
     assert_eq!(nodes.as_array().unwrap().len(), 1);
     // Adding through the form puts it back with its roles.
-    let url = d.url(&format!("/environments/{cluster}/nodes"));
     let body = format!("node_id={}&roles=compute%2C+cinder", ids[1]);
-    let r = crate::common::Http::raw_post(
-        &url,
-        &body,
-        &[("content-type", "application/x-www-form-urlencoded")],
-    );
+    let r = d
+        .http()
+        .post_form(&format!("/environments/{cluster}/nodes"), &body);
     assert!(r.status == 303 || r.status == 200, "{}", r.status);
     let node = http.get(&format!("/api/v1/nodes/{}", ids[1])).json();
     assert_eq!(node["roles"], serde_json::json!(["compute", "cinder"]));

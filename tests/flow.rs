@@ -230,6 +230,7 @@ fn serve_with_demo_nodes_discovers_them_over_the_boot_chain() {
     ]);
     let served = crate::common::bin::Served::spawn(cmd);
     let base = format!("http://{}", served.addr);
+    crate::common::sign_in(&base, &dir.path().join("stoker-data"));
     wait_for("two demo nodes", || {
         Http::raw_get_json(&format!("{base}/api/v1/nodes"))
             .as_array()

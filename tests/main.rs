@@ -4,6 +4,7 @@
 
 mod common;
 
+mod access;
 mod agent;
 mod agent_steps;
 mod api;

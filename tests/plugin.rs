@@ -421,6 +421,7 @@ fn post_package(d: &TestDaemon, bytes: &[u8]) -> (u16, Value) {
         .into();
     let mut r = agent
         .post(&d.url("/api/v1/plugins"))
+        .header("authorization", &format!("Bearer {}", d.admin_token()))
         .header("content-type", "application/gzip")
         .send(bytes)
         .unwrap();
@@ -517,6 +518,7 @@ fn install_sync_and_remove_through_the_api() {
         .into();
     let r = agent
         .delete(&d.url("/api/v1/plugins/fixture-release"))
+        .header("authorization", &format!("Bearer {}", d.admin_token()))
         .call()
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
@@ -564,6 +566,7 @@ fn the_bundled_release_is_installed_once() {
         .into();
     let r = agent
         .delete(&d.url("/api/v1/plugins/ubuntu-newton"))
+        .header("authorization", &format!("Bearer {}", d.admin_token()))
         .call()
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
@@ -587,6 +590,7 @@ fn cli_lists_syncs_and_removes_through_the_daemon() {
             .arg("plugin")
             .args(args)
             .args(["--url", &d.url("")])
+            .env("STOKER_TOKEN", d.admin_token())
             .output()
             .unwrap();
         (

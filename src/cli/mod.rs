@@ -5,10 +5,12 @@
 //! Exit codes: 0 success, 1 failure, 2 bad usage or configuration.
 
 mod agent;
+mod client;
 mod config_args;
 mod graph;
 mod plugin;
 mod serve;
+mod user;
 mod yaql;
 
 use std::process::ExitCode;
@@ -61,6 +63,25 @@ pub enum Command {
         #[command(subcommand)]
         command: graph::GraphCommand,
     },
+    /// Sign in to a running master and keep the token for the other commands (the password
+    /// from standard input or STOKER_PASSWORD)
+    Login {
+        /// User name
+        #[arg(default_value = "admin")]
+        user: String,
+        #[command(flatten)]
+        client: client::ClientArgs,
+    },
+    /// Manage users: through the API with an admin's token, or `--offline` on a stopped master
+    User {
+        #[command(subcommand)]
+        command: user::UserCommand,
+    },
+    /// Create, list and revoke personal API tokens
+    Token {
+        #[command(subcommand)]
+        command: user::TokenCommand,
+    },
     /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
     Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
@@ -92,6 +113,9 @@ pub fn run() -> ExitCode {
         Command::Plugin { command } => report(plugin::run(command)),
         Command::Graph { command } => report(graph::run(command)),
         Command::Yaql(args) => report(yaql::run(&args)),
+        Command::Login { user, client } => report(user::login(&user, &client)),
+        Command::User { command } => report(user::run_user(command)),
+        Command::Token { command } => report(user::run_token(command)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use super::client::ClientArgs;
 use anyhow::{Context, bail};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Subcommand, ValueEnum};
 use serde_json::Value;
 
-use super::ConfigArgs;
 use crate::engine::plugin::{Level, MemFiles, PackageFiles, check};
 use crate::package::{archive, bundled};
 
@@ -70,41 +70,6 @@ pub enum PluginCommand {
 pub enum Format {
     Text,
     Json,
-}
-
-/// How to reach the daemon.
-#[derive(Debug, Args)]
-pub struct ClientArgs {
-    #[command(flatten)]
-    config: ConfigArgs,
-    /// Base URL of the daemon; default: derived from `http.listen`
-    #[arg(long)]
-    url: Option<String>,
-    /// Seconds to wait for an answer
-    #[arg(long, default_value_t = 120)]
-    timeout: u64,
-}
-
-impl ClientArgs {
-    fn base(&self) -> anyhow::Result<String> {
-        if let Some(u) = &self.url {
-            return Ok(u.trim_end_matches('/').to_string());
-        }
-        let config = self
-            .config
-            .layers()
-            .and_then(|l| l.resolve())
-            .context("cannot resolve the configuration to find the daemon")?;
-        Ok(super::serve::local_url(&config))
-    }
-
-    fn agent(&self) -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(self.timeout)))
-            .http_status_as_error(false)
-            .build()
-            .into()
-    }
 }
 
 pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
@@ -254,8 +219,7 @@ fn print_error(status: u16, body: &Value) {
 fn upload(client: &ClientArgs, bytes: Vec<u8>, label: &str) -> anyhow::Result<bool> {
     let url = format!("{}/api/v1/plugins", client.base()?);
     let mut resp = client
-        .agent()
-        .post(&url)
+        .authorized(client.agent().post(&url))?
         .header("content-type", "application/gzip")
         .send(&bytes[..])
         .with_context(|| format!("cannot reach the master at {url}"))?;
@@ -323,9 +287,9 @@ fn request(client: &ClientArgs, verb: Verb, path: &str) -> anyhow::Result<Option
     let url = format!("{}{path}", client.base()?);
     let agent = client.agent();
     let sent = match verb {
-        Verb::Get => agent.get(&url).call(),
-        Verb::Delete => agent.delete(&url).call(),
-        Verb::Post => agent.post(&url).send_empty(),
+        Verb::Get => client.authorized(agent.get(&url))?.call(),
+        Verb::Delete => client.authorized(agent.delete(&url))?.call(),
+        Verb::Post => client.authorized(agent.post(&url))?.send_empty(),
     };
     let mut resp = sent.with_context(|| format!("cannot reach the master at {url}"))?;
     let (status, body) = answer(&mut resp)?;

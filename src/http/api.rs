@@ -17,6 +17,8 @@ struct Version {
     version: &'static str,
     api: &'static str,
     schema_version: u32,
+    /// python-fuelclient signs in through `/keystone/v2.0/tokens` when this is true.
+    auth_required: bool,
 }
 
 /// `GET /api/v1/version`
@@ -26,6 +28,7 @@ pub async fn version() -> HttpResponse {
         version: env!("CARGO_PKG_VERSION"),
         api: "v1",
         schema_version: crate::store::migrations::latest(),
+        auth_required: true,
     })
 }
 

@@ -158,8 +158,10 @@ pub async fn list(
 }
 
 /// `GET /api/v1/deployments/{id}`: the deployment and every run.
+/// Task data holds the environment's secrets: masked for roles below admin.
 pub async fn show(
     state: web::Data<AppState>,
+    caller: super::access::Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "deployment")?;
@@ -175,6 +177,9 @@ pub async fn show(
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
     let mut body = deployment_json(&d, &runs);
     body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if caller.0.role != crate::auth::Role::Admin {
+        crate::auth::mask::mask(&mut body);
+    }
     Ok(HttpResponse::Ok().json(body))
 }
 

@@ -186,20 +186,26 @@ pub async fn unassign(
 }
 
 /// `GET /api/v1/clusters/{id}/settings`
+/// Secrets (passwords, keys, tokens) read as `******` for roles below admin.
 pub async fn settings(
     state: web::Data<AppState>,
+    caller: super::access::Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
-    let settings = state
+    let mut settings = state
         .store(move |s| s.read(|r| r.cluster_settings(id)))
         .await?;
+    if caller.0.role != crate::auth::Role::Admin {
+        crate::auth::mask::mask(&mut settings);
+    }
     Ok(HttpResponse::Ok().json(settings))
 }
 
 /// `PUT /api/v1/clusters/{id}/settings`: replace the settings (a JSON object).
 pub async fn put_settings(
     state: web::Data<AppState>,
+    caller: super::access::Caller,
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
@@ -212,11 +218,23 @@ pub async fn put_settings(
         ));
     }
     let now = crate::clock::now();
-    let v = value.clone();
-    state
-        .store(move |s| s.write(|tx| tx.set_cluster_settings(id, &v, now)))
+    // A secret sent back as read (`******`) keeps its stored value.
+    let value = state
+        .store(move |s| {
+            s.write(|tx| {
+                let mut v = value;
+                let stored = tx.read().cluster_settings(id)?;
+                crate::auth::mask::unmask(&mut v, &stored);
+                tx.set_cluster_settings(id, &v, now)?;
+                Ok(v)
+            })
+        })
         .await?;
-    Ok(HttpResponse::Ok().json(value))
+    let mut shown = value;
+    if caller.0.role != crate::auth::Role::Admin {
+        crate::auth::mask::mask(&mut shown);
+    }
+    Ok(HttpResponse::Ok().json(shown))
 }
 
 #[derive(Debug, Deserialize)]

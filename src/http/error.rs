@@ -24,11 +24,15 @@ pub enum ApiError {
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
     #[error("too many requests from {client}; try again in {retry_after} s")]
     RateLimited { client: String, retry_after: u64 },
+    #[error("the body is {found}; this call takes {expected}")]
+    UnsupportedMediaType { found: String, expected: String },
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -75,9 +79,11 @@ impl ApiError {
             ApiError::InvalidJson(_) => "invalid_json",
             ApiError::InvalidInput { .. } => "invalid_input",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
             ApiError::Planning(e) => e.code(),
@@ -93,6 +99,8 @@ impl ResponseError for ApiError {
                 StatusCode::BAD_REQUEST
             }
             "unauthorized" => StatusCode::UNAUTHORIZED,
+            "forbidden" => StatusCode::FORBIDDEN,
+            "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,

@@ -35,6 +35,19 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Password sign-ins: 10 at once and one every 6 s per address, 30 at once and 5 a second
+    /// overall (argon2 costs about 20 ms of CPU per try, so this also bounds that work).
+    pub fn login() -> Limits {
+        Limits {
+            per_client_burst: 10.0,
+            per_client_rate: 1.0 / 6.0,
+            global_burst: 30.0,
+            global_rate: 5.0,
+        }
+    }
+}
+
 /// A token-bucket limiter keyed by client address.
 #[derive(Debug)]
 pub struct RateLimiter {

@@ -6,6 +6,7 @@
 //! input, make one call into the store on a blocking thread, render a view or JSON. No SQL and no
 //! business rules live here.
 
+pub mod access;
 mod agent;
 mod api;
 mod assets;
@@ -16,18 +17,25 @@ mod environments;
 mod error;
 mod fuel_agent;
 pub mod limit;
+mod login;
 mod plugins;
 mod pxe;
 mod steps;
 mod timeline;
 mod ui;
+mod users;
 mod views;
 
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix_web::http::Method;
 use actix_web::{App, HttpServer, dev::Server, middleware, web};
+
+use crate::auth::Access::{Agent, Api, Page, Public};
+use crate::auth::Role;
+pub use access::{BodyKind, RouteInfo, Routes};
 
 pub use error::ApiError;
 
@@ -48,6 +56,36 @@ pub struct AppState {
     pub pxe: crate::daemon::PxeStats,
     /// Image and step settings of deployments.
     pub deploy: crate::deployer::DeploySettings,
+    /// Sessions, sign-in tokens and the audit log.
+    pub auth: AuthSettings,
+    /// Limits password sign-ins (dashboard, `/api/v1/login`, Keystone), per client address.
+    pub login_limit: Arc<limit::RateLimiter>,
+}
+
+/// What access control needs from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthSettings {
+    pub sessions: crate::store::SessionLimits,
+    /// How long a token bought with a password (`/api/v1/login`, Keystone) lasts, in seconds.
+    pub login_token_lifetime: i64,
+    /// Whether the dashboard is served over TLS (cookies get `Secure`).
+    pub tls: bool,
+    /// Days the audit log keeps an entry.
+    pub audit_retention_days: i64,
+}
+
+impl AuthSettings {
+    pub fn from_config(config: &crate::config::Config) -> AuthSettings {
+        AuthSettings {
+            sessions: crate::store::SessionLimits {
+                idle: config.auth.session_idle,
+                absolute: config.auth.session_lifetime,
+            },
+            login_token_lifetime: config.auth.login_token_lifetime,
+            tls: false,
+            audit_retention_days: config.auth.audit_retention_days,
+        }
+    }
 }
 
 /// What the boot endpoints need from the configuration.
@@ -97,102 +135,173 @@ impl AppState {
 /// each per request); their paths are exact, and their handlers log what matters (a failed
 /// step, a refused token) and, at debug, every run.
 pub fn agent_steps(cfg: &mut web::ServiceConfig) {
-    cfg.route("/api/v1/agent/next", web::post().to(steps::next))
-        .service(
-            web::scope("/api/v1/agent/runs")
-                .route("/{id}/result", web::post().to(steps::result))
-                .route("/{id}/output", web::post().to(steps::output))
-                .default_service(web::to(api::not_found)),
-        );
+    let mut r = Routes::new(cfg);
+    agent_step_routes(&mut r);
+}
+
+fn agent_step_routes(r: &mut Routes<'_>) {
+    r.post("/api/v1/agent/next", Agent, steps::next);
+    r.post("/api/v1/agent/runs/{id}/result", Agent, steps::result);
+    r.post("/api/v1/agent/runs/{id}/output", Agent, steps::output);
 }
 
 /// Register every other route. Order matters only for the fallbacks at the end.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(api::healthz))
-        .service(
-            web::scope("/api/v1")
-                .route("/version", web::get().to(api::version))
-                .route("/nodes", web::get().to(api::nodes))
-                .route("/nodes/{id}", web::get().to(api::node))
-                .route("/agent/hello", web::post().to(agent::hello))
-                .route("/releases", web::get().to(catalog::releases))
-                .route("/releases/{id}", web::get().to(catalog::release))
-                .service(
-                    web::resource("/plugins")
-                        .app_data(web::PayloadConfig::new(plugins::MAX_UPLOAD))
-                        .route(web::get().to(catalog::plugins))
-                        .route(web::post().to(plugins::install_plugin)),
-                )
-                .route("/plugins/sync", web::post().to(plugins::sync_plugins))
-                .route("/plugins/{name}", web::delete().to(catalog::remove_plugin))
-                .route("/clusters", web::get().to(catalog::clusters))
-                .route("/clusters", web::post().to(catalog::create_cluster))
-                .route("/clusters/{id}", web::get().to(catalog::cluster))
-                .route("/clusters/{id}", web::delete().to(catalog::delete_cluster))
-                .route("/clusters/{id}/nodes", web::get().to(environments::nodes))
-                .route(
-                    "/clusters/{id}/assignment",
-                    web::post().to(environments::assign_many),
-                )
-                .route(
-                    "/clusters/{id}/unassignment",
-                    web::post().to(environments::unassign_many),
-                )
-                .route(
-                    "/clusters/{id}/nodes/{node}",
-                    web::put().to(environments::assign),
-                )
-                .route(
-                    "/clusters/{id}/nodes/{node}",
-                    web::delete().to(environments::unassign),
-                )
-                .route(
-                    "/clusters/{id}/settings",
-                    web::get().to(environments::settings),
-                )
-                .route(
-                    "/clusters/{id}/settings",
-                    web::put().to(environments::put_settings),
-                )
-                .route("/clusters/{id}/plan", web::get().to(environments::plan))
-                .route("/clusters/{id}/deploy", web::post().to(deploy::deploy))
-                .route("/clusters/{id}/deployments", web::get().to(deploy::list))
-                .route("/deployments/{id}", web::get().to(deploy::show))
-                .route("/transactions", web::get().to(deploy::transactions))
-                .route("/transactions/{id}", web::get().to(deploy::transaction))
-                .route("/deployments/{id}/abort", web::post().to(deploy::abort))
-                .route("/deployments/{id}/retry", web::post().to(deploy::retry))
-                .route("/agent/sync", web::get().to(steps::sync))
-                .route("/agent/file", web::get().to(steps::file))
-                .route("/pxe", web::get().to(pxe::status))
-                .default_service(web::to(api::not_found)),
-        )
-        // Fuel's nailgun-agent, for discovery only.
-        .route("/api/nodes", web::post().to(fuel_agent::register))
-        .route("/api/nodes/agent", web::put().to(fuel_agent::update))
-        .route("/boot/images/{file}", web::get().to(boot::image))
-        .route("/boot/ipxe/{file}", web::get().to(boot::ipxe_loader))
-        .route("/boot/{mac}.ipxe", web::get().to(boot::ipxe_script))
-        .route("/assets/{path:.*}", web::get().to(assets::asset))
-        .route("/", web::get().to(ui::overview))
-        .route("/nodes", web::get().to(ui::nodes))
-        .route("/nodes/{id}", web::get().to(ui::node))
-        .route("/environments", web::get().to(ui::environments))
-        .route("/environments", web::post().to(ui::create_environment))
-        .route("/environments/{id}", web::get().to(ui::environment))
-        .route("/environments/{id}/nodes", web::post().to(ui::assign_node))
-        .route("/environments/{id}/deploy", web::post().to(ui::deploy))
-        .route("/environments/{id}/timeline", web::get().to(ui::timeline))
-        .route(
-            "/environments/{id}/deployments/{dep}/{action}",
-            web::post().to(ui::deployment_action),
-        )
-        .route(
-            "/environments/{id}/nodes/{node}/remove",
-            web::post().to(ui::remove_node),
-        )
-        .route("/releases", web::get().to(ui::releases))
+    let mut r = Routes::new(cfg);
+    routes(&mut r);
+    // What no route matched: JSON under the API, a page elsewhere.
+    cfg.service(web::scope("/api/v1").default_service(web::to(api::not_found)))
         .default_service(web::to(ui::not_found));
+}
+
+/// Every route with what it needs, in one table: `Public` is only what a node needs before it
+/// has a credential (and signing in); `Agent` checks the node's agent token; `Api(role)` a
+/// bearer token; `Page(role)` a dashboard session (forms with its CSRF token).
+fn routes(r: &mut Routes<'_>) {
+    const V: Role = Role::Viewer;
+    const O: Role = Role::Operator;
+    const A: Role = Role::Admin;
+    r.get("/healthz", Public, api::healthz);
+    // The node's way in: boot, discovery (rate-limited, bounded), then its agent token.
+    r.get("/boot/images/{file}", Public, boot::image);
+    r.get("/boot/ipxe/{file}", Public, boot::ipxe_loader);
+    r.get("/boot/{mac}.ipxe", Public, boot::ipxe_script);
+    r.post("/api/v1/agent/hello", Public, agent::hello);
+    r.post("/api/nodes", Public, fuel_agent::register);
+    r.put("/api/nodes/agent", Public, fuel_agent::update);
+    r.get("/api/v1/agent/sync", Agent, steps::sync);
+    r.get("/api/v1/agent/file", Agent, steps::file);
+    // Signing in: fuel2's Keystone, the CLI's password login, the dashboard's form.
+    r.get("/api/v1/version", Public, api::version);
+    r.post("/keystone/v2.0/tokens", Public, users::keystone_tokens);
+    r.post("/api/v1/login", Public, users::login);
+    r.get("/login", Public, login::page);
+    r.add_with(
+        Method::POST,
+        "/login",
+        Public,
+        BodyKind::Form,
+        login::submit,
+    );
+    r.post("/logout", Page(V), login::logout);
+    r.get("/assets/{path:.*}", Public, assets::asset);
+    // The JSON API.
+    r.get("/api/v1/me", Api(V), users::me);
+    r.get("/api/v1/tokens", Api(V), users::tokens);
+    r.post("/api/v1/tokens", Api(V), users::create_token);
+    r.delete("/api/v1/tokens/{id}", Api(V), users::revoke_token);
+    r.get("/api/v1/users", Api(A), users::list);
+    r.post("/api/v1/users", Api(A), users::add);
+    r.put("/api/v1/users/{name}", Api(V), users::update);
+    r.delete("/api/v1/users/{name}", Api(A), users::remove);
+    r.get("/api/v1/audit", Api(A), users::audit);
+    r.get("/api/v1/nodes", Api(V), api::nodes);
+    r.get("/api/v1/nodes/{id}", Api(V), api::node);
+    r.get("/api/v1/releases", Api(V), catalog::releases);
+    r.get("/api/v1/releases/{id}", Api(V), catalog::release);
+    r.get("/api/v1/plugins", Api(V), catalog::plugins);
+    r.add_with(
+        Method::POST,
+        "/api/v1/plugins",
+        Api(A),
+        BodyKind::Binary,
+        plugins::install_plugin,
+    );
+    r.post("/api/v1/plugins/sync", Api(A), plugins::sync_plugins);
+    r.delete("/api/v1/plugins/{name}", Api(A), catalog::remove_plugin);
+    r.get("/api/v1/clusters", Api(V), catalog::clusters);
+    r.post("/api/v1/clusters", Api(O), catalog::create_cluster);
+    r.get("/api/v1/clusters/{id}", Api(V), catalog::cluster);
+    r.delete("/api/v1/clusters/{id}", Api(O), catalog::delete_cluster);
+    r.get("/api/v1/clusters/{id}/nodes", Api(V), environments::nodes);
+    r.post(
+        "/api/v1/clusters/{id}/assignment",
+        Api(O),
+        environments::assign_many,
+    );
+    r.post(
+        "/api/v1/clusters/{id}/unassignment",
+        Api(O),
+        environments::unassign_many,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/nodes/{node}",
+        Api(O),
+        environments::assign,
+    );
+    r.delete(
+        "/api/v1/clusters/{id}/nodes/{node}",
+        Api(O),
+        environments::unassign,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/settings",
+        Api(V),
+        environments::settings,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/settings",
+        Api(O),
+        environments::put_settings,
+    );
+    r.get("/api/v1/clusters/{id}/plan", Api(V), environments::plan);
+    r.post("/api/v1/clusters/{id}/deploy", Api(O), deploy::deploy);
+    r.get("/api/v1/clusters/{id}/deployments", Api(V), deploy::list);
+    r.get("/api/v1/deployments/{id}", Api(V), deploy::show);
+    r.get("/api/v1/transactions", Api(V), deploy::transactions);
+    r.get("/api/v1/transactions/{id}", Api(V), deploy::transaction);
+    r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
+    r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
+    r.get("/api/v1/pxe", Api(V), pxe::status);
+    // The dashboard.
+    r.get("/", Page(V), ui::overview);
+    r.get("/nodes", Page(V), ui::nodes);
+    r.get("/nodes/{id}", Page(V), ui::node);
+    r.get("/environments", Page(V), ui::environments);
+    r.post("/environments", Page(O), ui::create_environment);
+    r.get("/environments/{id}", Page(V), ui::environment);
+    r.post("/environments/{id}/nodes", Page(O), ui::assign_node);
+    r.post("/environments/{id}/deploy", Page(O), ui::deploy);
+    r.get("/environments/{id}/timeline", Page(V), ui::timeline);
+    r.post(
+        "/environments/{id}/deployments/{dep}/{action}",
+        Page(O),
+        ui::deployment_action,
+    );
+    r.post(
+        "/environments/{id}/nodes/{node}/remove",
+        Page(O),
+        ui::remove_node,
+    );
+    r.get("/releases", Page(V), ui::releases);
+    r.get("/account", Page(V), login::account);
+    r.post("/account/tokens", Page(V), login::create_token);
+    r.post("/account/tokens/{id}/revoke", Page(V), login::revoke_token);
+    r.post("/account/password", Page(V), login::change_password);
+    r.get("/audit", Page(A), login::audit);
+}
+
+/// Every route with the access it needs (the agents' fast routes included), for tests and
+/// documentation: the same code that registers them fills it.
+pub fn route_table() -> Vec<RouteInfo> {
+    let mut r = Routes::table_only();
+    agent_step_routes(&mut r);
+    routes(&mut r);
+    r.into_table()
+}
+
+/// Headers on every page and API answer: a content security policy with no inline script
+/// and no framing, no MIME sniffing, no referrer to other sites.
+fn security_headers() -> middleware::DefaultHeaders {
+    middleware::DefaultHeaders::new()
+        .add((
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        ))
+        .add(("X-Content-Type-Options", "nosniff"))
+        .add(("X-Frame-Options", "DENY"))
+        .add(("Referrer-Policy", "same-origin"))
 }
 
 /// Start serving on `listener`. The returned [`Server`] resolves when the server has stopped;
@@ -213,6 +322,7 @@ pub fn serve(
             .configure(agent_steps)
             .service(
                 web::scope("")
+                    .wrap(security_headers())
                     .wrap(middleware::NormalizePath::trim())
                     .wrap(middleware::Logger::new("%r %s %b %Dms").log_target("stoker::http"))
                     .configure(configure),

@@ -6,7 +6,8 @@ use actix_web::{HttpResponse, ResponseError, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
-use super::views::{CountTile, HistoryRow, NodeRow, human_bytes};
+use super::access::Caller;
+use super::views::{CountTile, HistoryRow, Me, NodeRow, human_bytes};
 use super::{ApiError, AppState};
 use crate::model::{Node, Release};
 use crate::store::NO_RELEASE_MESSAGE;
@@ -18,6 +19,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct OverviewPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     tiles: Vec<CountTile>,
     history: Vec<HistoryRow>,
     has_nodes: bool,
@@ -30,6 +32,7 @@ pub struct OverviewPage {
 pub struct NodesPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     rows: Vec<NodeRow>,
 }
 
@@ -38,6 +41,7 @@ pub struct NodesPage {
 pub struct NodePage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     row: NodeRow,
     node: Node,
     created: String,
@@ -59,6 +63,7 @@ pub struct EnvironmentRow {
 pub struct EnvironmentsPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     rows: Vec<EnvironmentRow>,
     releases: Vec<Release>,
     no_release_message: &'static str,
@@ -80,6 +85,7 @@ pub struct PluginRow {
 pub struct ReleasesPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     releases: Vec<Release>,
     plugins: Vec<PluginRow>,
     no_release_message: &'static str,
@@ -90,6 +96,7 @@ pub struct ReleasesPage {
 pub struct ErrorPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     status: u16,
     title: &'static str,
     message: String,
@@ -118,6 +125,7 @@ fn error_page(status: StatusCode, message: String) -> HttpResponse {
     let page = ErrorPage {
         nav: "",
         version: VERSION,
+        me: Me::default(),
         status: status.as_u16(),
         title: status.canonical_reason().unwrap_or("Error"),
         message,
@@ -136,7 +144,10 @@ fn error_page(status: StatusCode, message: String) -> HttpResponse {
 }
 
 /// `GET /`
-pub async fn overview(state: web::Data<AppState>) -> Result<OverviewPage, PageError> {
+pub async fn overview(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<OverviewPage, PageError> {
     let now = crate::clock::now();
     let (counts, history, releases) = state
         .store(|s| {
@@ -152,6 +163,7 @@ pub async fn overview(state: web::Data<AppState>) -> Result<OverviewPage, PageEr
     Ok(OverviewPage {
         nav: "overview",
         version: VERSION,
+        me: Me::of(&caller),
         no_release: releases == 0,
         no_release_message: NO_RELEASE_MESSAGE,
         has_nodes: counts.total > 0,
@@ -161,12 +173,13 @@ pub async fn overview(state: web::Data<AppState>) -> Result<OverviewPage, PageEr
 }
 
 /// `GET /nodes`
-pub async fn nodes(state: web::Data<AppState>) -> Result<NodesPage, PageError> {
+pub async fn nodes(state: web::Data<AppState>, caller: Caller) -> Result<NodesPage, PageError> {
     let now = crate::clock::now();
     let nodes = state.store(|s| s.read(|tx| tx.nodes())).await?;
     Ok(NodesPage {
         nav: "nodes",
         version: VERSION,
+        me: Me::of(&caller),
         rows: nodes.iter().map(|n| NodeRow::new(n, now)).collect(),
     })
 }
@@ -174,6 +187,7 @@ pub async fn nodes(state: web::Data<AppState>) -> Result<NodesPage, PageError> {
 /// `GET /nodes/{id}`
 pub async fn node(
     state: web::Data<AppState>,
+    caller: Caller,
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
     let id = super::api::node_id(&path)?;
@@ -185,6 +199,7 @@ pub async fn node(
     Ok(NodePage {
         nav: "nodes",
         version: VERSION,
+        me: Me::of(&caller),
         row: NodeRow::new(&node, now),
         created: super::views::utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
@@ -206,7 +221,10 @@ pub async fn node(
 }
 
 /// `GET /environments`
-pub async fn environments(state: web::Data<AppState>) -> Result<EnvironmentsPage, PageError> {
+pub async fn environments(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<EnvironmentsPage, PageError> {
     let (clusters, releases) = state
         .store(|s| s.read(|tx| Ok((tx.clusters()?, tx.releases()?))))
         .await?;
@@ -226,6 +244,7 @@ pub async fn environments(state: web::Data<AppState>) -> Result<EnvironmentsPage
     Ok(EnvironmentsPage {
         nav: "environments",
         version: VERSION,
+        me: Me::of(&caller),
         rows,
         releases: releases
             .into_iter()
@@ -263,6 +282,7 @@ pub struct PlanNode {
 pub struct EnvironmentPage {
     nav: &'static str,
     version: &'static str,
+    me: Me,
     id: i64,
     name: String,
     release: String,
@@ -345,6 +365,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
 /// `GET /environments/{id}`: the environment's nodes, a form to add more, and its plan.
 pub async fn environment(
     state: web::Data<AppState>,
+    caller: Caller,
     path: web::Path<String>,
 ) -> Result<EnvironmentPage, PageError> {
     let id = super::catalog::id_of(&path, "environment")?;
@@ -385,6 +406,7 @@ pub async fn environment(
     let mut page = EnvironmentPage {
         nav: "environments",
         version: VERSION,
+        me: Me::of(&caller),
         id,
         name: cluster.name.clone(),
         release: release.map_or_else(|| format!("release {}", cluster.release_id), |r| r.name),
@@ -619,7 +641,10 @@ pub async fn create_environment(
 }
 
 /// `GET /releases`
-pub async fn releases(state: web::Data<AppState>) -> Result<ReleasesPage, PageError> {
+pub async fn releases(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<ReleasesPage, PageError> {
     let now = crate::clock::now();
     let (releases, plugins) = state
         .store(|s| s.read(|tx| Ok((tx.releases()?, tx.plugins()?))))
@@ -643,6 +668,7 @@ pub async fn releases(state: web::Data<AppState>) -> Result<ReleasesPage, PageEr
     Ok(ReleasesPage {
         nav: "releases",
         version: VERSION,
+        me: Me::of(&caller),
         releases,
         plugins,
         no_release_message: NO_RELEASE_MESSAGE,

@@ -180,3 +180,30 @@ mod tests {
         assert_eq!(ago(0, 3 * 86_400), "3 days ago");
     }
 }
+
+/// Who is signed in, as every page shows it: name and role, the CSRF token its forms carry,
+/// and what the role may do (actions it may not take are not offered).
+#[derive(Debug, Clone, Default)]
+pub struct Me {
+    pub name: String,
+    pub role: &'static str,
+    pub csrf: String,
+    /// May change environments, nodes and deployments.
+    pub operate: bool,
+    /// May manage plugins and users, and read the audit log.
+    pub admin: bool,
+}
+
+impl Me {
+    pub fn of(caller: &super::access::Caller) -> Me {
+        use crate::auth::Role;
+        let p = &caller.0;
+        Me {
+            name: p.user.clone(),
+            role: p.role.as_str(),
+            csrf: p.csrf().to_string(),
+            operate: p.role.allows(Role::Operator),
+            admin: p.role.allows(Role::Admin),
+        }
+    }
+}

@@ -262,6 +262,60 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE deployments DROP COLUMN after;
         ",
     },
+    Migration {
+        version: 13,
+        name: "access_control",
+        sql: "
+            -- People who sign in to the dashboard and the API. The password is an argon2id
+            -- PHC string; the role is admin, operator or viewer.
+            CREATE TABLE users (
+                id                  INTEGER PRIMARY KEY,
+                name                TEXT    NOT NULL UNIQUE,
+                role                TEXT    NOT NULL CHECK (role IN ('admin', 'operator', 'viewer')),
+                password_hash       TEXT    NOT NULL,
+                created_at          INTEGER NOT NULL,
+                password_changed_at INTEGER NOT NULL
+            ) STRICT;
+            -- Dashboard sessions, by the SHA-256 of the cookie's value. The CSRF token is not a
+            -- credential on its own: every form of the session carries it.
+            CREATE TABLE sessions (
+                token_hash   TEXT    PRIMARY KEY,
+                user_id      INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                csrf         TEXT    NOT NULL,
+                created_at   INTEGER NOT NULL,
+                last_seen_at INTEGER NOT NULL
+            ) STRICT;
+            CREATE INDEX sessions_user ON sessions(user_id);
+            -- Bearer tokens: personal API tokens (shown once, with a role and an expiry) and the
+            -- short-lived `login` ones a password buys (the Keystone-compatible endpoint that
+            -- fuel2 uses, `stoker login`). A token's role is at most its user's.
+            CREATE TABLE api_tokens (
+                id           INTEGER PRIMARY KEY,
+                user_id      INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                name         TEXT    NOT NULL,
+                kind         TEXT    NOT NULL CHECK (kind IN ('personal', 'login')),
+                role         TEXT    NOT NULL CHECK (role IN ('admin', 'operator', 'viewer')),
+                token_hash   TEXT    NOT NULL UNIQUE,
+                created_at   INTEGER NOT NULL,
+                expires_at   INTEGER NOT NULL,
+                last_used_at INTEGER
+            ) STRICT;
+            CREATE INDEX api_tokens_user ON api_tokens(user_id);
+            -- Every state-changing request: who, with which role, from where, what, the result.
+            CREATE TABLE audit (
+                id     INTEGER PRIMARY KEY,
+                at     INTEGER NOT NULL,
+                actor  TEXT    NOT NULL,
+                role   TEXT    NOT NULL,
+                source TEXT    NOT NULL,
+                method TEXT    NOT NULL,
+                path   TEXT    NOT NULL,
+                status INTEGER NOT NULL,
+                detail TEXT    NOT NULL
+            ) STRICT;
+            CREATE INDEX audit_at ON audit(at);
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -7,6 +7,7 @@
 //! `spawn_blocking`, or a [`GroupWriter`] that commits many small writes together. Queries live
 //! in one file per table group; no SQL exists outside this module.
 
+mod audit;
 mod boot_tokens;
 mod catalog;
 mod clusters;
@@ -18,6 +19,7 @@ mod history;
 mod leases;
 pub mod migrations;
 mod nodes;
+mod users;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,6 +31,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::engine::schedule::Schedule;
 
+pub use audit::AuditEntry;
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use clusters::NO_RELEASE_MESSAGE;
@@ -37,6 +40,7 @@ pub use error::StoreError;
 pub use group::GroupWriter;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, NodeCounts};
+pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, User};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

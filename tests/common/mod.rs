@@ -41,6 +41,7 @@ impl TestDaemon {
     }
 
     pub fn start_with(config: Config, dir: tempfile::TempDir) -> TestDaemon {
+        let data_dir = config.data_dir.clone();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -69,6 +70,7 @@ impl TestDaemon {
             })
         });
         let (addr, dhcp, tftp) = addr_rx.recv().unwrap().expect("daemon failed to start");
+        sign_in(&format!("http://{addr}"), &data_dir);
         TestDaemon {
             addr,
             dhcp,
@@ -94,6 +96,20 @@ impl TestDaemon {
 
     pub fn http(&self) -> Http {
         Http { base: self.url("") }
+    }
+
+    /// A client with no credential at all.
+    pub fn anonymous(&self) -> Http {
+        Http {
+            base: format!("anonymous+{}", self.url("")),
+        }
+    }
+
+    /// The admin's API token.
+    pub fn admin_token(&self) -> String {
+        credentials(&self.url(""))
+            .map(|c| c.token)
+            .expect("signed in at start")
     }
 
     /// Stop gracefully; hand back the data directory so the test can inspect what is left.
@@ -136,6 +152,163 @@ pub struct Http {
     base: String,
 }
 
+/// What the test harness signed in with, per daemon: the admin's API token, a dashboard
+/// session cookie and that session's CSRF token. Requests to a daemon carry the token on the
+/// JSON API (not on the agents' and nodes' own endpoints, which have credentials of their own)
+/// and the session cookie on pages, unless the request sets credentials itself.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub token: String,
+    pub session: String,
+    pub csrf: String,
+}
+
+static CREDENTIALS: std::sync::Mutex<std::collections::BTreeMap<String, Credentials>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn authority(url: &str) -> String {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+pub fn credentials(url: &str) -> Option<Credentials> {
+    if url.starts_with("anonymous+") {
+        return None;
+    }
+    CREDENTIALS.lock().unwrap().get(&authority(url)).cloned()
+}
+
+/// The first admin's password, as the daemon wrote it on first start.
+pub fn admin_password(data_dir: &std::path::Path) -> String {
+    std::fs::read_to_string(data_dir.join("initial-admin-password"))
+        .expect("initial-admin-password written on first start")
+        .trim()
+        .to_string()
+}
+
+/// Sign in to the daemon at `base` as admin (API token and dashboard session) and remember the
+/// credentials for every later request to it.
+pub fn sign_in(base: &str, data_dir: &std::path::Path) -> Credentials {
+    let password = admin_password(data_dir);
+    let plain = agent();
+    let body = serde_json::json!({"username": "admin", "password": password}).to_string();
+    let r = read(
+        plain
+            .post(format!("{base}/api/v1/login"))
+            .header("content-type", "application/json")
+            .send(&body)
+            .unwrap(),
+    );
+    assert_eq!(r.status, 201, "sign-in: {}", r.body);
+    let token = r.json()["token"].as_str().unwrap().to_string();
+    let (session, csrf) = form_login(base, "admin", &password);
+    let creds = Credentials {
+        token,
+        session,
+        csrf,
+    };
+    CREDENTIALS
+        .lock()
+        .unwrap()
+        .insert(authority(base), creds.clone());
+    creds
+}
+
+/// Sign in through the dashboard's form; returns the session cookie and its CSRF token.
+pub fn form_login(base: &str, user: &str, password: &str) -> (String, String) {
+    let plain: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut page = plain.get(format!("{base}/login")).call().unwrap();
+    let login_cookie = cookie_of(page.headers(), "stoker_login").expect("login CSRF cookie");
+    let html = page.body_mut().read_to_string().unwrap();
+    let csrf = hidden(&html, "csrf").expect("login form CSRF field");
+    let form = format!(
+        "username={user}&password={}&csrf={csrf}&next=/",
+        urlencode(password)
+    );
+    let r = plain
+        .post(format!("{base}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", &format!("stoker_login={login_cookie}"))
+        .send(&form)
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303, "form sign-in");
+    let session = cookie_of(r.headers(), "stoker_session").expect("session cookie");
+    let mut home = plain
+        .get(format!("{base}/account"))
+        .header("cookie", &format!("stoker_session={session}"))
+        .call()
+        .unwrap();
+    let html = home.body_mut().read_to_string().unwrap();
+    let csrf = hidden(&html, "csrf").expect("session CSRF token on the page");
+    (session, csrf)
+}
+
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of a cookie set by a response.
+pub fn cookie_of(headers: &ureq::http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| {
+            let first = v.split(';').next()?;
+            let (k, val) = first.split_once('=')?;
+            (k.trim() == name).then(|| val.trim().to_string())
+        })
+}
+
+/// The value of the first hidden input named `name` in a page.
+pub fn hidden(html: &str, name: &str) -> Option<String> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker)? + marker.len();
+    let end = html[start..].find('"')? + start;
+    Some(html[start..end].to_string())
+}
+
+/// Add the harness's credentials to a request for `url`, as the module explains.
+fn with_credentials<B>(
+    mut req: ureq::RequestBuilder<B>,
+    url: &str,
+    explicit: &[(&str, &str)],
+) -> ureq::RequestBuilder<B> {
+    let has = |h: &str| explicit.iter().any(|(k, _)| k.eq_ignore_ascii_case(h));
+    let Some(c) = credentials(url) else {
+        return req;
+    };
+    let path = url
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.find('/').map(|i| &r[i..]))
+        .unwrap_or("/");
+    let api = path.starts_with("/api/v1/") && !path.starts_with("/api/v1/agent/");
+    let public = path.starts_with("/api/")
+        || path.starts_with("/boot/")
+        || path.starts_with("/assets/")
+        || path.starts_with("/login")
+        || path.starts_with("/keystone/")
+        || path == "/healthz";
+    if api && !has("authorization") && !has("x-auth-token") {
+        req = req.header("authorization", &format!("Bearer {}", c.token));
+    } else if !public && !has("cookie") {
+        req = req.header("cookie", &format!("stoker_session={}", c.session));
+    }
+    req
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -161,14 +334,13 @@ fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
 impl Http {
     /// GET a URL and parse its JSON body.
     pub fn raw_get_json(url: &str) -> serde_json::Value {
-        read(agent().get(url).call().unwrap()).json()
+        read(with_credentials(agent().get(url), url, &[]).call().unwrap()).json()
     }
 
     /// PUT a JSON body to a URL.
     pub fn raw_put(url: &str, body: &str) -> Resp {
         read(
-            agent()
-                .put(url)
+            with_credentials(agent().put(url), url, &[])
                 .header("content-type", "application/json")
                 .send(body)
                 .unwrap(),
@@ -177,7 +349,7 @@ impl Http {
 
     /// POST with extra headers.
     pub fn raw_post(url: &str, body: &str, headers: &[(&str, &str)]) -> Resp {
-        let mut req = agent().post(url);
+        let mut req = with_credentials(agent().post(url), url, headers);
         if !headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
@@ -195,7 +367,7 @@ impl Http {
         url: &str,
         headers: &[(&str, &str)],
     ) -> (u16, Vec<u8>, std::collections::HashMap<String, String>) {
-        let mut req = agent().get(url);
+        let mut req = with_credentials(agent().get(url), url, headers);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -214,14 +386,52 @@ impl Http {
         (resp.status().as_u16(), bytes, hs)
     }
 
+    fn url(&self, path: &str) -> String {
+        let base = self.base.strip_prefix("anonymous+").unwrap_or(&self.base);
+        format!("{base}{path}")
+    }
+
+    fn creds_url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
     pub fn get(&self, path: &str) -> Resp {
-        read(agent().get(format!("{}{path}", self.base)).call().unwrap())
+        read(
+            with_credentials(agent().get(self.url(path)), &self.creds_url(path), &[])
+                .call()
+                .unwrap(),
+        )
+    }
+
+    /// POST a dashboard form (the session's CSRF token is added).
+    pub fn post_form(&self, path: &str, form: &str) -> Resp {
+        let mut body = form.to_string();
+        if let Some(c) = credentials(&self.creds_url(path)) {
+            if !body.is_empty() {
+                body.push('&');
+            }
+            body.push_str(&format!("csrf={}", c.csrf));
+        }
+        let no_redirects: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        read(
+            with_credentials(
+                no_redirects.post(self.url(path)),
+                &self.creds_url(path),
+                &[],
+            )
+            .header("content-type", "application/x-www-form-urlencoded")
+            .send(&body)
+            .unwrap(),
+        )
     }
 
     pub fn put(&self, path: &str, body: &str) -> Resp {
         read(
-            agent()
-                .put(format!("{}{path}", self.base))
+            with_credentials(agent().put(self.url(path)), &self.creds_url(path), &[])
                 .header("content-type", "application/json")
                 .send(body)
                 .unwrap(),
@@ -230,8 +440,7 @@ impl Http {
 
     pub fn delete(&self, path: &str) -> Resp {
         read(
-            agent()
-                .delete(format!("{}{path}", self.base))
+            with_credentials(agent().delete(self.url(path)), &self.creds_url(path), &[])
                 .call()
                 .unwrap(),
         )
@@ -239,8 +448,7 @@ impl Http {
 
     pub fn post(&self, path: &str, body: &str) -> Resp {
         read(
-            agent()
-                .post(format!("{}{path}", self.base))
+            with_credentials(agent().post(self.url(path)), &self.creds_url(path), &[])
                 .header("content-type", "application/json")
                 .send(body)
                 .unwrap(),

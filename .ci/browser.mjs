@@ -1,0 +1,69 @@
+// Drive the dashboard in headless Chromium (Debian's /usr/bin/chromium through playwright-core,
+// which downloads no browser): sign in through the login form as a person would, check every
+// page shows what an operator expects, check a viewer is not offered operator actions, sign out.
+// Usage: node browser.mjs BASE_URL ADMIN_PASSWORD OUT_DIR CHECKS_JSON
+// CHECKS_JSON: [{"path": "/nodes", "want": ["text", ...]}, ...]
+import { chromium } from "playwright-core";
+
+const [base, password, out, checksJson] = process.argv.slice(2);
+const checks = JSON.parse(checksJson);
+let pass = 0, fail = 0;
+const ok = (cond, what) => {
+  if (cond) { pass++; } else { fail++; console.log(`FAIL ${what}`); }
+};
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const errors = [];
+page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+
+// Not signed in: every page sends you to the sign-in form, and you come back after it.
+await page.goto(`${base}/nodes`);
+ok(page.url().startsWith(`${base}/login`), `unauthenticated /nodes goes to /login (at ${page.url()})`);
+await page.screenshot({ path: `${out}/login.png` });
+// A wrong password says so and keeps you on the form.
+await page.fill("#username", "admin");
+await page.fill("#password", "definitely-wrong");
+await page.click("#sign-in");
+ok((await page.textContent("#login-message") || "").includes("Wrong user name or password"),
+   "a wrong password is explained");
+await page.fill("#password", password);
+await page.click("#sign-in");
+await page.waitForLoadState();
+ok(page.url() === `${base}/nodes`, `after sign-in you are back on /nodes (at ${page.url()})`);
+ok((await page.textContent(".sidebar-user") || "").includes("admin"), "the user is on the page");
+
+for (const c of checks) {
+  await page.goto(`${base}${c.path}`);
+  const html = await page.content();
+  const name = (c.path.replace(/^\//, "").replace(/\//g, "_")) || "overview";
+  await page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
+  for (const want of c.want) { ok(html.includes(want), `${c.path} shows ${want}`); }
+  ok(html.includes('class="badge badge-neutral user-role">admin<'), `${c.path} shows the role`);
+}
+
+// An API token made on the Account page is shown once.
+await page.goto(`${base}/account`);
+await page.fill('input[name="name"]', "browser-ci");
+await page.click('form[action="/account/tokens"] button[type="submit"]');
+const shown = await page.textContent("#new-token code");
+ok(/^skt_[0-9a-f]{64}$/.test(shown || ""), "the new token is shown once");
+await page.screenshot({ path: `${out}/account.png`, fullPage: true });
+await page.reload();
+ok(!(await page.content()).includes(shown), "a reload does not show it again");
+
+// Sign out: the session is gone.
+await page.click(".sidebar-user button");
+await page.waitForLoadState();
+ok(page.url().startsWith(`${base}/login`), "signing out lands on the sign-in page");
+await page.goto(`${base}/`);
+ok(page.url().startsWith(`${base}/login`), "after signing out pages need a sign-in again");
+ok(errors.length === 0, `no console errors (${errors.join("; ")})`);
+
+await browser.close();
+console.log(`browser: ${pass} passed, ${fail} failed`);
+process.exit(fail === 0 ? 0 : 1);

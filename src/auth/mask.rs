@@ -1,0 +1,117 @@
+//! Masking secrets in JSON documents (environment settings, task and deployment data) for roles
+//! that do not need them, and keeping the stored value when a masked document comes back.
+//!
+//! A value is secret when its key says so (`password`, `passwd`, `secret`, `token`, a `_key`
+//! suffix, …) or when it is the `value` of a Fuel attribute whose `type` is `password`.
+
+use serde_json::Value;
+
+/// What a masked value reads as.
+pub const MASK: &str = "******";
+
+/// Whether a key names a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password")
+        || k.contains("passwd")
+        || k.contains("secret")
+        || k.contains("token")
+        || k.ends_with("_key")
+        || k == "key"
+        || k.contains("private")
+        || k.contains("credential")
+}
+
+fn masked(v: &Value) -> Value {
+    match v {
+        Value::Null => Value::Null,
+        Value::String(s) if s.is_empty() => Value::String(String::new()),
+        _ => Value::String(MASK.to_string()),
+    }
+}
+
+/// Replace every secret value in `doc` with [`MASK`] (empty strings and nulls stay as they are,
+/// so a viewer can still see that nothing is set).
+pub fn mask(doc: &mut Value) {
+    match doc {
+        Value::Object(map) => {
+            let password_attr = map.get("type").and_then(Value::as_str) == Some("password");
+            for (k, v) in map.iter_mut() {
+                if (is_secret_key(k) && !v.is_object() && !v.is_array())
+                    || (password_attr && k == "value")
+                {
+                    *v = masked(v);
+                } else {
+                    mask(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask),
+        _ => {}
+    }
+}
+
+/// In a document sent back by a client, put the stored value back wherever the client sent
+/// [`MASK`] itself: what it read masked it did not mean to change.
+pub fn unmask(incoming: &mut Value, stored: &Value) {
+    match (incoming, stored) {
+        (Value::Object(new), Value::Object(old)) => {
+            for (k, v) in new.iter_mut() {
+                if let Some(o) = old.get(k) {
+                    unmask(v, o);
+                }
+            }
+        }
+        (Value::Array(new), Value::Array(old)) => {
+            for (v, o) in new.iter_mut().zip(old) {
+                unmask(v, o);
+            }
+        }
+        (v @ Value::String(_), old) if v.as_str() == Some(MASK) => *v = old.clone(),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_by_key_and_by_attribute_type() {
+        let mut doc = json!({
+            "access": {"user": "admin", "password": "s3cret", "email": "a@b"},
+            "keystone": {"admin_token": "abc", "auth_key": "k"},
+            "empty": {"password": ""},
+            "attr": {"type": "password", "value": "pw", "label": "Root password"},
+            "text": {"type": "text", "value": "visible"},
+            "list": [{"db_password": "x"}],
+            "nested_secret": {"secret": {"value": "deep"}}
+        });
+        mask(&mut doc);
+        assert_eq!(doc["access"]["password"], MASK);
+        assert_eq!(doc["access"]["user"], "admin");
+        assert_eq!(doc["keystone"]["admin_token"], MASK);
+        assert_eq!(doc["keystone"]["auth_key"], MASK);
+        assert_eq!(doc["empty"]["password"], "");
+        assert_eq!(doc["attr"]["value"], MASK);
+        assert_eq!(doc["attr"]["label"], "Root password");
+        assert_eq!(doc["text"]["value"], "visible");
+        assert_eq!(doc["list"][0]["db_password"], MASK);
+        assert_eq!(doc["nested_secret"]["secret"]["value"], "deep");
+    }
+
+    #[test]
+    fn unmask_restores_what_came_back_masked() {
+        let stored = json!({"access": {"password": "s3cret", "user": "admin"}});
+        let mut sent = json!({"access": {"password": MASK, "user": "root"}});
+        unmask(&mut sent, &stored);
+        assert_eq!(
+            sent,
+            json!({"access": {"password": "s3cret", "user": "root"}})
+        );
+        let mut changed = json!({"access": {"password": "new"}});
+        unmask(&mut changed, &stored);
+        assert_eq!(changed["access"]["password"], "new");
+    }
+}

@@ -1,0 +1,527 @@
+//! Who may call what, applied to every route: [`Routes`] registers each route with the
+//! [`Access`] it needs (there is no other way to add one), records it in the route table that
+//! tests walk, and wraps it in [`authorize`], which
+//! - finds the caller: a bearer token (`Authorization: Bearer`, or Keystone's `X-Auth-Token`)
+//!   for JSON routes, the session cookie for dashboard pages (a cookie never authorizes a JSON
+//!   call, and a token never a form);
+//! - refuses with 401 (no or a bad credential; pages redirect to the sign-in page) or 403 (a
+//!   role too weak), before the handler runs;
+//! - checks that a JSON call's body is `application/json` (or the route's declared binary
+//!   type), and that a form post carries its session's CSRF token;
+//! - records every state-changing request in the audit log: who, role, from where, what, and
+//!   the answer's status.
+//!
+//! Handlers reach the caller through the [`Caller`] extractor.
+
+use std::future::{Ready, ready};
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::{Method, StatusCode, header};
+use actix_web::middleware::{Next, from_fn};
+use actix_web::{FromRequest, Handler, HttpMessage, HttpRequest, HttpResponse, Responder};
+use actix_web::{ResponseError, guard, web};
+
+use super::{ApiError, AppState};
+use crate::auth::{Access, Principal, Role, secret};
+use crate::store::AuditEntry;
+
+/// The dashboard's session cookie.
+pub const SESSION_COOKIE: &str = "stoker_session";
+
+/// The form field holding the CSRF token.
+pub const CSRF_FIELD: &str = "csrf";
+
+/// What a route's request body may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// JSON (`application/json`), or none.
+    Json,
+    /// A package or other binary upload (`application/octet-stream`, gzip), or JSON.
+    Binary,
+    /// A dashboard form (`application/x-www-form-urlencoded`).
+    Form,
+}
+
+/// One registered route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteInfo {
+    pub method: Method,
+    /// The path pattern as registered, with its scope's prefix.
+    pub path: String,
+    pub access: Access,
+}
+
+/// Registers routes, each with the access it needs, and keeps the table of them.
+pub struct Routes<'a> {
+    cfg: Option<&'a mut web::ServiceConfig>,
+    table: Vec<RouteInfo>,
+}
+
+impl<'a> Routes<'a> {
+    /// Register on `cfg`.
+    pub fn new(cfg: &'a mut web::ServiceConfig) -> Routes<'a> {
+        Routes {
+            cfg: Some(cfg),
+            table: Vec::new(),
+        }
+    }
+
+    /// Only record the table (for tests and documentation).
+    pub fn table_only() -> Routes<'static> {
+        Routes {
+            cfg: None,
+            table: Vec::new(),
+        }
+    }
+
+    pub fn into_table(self) -> Vec<RouteInfo> {
+        self.table
+    }
+
+    /// Register `method path` with `access` and `handler`.
+    pub fn add<F, Args>(&mut self, method: Method, path: &str, access: Access, handler: F)
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        let body = match access {
+            Access::Page(_) => BodyKind::Form,
+            _ => BodyKind::Json,
+        };
+        self.add_with(method, path, access, body, handler);
+    }
+
+    /// Register a route whose body may be binary (a package upload).
+    pub fn add_with<F, Args>(
+        &mut self,
+        method: Method,
+        path: &str,
+        access: Access,
+        body: BodyKind,
+        handler: F,
+    ) where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.table.push(RouteInfo {
+            method: method.clone(),
+            path: path.to_string(),
+            access,
+        });
+        if let Some(cfg) = self.cfg.as_deref_mut() {
+            let mut resource = web::resource(path)
+                .guard(guard::Method(method.clone()))
+                .route(web::method(method).to(handler));
+            if body == BodyKind::Binary {
+                resource = resource.app_data(web::PayloadConfig::new(super::plugins::MAX_UPLOAD));
+            }
+            if access == Access::Agent {
+                // Agents' calls authenticate in their handlers (against their node); they are
+                // recorded in the node's history, not the audit log.
+                cfg.service(resource);
+            } else {
+                cfg.service(
+                    resource.wrap(from_fn(move |req, next| authorize(access, body, req, next))),
+                );
+            }
+        }
+    }
+
+    pub fn get<F, Args>(&mut self, path: &str, access: Access, handler: F)
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.add(Method::GET, path, access, handler);
+    }
+
+    pub fn post<F, Args>(&mut self, path: &str, access: Access, handler: F)
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.add(Method::POST, path, access, handler);
+    }
+
+    pub fn put<F, Args>(&mut self, path: &str, access: Access, handler: F)
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.add(Method::PUT, path, access, handler);
+    }
+
+    pub fn delete<F, Args>(&mut self, path: &str, access: Access, handler: F)
+    where
+        F: Handler<Args>,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
+    {
+        self.add(Method::DELETE, path, access, handler);
+    }
+}
+
+/// The authenticated caller of a route that needs one (a handler of an `Api` or `Page` route
+/// can always extract it; elsewhere it is absent and extraction fails with 401).
+#[derive(Debug, Clone)]
+pub struct Caller(pub Principal);
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Result<Caller, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.extensions()
+                .get::<Principal>()
+                .cloned()
+                .map(Caller)
+                .ok_or_else(|| ApiError::Unauthorized("sign in first".to_string())),
+        )
+    }
+}
+
+/// The caller, if any (for public routes that show who is signed in).
+pub fn caller(req: &HttpRequest) -> Option<Principal> {
+    req.extensions().get::<Principal>().cloned()
+}
+
+fn mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn has_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+}
+
+fn media_type(req: &ServiceRequest) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Refuse a body of the wrong media type (a cross-site `text/plain` "JSON" post, say).
+fn check_media_type(req: &ServiceRequest, body: BodyKind) -> Result<(), ApiError> {
+    if !mutating(req.method()) || !has_body(req) {
+        return Ok(());
+    }
+    let found = media_type(req);
+    let allowed: &[&str] = match body {
+        BodyKind::Json => &["application/json"],
+        BodyKind::Binary => &[
+            "application/json",
+            "application/octet-stream",
+            "application/gzip",
+            "application/x-gzip",
+        ],
+        BodyKind::Form => &["application/x-www-form-urlencoded"],
+    };
+    if allowed.contains(&found.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType {
+            found: if found.is_empty() {
+                "none".to_string()
+            } else {
+                found
+            },
+            expected: allowed.join(" or "),
+        })
+    }
+}
+
+/// The bearer secret of an API call: `Authorization: Bearer …` or Keystone's `X-Auth-Token`
+/// (fuel2 sends an empty one when it has none: that is no credential).
+pub fn bearer_secret(req: &HttpRequest) -> Option<String> {
+    let headers = req.headers();
+    let from_auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let from_keystone = headers
+        .get("x-auth-token")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    from_auth
+        .or(from_keystone)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+}
+
+/// The principal a bearer secret stands for.
+async fn token_caller(state: &AppState, req: &HttpRequest) -> Result<Option<Principal>, ApiError> {
+    let Some(secret) = bearer_secret(req) else {
+        return Ok(None);
+    };
+    let hash = secret::hash(&secret);
+    let now = crate::clock::now();
+    let found = state
+        .store(move |s| s.read(|tx| tx.token_principal(&hash, now)))
+        .await?;
+    let Some((principal, last_used)) = found else {
+        return Err(ApiError::Unauthorized(
+            "the token is not valid (unknown, revoked or expired)".to_string(),
+        ));
+    };
+    if last_used.is_none_or(|at| now - at >= 60)
+        && let crate::auth::Via::Token { id } = principal.via
+    {
+        state
+            .store(move |s| s.write(|tx| tx.touch_token(id, now)))
+            .await?;
+    }
+    Ok(Some(principal))
+}
+
+/// The principal the session cookie stands for.
+pub async fn session_caller(
+    state: &AppState,
+    req: &HttpRequest,
+) -> Result<Option<Principal>, ApiError> {
+    let Some(cookie) = req.cookie(SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    let hash = secret::hash(cookie.value());
+    let now = crate::clock::now();
+    let limits = state.auth.sessions;
+    let lookup = hash.clone();
+    let found = state
+        .store(move |s| s.read(|tx| tx.session(&lookup, now, limits)))
+        .await?;
+    let Some(session) = found else {
+        return Ok(None);
+    };
+    if now - session.last_seen_at >= 60 {
+        state
+            .store(move |s| s.write(|tx| tx.touch_session(&hash, now)))
+            .await?;
+    }
+    Ok(Some(session.principal))
+}
+
+/// Where a page's visitor is sent to sign in, coming back to where they were.
+fn to_login(req: &ServiceRequest) -> HttpResponse {
+    let back = if *req.method() == Method::GET {
+        req.uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string()
+    } else {
+        "/".to_string()
+    };
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/login?next={}", encode(&back))))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .finish()
+}
+
+/// Percent-encode a query value.
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A form post must carry its session's CSRF token; the body is read and put back for the
+/// handler.
+async fn check_csrf(req: &mut ServiceRequest, principal: &Principal) -> Result<(), ApiError> {
+    let bytes = req
+        .extract::<web::Bytes>()
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("cannot read the form: {e}")))?;
+    let presented = url_form(&bytes)
+        .into_iter()
+        .find(|(k, _)| k == CSRF_FIELD)
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    req.set_payload(Payload::from(bytes));
+    if secret::constant_time_eq(&presented, principal.csrf()) && !presented.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(
+            "the form's CSRF token is missing or stale; reload the page and try again".to_string(),
+        ))
+    }
+}
+
+/// The fields of an `application/x-www-form-urlencoded` body.
+pub fn url_form(body: &[u8]) -> Vec<(String, String)> {
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body).unwrap_or_default()
+}
+
+/// Apply `access` to one request (see the module's documentation).
+async fn authorize(
+    access: Access,
+    body: BodyKind,
+    mut req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return Ok(
+            req.into_response(ApiError::Internal("no application state".into()).error_response())
+        );
+    };
+    let audited = mutating(req.method());
+    let mut who: Option<Principal> = None;
+    let checked: Result<(), ApiError> = async {
+        let principal = match access {
+            Access::Public | Access::Agent => return Ok(()),
+            Access::Api(_) => token_caller(&state, req.request()).await?.ok_or_else(|| {
+                ApiError::Unauthorized(
+                    "an API token is required (Authorization: Bearer TOKEN)".to_string(),
+                )
+            })?,
+            Access::Page(_) => session_caller(&state, req.request())
+                .await?
+                .ok_or_else(|| ApiError::Unauthorized("sign in first".to_string()))?,
+        };
+        who = Some(principal.clone());
+        if let Some(needed) = access.role() {
+            allow(&principal, needed)?;
+        }
+        check_media_type(&req, body)?;
+        if matches!(access, Access::Page(_)) && mutating(req.method()) {
+            check_csrf(&mut req, &principal).await?;
+        }
+        Ok(())
+    }
+    .await;
+    let (actor, role) = match &who {
+        Some(p) => (p.user.clone(), p.role.to_string()),
+        None => ("anonymous".to_string(), "none".to_string()),
+    };
+    let source = peer(&req);
+    let method = req.method().to_string();
+    let path = path_of(&req);
+    let refusal = match checked {
+        Ok(()) => {
+            if let Some(p) = who {
+                req.extensions_mut().insert(p);
+            }
+            let res = next.call(req).await?;
+            if audited {
+                record(&state, actor, role, source, method, path, res.status(), "").await;
+            }
+            return Ok(res);
+        }
+        Err(e) => e,
+    };
+    let status = refusal.status_code();
+    if audited {
+        let detail = refusal.to_string();
+        record(
+            &state,
+            actor,
+            role,
+            source.clone(),
+            method,
+            path,
+            status,
+            &detail,
+        )
+        .await;
+    }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        tracing::warn!(peer = %source, path = req.path(), "request refused: {refusal}");
+    }
+    let answer = match access {
+        Access::Page(_) if status == StatusCode::UNAUTHORIZED => to_login(&req),
+        Access::Page(_) => super::ui::PageError::from(refusal).error_response(),
+        _ => refusal.error_response(),
+    };
+    Ok(req.into_response(answer))
+}
+
+fn allow(principal: &Principal, needed: Role) -> Result<(), ApiError> {
+    if principal.role.allows(needed) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!(
+            "{} is {} {}; this needs {} {needed}",
+            principal.user,
+            article(principal.role),
+            principal.role,
+            article(needed),
+        )))
+    }
+}
+
+fn article(role: Role) -> &'static str {
+    match role {
+        Role::Admin | Role::Operator => "an",
+        Role::Viewer => "a",
+    }
+}
+
+fn peer(req: &ServiceRequest) -> String {
+    req.peer_addr()
+        .map_or_else(|| "unknown".to_string(), |a| a.ip().to_string())
+}
+
+fn path_of(req: &ServiceRequest) -> String {
+    let mut p = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.path().to_string(), |p| p.as_str().to_string());
+    if p.len() > 512 {
+        let mut cut = 512;
+        while !p.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        p.truncate(cut);
+    }
+    p
+}
+
+/// Write one audit entry; a failure is logged, never turned into the request's answer.
+#[allow(clippy::too_many_arguments)]
+async fn record(
+    state: &AppState,
+    actor: String,
+    role: String,
+    source: String,
+    method: String,
+    path: String,
+    status: StatusCode,
+    detail: &str,
+) {
+    let entry = AuditEntry {
+        id: 0,
+        at: crate::clock::now(),
+        actor,
+        role,
+        source,
+        method,
+        path,
+        status: status.as_u16(),
+        detail: detail.chars().take(500).collect(),
+    };
+    if let Err(e) = state
+        .store(move |s| s.write(|tx| tx.add_audit(&entry)))
+        .await
+    {
+        tracing::error!(error = %e, "cannot write the audit log");
+    }
+}
