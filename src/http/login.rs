@@ -152,9 +152,10 @@ pub async fn submit(
     let Some(login) =
         super::users::check_password(&state, form.username.clone(), form.password).await?
     else {
+        // The form again with its message (200: a browser treats an HTML 401 as a failed load).
         return render_login(
             &state,
-            StatusCode::UNAUTHORIZED,
+            StatusCode::OK,
             next,
             form.username,
             Some("Wrong user name or password.".to_string()),
