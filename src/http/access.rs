@@ -525,3 +525,69 @@ async fn record(
         tracing::error!(error = %e, "cannot write the audit log");
     }
 }
+
+/// Whether a request's `Host` may be served when `http.public_url` names the master: that
+/// name (with or without its port), any IP address literal (nodes and operators reach the
+/// master by address), or `localhost`. Another name is a DNS rebinding or a misdirected
+/// request. With no name configured every Host is served (boot scripts never embed it).
+pub fn host_allowed(host: &str, public_url: Option<&str>) -> bool {
+    let Some(url) = public_url else {
+        return true;
+    };
+    let configured = url
+        .split("://")
+        .nth(1)
+        .unwrap_or(url)
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let name_of = |h: &str| -> String {
+        if let Some(rest) = h.strip_prefix('[') {
+            return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
+        }
+        h.rsplit_once(':')
+            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+            .map_or(h, |(name, _)| name)
+            .to_ascii_lowercase()
+    };
+    let name = name_of(host);
+    name.parse::<std::net::IpAddr>().is_ok() || name == "localhost" || name == name_of(configured)
+}
+
+/// Refuse a request whose `Host` names another site (see [`host_allowed`]) with 421.
+pub async fn check_host(
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let public_url = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|s| s.boot.public_url.clone());
+    let host = req.connection_info().host().to_string();
+    if host_allowed(&host, public_url.as_deref()) {
+        return next.call(req).await;
+    }
+    tracing::warn!(peer = %peer(&req), %host, "request for another host refused");
+    let refusal = ApiError::MisdirectedRequest(format!(
+        "this master answers to {}, not {host}",
+        public_url.unwrap_or_default()
+    ));
+    Ok(req.into_response(refusal.error_response()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_checked_only_where_a_name_is_configured() {
+        assert!(host_allowed("evil.example", None));
+        let url = Some("http://master.lab:8000");
+        assert!(host_allowed("master.lab:8000", url));
+        assert!(host_allowed("MASTER.lab", url));
+        assert!(host_allowed("10.20.0.2:8000", url));
+        assert!(host_allowed("[::1]:8000", url));
+        assert!(host_allowed("localhost:8000", url));
+        assert!(!host_allowed("evil.example", url));
+        assert!(!host_allowed("master.lab.evil.example:8000", url));
+    }
+}

@@ -33,6 +33,8 @@ pub enum ApiError {
     RateLimited { client: String, retry_after: u64 },
     #[error("the body is {found}; this call takes {expected}")]
     UnsupportedMediaType { found: String, expected: String },
+    #[error("{0}")]
+    MisdirectedRequest(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -84,6 +86,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
+            ApiError::MisdirectedRequest(_) => "misdirected_request",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
             ApiError::Planning(e) => e.code(),
@@ -100,6 +103,7 @@ impl ResponseError for ApiError {
             }
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "forbidden" => StatusCode::FORBIDDEN,
+            "misdirected_request" => StatusCode::MISDIRECTED_REQUEST,
             "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,

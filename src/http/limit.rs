@@ -82,6 +82,28 @@ impl RateLimiter {
         }
     }
 
+    /// Like [`check`](Self::check), but takes nothing: whether `client` would be refused now.
+    pub fn peek(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+        let l = self.limits;
+        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (global, clients) = &*guard;
+        let level = |b: &Bucket, burst: f64, rate: f64| {
+            (b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate).min(burst)
+        };
+        let wait = |tokens: f64, rate: f64| {
+            (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / rate))
+        };
+        if let Some(b) = clients.get(&client)
+            && let Some(w) = wait(
+                level(b, l.per_client_burst, l.per_client_rate),
+                l.per_client_rate,
+            )
+        {
+            return Some(w);
+        }
+        wait(level(global, l.global_burst, l.global_rate), l.global_rate)
+    }
+
     /// `None` if `client` may go ahead now, or how long it should wait.
     pub fn check(&self, client: IpAddr, now: Instant) -> Option<Duration> {
         let l = self.limits;
@@ -133,5 +155,24 @@ mod tests {
             "global limit"
         );
         assert_eq!(rl.check(b, t0 + Duration::from_secs(2)), None);
+    }
+
+    #[test]
+    fn peek_takes_nothing() {
+        let t0 = Instant::now();
+        let limits = Limits {
+            per_client_burst: 2.0,
+            per_client_rate: 1.0,
+            global_burst: 10.0,
+            global_rate: 1.0,
+        };
+        let rl = RateLimiter::new(limits, t0);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..5 {
+            assert_eq!(rl.peek(a, t0), None);
+        }
+        assert_eq!(rl.check(a, t0), None);
+        assert_eq!(rl.check(a, t0), None);
+        assert!(rl.peek(a, t0).is_some(), "spent by checks");
     }
 }

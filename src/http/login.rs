@@ -152,6 +152,7 @@ pub async fn submit(
     let Some(login) =
         super::users::check_password(&state, form.username.clone(), form.password).await?
     else {
+        super::users::count_failure(&state, &req);
         // The form again with its message (200: a browser treats an HTML 401 as a failed load).
         return render_login(
             &state,

@@ -322,6 +322,7 @@ pub fn serve(
             .configure(agent_steps)
             .service(
                 web::scope("")
+                    .wrap(middleware::from_fn(access::check_host))
                     .wrap(security_headers())
                     .wrap(middleware::NormalizePath::trim())
                     .wrap(middleware::Logger::new("%r %s %b %Dms").log_target("stoker::http"))

@@ -43,12 +43,12 @@ fn auth_error(e: auth::AuthError) -> ApiError {
     }
 }
 
-/// Refuse a password sign-in from a client that tried too often lately.
+/// Refuse a password sign-in from a client whose failed attempts used up its allowance (only
+/// failures count, see [`count_failure`]: a script running one fuel2 command after another,
+/// each signing in anew, is never slowed down).
 pub fn login_rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     if let Some(peer) = req.peer_addr()
-        && let Some(wait) = state
-            .login_limit
-            .check(peer.ip(), std::time::Instant::now())
+        && let Some(wait) = state.login_limit.peek(peer.ip(), std::time::Instant::now())
     {
         tracing::warn!(%peer, "sign-in rate-limited");
         return Err(ApiError::RateLimited {
@@ -82,6 +82,15 @@ pub async fn check_password(
             tracing::warn!(user = %name, "sign-in refused: wrong user name or password");
             Ok(None)
         }
+    }
+}
+
+/// Count a failed sign-in against the client's allowance.
+pub fn count_failure(state: &AppState, req: &HttpRequest) {
+    if let Some(peer) = req.peer_addr() {
+        let _ = state
+            .login_limit
+            .check(peer.ip(), std::time::Instant::now());
     }
 }
 
@@ -134,6 +143,7 @@ pub async fn login(
     login_rate_limit(&state, &req)?;
     let b: LoginBody = parse(&body, "sign-in")?;
     let Some(login) = check_password(&state, b.username.clone(), b.password).await? else {
+        count_failure(&state, &req);
         return Err(ApiError::Unauthorized(
             "wrong user name or password".to_string(),
         ));
@@ -149,11 +159,9 @@ pub async fn login(
 
 /// Keystone's time format.
 fn iso(ts: i64) -> String {
-    super::views::utc(ts)
-        .replace(' ', "T")
-        .trim_end_matches(" UTC")
-        .to_string()
-        + "Z"
+    // views::utc gives "2026-11-24 16:56:12 UTC".
+    let utc = super::views::utc(ts);
+    format!("{}Z", utc.trim_end_matches(" UTC").replacen(' ', "T", 1))
 }
 
 /// `POST /keystone/v2.0/tokens`: Keystone v2.0 as python-fuelclient 11.0.0 uses it, with a
@@ -189,6 +197,7 @@ pub async fn keystone_tokens(
         };
         let Some(login) = check_password(&state, field("username"), field("password")).await?
         else {
+            count_failure(&state, &req);
             return Err(ApiError::Unauthorized(
                 "The request you have made requires authentication.".to_string(),
             ));
