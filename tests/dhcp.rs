@@ -240,6 +240,99 @@ fn pxe_clients_get_their_loader_and_ipxe_gets_its_script_url() {
 }
 
 #[test]
+fn a_packet_without_the_magic_cookie_is_ignored() {
+    let (d, c) = start();
+    let mut bytes = request(MessageType::Discover, mac(31), 600)
+        .to_vec()
+        .unwrap();
+    assert_eq!(&bytes[236..240], &[99, 130, 83, 99]);
+    bytes[236..240].copy_from_slice(&[1, 2, 3, 4]);
+    c.socket.send_to(&bytes, c.server).unwrap();
+    assert!(c.silent(), "no answer without the cookie");
+    let counters = d.http().get("/api/v1/pxe").json()["dhcp"]["counters"].clone();
+    assert_eq!(counters["malformed"], 1, "{counters}");
+    assert_eq!(counters["replied"], 0, "{counters}");
+    // The same packet with its cookie is answered.
+    let answer = c.exchange(&request(MessageType::Discover, mac(31), 601));
+    assert_eq!(msg_type(&answer), MessageType::Offer);
+}
+
+#[test]
+fn pool_exhaustion_is_logged_once_not_per_packet() {
+    let socket = client_socket();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = crate::common::bin::stoker(dir.path());
+    cmd.args([
+        "serve",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--plugins-bundled",
+        "skip",
+        "--dhcp-enabled",
+        "true",
+        "--dhcp-listen",
+        "127.0.0.1:0",
+        "--dhcp-server-ip",
+        "127.0.0.1",
+        "--dhcp-subnets",
+        "127.0.0.0/24 pool=127.0.0.100-127.0.0.101",
+        "--dhcp-reply-to",
+        &socket.local_addr().unwrap().to_string(),
+    ]);
+    let served = crate::common::bin::Served::spawn(cmd);
+    let mut log = Vec::new();
+    let addr = loop {
+        let line = served
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the DHCP server says where it listens");
+        log.push(line.clone());
+        if line.contains("DHCP server listening")
+            && let Some(rest) = line.split("addr=").nth(1)
+        {
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<SocketAddr>()
+                .unwrap();
+        }
+    };
+    let c = Client {
+        socket,
+        server: addr,
+    };
+    // Two addresses: two clients get offers, twenty more get nothing.
+    for i in 0..22u8 {
+        c.send(&request(
+            MessageType::Discover,
+            mac(40 + i),
+            700 + u32::from(i),
+        ));
+    }
+    let mut offers = 0;
+    while c.recv_quick() {
+        offers += 1;
+    }
+    assert_eq!(offers, 2);
+    let base = format!("http://{}", served.addr);
+    let counters =
+        crate::common::Http::raw_get_json(&format!("{base}/api/v1/pxe"))["dhcp"]["counters"]
+            .clone();
+    assert_eq!(counters["pool_exhausted"], 20, "{counters}");
+    served.signal("TERM");
+    let (code, rest) = served.wait();
+    assert_eq!(code, Some(0));
+    log.extend(rest);
+    let warnings: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("pool exhausted"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(warnings[0].contains("WARN"), "{}", warnings[0]);
+}
+
+#[test]
 fn garbage_is_dropped_and_counted_and_service_goes_on() {
     let (d, c) = start();
     let junk: [&[u8]; 4] = [
