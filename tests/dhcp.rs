@@ -231,12 +231,48 @@ fn pxe_clients_get_their_loader_and_ipxe_gets_its_script_url() {
         Some(DhcpOption::Unknown(o)) => assert_eq!(o.data(), &[176, 1, 1]),
         other => panic!("option 175 missing: {other:?}"),
     }
-    // The URL it got really serves a script.
-    let script = d
-        .http()
-        .get(&file.replace(&format!("http://127.0.0.1:{}", d.addr.port()), ""));
-    assert_eq!(script.status, 200);
-    assert!(script.body.starts_with("#!ipxe"), "{}", script.body);
+    // The URL it got really serves a script, to the address iPXE was leased.
+    let mut req = request(MessageType::Request, mac(2), 23);
+    req.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    req.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    let leased = c.exchange(&req).yiaddr();
+    let path = file.replace(&format!("http://127.0.0.1:{}", d.addr.port()), "");
+    let (status, script) = crate::identity::get_from(d.addr, &leased.to_string(), &path);
+    assert_eq!(status, 200, "{script}");
+    assert!(script.starts_with("#!ipxe"), "{script}");
+}
+
+#[test]
+fn boot_tokens_go_only_to_the_leased_address() {
+    let (d, c) = start();
+    let leased = dora(&c, mac(30), 500);
+    let script = "/boot/52:54:00:aa:00:1e.ipxe";
+    // With stoker's DHCP the binding is `lease`: another address gets no token...
+    let (status, body) = crate::identity::get_from(d.addr, "127.0.0.1", script);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains(&format!("known at {leased}")), "{body}");
+    // ...and spoils nothing: the leased address gets one, which works.
+    let (status, body) = crate::identity::get_from(d.addr, &leased.to_string(), script);
+    assert_eq!(status, 200, "{body}");
+    let token = crate::boot::kernel_arg(&body, "stoker.token");
+    let (status, _) = crate::identity::get_from(d.addr, "127.0.0.2", script);
+    assert_eq!(status, 403);
+    let r = crate::common::Http::raw_post(
+        &d.url("/api/v1/agent/hello"),
+        &crate::common::inventory("52:54:00:aa:00:1e").to_string(),
+        &[("authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    // A MAC stoker's DHCP never leased gets no token anywhere.
+    let (status, body) =
+        crate::identity::get_from(d.addr, "127.0.0.1", "/boot/52:54:00:aa:00:1f.ipxe");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("leased 52:54:00:aa:00:1f no address"),
+        "{body}"
+    );
 }
 
 #[test]

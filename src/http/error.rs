@@ -23,6 +23,15 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Unauthorized(String),
+    /// Refused whoever asks (a boot token asked for from another address): 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A node that waits for an operator's approval: 403.
+    #[error("{0}")]
+    AwaitingApproval(String),
+    /// `discovery.max_nodes` reached: 403.
+    #[error("{0}")]
+    DiscoveryFull(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -75,6 +84,9 @@ impl ApiError {
             ApiError::InvalidJson(_) => "invalid_json",
             ApiError::InvalidInput { .. } => "invalid_input",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::AwaitingApproval(_) => "awaiting_approval",
+            ApiError::DiscoveryFull(_) => "discovery_full",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
@@ -93,6 +105,7 @@ impl ResponseError for ApiError {
                 StatusCode::BAD_REQUEST
             }
             "unauthorized" => StatusCode::UNAUTHORIZED,
+            "forbidden" | "awaiting_approval" | "discovery_full" => StatusCode::FORBIDDEN,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,

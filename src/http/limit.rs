@@ -1,6 +1,11 @@
-//! Rate limits for unauthenticated endpoints (the discovery hello): a token bucket per client
+//! Rate limits for unauthenticated endpoints (the discovery hello and Fuel's discovery calls,
+//! which share one limiter; the boot scripts, which have their own): a token bucket per client
 //! address and one for everybody, so a boot storm is absorbed and a misbehaving client cannot
 //! starve the rest. Time is passed in, so the limiter is tested without sleeping.
+//!
+//! The bootstrap kernel, initramfs and iPXE loaders (`/boot/images/*`, `/boot/ipxe/*`) are not
+//! limited: they are static files that create no state, and some firmware fetches them in many
+//! Range requests.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -31,6 +36,19 @@ impl Default for Limits {
             per_client_rate: 1.0,
             global_burst: 500.0,
             global_rate: 200.0,
+        }
+    }
+}
+
+impl Limits {
+    /// A node asks for its boot script once per boot (and again every 10 s while its kernel
+    /// does not load): 20 at once and two a second per address leaves room for a few nodes
+    /// behind one address; the global bucket is the hello's.
+    pub fn boot_scripts() -> Limits {
+        Limits {
+            per_client_burst: 20.0,
+            per_client_rate: 2.0,
+            ..Limits::default()
         }
     }
 }

@@ -16,6 +16,7 @@ mod environments;
 mod error;
 mod fuel_agent;
 pub mod limit;
+mod nodes;
 mod plugins;
 mod pxe;
 mod steps;
@@ -44,11 +45,17 @@ pub struct AppState {
     pub data_dir: std::path::PathBuf,
     /// Limits the unauthenticated discovery hello.
     pub hello_limit: Arc<limit::RateLimiter>,
+    /// Limits the unauthenticated boot scripts (`/boot/{mac}.ipxe`).
+    pub boot_limit: Arc<limit::RateLimiter>,
     /// Counters of the PXE services, when they run.
     pub pxe: crate::daemon::PxeStats,
     /// Image and step settings of deployments.
     pub deploy: crate::deployer::DeploySettings,
 }
+
+/// How long a boot token stays valid, in seconds: from the boot script to the agent's hello
+/// (kernel and initramfs download, boot) takes minutes at most.
+pub const BOOT_TOKEN_LIFETIME: i64 = 3600;
 
 /// What the boot endpoints need from the configuration.
 #[derive(Debug, Clone)]
@@ -63,6 +70,10 @@ pub struct BootSettings {
     pub tftp_root: std::path::PathBuf,
     /// How long a boot token stays valid, in seconds.
     pub token_lifetime: i64,
+    /// Who may receive a boot token (`boot.token_binding`).
+    pub binding: crate::engine::hello::Binding,
+    /// Approval and the node cap (`discovery.*`).
+    pub discovery: crate::config::DiscoverySettings,
 }
 
 impl BootSettings {
@@ -72,7 +83,9 @@ impl BootSettings {
             kernel_args: config.boot_kernel_args.clone(),
             images_dir: config.images_dir(),
             tftp_root: config.tftp_root(),
-            token_lifetime: 3600,
+            token_lifetime: BOOT_TOKEN_LIFETIME,
+            binding: config.boot_token_binding,
+            discovery: config.discovery,
         }
     }
 }
@@ -114,6 +127,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/version", web::get().to(api::version))
                 .route("/nodes", web::get().to(api::nodes))
                 .route("/nodes/{id}", web::get().to(api::node))
+                .route("/nodes/{id}", web::delete().to(nodes::delete))
+                .route("/nodes/{id}/approve", web::post().to(nodes::approve))
                 .route("/agent/hello", web::post().to(agent::hello))
                 .route("/releases", web::get().to(catalog::releases))
                 .route("/releases/{id}", web::get().to(catalog::release))
@@ -177,6 +192,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/", web::get().to(ui::overview))
         .route("/nodes", web::get().to(ui::nodes))
         .route("/nodes/{id}", web::get().to(ui::node))
+        .route("/nodes/{id}/delete", web::post().to(ui::delete_node))
+        .route("/nodes/{id}/approve", web::post().to(ui::approve_node))
         .route("/environments", web::get().to(ui::environments))
         .route("/environments", web::post().to(ui::create_environment))
         .route("/environments/{id}", web::get().to(ui::environment))
