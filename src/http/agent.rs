@@ -64,12 +64,21 @@ pub fn rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     limit(&state.hello_limit, req)
 }
 
-/// Refuse a call from a client that `limiter` says made too many lately, and log it.
+/// Refuse a call from a client that `limiter` says made too many lately; refusals are logged
+/// with their count, at most once every [`super::limit::LOG_EVERY`].
 pub(super) fn limit(limiter: &RateLimiter, req: &HttpRequest) -> Result<(), ApiError> {
+    let now = std::time::Instant::now();
     if let Some(peer) = req.peer_addr()
-        && let Some(wait) = limiter.check(peer.ip(), std::time::Instant::now())
+        && let Some(wait) = limiter.check(peer.ip(), now)
     {
-        tracing::warn!(%peer, path = req.path(), "unauthenticated call rate-limited");
+        if let Some(refused) = limiter.note_refusal(now) {
+            tracing::warn!(
+                %peer,
+                path = req.path(),
+                refused,
+                "unauthenticated calls rate-limited (logged at most every 10 s)"
+            );
+        }
         return Err(ApiError::RateLimited {
             client: peer.ip().to_string(),
             retry_after: wait.as_secs().max(1),

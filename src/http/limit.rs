@@ -1,7 +1,8 @@
 //! Rate limits for unauthenticated endpoints (the discovery hello and Fuel's discovery calls,
 //! which share one limiter; the boot scripts, which have their own): a token bucket per client
 //! address and one for everybody, so a boot storm is absorbed and a misbehaving client cannot
-//! starve the rest. Time is passed in, so the limiter is tested without sleeping.
+//! starve the rest. Refusals are logged at most once every [`LOG_EVERY`], with their count.
+//! Time is passed in, so the limiter is tested without sleeping.
 //!
 //! The bootstrap kernel, initramfs and iPXE loaders (`/boot/images/*`, `/boot/ipxe/*`) are not
 //! limited: they are static files that create no state, and some firmware fetches them in many
@@ -58,7 +59,12 @@ impl Limits {
 pub struct RateLimiter {
     limits: Limits,
     state: Mutex<(Bucket, HashMap<IpAddr, Bucket>)>,
+    /// When a refusal was last logged, and how many were refused since.
+    refusals: Mutex<(Option<Instant>, u64)>,
 }
+
+/// Refusals are logged at most this often: a flood must not become a flood of log lines.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Remembered clients beyond which idle (full) buckets are forgotten.
 const MAX_CLIENTS: usize = 65_536;
@@ -84,7 +90,21 @@ impl RateLimiter {
         RateLimiter {
             limits,
             state: Mutex::new((global, HashMap::new())),
+            refusals: Mutex::new((None, 0)),
         }
+    }
+
+    /// Count one refusal; `Some(n)` when it should be logged, with the `n` refusals since the
+    /// last one logged (this one included).
+    pub fn note_refusal(&self, now: Instant) -> Option<u64> {
+        let mut guard = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        let (logged_at, since) = &mut *guard;
+        *since += 1;
+        if logged_at.is_none_or(|at| now.saturating_duration_since(at) >= LOG_EVERY) {
+            *logged_at = Some(now);
+            return Some(std::mem::take(since));
+        }
+        None
     }
 
     /// `None` if `client` may go ahead now, or how long it should wait.
@@ -138,5 +158,16 @@ mod tests {
             "global limit"
         );
         assert_eq!(rl.check(b, t0 + Duration::from_secs(2)), None);
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_interval() {
+        let t0 = Instant::now();
+        let rl = RateLimiter::new(Limits::default(), t0);
+        assert_eq!(rl.note_refusal(t0), Some(1));
+        for ms in 1..1000 {
+            assert_eq!(rl.note_refusal(t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(rl.note_refusal(t0 + LOG_EVERY), Some(1000));
     }
 }
