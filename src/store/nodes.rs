@@ -120,16 +120,6 @@ impl ReadTxn<'_> {
             .transpose()
     }
 
-    /// The known node that owns any of the inventory's MACs.
-    pub fn node_for_inventory(&self, inventory: &Inventory) -> Result<Option<Node>> {
-        for nic in &inventory.interfaces {
-            if let Some(node) = self.node_by_mac(&nic.mac)? {
-                return Ok(Some(node));
-            }
-        }
-        Ok(None)
-    }
-
     /// Every MAC of `macs` that a node owns, with its owner, in the order given (each once).
     pub fn mac_owners<'m>(
         &self,
@@ -195,22 +185,6 @@ impl ReadTxn<'_> {
                 Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false)))
             })
             .optional()?)
-    }
-
-    /// Whether `token_hash` is the node's current agent token.
-    pub fn agent_token_matches(&self, id: NodeId, token_hash: &str) -> Result<bool> {
-        // The pending (rotated) token counts too: the agent may say hello with it first.
-        let stored: Option<(Option<String>, Option<String>)> = self
-            .conn
-            .query_row(
-                "SELECT agent_token_hash, agent_token_pending_hash FROM nodes WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        Ok(stored.is_some_and(|(a, b)| {
-            a.as_deref() == Some(token_hash) || b.as_deref() == Some(token_hash)
-        }))
     }
 
     /// The nodes assigned to an environment, by id.
