@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use crate::dhcp::reply::{Mode as DhcpMode, Subnet};
 use crate::dhcp::spec;
+use crate::engine::hello::{Approval, Binding};
 use crate::model::Mac;
 
 /// The expected form of an option's value, used to parse it and to explain a bad one.
@@ -96,6 +97,11 @@ pub struct OptionSpec {
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
 pub const DHCP_MODES: &[&str] = &["authoritative", "reservation-only"];
 
+/// `boot.token_binding` values.
+pub const TOKEN_BINDINGS: &[&str] = &["auto", "lease", "address", "none"];
+/// `discovery.approval` values.
+pub const APPROVALS: &[&str] = &["auto", "manual"];
+
 /// What to do with the release plugins shipped in the binary on first start.
 pub const BUNDLED_CHOICES: &[&str] = &["install", "skip"];
 
@@ -140,6 +146,30 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "console=tty0 console=ttyS0,115200n8 quiet",
         kind: Kind::Text,
         help: "Extra kernel command-line arguments for the bootstrap image",
+    },
+    OptionSpec {
+        key: "boot.token_binding",
+        env: "STOKER_BOOT_TOKEN_BINDING",
+        flag: "boot-token-binding",
+        default: "auto",
+        kind: Kind::Choice(TOKEN_BINDINGS),
+        help: "Who may receive a node's boot token: `lease` (only the address stoker's DHCP leased to that MAC), `address` (its lease, else the address its agent last said hello from, else the first to ask), `none` (anyone); an unused token is never replaced from another address; `auto` is `lease` when `dhcp.enabled` is true and `address` otherwise",
+    },
+    OptionSpec {
+        key: "discovery.approval",
+        env: "STOKER_DISCOVERY_APPROVAL",
+        flag: "discovery-approval",
+        default: "auto",
+        kind: Kind::Choice(APPROVALS),
+        help: "Whether a discovered node needs an operator: `auto` (it gets its agent token at once) or `manual` (it waits, without any token, until approved on its page or with POST /api/v1/nodes/{id}/approve)",
+    },
+    OptionSpec {
+        key: "discovery.max_nodes",
+        env: "STOKER_DISCOVERY_MAX_NODES",
+        flag: "discovery-max-nodes",
+        default: "10000",
+        kind: Kind::Count,
+        help: "Most nodes stoker keeps (and most unused boot tokens); past it discovery is refused until nodes are deleted",
     },
     OptionSpec {
         key: "dhcp.enabled",
@@ -402,6 +432,9 @@ pub struct Config {
     pub http_shutdown_timeout: u64,
     pub http_public_url: Option<String>,
     pub boot_kernel_args: String,
+    /// `boot.token_binding`, with `auto` resolved.
+    pub boot_token_binding: Binding,
+    pub discovery: DiscoverySettings,
     pub log_format: LogFormat,
     pub log_level: String,
     pub dhcp: DhcpSettings,
@@ -423,6 +456,13 @@ pub struct AuthConfig {
     pub login_token_lifetime: i64,
     /// Days the audit log keeps an entry.
     pub audit_retention_days: i64,
+}
+
+/// Who discovery lets in.
+#[derive(Debug, Clone, Copy)]
+pub struct DiscoverySettings {
+    pub approval: Approval,
+    pub max_nodes: u64,
 }
 
 /// The DHCP server's settings.
@@ -659,8 +699,31 @@ impl Layers {
                 _ => unreachable!("audit.retention_days is declared as a count"),
             },
         };
+        let boot_token_binding = match take("boot.token_binding") {
+            Some(Parsed::Text(t)) => match t.as_str() {
+                "lease" => Binding::Lease,
+                "address" => Binding::Address,
+                "none" => Binding::None,
+                _ if dhcp.enabled => Binding::Lease,
+                _ => Binding::Address,
+            },
+            _ => unreachable!("boot.token_binding is declared as a choice"),
+        };
+        let discovery = DiscoverySettings {
+            approval: match take("discovery.approval") {
+                Some(Parsed::Text(t)) if t == "manual" => Approval::Manual,
+                Some(Parsed::Text(_)) => Approval::Auto,
+                _ => unreachable!("discovery.approval is declared as a choice"),
+            },
+            max_nodes: match take("discovery.max_nodes") {
+                Some(Parsed::Count(n)) => n,
+                _ => unreachable!("discovery.max_nodes is declared as a count"),
+            },
+        };
         Ok(Config {
             auth,
+            boot_token_binding,
+            discovery,
             dhcp,
             tftp,
             data_dir: match take("data_dir") {
@@ -875,6 +938,46 @@ mod tests {
             PathBuf::from("./stoker-data/stoker.db")
         );
         assert_eq!(config.log_format, LogFormat::Human);
+        assert_eq!(
+            config.boot_token_binding,
+            Binding::Address,
+            "no DHCP: address"
+        );
+        assert_eq!(config.discovery.approval, Approval::Auto);
+        assert_eq!(config.discovery.max_nodes, 10_000);
+    }
+
+    #[test]
+    fn token_binding_auto_follows_dhcp() {
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            Layers::default()
+                .with_env(move |var| {
+                    pairs
+                        .iter()
+                        .find(|(k, _)| *k == var)
+                        .map(|(_, v)| (*v).to_string())
+                })
+                .resolve()
+                .unwrap()
+                .boot_token_binding
+        };
+        const DHCP: &[(&str, &str)] = &[
+            ("STOKER_DHCP_ENABLED", "true"),
+            ("STOKER_DHCP_SERVER_IP", "10.20.0.2"),
+            (
+                "STOKER_DHCP_SUBNETS",
+                "10.20.0.0/24 pool=10.20.0.100-10.20.0.199",
+            ),
+        ];
+        assert_eq!(with(DHCP), Binding::Lease);
+        assert_eq!(
+            with(&[("STOKER_BOOT_TOKEN_BINDING", "none")]),
+            Binding::None
+        );
+        assert_eq!(
+            with(&[("STOKER_BOOT_TOKEN_BINDING", "lease")]),
+            Binding::Lease
+        );
     }
 
     #[test]

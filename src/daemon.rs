@@ -163,6 +163,10 @@ impl Daemon {
                 http::limit::Limits::default(),
                 std::time::Instant::now(),
             )),
+            boot_limit: Arc::new(http::limit::RateLimiter::new(
+                http::limit::Limits::boot_scripts(),
+                std::time::Instant::now(),
+            )),
             pxe,
             deploy: config.deploy.clone(),
             auth: http::AuthSettings::from_config(config),
@@ -229,6 +233,10 @@ impl Daemon {
         udp.push(tokio::spawn(prune_access(
             Arc::clone(&self.store),
             self.auth,
+            stopped(stop_rx.clone()),
+        )));
+        udp.push(tokio::spawn(prune_boot_tokens(
+            Arc::clone(&self.store),
             stopped(stop_rx.clone()),
         )));
         tokio::select! {
@@ -334,6 +342,30 @@ async fn prune_access(
             }
             Ok(Err(err)) => tracing::error!(%err, "cannot prune expired credentials"),
             Err(err) => tracing::error!(%err, "credential pruning failed"),
+        }
+    }
+}
+/// Once a minute, forget the boot tokens that can no longer be used (used or expired), so
+/// scripts asked for MACs that never boot leave nothing behind. Runs until `stop` resolves.
+async fn prune_boot_tokens(store: Arc<Store>, stop: impl Future<Output = ()>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let s = Arc::clone(&store);
+        let now = crate::clock::now();
+        let max_age = http::BOOT_TOKEN_LIFETIME;
+        match tokio::task::spawn_blocking(move || s.write(|tx| tx.prune_boot_tokens(now, max_age)))
+            .await
+        {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::debug!(tokens = n, "pruned used and expired boot tokens"),
+            Ok(Err(err)) => tracing::error!(%err, "cannot prune boot tokens"),
+            Err(err) => tracing::error!(%err, "boot token pruner failed"),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! discovery and a whole deployment without hardware. Each one walks the real boot chain over
 //! loopback: a DHCP DISCOVER/REQUEST to the daemon's DHCP server and a TFTP read of its boot
 //! file when those services run, then its iPXE script over HTTP (which carries its one-time boot
-//! token), then the agent itself ([`crate::agent::deploy::simulate`]) in a sandbox directory
+//! token; asked for from the leased address when that is a loopback one), then the agent itself ([`crate::agent::deploy::simulate`]) in a sandbox directory
 //! under the data directory: hello with the boot token, and the deploy loop. Shell commands of
 //! the release are recorded, not run (they are written for real nodes).
 
@@ -57,9 +57,13 @@ pub fn start(
 fn node(i: usize, services: &Services, sandbox: &Path, stop: Arc<AtomicBool>) {
     let mac = mac(i);
     // Only a DHCP server on loopback is asked: anything else is a real network.
+    let mut leased = None;
     if let Some(dhcp) = services.dhcp.filter(|a| a.ip().is_loopback()) {
         match dhcp_lease(dhcp, &mac) {
-            Ok(ip) => tracing::info!(%mac, %ip, "demo node leased an address"),
+            Ok(ip) => {
+                tracing::info!(%mac, %ip, "demo node leased an address");
+                leased = Some(ip);
+            }
             Err(e) => tracing::warn!(%mac, "demo node DHCP: {e}"),
         }
     }
@@ -70,11 +74,15 @@ fn node(i: usize, services: &Services, sandbox: &Path, stop: Arc<AtomicBool>) {
         }
     }
     // The boot script carries the one-time boot token; keep it as the node's first credential.
-    let script = ureq::get(&format!("{}/boot/{mac}.ipxe", services.http))
-        .call()
-        .ok()
-        .and_then(|mut r| r.body_mut().read_to_string().ok())
-        .unwrap_or_default();
+    // It is asked for from the leased address when that is a loopback one, as a real node does:
+    // the token goes only to the address the node is known by (`boot.token_binding`).
+    let script = match boot_script(&services.http, &mac, leased.filter(|ip| ip.is_loopback())) {
+        Ok(script) => script,
+        Err(e) => {
+            tracing::warn!(%mac, "demo node boot script: {e}; saying hello without a token");
+            String::new()
+        }
+    };
     let token = script
         .split_whitespace()
         .find_map(|w| w.strip_prefix("stoker.token="))
@@ -90,6 +98,53 @@ fn node(i: usize, services: &Services, sandbox: &Path, stop: Arc<AtomicBool>) {
         Ok(end) => tracing::info!(%mac, ?end, "demo node finished"),
         Err(e) => tracing::warn!(%mac, "demo node stopped: {e}"),
     }
+}
+
+/// `GET /boot/{mac}.ipxe` over plain HTTP/1.0, from `from` when given (any 127/8 address is
+/// this host's), again after a rate-limit answer; the script.
+fn boot_script(http: &str, mac: &str, from: Option<std::net::Ipv4Addr>) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let authority = http.strip_prefix("http://").unwrap_or(http);
+    let server: SocketAddr = authority
+        .parse()
+        .map_err(|e| format!("master address {authority}: {e}"))?;
+    for _ in 0..10 {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(server),
+            socket2::Type::STREAM,
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        if let Some(ip) = from {
+            socket
+                .bind(&SocketAddr::from((ip, 0)).into())
+                .map_err(|e| format!("cannot send from {ip}: {e}"))?;
+        }
+        socket
+            .connect_timeout(&server.into(), Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        let mut stream: std::net::TcpStream = socket.into();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        write!(
+            stream,
+            "GET /boot/{mac}.ipxe HTTP/1.0\r\nHost: {authority}\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|e| e.to_string())?;
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head.split_whitespace().nth(1).unwrap_or("");
+        match status {
+            "200" => return Ok(body.to_string()),
+            "429" => std::thread::sleep(Duration::from_secs(1)),
+            other => return Err(format!("HTTP {other}: {}", body.trim())),
+        }
+    }
+    Err("rate-limited ten times".to_string())
 }
 
 fn chaddr(mac: &str) -> Vec<u8> {

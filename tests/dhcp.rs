@@ -231,12 +231,142 @@ fn pxe_clients_get_their_loader_and_ipxe_gets_its_script_url() {
         Some(DhcpOption::Unknown(o)) => assert_eq!(o.data(), &[176, 1, 1]),
         other => panic!("option 175 missing: {other:?}"),
     }
-    // The URL it got really serves a script.
-    let script = d
-        .http()
-        .get(&file.replace(&format!("http://127.0.0.1:{}", d.addr.port()), ""));
-    assert_eq!(script.status, 200);
-    assert!(script.body.starts_with("#!ipxe"), "{}", script.body);
+    // The URL it got really serves a script, to the address iPXE was leased.
+    let mut req = request(MessageType::Request, mac(2), 23);
+    req.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    req.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    let leased = c.exchange(&req).yiaddr();
+    let path = file.replace(&format!("http://127.0.0.1:{}", d.addr.port()), "");
+    let (status, script) = crate::identity::get_from(d.addr, &leased.to_string(), &path);
+    assert_eq!(status, 200, "{script}");
+    assert!(script.starts_with("#!ipxe"), "{script}");
+}
+
+#[test]
+fn boot_tokens_go_only_to_the_leased_address() {
+    let (d, c) = start();
+    let leased = dora(&c, mac(30), 500);
+    let script = "/boot/52:54:00:aa:00:1e.ipxe";
+    // With stoker's DHCP the binding is `lease`: another address gets no token...
+    let (status, body) = crate::identity::get_from(d.addr, "127.0.0.1", script);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains(&format!("known at {leased}")), "{body}");
+    // ...and spoils nothing: the leased address gets one, which works.
+    let (status, body) = crate::identity::get_from(d.addr, &leased.to_string(), script);
+    assert_eq!(status, 200, "{body}");
+    let token = crate::boot::kernel_arg(&body, "stoker.token");
+    let (status, _) = crate::identity::get_from(d.addr, "127.0.0.2", script);
+    assert_eq!(status, 403);
+    let r = crate::common::Http::raw_post(
+        &d.url("/api/v1/agent/hello"),
+        &crate::common::inventory("52:54:00:aa:00:1e").to_string(),
+        &[("authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    // A MAC stoker's DHCP never leased gets no token anywhere.
+    let (status, body) =
+        crate::identity::get_from(d.addr, "127.0.0.1", "/boot/52:54:00:aa:00:1f.ipxe");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("leased 52:54:00:aa:00:1f no address"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_packet_without_the_magic_cookie_is_ignored() {
+    let (d, c) = start();
+    let mut bytes = request(MessageType::Discover, mac(31), 600)
+        .to_vec()
+        .unwrap();
+    assert_eq!(&bytes[236..240], &[99, 130, 83, 99]);
+    bytes[236..240].copy_from_slice(&[1, 2, 3, 4]);
+    c.socket.send_to(&bytes, c.server).unwrap();
+    assert!(c.silent(), "no answer without the cookie");
+    let counters = d.http().get("/api/v1/pxe").json()["dhcp"]["counters"].clone();
+    assert_eq!(counters["malformed"], 1, "{counters}");
+    assert_eq!(counters["replied"], 0, "{counters}");
+    // The same packet with its cookie is answered.
+    let answer = c.exchange(&request(MessageType::Discover, mac(31), 601));
+    assert_eq!(msg_type(&answer), MessageType::Offer);
+}
+
+#[test]
+fn pool_exhaustion_is_logged_once_not_per_packet() {
+    let socket = client_socket();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = crate::common::bin::stoker(dir.path());
+    cmd.args([
+        "serve",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--plugins-bundled",
+        "skip",
+        "--dhcp-enabled",
+        "true",
+        "--dhcp-listen",
+        "127.0.0.1:0",
+        "--dhcp-server-ip",
+        "127.0.0.1",
+        "--dhcp-subnets",
+        "127.0.0.0/24 pool=127.0.0.100-127.0.0.101",
+        "--dhcp-reply-to",
+        &socket.local_addr().unwrap().to_string(),
+    ]);
+    let served = crate::common::bin::Served::spawn(cmd);
+    let mut log = Vec::new();
+    let addr = loop {
+        let line = served
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the DHCP server says where it listens");
+        log.push(line.clone());
+        if line.contains("DHCP server listening")
+            && let Some(rest) = line.split("addr=").nth(1)
+        {
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<SocketAddr>()
+                .unwrap();
+        }
+    };
+    let c = Client {
+        socket,
+        server: addr,
+    };
+    // Two addresses: two clients get offers, twenty more get nothing.
+    for i in 0..22u8 {
+        c.send(&request(
+            MessageType::Discover,
+            mac(40 + i),
+            700 + u32::from(i),
+        ));
+    }
+    let mut offers = 0;
+    while c.recv_quick() {
+        offers += 1;
+    }
+    assert_eq!(offers, 2);
+    let base = format!("http://{}", served.addr);
+    crate::common::sign_in(&base, &dir.path().join("stoker-data"));
+    let counters =
+        crate::common::Http::raw_get_json(&format!("{base}/api/v1/pxe"))["dhcp"]["counters"]
+            .clone();
+    assert_eq!(counters["pool_exhausted"], 20, "{counters}");
+    served.signal("TERM");
+    let (code, rest) = served.wait();
+    assert_eq!(code, Some(0));
+    log.extend(rest);
+    let warnings: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("pool exhausted"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(warnings[0].contains("WARN"), "{}", warnings[0]);
 }
 
 #[test]

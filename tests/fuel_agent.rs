@@ -135,3 +135,76 @@ fn fuel_agents_register_and_refresh_discovered_nodes_only() {
     let after = Http::raw_get_json(&format!("{base}/api/v1/nodes/{id2}"));
     assert_eq!(after["inventory"], before["inventory"]);
 }
+
+#[test]
+fn fuels_update_never_moves_a_mac() {
+    let d = TestDaemon::start();
+    let base = d.url("");
+    let (a, b) = ("52:54:00:fe:01:01", "52:54:00:fe:01:02");
+    let r = Http::raw_post(
+        &format!("{base}/api/nodes"),
+        &fuel_node(a, 8 << 30).to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let node_a = r.json()["id"].as_i64().unwrap();
+    let hello = Http::raw_post(
+        &format!("{base}/api/v1/agent/hello"),
+        &inventory(b).to_string(),
+        &[],
+    );
+    let node_b = hello.json()["node"]["id"].as_i64().unwrap();
+    // Node B is deployed: its next network boot is from its disk.
+    let conn = rusqlite::Connection::open(d.db_path()).unwrap();
+    conn.execute("UPDATE nodes SET status = 'ready' WHERE id = ?1", [node_b])
+        .unwrap();
+    let owner = |mac: &str| -> i64 {
+        conn.query_row("SELECT node_id FROM node_macs WHERE mac = ?1", [mac], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    // The attack: node A's periodic update lists B's MAC as one of A's interfaces. It used to
+    // move the MAC to A, so B's next boot got the bootstrap instead of its disk.
+    let mut doc = fuel_node(a, 8 << 30);
+    doc["meta"]["interfaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "eth1", "mac": b, "state": "up"}));
+    let r = Http::raw_put(&format!("{base}/api/nodes/agent"), &doc.to_string());
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.body
+            .contains(&format!("MAC {b} belongs to node {node_b}")),
+        "{}",
+        r.body
+    );
+    assert_eq!(owner(b), node_b);
+    let script = d.http().get(&format!("/boot/{b}.ipxe")).body;
+    assert!(script.contains("booting from local disk"), "{script}");
+    // B's own document, unauthenticated, changes nothing past discovery either.
+    let mut doc = fuel_node(b, 1 << 30);
+    doc["meta"]["interfaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "eth1", "mac": "52:54:00:fe:01:09"}));
+    let r = Http::raw_put(&format!("{base}/api/nodes/agent"), &doc.to_string());
+    assert_eq!(r.status, 409, "{}", r.body);
+    let b_macs: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM node_macs WHERE node_id = ?1",
+            [node_b],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(b_macs, 2, "B keeps exactly its two MACs");
+    // A, still in discover, may report a new NIC of its own, as in Fuel.
+    let mut doc = fuel_node(a, 8 << 30);
+    doc["meta"]["interfaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "eth1", "mac": "52:54:00:fe:01:03"}));
+    let r = Http::raw_put(&format!("{base}/api/nodes/agent"), &doc.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(owner("52:54:00:fe:01:03"), node_a);
+}

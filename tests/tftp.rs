@@ -360,3 +360,87 @@ fn lost_acks_are_retransmitted_and_transfers_are_capped() {
         stopping.elapsed()
     );
 }
+
+#[test]
+fn clients_that_never_ack_give_their_slots_up_under_pressure() {
+    let (d, root) = daemon(&[("tftp.max_transfers", "2")]);
+    let server = d.tftp.unwrap();
+    write(&root, "f.bin", &content(5000));
+    // Two clients take both slots and never acknowledge anything.
+    let silent: Vec<Reader> = (0..2).map(|_| Reader::new()).collect();
+    for s in &silent {
+        s.socket
+            .send_to(&rrq("f.bin", "octet", &[]), server)
+            .unwrap();
+        let mut buf = [0u8; 600];
+        s.socket.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..4], &[0, 3, 0, 1], "first block");
+    }
+    // A new client is turned away at first, and served within a few seconds as it retries:
+    // the silent transfers give their slots up after STALL_UNDER_PRESSURE without an ACK,
+    // where they used to hold them through half a minute of retransmissions.
+    let t0 = Instant::now();
+    let fresh = Reader::new();
+    let got = loop {
+        match fresh.get(server, "f.bin", "octet", &[]) {
+            Outcome::Data(bytes, _) => break bytes,
+            Outcome::Error(0, msg) => assert!(msg.contains("busy"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(6), "still busy");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(got, content(5000));
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    // A silent client that gave its slot up was told so, and counted. (The other one may keep
+    // its slot: once one is free there is no pressure until someone takes it.)
+    let mut told = 0;
+    for s in &silent {
+        s.socket
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 600];
+        while let Ok((n, _)) = s.socket.recv_from(&mut buf) {
+            if buf[1] == 5 {
+                let error = cstrings(&buf[4..n]).join("");
+                assert!(error.contains("busy"), "{error}");
+                told += 1;
+                break;
+            }
+        }
+    }
+    let counters = d.http().get("/api/v1/pxe").json()["tftp"]["counters"].clone();
+    assert!(told >= 1, "{counters}");
+    assert_eq!(counters["evicted"], told, "{counters}");
+}
+
+#[test]
+fn a_slow_client_keeps_its_slot_while_others_are_free() {
+    let (d, root) = daemon(&[("tftp.max_transfers", "2")]);
+    let server = d.tftp.unwrap();
+    write(&root, "f.bin", &content(5000));
+    let silent = Reader::new();
+    silent
+        .socket
+        .send_to(&rrq("f.bin", "octet", &[]), server)
+        .unwrap();
+    // Without pressure it is retransmitted to (at 1 s and 3 s), past STALL_UNDER_PRESSURE.
+    let t0 = Instant::now();
+    let mut buf = [0u8; 600];
+    let mut sends = 0;
+    silent
+        .socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while t0.elapsed() < Duration::from_millis(3500) {
+        if silent.socket.recv_from(&mut buf).is_ok() {
+            assert_eq!(&buf[..4], &[0, 3, 0, 1], "block 1 again, no error");
+            sends += 1;
+        }
+    }
+    assert_eq!(sends, 3, "the first send and two retransmissions");
+    let counters = d.http().get("/api/v1/pxe").json()["tftp"]["counters"].clone();
+    assert_eq!(counters["evicted"], 0, "{counters}");
+}

@@ -1,11 +1,13 @@
 //! The DHCP server's decisions (RFC 2131): for each request, the reply to send, where to send
 //! it, and the lease change to record. DISCOVER/OFFER, REQUEST/ACK or NAK (selecting,
 //! init-reboot, renewing, rebinding), DECLINE, RELEASE and INFORM; relays (`giaddr`); the two
-//! modes; and the network-boot answer for each kind of client. Pure: data in, data out.
+//! modes; and the network-boot answer for each kind of client; and what counts as a DHCP
+//! message at all (the magic cookie). Pure: data in, data out.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use dhcproto::Decodable;
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode, OptionCode, UnknownOption};
 
 use super::classify::{ClientKind, Firmware, classify};
@@ -111,6 +113,35 @@ pub enum Ignored {
     OtherServer,
     UnknownLease,
     UnsupportedType,
+}
+
+/// Why a datagram is not a DHCP request to decide on (dropped, counted as malformed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("no DHCP magic cookie after the BOOTP header")]
+    BadCookie,
+    #[error("{0}")]
+    Decode(String),
+}
+
+/// Where the magic cookie sits: after the fixed BOOTP header (RFC 2131 §3).
+const COOKIE_AT: usize = 236;
+
+/// Decode a datagram as a DHCP message. dhcproto reads the magic cookie (99.130.83.99) but does
+/// not check it; a datagram without it is plain BOOTP or garbage and is never answered.
+pub fn decode(bytes: &[u8]) -> Result<Message, Malformed> {
+    match bytes.get(COOKIE_AT..COOKIE_AT + 4) {
+        Some(cookie) if cookie == dhcproto::v4::MAGIC => {}
+        Some(_) => return Err(Malformed::BadCookie),
+        None => {
+            return Err(Malformed::Decode(format!(
+                "{} bytes is too short",
+                bytes.len()
+            )));
+        }
+    }
+    Message::decode(&mut dhcproto::Decoder::new(bytes))
+        .map_err(|e| Malformed::Decode(e.to_string()))
 }
 
 /// The client's Ethernet address. `hlen` is checked before `chaddr` is read: dhcproto slices
@@ -451,7 +482,20 @@ pub fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dhcproto::Encodable;
     use dhcproto::v4::Architecture;
+
+    #[test]
+    fn decode_wants_the_magic_cookie() {
+        let mut m = Message::default();
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Discover));
+        let mut bytes = m.to_vec().unwrap();
+        assert!(decode(&bytes).is_ok());
+        bytes[COOKIE_AT + 3] ^= 0xff;
+        assert_eq!(decode(&bytes).unwrap_err(), Malformed::BadCookie);
+        assert!(matches!(decode(&bytes[..100]), Err(Malformed::Decode(_))));
+    }
 
     fn cfg(mode: Mode) -> DhcpConfig {
         let mut reservations = BTreeMap::new();

@@ -1,7 +1,9 @@
-//! The DHCP server's socket loop: receive, decode, rate-limit per MAC, let the pure
-//! [`reply::handle`] decide, make the lease changes durable, then send the replies. It owns the
-//! UDP socket, the in-memory lease table, the per-MAC limiter and the counters; it never decides
-//! what to answer (that is `reply`) and never writes SQL (that is `store::leases`).
+//! The DHCP server's socket loop: receive, decode (a datagram without the magic cookie is
+//! dropped), rate-limit per MAC and globally, let the pure [`reply::handle`] decide, make the
+//! lease changes durable, then send the replies. It owns the UDP socket, the in-memory lease
+//! table, the limiters, the counters and the pool-exhaustion warning (logged once a minute at
+//! most, not per packet); it never decides what to answer (that is `reply`) and never writes
+//! SQL (that is `store::leases`).
 //!
 //! Packets are handled in batches: whatever is queued on the socket (up to [`BATCH`]) is decided
 //! in one pass and its lease changes are committed in one transaction before any reply of the
@@ -14,13 +16,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use dhcproto::v4::Message;
-use dhcproto::{Decodable, Decoder, Encodable};
+use dhcproto::Encodable;
 use serde::Serialize;
 use tokio::net::UdpSocket;
 
 use super::lease::{LeaseChange, LeaseTable};
-use super::reply::{self, Destination, DhcpConfig};
+use super::reply::{self, Destination, DhcpConfig, Ignored};
 use crate::model::Mac;
 use crate::store::{Store, StoreError};
 
@@ -34,6 +35,14 @@ const MAC_BURST: f64 = 20.0;
 const MAC_RATE: f64 = 5.0;
 /// Remembered MACs beyond which idle buckets are forgotten.
 const MAX_MACS: usize = 65_536;
+/// Global limit, all clients together: a burst of this many packets...
+const GLOBAL_BURST: f64 = 10_000.0;
+/// ...refilled at this many per second. A rack of servers booting at once sends a few packets
+/// each (two DORAs: the ROM's and iPXE's); a flood of made-up MACs, which the per-MAC limit
+/// cannot stop, is held to this many lease decisions a second.
+const GLOBAL_RATE: f64 = 2_000.0;
+/// Pool exhaustion is logged at most this often.
+const EXHAUSTED_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What the server has seen since it started; read by the API and the dashboard.
 #[derive(Debug, Default)]
@@ -44,6 +53,8 @@ pub struct DhcpStats {
     pub ignored: AtomicU64,
     pub rate_limited: AtomicU64,
     pub store_errors: AtomicU64,
+    /// Requests that got no address because the pool was full.
+    pub pool_exhausted: AtomicU64,
 }
 
 /// A snapshot of [`DhcpStats`] for JSON.
@@ -55,6 +66,7 @@ pub struct DhcpCounters {
     pub ignored: u64,
     pub rate_limited: u64,
     pub store_errors: u64,
+    pub pool_exhausted: u64,
 }
 
 impl DhcpStats {
@@ -67,6 +79,7 @@ impl DhcpStats {
             ignored: get(&self.ignored),
             rate_limited: get(&self.rate_limited),
             store_errors: get(&self.store_errors),
+            pool_exhausted: get(&self.pool_exhausted),
         }
     }
 }
@@ -141,32 +154,83 @@ struct Bucket {
     at: Instant,
 }
 
-/// Token buckets per MAC.
-#[derive(Debug, Default)]
-struct MacLimiter {
-    buckets: HashMap<Mac, Bucket>,
-}
-
-impl MacLimiter {
-    fn allow(&mut self, mac: &Mac, now: Instant) -> bool {
-        if self.buckets.len() >= MAX_MACS {
-            self.buckets.retain(|_, b| {
-                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * MAC_RATE < MAC_BURST
-            });
-        }
-        let bucket = self.buckets.entry(mac.clone()).or_insert(Bucket {
-            tokens: MAC_BURST,
-            at: now,
-        });
-        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * MAC_RATE).min(MAC_BURST);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+impl Bucket {
+    fn take(&mut self, burst: f64, rate: f64, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(burst);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+}
+
+/// Token buckets per MAC, and one for every packet.
+#[derive(Debug)]
+struct Limiter {
+    buckets: HashMap<Mac, Bucket>,
+    global: Bucket,
+    global_burst: f64,
+    global_rate: f64,
+}
+
+impl Limiter {
+    fn new(global_burst: f64, global_rate: f64, now: Instant) -> Limiter {
+        Limiter {
+            buckets: HashMap::new(),
+            global: Bucket {
+                tokens: global_burst,
+                at: now,
+            },
+            global_burst,
+            global_rate,
+        }
+    }
+
+    /// Whether a packet (from `mac`, when it names one) may be decided on now. A MAC over its
+    /// own limit does not spend the global budget.
+    fn allow(&mut self, mac: Option<&Mac>, now: Instant) -> bool {
+        if let Some(mac) = mac {
+            if self.buckets.len() >= MAX_MACS {
+                self.buckets.retain(|_, b| {
+                    b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * MAC_RATE
+                        < MAC_BURST
+                });
+            }
+            let bucket = self.buckets.entry(mac.clone()).or_insert(Bucket {
+                tokens: MAC_BURST,
+                at: now,
+            });
+            if !bucket.take(MAC_BURST, MAC_RATE, now) {
+                return false;
+            }
+        }
+        self.global.take(self.global_burst, self.global_rate, now)
+    }
+}
+
+/// Pool exhaustion, logged once per [`EXHAUSTED_LOG_EVERY`] with how often it happened.
+#[derive(Debug, Default)]
+struct Exhaustion {
+    logged_at: Option<Instant>,
+    since: u64,
+}
+
+impl Exhaustion {
+    /// Count one client turned away; true when this one should be logged (with the count).
+    fn note(&mut self, now: Instant) -> Option<u64> {
+        self.since += 1;
+        let due = self
+            .logged_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= EXHAUSTED_LOG_EVERY);
+        if due {
+            self.logged_at = Some(now);
+            return Some(std::mem::take(&mut self.since));
+        }
+        None
     }
 }
 
@@ -177,7 +241,8 @@ pub struct DhcpServer {
     reply_to: Option<SocketAddr>,
     store: Arc<Store>,
     leases: LeaseTable,
-    limiter: MacLimiter,
+    limiter: Limiter,
+    exhaustion: Exhaustion,
     stats: Arc<DhcpStats>,
 }
 
@@ -198,7 +263,8 @@ impl DhcpServer {
             reply_to,
             store,
             leases,
-            limiter: MacLimiter::default(),
+            limiter: Limiter::new(GLOBAL_BURST, GLOBAL_RATE, Instant::now()),
+            exhaustion: Exhaustion::default(),
             stats,
         })
     }
@@ -249,7 +315,7 @@ impl DhcpServer {
         let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
         for bytes in packets {
             bump(&self.stats.received);
-            let msg = match Message::decode(&mut Decoder::new(bytes)) {
+            let msg = match reply::decode(bytes) {
                 Ok(msg) => msg,
                 Err(err) => {
                     bump(&self.stats.malformed);
@@ -257,11 +323,10 @@ impl DhcpServer {
                     continue;
                 }
             };
-            if let Some(mac) = reply::client_mac(&msg)
-                && !self.limiter.allow(&mac, instant)
-            {
+            let mac = reply::client_mac(&msg);
+            if !self.limiter.allow(mac.as_ref(), instant) {
                 bump(&self.stats.rate_limited);
-                tracing::debug!(%mac, "DHCP rate limit");
+                tracing::debug!(?mac, "DHCP rate limit");
                 continue;
             }
             // Defence in depth: a packet that trips a bug in a parser must cost one answer, not
@@ -281,6 +346,17 @@ impl DhcpServer {
                 Err(why) => {
                     bump(&self.stats.ignored);
                     tracing::debug!(?why, xid = msg.xid(), "DHCP request not answered");
+                    if why == Ignored::PoolExhausted {
+                        bump(&self.stats.pool_exhausted);
+                        if let Some(turned_away) = self.exhaustion.note(instant) {
+                            tracing::warn!(
+                                ?mac,
+                                turned_away,
+                                "DHCP pool exhausted: clients get no address; widen \
+                                 dhcp.subnets pools (logged at most once a minute)"
+                            );
+                        }
+                    }
                 }
                 Ok(outcome) => {
                     if let Some(change) = outcome.change {
@@ -356,14 +432,45 @@ mod tests {
 
     #[test]
     fn the_limiter_allows_a_burst_then_a_trickle() {
-        let mut l = MacLimiter::default();
-        let mac: Mac = "52:54:00:00:00:01".parse().unwrap();
         let t0 = Instant::now();
-        let allowed = (0..30).filter(|_| l.allow(&mac, t0)).count();
+        let mut l = Limiter::new(GLOBAL_BURST, GLOBAL_RATE, t0);
+        let mac: Mac = "52:54:00:00:00:01".parse().unwrap();
+        let allowed = (0..30).filter(|_| l.allow(Some(&mac), t0)).count();
         assert_eq!(allowed, 20);
-        assert!(l.allow(&mac, t0 + Duration::from_millis(250)));
-        assert!(!l.allow(&mac, t0 + Duration::from_millis(250)));
+        assert!(l.allow(Some(&mac), t0 + Duration::from_millis(250)));
+        assert!(!l.allow(Some(&mac), t0 + Duration::from_millis(250)));
         let other: Mac = "52:54:00:00:00:02".parse().unwrap();
-        assert!(l.allow(&other, t0), "one MAC does not starve another");
+        assert!(l.allow(Some(&other), t0), "one MAC does not starve another");
+    }
+
+    #[test]
+    fn the_global_limit_holds_many_macs_and_spares_one_macs_flood() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(100.0, 10.0, t0);
+        let mac = |i: u32| -> Mac {
+            let b = i.to_be_bytes();
+            format!("52:54:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3])
+                .parse()
+                .unwrap()
+        };
+        // One MAC flooding spends its own bucket (20), not the global one.
+        let flood = (0..1000).filter(|_| l.allow(Some(&mac(0)), t0)).count();
+        assert_eq!(flood, 20);
+        // Made-up MACs, one packet each: the global bucket (100, 20 already spent) stops them.
+        let fresh = (1..1000).filter(|i| l.allow(Some(&mac(*i)), t0)).count();
+        assert_eq!(fresh, 80);
+        assert!(!l.allow(None, t0), "packets without a MAC count too");
+        assert!(l.allow(Some(&mac(5000)), t0 + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn pool_exhaustion_is_logged_once_a_minute() {
+        let t0 = Instant::now();
+        let mut e = Exhaustion::default();
+        assert_eq!(e.note(t0), Some(1));
+        for s in 1..60 {
+            assert_eq!(e.note(t0 + Duration::from_secs(s)), None);
+        }
+        assert_eq!(e.note(t0 + Duration::from_secs(60)), Some(60));
     }
 }

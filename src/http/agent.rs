@@ -1,15 +1,18 @@
 //! Endpoints the node agent calls. For now the hello: an inventory document that creates a node
-//! in `discover` (open discovery, rate-limited) or refreshes a known one (only with the node's
-//! boot token or agent token; `engine::hello` holds the policy). The report-and-fetch-next loop
-//! joins it with the orchestration.
+//! in `discover` (open discovery, rate-limited and capped; with `discovery.approval = manual`
+//! the node waits for an operator) or refreshes a known one (only with the node's boot token or
+//! agent token, and never taking another node's MAC; `engine::hello` holds the policy). The
+//! address a hello comes from is kept as the node's address. Also the helpers the other
+//! unauthenticated endpoints share: rate limits, the caller's address, refusals as API errors.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
+use super::limit::RateLimiter;
 use super::{ApiError, AppState};
-use crate::engine::hello::{self, Credential, Decision, Refusal};
-use crate::model::{Node, RawInventory};
-use crate::store::TokenCheck;
+use crate::engine::hello::{self, Credential, Decision, Hello, Refusal};
+use crate::model::{Mac, Node, RawInventory};
+use crate::store::{HelloTarget, HelloWrite, TokenCheck};
 
 /// Largest inventory document accepted, far above a real server's (a few KiB).
 pub const MAX_HELLO_BYTES: usize = 256 * 1024;
@@ -58,18 +61,86 @@ pub fn parse_inventory(body: &[u8]) -> Result<crate::model::Inventory, ApiError>
 
 /// Refuse a discovery call from a client that made too many lately (per client address).
 pub fn rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    limit(&state.hello_limit, req)
+}
+
+/// Refuse a call from a client that `limiter` says made too many lately; refusals are logged
+/// with their count, at most once every [`super::limit::LOG_EVERY`].
+pub(super) fn limit(limiter: &RateLimiter, req: &HttpRequest) -> Result<(), ApiError> {
+    let now = std::time::Instant::now();
     if let Some(peer) = req.peer_addr()
-        && let Some(wait) = state
-            .hello_limit
-            .check(peer.ip(), std::time::Instant::now())
+        && let Some(wait) = limiter.check(peer.ip(), now)
     {
-        tracing::warn!(%peer, path = req.path(), "discovery call rate-limited");
+        if let Some(refused) = limiter.note_refusal(now) {
+            tracing::warn!(
+                %peer,
+                path = req.path(),
+                refused,
+                "unauthenticated calls rate-limited (logged at most every 10 s)"
+            );
+        }
         return Err(ApiError::RateLimited {
             client: peer.ip().to_string(),
             retry_after: wait.as_secs().max(1),
         });
     }
     Ok(())
+}
+
+/// The address a request came from, as the boot and hello policies compare it (an IPv4
+/// address seen through an IPv6 socket in its IPv4 form).
+pub(super) fn peer_address(req: &HttpRequest) -> Option<String> {
+    req.peer_addr().map(|p| p.ip().to_canonical().to_string())
+}
+
+/// The API error for a refused hello or Fuel call, logged with the caller's address.
+pub(super) fn refusal_error(why: Refusal, max_nodes: u64, peer: Option<&str>) -> ApiError {
+    let peer = peer.unwrap_or("?");
+    match why {
+        Refusal::Unauthorized => {
+            tracing::warn!(peer, "agent hello refused: invalid, used or expired token");
+            ApiError::Unauthorized("the token is invalid, used or expired".to_string())
+        }
+        Refusal::AlreadyRegistered { mac, node } => {
+            tracing::warn!(peer, %mac, node, "discovery refused: known node without a token");
+            ApiError::Conflict(format!(
+                "this node is already registered (node {node} has MAC {mac}); say hello with \
+                 its agent token or boot it again from this master"
+            ))
+        }
+        Refusal::MacTaken { mac, node } => {
+            tracing::warn!(peer, %mac, node, "discovery refused: the inventory lists another node's MAC");
+            ApiError::Conflict(format!(
+                "MAC {mac} belongs to node {node}; MACs never move between nodes (if the NIC \
+                 moved, delete node {node} first)"
+            ))
+        }
+        Refusal::AwaitingApproval { node } => {
+            tracing::info!(peer, node, "agent hello: the node waits for approval");
+            ApiError::AwaitingApproval(format!(
+                "node {node} waits for an operator's approval (POST /api/v1/nodes/{node}/approve \
+                 or the node's page); boot it again once approved"
+            ))
+        }
+        Refusal::Full => {
+            tracing::warn!(
+                peer,
+                max_nodes,
+                "discovery refused: discovery.max_nodes reached"
+            );
+            ApiError::DiscoveryFull(format!(
+                "stoker keeps at most {max_nodes} nodes (discovery.max_nodes); delete nodes \
+                 or raise the limit"
+            ))
+        }
+        Refusal::Unknown => {
+            ApiError::NotFound("no node has these MACs; register it with POST /api/nodes".into())
+        }
+        Refusal::PastDiscovery { node, status } => ApiError::Conflict(format!(
+            "node {node} is {}: past discovery, its inventory comes from stoker's agent only",
+            status.as_str()
+        )),
+    }
 }
 
 /// The bearer token of a request, if it carries one.
@@ -84,9 +155,10 @@ pub(super) fn bearer(req: &HttpRequest) -> Option<String> {
 
 /// `POST /api/v1/agent/hello`
 ///
-/// Without a token this is plain discovery. With `Authorization: Bearer <boot token>` (the
-/// token from the node's kernel command line) the token must be the unused one issued to one of
-/// the node's MACs; a wrong token is refused and logged, and nothing is written.
+/// Without a token this is plain discovery. With `Authorization: Bearer <token>` the token must
+/// be the unused boot token issued to one of the inventory's MACs, or a node's agent token; a
+/// wrong token is refused and logged, and nothing is written. `engine::hello` decides the rest
+/// (no MAC of another node, approval, the node cap).
 pub async fn hello(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -104,55 +176,81 @@ pub async fn hello(
     let presented = bearer(&req).map(|t| super::boot::hash_token(&t));
     let (new_token, new_hash) = super::boot::new_token()?;
     let lifetime = state.boot.token_lifetime;
-    let peer = req.peer_addr();
+    let discovery = state.boot.discovery;
+    let peer = peer_address(&req);
+    let address = peer.clone();
     let outcome = state
         .store(move |s| {
             s.write(|tx| {
-                let known = tx.read().node_for_inventory(&inventory)?;
+                let r = tx.read();
+                let macs: Vec<&Mac> = inventory.interfaces.iter().map(|n| &n.mac).collect();
+                let owners = r.mac_owners(macs.iter().copied())?;
+                let mut boot_token_of = None;
                 let credential = match &presented {
                     None => Credential::None,
-                    Some(hash) => {
-                        let macs: Vec<_> = inventory.interfaces.iter().map(|n| &n.mac).collect();
-                        if tx.consume_boot_token(&macs, hash, now, lifetime)?
-                            == TokenCheck::Accepted
-                        {
-                            Credential::BootToken
-                        } else if let Some(node) = &known
-                            && tx.read().agent_token_matches(node.id, hash)?
-                        {
-                            Credential::AgentToken
-                        } else {
-                            Credential::Invalid
+                    Some(hash) => match r.check_boot_token(&macs, hash, now, lifetime)? {
+                        TokenCheck::Valid(mac) => {
+                            let owner = owners.iter().find(|(m, _)| *m == mac).map(|o| o.1);
+                            let known = match owner {
+                                Some(id) => r.known_node(id)?,
+                                None => None,
+                            };
+                            boot_token_of = Some(mac);
+                            Credential::BootToken(known)
                         }
+                        TokenCheck::Refused => match r.node_by_agent_token(hash)? {
+                            Some((id, _)) => r
+                                .known_node(id)?
+                                .map_or(Credential::Invalid, Credential::AgentToken),
+                            None => Credential::Invalid,
+                        },
+                    },
+                };
+                let owner = match owners.first() {
+                    Some((_, id)) => r.known_node(*id)?,
+                    None => None,
+                };
+                let room = !owners.is_empty() || r.node_total()? < discovery.max_nodes;
+                let decision = hello::decide(&Hello {
+                    credential,
+                    owners: &owners,
+                    owner,
+                    room,
+                    approval: discovery.approval,
+                });
+                let (target, issue) = match decision {
+                    Decision::Refuse(why) => return Ok(Err(why)),
+                    Decision::Create { approved, issue } => {
+                        (HelloTarget::Create { approved }, issue)
+                    }
+                    Decision::Refresh { node, rotate, macs } => {
+                        (HelloTarget::Refresh { node, macs }, rotate)
                     }
                 };
-                let issue = match hello::decide(known.is_some(), credential) {
-                    Decision::Refuse(why) => return Ok(Err(why)),
-                    Decision::Create | Decision::Refresh { rotate: true } => true,
-                    Decision::Refresh { rotate: false } => false,
-                };
-                let hash = issue.then_some(new_hash.as_str());
-                let (node, outcome) = tx.record_hello(&inventory, hash, now)?;
+                if let Some(mac) = &boot_token_of {
+                    tx.use_boot_token(mac, now)?;
+                }
+                let (node, outcome) = tx.apply_hello(&HelloWrite {
+                    inventory: &inventory,
+                    target,
+                    token_hash: issue.then_some(new_hash.as_str()),
+                    address: address.as_deref(),
+                    now,
+                })?;
                 Ok(Ok((node, outcome, issue)))
             })
         })
         .await?;
-    let (node, outcome, issued) = outcome.map_err(|why| match why {
-        Refusal::Unauthorized => {
-            tracing::warn!(?peer, "agent hello refused: invalid, used or expired token");
-            ApiError::Unauthorized("the token is invalid, used or expired".to_string())
-        }
-        Refusal::AlreadyRegistered => {
-            tracing::warn!(?peer, "agent hello refused: known node without a token");
-            ApiError::Conflict(
-                "this node is already registered; say hello with its agent token or boot it \
-                 again from this master"
-                    .to_string(),
-            )
-        }
-    })?;
+    let (node, outcome, issued) =
+        outcome.map_err(|why| refusal_error(why, discovery.max_nodes, peer.as_deref()))?;
     let created = outcome == crate::store::HelloOutcome::Created;
-    tracing::info!(node = node.id, mac = %node.mac, created, "agent hello");
+    tracing::info!(
+        node = node.id,
+        mac = %node.mac,
+        created,
+        approved = node.approved,
+        "agent hello"
+    );
     let reply = HelloReply {
         created,
         node,

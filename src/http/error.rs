@@ -23,8 +23,15 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Unauthorized(String),
+    /// A caller whose role is too weak, or a boot token asked for from another address: 403.
     #[error("{0}")]
     Forbidden(String),
+    /// A node that waits for an operator's approval: 403.
+    #[error("{0}")]
+    AwaitingApproval(String),
+    /// `discovery.max_nodes` reached: 403.
+    #[error("{0}")]
+    DiscoveryFull(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -82,6 +89,8 @@ impl ApiError {
             ApiError::InvalidInput { .. } => "invalid_input",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::AwaitingApproval(_) => "awaiting_approval",
+            ApiError::DiscoveryFull(_) => "discovery_full",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate_limited",
@@ -102,7 +111,7 @@ impl ResponseError for ApiError {
                 StatusCode::BAD_REQUEST
             }
             "unauthorized" => StatusCode::UNAUTHORIZED,
-            "forbidden" => StatusCode::FORBIDDEN,
+            "forbidden" | "awaiting_approval" | "discovery_full" => StatusCode::FORBIDDEN,
             "misdirected_request" => StatusCode::MISDIRECTED_REQUEST,
             "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,

@@ -1,18 +1,21 @@
 //! Fuel's nailgun-agent endpoints, kept for compatibility and only for discovery:
 //! `POST /api/nodes` registers a node in `discover` from Fuel's `{mac, meta}` document, and
 //! `PUT /api/nodes/agent` refreshes the inventory of a node that is still in `discover`. They
-//! are unauthenticated, as in Fuel, so they are rate-limited like the hello, never hand out an
-//! agent token, and never touch a node that an environment has taken further: stoker's own
-//! agent (`/api/v1/agent/*`, with its token) is the way past discovery. Thin: translate Fuel's
-//! `meta` into stoker's inventory, check it with the hello's validation, call the store.
+//! are unauthenticated, as in Fuel, so they are rate-limited like the hello, count against
+//! `discovery.max_nodes`, never hand out an agent token, never take a MAC another node owns,
+//! and never touch a node that an environment has taken further: stoker's own agent
+//! (`/api/v1/agent/*`, with its token) is the way past discovery. Thin: translate Fuel's `meta`
+//! into stoker's inventory, check it with the hello's validation, let `engine::hello` decide,
+//! call the store.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
-use super::agent::{MAX_HELLO_BYTES, parse_inventory, rate_limit};
+use super::agent::{MAX_HELLO_BYTES, parse_inventory, peer_address, rate_limit, refusal_error};
 use super::{ApiError, AppState};
-use crate::model::{Inventory, Node, NodeStatus};
-use crate::store::WriteTxn;
+use crate::engine::hello::{self, Credential, Decision, FuelCall, Hello};
+use crate::model::{Inventory, Node};
+use crate::store::{HelloTarget, HelloWrite};
 
 /// stoker's inventory document from Fuel's node document (`meta.interfaces`, `meta.cpu`,
 /// `meta.memory`, `meta.disks`, `meta.system`; a top-level `mac` when `meta` lists no
@@ -128,31 +131,55 @@ fn strip_nulls(v: Value) -> Value {
     }
 }
 
-/// Rate-limit, read Fuel's document, and run `f` in one write with the node stoker knows by
-/// the document's MACs (if any), the inventory and the time.
-async fn with_known_node<T, F>(
+/// Rate-limit, read Fuel's document, let `engine::hello` decide `call` and record it: the
+/// node written, or why not.
+async fn fuel_call(
     state: &AppState,
     req: &HttpRequest,
     body: &[u8],
-    f: F,
-) -> Result<T, ApiError>
-where
-    F: FnOnce(&WriteTxn<'_>, Option<Node>, &Inventory, i64) -> crate::store::Result<T>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
+    call: FuelCall,
+) -> Result<Node, ApiError> {
     rate_limit(state, req)?;
     let inventory = inventory_from_fuel(body)?;
     let now = crate::clock::now();
-    state
+    let discovery = state.boot.discovery;
+    let peer = peer_address(req);
+    // Unauthenticated: the caller's address names a node only when it creates one.
+    let address = (call == FuelCall::Register).then(|| peer.clone()).flatten();
+    let outcome = state
         .store(move |s| {
             s.write(|tx| {
-                let known = tx.read().node_for_inventory(&inventory)?;
-                f(tx, known, &inventory, now)
+                let r = tx.read();
+                let owners = r.mac_owners(inventory.interfaces.iter().map(|n| &n.mac))?;
+                let owner = match owners.first() {
+                    Some((_, id)) => r.known_node(*id)?,
+                    None => None,
+                };
+                let room = !owners.is_empty() || r.node_total()? < discovery.max_nodes;
+                let facts = Hello {
+                    credential: Credential::None,
+                    owners: &owners,
+                    owner,
+                    room,
+                    approval: discovery.approval,
+                };
+                let target = match hello::decide_fuel(call, &facts) {
+                    Decision::Refuse(why) => return Ok(Err(why)),
+                    Decision::Create { approved, .. } => HelloTarget::Create { approved },
+                    Decision::Refresh { node, macs, .. } => HelloTarget::Refresh { node, macs },
+                };
+                let written = tx.apply_hello(&HelloWrite {
+                    inventory: &inventory,
+                    target,
+                    token_hash: None,
+                    address: address.as_deref(),
+                    now,
+                })?;
+                Ok(Ok(written.0))
             })
         })
-        .await
+        .await?;
+    outcome.map_err(|why| refusal_error(why, discovery.max_nodes, peer.as_deref()))
 }
 
 /// `POST /api/nodes`: register a discovered node, as nailgun-agent does on its first run.
@@ -162,47 +189,19 @@ pub async fn register(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let node = with_known_node(&state, &req, &body, |tx, known, inventory, now| {
-        Ok(match known {
-            Some(known) => Err(known.id),
-            None => Ok(tx.record_hello(inventory, None, now)?.0),
-        })
-    })
-    .await?
-    .map_err(|id| {
-        ApiError::Conflict(format!(
-            "a node with this MAC is already registered (node {id})"
-        ))
-    })?;
+    let node = fuel_call(&state, &req, &body, FuelCall::Register).await?;
     tracing::info!(node = node.id, mac = %node.mac, "node registered through Fuel's API");
     Ok(HttpResponse::Created().json(super::catalog::node_json(&node)))
 }
 
-/// `PUT /api/nodes/agent`: nailgun-agent's periodic update. Refreshes the inventory of a node
-/// still in `discover`; a node an environment took further is left alone (409), an unknown
-/// one is 404.
+/// `PUT /api/nodes/agent`: nailgun-agent's periodic update. Refreshes the inventory (and MACs)
+/// of a node still in `discover`; a node an environment took further is left alone (409), a
+/// document listing another node's MAC changes nothing (409), an unknown one is 404.
 pub async fn update(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let outcome = with_known_node(&state, &req, &body, |tx, known, inventory, now| {
-        Ok(match known {
-            None => None,
-            Some(known) if known.status != NodeStatus::Discover => Some(Err(known)),
-            Some(_) => Some(Ok(tx.record_hello(inventory, None, now)?.0)),
-        })
-    })
-    .await?;
-    match outcome {
-        None => Err(ApiError::NotFound(
-            "no node has these MACs; register it with POST /api/nodes".into(),
-        )),
-        Some(Err(node)) => Err(ApiError::Conflict(format!(
-            "node {} is {}: past discovery, its inventory comes from stoker's agent only",
-            node.id,
-            node.status.as_str()
-        ))),
-        Some(Ok(node)) => Ok(HttpResponse::Ok().json(json!({"id": node.id}))),
-    }
+    let node = fuel_call(&state, &req, &body, FuelCall::Update).await?;
+    Ok(HttpResponse::Ok().json(json!({"id": node.id})))
 }

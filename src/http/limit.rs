@@ -1,6 +1,12 @@
-//! Rate limits for unauthenticated endpoints (the discovery hello): a token bucket per client
+//! Rate limits for unauthenticated endpoints (the discovery hello and Fuel's discovery calls,
+//! which share one limiter; the boot scripts, which have their own): a token bucket per client
 //! address and one for everybody, so a boot storm is absorbed and a misbehaving client cannot
-//! starve the rest. Time is passed in, so the limiter is tested without sleeping.
+//! starve the rest. Refusals are logged at most once every [`LOG_EVERY`], with their count.
+//! Time is passed in, so the limiter is tested without sleeping.
+//!
+//! The bootstrap kernel, initramfs and iPXE loaders (`/boot/images/*`, `/boot/ipxe/*`) are not
+//! limited: they are static files that create no state, and some firmware fetches them in many
+//! Range requests.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -46,6 +52,17 @@ impl Limits {
             global_rate: 5.0,
         }
     }
+
+    /// A node asks for its boot script once per boot (and again every 10 s while its kernel
+    /// does not load): 20 at once and two a second per address leaves room for a few nodes
+    /// behind one address; the global bucket is the hello's.
+    pub fn boot_scripts() -> Limits {
+        Limits {
+            per_client_burst: 20.0,
+            per_client_rate: 2.0,
+            ..Limits::default()
+        }
+    }
 }
 
 /// A token-bucket limiter keyed by client address.
@@ -53,7 +70,12 @@ impl Limits {
 pub struct RateLimiter {
     limits: Limits,
     state: Mutex<(Bucket, HashMap<IpAddr, Bucket>)>,
+    /// When a refusal was last logged, and how many were refused since.
+    refusals: Mutex<(Option<Instant>, u64)>,
 }
+
+/// Refusals are logged at most this often: a flood must not become a flood of log lines.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Remembered clients beyond which idle (full) buckets are forgotten.
 const MAX_CLIENTS: usize = 65_536;
@@ -79,6 +101,7 @@ impl RateLimiter {
         RateLimiter {
             limits,
             state: Mutex::new((global, HashMap::new())),
+            refusals: Mutex::new((None, 0)),
         }
     }
 
@@ -102,6 +125,19 @@ impl RateLimiter {
             return Some(w);
         }
         wait(level(global, l.global_burst, l.global_rate), l.global_rate)
+    }
+
+    /// Count one refusal; `Some(n)` when it should be logged, with the `n` refusals since the
+    /// last one logged (this one included).
+    pub fn note_refusal(&self, now: Instant) -> Option<u64> {
+        let mut guard = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        let (logged_at, since) = &mut *guard;
+        *since += 1;
+        if logged_at.is_none_or(|at| now.saturating_duration_since(at) >= LOG_EVERY) {
+            *logged_at = Some(now);
+            return Some(std::mem::take(since));
+        }
+        None
     }
 
     /// `None` if `client` may go ahead now, or how long it should wait.
@@ -174,5 +210,16 @@ mod tests {
         assert_eq!(rl.check(a, t0), None);
         assert_eq!(rl.check(a, t0), None);
         assert!(rl.peek(a, t0).is_some(), "spent by checks");
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_interval() {
+        let t0 = Instant::now();
+        let rl = RateLimiter::new(Limits::default(), t0);
+        assert_eq!(rl.note_refusal(t0), Some(1));
+        for ms in 1..1000 {
+            assert_eq!(rl.note_refusal(t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(rl.note_refusal(t0 + LOG_EVERY), Some(1000));
     }
 }

@@ -18,6 +18,7 @@ mod error;
 mod fuel_agent;
 pub mod limit;
 mod login;
+mod nodes;
 mod plugins;
 mod pxe;
 mod steps;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub data_dir: std::path::PathBuf,
     /// Limits the unauthenticated discovery hello.
     pub hello_limit: Arc<limit::RateLimiter>,
+    /// Limits the unauthenticated boot scripts (`/boot/{mac}.ipxe`).
+    pub boot_limit: Arc<limit::RateLimiter>,
     /// Counters of the PXE services, when they run.
     pub pxe: crate::daemon::PxeStats,
     /// Image and step settings of deployments.
@@ -88,6 +91,10 @@ impl AuthSettings {
     }
 }
 
+/// How long a boot token stays valid, in seconds: from the boot script to the agent's hello
+/// (kernel and initramfs download, boot) takes minutes at most.
+pub const BOOT_TOKEN_LIFETIME: i64 = 3600;
+
 /// What the boot endpoints need from the configuration.
 #[derive(Debug, Clone)]
 pub struct BootSettings {
@@ -101,6 +108,10 @@ pub struct BootSettings {
     pub tftp_root: std::path::PathBuf,
     /// How long a boot token stays valid, in seconds.
     pub token_lifetime: i64,
+    /// Who may receive a boot token (`boot.token_binding`).
+    pub binding: crate::engine::hello::Binding,
+    /// Approval and the node cap (`discovery.*`).
+    pub discovery: crate::config::DiscoverySettings,
 }
 
 impl BootSettings {
@@ -110,7 +121,9 @@ impl BootSettings {
             kernel_args: config.boot_kernel_args.clone(),
             images_dir: config.images_dir(),
             tftp_root: config.tftp_root(),
-            token_lifetime: 3600,
+            token_lifetime: BOOT_TOKEN_LIFETIME,
+            binding: config.boot_token_binding,
+            discovery: config.discovery,
         }
     }
 }
@@ -197,6 +210,8 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/audit", Api(A), users::audit);
     r.get("/api/v1/nodes", Api(V), api::nodes);
     r.get("/api/v1/nodes/{id}", Api(V), api::node);
+    r.delete("/api/v1/nodes/{id}", Api(O), nodes::delete);
+    r.post("/api/v1/nodes/{id}/approve", Api(O), nodes::approve);
     r.get("/api/v1/releases", Api(V), catalog::releases);
     r.get("/api/v1/releases/{id}", Api(V), catalog::release);
     r.get("/api/v1/plugins", Api(V), catalog::plugins);
@@ -257,6 +272,8 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/", Page(V), ui::overview);
     r.get("/nodes", Page(V), ui::nodes);
     r.get("/nodes/{id}", Page(V), ui::node);
+    r.post("/nodes/{id}/delete", Page(O), ui::delete_node);
+    r.post("/nodes/{id}/approve", Page(O), ui::approve_node);
     r.get("/environments", Page(V), ui::environments);
     r.post("/environments", Page(O), ui::create_environment);
     r.get("/environments/{id}", Page(V), ui::environment);

@@ -220,6 +220,30 @@ pub async fn node(
     })
 }
 
+/// `POST /nodes/{id}/delete`: delete, then back to the node list.
+pub async fn delete_node(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = super::api::node_id(&path)?;
+    super::nodes::delete_node(&state, id).await?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header(("Location", "/nodes"))
+        .finish())
+}
+
+/// `POST /nodes/{id}/approve`: approve, then back to the node.
+pub async fn approve_node(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = super::api::node_id(&path)?;
+    super::nodes::approve_node(&state, id).await?;
+    Ok(HttpResponse::SeeOther()
+        .insert_header(("Location", format!("/nodes/{id}")))
+        .finish())
+}
+
 /// `GET /environments`
 pub async fn environments(
     state: web::Data<AppState>,

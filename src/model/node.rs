@@ -367,6 +367,12 @@ pub struct Node {
     /// In `error`: why (`provision`, `deploy`, `deletion`), as Nailgun's `error_type`.
     #[serde(default)]
     pub error_type: Option<String>,
+    /// False while an operator has not approved it (`discovery.approval = manual`): it gets no
+    /// agent token until then.
+    pub approved: bool,
+    /// The address its agent last said hello from, if it has since stoker recorded that.
+    #[serde(default)]
+    pub address: Option<String>,
 }
 
 #[cfg(test)]

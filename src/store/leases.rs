@@ -1,10 +1,11 @@
 //! Queries on `leases`: the durable mirror of the DHCP server's lease table. The server keeps the
 //! table in memory and calls [`WriteTxn::apply_lease_changes`] with each batch of changes before
-//! it sends the replies that announce them, so an acknowledged address survives a restart.
+//! it sends the replies that announce them, so an acknowledged address survives a restart. The
+//! boot endpoints read a MAC's bound lease: it is the address a boot token may go to.
 
 use std::net::Ipv4Addr;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::dhcp::lease::{Lease, LeaseChange, LeaseState};
@@ -49,6 +50,25 @@ impl WriteTxn<'_> {
 }
 
 impl ReadTxn<'_> {
+    /// The address stoker's DHCP leased to `mac`: bound and not expired at `now`.
+    pub fn lease_of(&self, mac: &Mac, now: i64) -> Result<Option<Ipv4Addr>> {
+        let ip: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT ip FROM leases WHERE mac = ?1 AND state = 'bound' AND expires_at > ?2
+                 ORDER BY expires_at DESC LIMIT 1",
+            )?
+            .query_row(params![mac.as_str(), now], |r| r.get(0))
+            .optional()?;
+        ip.map(|ip| {
+            ip.parse::<Ipv4Addr>().map_err(|_| StoreError::Corrupt {
+                what: "lease address",
+                detail: format!("lease {ip}"),
+            })
+        })
+        .transpose()
+    }
+
     /// Every stored lease, expired ones included (the table decides what expiry means).
     pub fn leases(&self) -> Result<Vec<Lease>> {
         let mut stmt = self
@@ -113,5 +133,22 @@ mod tests {
             .unwrap();
         let all = store.read(|tx| tx.leases()).unwrap();
         assert_eq!(all, vec![lease("10.0.0.6", a, LeaseState::Bound)]);
+        let of = |mac: &str, now| {
+            store
+                .read(|tx| tx.lease_of(&mac.parse().unwrap(), now))
+                .unwrap()
+        };
+        assert_eq!(of(a, 99), Some("10.0.0.6".parse().unwrap()));
+        assert_eq!(of(a, 100), None, "expired");
+        store
+            .write(|tx| {
+                tx.apply_lease_changes(&[LeaseChange::Upsert(lease(
+                    "10.0.0.7",
+                    "52:54:00:00:00:0c",
+                    LeaseState::Offered,
+                ))])
+            })
+            .unwrap();
+        assert_eq!(of("52:54:00:00:00:0c", 1), None, "only offered");
     }
 }

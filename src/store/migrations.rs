@@ -316,6 +316,24 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX audit_at ON audit(at);
         ",
     },
+    Migration {
+        version: 14,
+        name: "node_identity",
+        sql: "
+            -- Discovery with approval (`discovery.approval = manual`): a node not yet approved
+            -- gets no agent token. Nodes discovered before this were approved by discovery.
+            ALTER TABLE nodes ADD COLUMN approved INTEGER NOT NULL DEFAULT 1
+              CHECK (approved IN (0, 1));
+            -- The address the node's agent last said hello from: where its boot token may go
+            -- when stoker's DHCP leased it no address. NULL until its next hello.
+            ALTER TABLE nodes ADD COLUMN address TEXT;
+            -- The address a boot token was handed to: while unused, only that address may
+            -- replace it. NULL for tokens issued before this.
+            ALTER TABLE boot_tokens ADD COLUMN issued_to TEXT;
+            -- Expired and used tokens are pruned by age.
+            CREATE INDEX boot_tokens_by_age ON boot_tokens (issued_at);
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -662,6 +680,33 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0, "{t} rows go with their owner");
         }
+    }
+
+    #[test]
+    fn migration_14_approves_existing_nodes_and_binds_tokens() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 13).unwrap();
+        conn.execute_batch(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
+             VALUES (1, '52:54:00:00:00:01', 'n', 'discover', 1, 1);
+             INSERT INTO boot_tokens (mac, token_hash, issued_at) VALUES ('m', 'h', 1);",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 14).unwrap(), 14);
+        let (approved, address): (i64, Option<String>) = conn
+            .query_row("SELECT approved, address FROM nodes", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((approved, address), (1, None), "existing nodes stay usable");
+        let issued_to: Option<String> = conn
+            .query_row("SELECT issued_to FROM boot_tokens", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(issued_to, None);
+        assert!(
+            conn.execute("UPDATE nodes SET approved = 2", []).is_err(),
+            "approved is a flag"
+        );
     }
 
     #[test]

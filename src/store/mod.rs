@@ -39,7 +39,7 @@ pub use deployments::{Deployment, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
 pub use group::GroupWriter;
 pub use history::HistoryEntry;
-pub use nodes::{HelloOutcome, NodeCounts};
+pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, User};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

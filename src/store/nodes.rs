@@ -1,9 +1,12 @@
-//! Queries on `nodes` and `node_macs`: discovery upserts, listings and counts.
-//! A node is identified by any of its MACs, so a hello from a second NIC finds the same node.
+//! Queries on `nodes` and `node_macs`: discovery, listings and counts, approval and deletion.
+//! A node is identified by any of its MACs, so a hello from a second NIC finds the same node. A
+//! MAC belongs to one node and never moves to another here (writing one that another node owns
+//! is a conflict); who may change what is decided before, in `engine::hello`.
 
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::engine::hello::{Known, Macs};
 use crate::engine::state::{ErrorType, InvalidTransition, NodeState};
 use crate::model::{Inventory, Mac, Node, NodeId, NodeStatus};
 
@@ -31,7 +34,7 @@ impl NodeCounts {
 }
 
 const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
-     n.last_seen_at, n.cluster_id, n.roles, n.error_type";
+     n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address";
 
 /// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
 const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
@@ -48,6 +51,8 @@ struct NodeRow {
     cluster_id: Option<i64>,
     roles: String,
     error_type: Option<String>,
+    approved: bool,
+    address: Option<String>,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -62,6 +67,8 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         cluster_id: row.get(7)?,
         roles: row.get(8)?,
         error_type: row.get(9)?,
+        approved: row.get(10)?,
+        address: row.get(11)?,
     })
 }
 
@@ -84,6 +91,8 @@ impl NodeRow {
             last_seen_at: self.last_seen_at,
             cluster_id: self.cluster_id,
             error_type: self.error_type,
+            approved: self.approved,
+            address: self.address,
         })
     }
 }
@@ -111,14 +120,56 @@ impl ReadTxn<'_> {
             .transpose()
     }
 
-    /// The known node that owns any of the inventory's MACs.
-    pub fn node_for_inventory(&self, inventory: &Inventory) -> Result<Option<Node>> {
-        for nic in &inventory.interfaces {
-            if let Some(node) = self.node_by_mac(&nic.mac)? {
-                return Ok(Some(node));
+    /// Every MAC of `macs` that a node owns, with its owner, in the order given (each once).
+    pub fn mac_owners<'m>(
+        &self,
+        macs: impl IntoIterator<Item = &'m Mac>,
+    ) -> Result<Vec<(Mac, NodeId)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT node_id FROM node_macs WHERE mac = ?1")?;
+        let mut out: Vec<(Mac, NodeId)> = Vec::new();
+        for mac in macs {
+            if out.iter().any(|(m, _)| m == mac) {
+                continue;
+            }
+            if let Some(id) = stmt
+                .query_row([mac.as_str()], |r| r.get::<_, NodeId>(0))
+                .optional()?
+            {
+                out.push((mac.clone(), id));
             }
         }
-        Ok(None)
+        Ok(out)
+    }
+
+    /// What the hello policy needs to know about node `id`.
+    pub fn known_node(&self, id: NodeId) -> Result<Option<Known>> {
+        let row: Option<(String, bool)> = self
+            .conn
+            .prepare_cached("SELECT status, approved FROM nodes WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        row.map(|(status, approved)| {
+            Ok(Known {
+                id,
+                status: status.parse().map_err(|e| StoreError::Corrupt {
+                    what: "node status",
+                    detail: format!("node {id}: {e}"),
+                })?,
+                approved,
+            })
+        })
+        .transpose()
+    }
+
+    /// How many nodes there are.
+    pub fn node_total(&self) -> Result<u64> {
+        let n: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM nodes")?
+            .query_row([], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// The node whose current agent token hashes to `token_hash`, or whose pending (rotated)
@@ -134,22 +185,6 @@ impl ReadTxn<'_> {
                 Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false)))
             })
             .optional()?)
-    }
-
-    /// Whether `token_hash` is the node's current agent token.
-    pub fn agent_token_matches(&self, id: NodeId, token_hash: &str) -> Result<bool> {
-        // The pending (rotated) token counts too: the agent may say hello with it first.
-        let stored: Option<(Option<String>, Option<String>)> = self
-            .conn
-            .query_row(
-                "SELECT agent_token_hash, agent_token_pending_hash FROM nodes WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        Ok(stored.is_some_and(|(a, b)| {
-            a.as_deref() == Some(token_hash) || b.as_deref() == Some(token_hash)
-        }))
     }
 
     /// The nodes assigned to an environment, by id.
@@ -198,47 +233,117 @@ fn default_name(mac: &Mac) -> String {
     format!("Untitled ({})", &s[s.len().saturating_sub(5)..])
 }
 
+/// Which node a hello writes, as `engine::hello` decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelloTarget {
+    /// A new node in `discover`, approved or waiting for an operator.
+    Create { approved: bool },
+    /// A known node; its MACs are replaced by the inventory's or kept.
+    Refresh { node: NodeId, macs: Macs },
+}
+
+/// One hello to record.
+#[derive(Debug, Clone, Copy)]
+pub struct HelloWrite<'a> {
+    pub inventory: &'a Inventory,
+    pub target: HelloTarget,
+    /// When given, becomes the node's agent token.
+    pub token_hash: Option<&'a str>,
+    /// The address the hello came from, kept as the node's address.
+    pub address: Option<&'a str>,
+    pub now: i64,
+}
+
 impl WriteTxn<'_> {
-    /// Record an agent's hello: create the node in `discover`, or refresh a known node's
-    /// inventory and last-seen time. Its status is left alone: a node that is being deployed
-    /// keeps its state when its agent says hello again. `new_token_hash`, when given, becomes the
-    /// node's agent token. Who may do this is decided before (`engine::hello`).
+    /// Record an agent's hello the way discovery always did: create the node, or refresh the
+    /// one that owns the inventory's first known MAC (replacing its MACs while in `discover`).
+    /// For callers that made no decision of their own (tools, tests); the HTTP handlers decide
+    /// with `engine::hello` and call [`WriteTxn::apply_hello`].
     pub fn record_hello(
         &self,
         inventory: &Inventory,
         new_token_hash: Option<&str>,
         now: i64,
     ) -> Result<(Node, HelloOutcome)> {
+        let owners = self
+            .read()
+            .mac_owners(inventory.interfaces.iter().map(|n| &n.mac))?;
+        let target = match owners.first() {
+            None => HelloTarget::Create { approved: true },
+            Some((_, id)) => {
+                let known = self.read().known_node(*id)?;
+                let keep = known.is_some_and(|k| k.status != NodeStatus::Discover);
+                HelloTarget::Refresh {
+                    node: *id,
+                    macs: if keep { Macs::Keep } else { Macs::Replace },
+                }
+            }
+        };
+        self.apply_hello(&HelloWrite {
+            inventory,
+            target,
+            token_hash: new_token_hash,
+            address: None,
+            now,
+        })
+    }
+
+    /// Record a hello: create the node in `discover`, or refresh a known node's inventory,
+    /// last-seen time and address. Its status is left alone: a node that is being deployed
+    /// keeps its state when its agent says hello again. A MAC that another node owns is a
+    /// conflict and nothing is written (the caller's transaction rolls back).
+    pub fn apply_hello(&self, w: &HelloWrite<'_>) -> Result<(Node, HelloOutcome)> {
+        let inventory = w.inventory;
+        let now = w.now;
         let primary = inventory.primary_mac().ok_or_else(|| StoreError::Corrupt {
             what: "inventory",
             detail: "no interface".to_string(),
         })?;
-        let known = self.read().node_for_inventory(inventory)?;
         let inventory_json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
             what: "inventory",
             detail: e.to_string(),
         })?;
-        let (id, outcome) = match known {
-            Some(node) => {
-                self.conn.execute(
-                    "UPDATE nodes SET last_seen_at = ?1 WHERE id = ?2",
-                    params![now, node.id],
+        let (id, outcome, macs) = match w.target {
+            HelloTarget::Refresh { node, macs } => {
+                let n = self.conn.execute(
+                    "UPDATE nodes SET last_seen_at = ?1, address = coalesce(?2, address)
+                     WHERE id = ?3",
+                    params![now, w.address, node],
                 )?;
+                if n == 0 {
+                    return Err(StoreError::NotFound {
+                        entity: "node",
+                        id: node.to_string(),
+                    });
+                }
                 self.conn.execute(
                     "UPDATE node_inventories SET inventory = ?1 WHERE node_id = ?2",
-                    params![inventory_json, node.id],
+                    params![inventory_json, node],
                 )?;
-                (node.id, HelloOutcome::Updated)
+                (node, HelloOutcome::Updated, macs)
             }
-            None => {
+            HelloTarget::Create { approved } => {
+                if let Some((mac, owner)) = self.read().mac_owners([primary])?.pop() {
+                    return Err(StoreError::Conflict(format!(
+                        "MAC {mac} belongs to node {owner}"
+                    )));
+                }
+                // Ids are never reused, not even the highest one after its node was deleted:
+                // Fuel clients and deployed state name nodes by id.
                 self.conn.execute(
-                    "INSERT INTO nodes (mac, name, status, created_at, last_seen_at)
-                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved,
+                       address)
+                     VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
+                                 coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                           WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
+                             ?1, ?2, ?3, ?4, ?4, ?5, ?6)",
                     params![
                         primary.as_str(),
                         default_name(primary),
                         NodeStatus::Discover.as_str(),
-                        now
+                        now,
+                        approved,
+                        w.address
                     ],
                 )?;
                 let id = self.conn.last_insert_rowid();
@@ -246,25 +351,17 @@ impl WriteTxn<'_> {
                     "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
                     params![id, inventory_json],
                 )?;
-                (id, HelloOutcome::Created)
+                (id, HelloOutcome::Created, Macs::Replace)
             }
         };
-        // The node's MACs are exactly those it reports now; a MAC seen on another node before
-        // (a NIC moved between servers) follows the NIC.
-        self.conn
-            .execute("DELETE FROM node_macs WHERE node_id = ?1", [id])?;
-        for nic in &inventory.interfaces {
-            self.conn.execute(
-                "INSERT INTO node_macs (mac, node_id) VALUES (?1, ?2)
-                 ON CONFLICT(mac) DO UPDATE SET node_id = excluded.node_id",
-                params![nic.mac.as_str(), id],
-            )?;
+        if macs == Macs::Replace {
+            self.replace_macs(id, inventory)?;
         }
         let (kind, message) = match outcome {
             HelloOutcome::Created => ("node.discovered", format!("discovered {primary}")),
             HelloOutcome::Updated => ("node.hello", format!("hello from {primary}")),
         };
-        if let Some(hash) = new_token_hash {
+        if let Some(hash) = w.token_hash {
             self.conn.execute(
                 "UPDATE nodes SET agent_token_hash = ?1 WHERE id = ?2",
                 params![hash, id],
@@ -276,6 +373,111 @@ impl WriteTxn<'_> {
             id: id.to_string(),
         })?;
         Ok((node, outcome))
+    }
+
+    /// The node's MACs become those the inventory lists, and the one it was discovered by
+    /// (its name in `nodes.mac`), which it keeps. A MAC another node owns is a conflict.
+    fn replace_macs(&self, id: NodeId, inventory: &Inventory) -> Result<()> {
+        let own: String = self
+            .conn
+            .prepare_cached("SELECT mac FROM nodes WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        self.conn.execute(
+            "DELETE FROM node_macs WHERE node_id = ?1 AND mac <> ?2",
+            params![id, own],
+        )?;
+        let mut insert = self.conn.prepare_cached(
+            "INSERT INTO node_macs (mac, node_id) VALUES (?1, ?2) ON CONFLICT(mac) DO NOTHING",
+        )?;
+        let macs = std::iter::once(own.as_str())
+            .chain(inventory.interfaces.iter().map(|n| n.mac.as_str()));
+        for mac in macs {
+            if insert.execute(params![mac, id])? == 0 {
+                let owner: NodeId = self
+                    .conn
+                    .prepare_cached("SELECT node_id FROM node_macs WHERE mac = ?1")?
+                    .query_row([mac], |r| r.get(0))?;
+                if owner != id {
+                    return Err(StoreError::Conflict(format!(
+                        "MAC {mac} belongs to node {owner}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An operator approves a node that waits (`discovery.approval = manual`): from now on its
+    /// boot script carries a boot token. Returns whether it was waiting.
+    pub fn approve_node(&self, id: NodeId, now: i64) -> Result<bool> {
+        let approved: Option<bool> = self
+            .conn
+            .prepare_cached("SELECT approved FROM nodes WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        match approved {
+            None => Err(StoreError::NotFound {
+                entity: "node",
+                id: id.to_string(),
+            }),
+            Some(true) => Ok(false),
+            Some(false) => {
+                self.conn
+                    .execute("UPDATE nodes SET approved = 1 WHERE id = ?1", [id])?;
+                self.add_history(now, Some(id), "node.approved", "approved by an operator")?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// An operator deletes a node, as Nailgun does only for a node in no environment: refused
+    /// (conflict) while it is assigned to one or has steps in a running deployment. Its MACs,
+    /// inventory, boot tokens and its steps in finished deployments go with it; its history
+    /// stays, no longer linked to it. A node that boots again is discovered anew, under a new
+    /// id (the highest deleted id is kept in `settings`, so no id is ever reused).
+    pub fn delete_node(&self, id: NodeId, now: i64) -> Result<Node> {
+        let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
+            entity: "node",
+            id: id.to_string(),
+        })?;
+        if let Some(cluster) = node.cluster_id {
+            return Err(StoreError::Conflict(format!(
+                "node {id} is assigned to environment {cluster}; remove it from the                  environment first"
+            )));
+        }
+        let running: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT d.id FROM step_runs r JOIN deployments d ON d.id = r.deployment
+                 WHERE r.node_id = ?1 AND d.status = 'running' LIMIT 1",
+            )?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        if let Some(deployment) = running {
+            return Err(StoreError::Conflict(format!(
+                "node {id} has steps in running deployment {deployment}; abort it first"
+            )));
+        }
+        self.conn.execute(
+            "DELETE FROM boot_tokens WHERE mac IN (SELECT mac FROM node_macs WHERE node_id = ?1)
+               OR mac = ?2",
+            params![id, node.mac.as_str()],
+        )?;
+        self.conn.execute("DELETE FROM nodes WHERE id = ?1", [id])?;
+        self.conn.execute(
+            "INSERT INTO settings (key, value) VALUES ('nodes.deleted_max_id', ?1)
+             ON CONFLICT(key) DO UPDATE SET value = CAST(max(CAST(value AS INTEGER),
+                                                             CAST(excluded.value AS INTEGER))
+                                                         AS TEXT)",
+            [id.to_string()],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "node.deleted",
+            &format!("node {id} ({}, {}) deleted", node.name, node.mac),
+        )?;
+        Ok(node)
     }
 
     /// The node whose agent token (current or pending) hashes to `token_hash`; when the agent

@@ -2,7 +2,10 @@
 //! runs on its own ephemeral socket (its transfer ID) in a blocking thread of tokio's pool,
 //! driven by the pure [`session::Sender`] and sending each window with [`Burst`], files come
 //! from the root directory or from files compiled into the binary, and a semaphore caps
-//! concurrent transfers. It decides nothing about the protocol itself (that is `session`).
+//! concurrent transfers. When every slot is taken, a transfer whose client has not ACKed for
+//! [`STALL_UNDER_PRESSURE`] gives its slot up, so clients that open transfers and never answer
+//! cannot keep the rest out for the half minute of retransmissions. It decides nothing about
+//! the protocol itself (that is `session`).
 //!
 //! Path safety is layered: `session::safe_components` refuses absolute names and `..`, and the
 //! file actually opened is canonicalized and must still be inside the canonical root, so a
@@ -38,6 +41,8 @@ pub struct TftpStats {
     pub busy: AtomicU64,
     pub malformed: AtomicU64,
     pub bytes_sent: AtomicU64,
+    /// Dropped for want of an ACK while every slot was taken.
+    pub evicted: AtomicU64,
 }
 
 /// A snapshot of [`TftpStats`] for JSON.
@@ -51,6 +56,7 @@ pub struct TftpCounters {
     pub busy: u64,
     pub malformed: u64,
     pub bytes_sent: u64,
+    pub evicted: u64,
 }
 
 impl TftpStats {
@@ -65,6 +71,7 @@ impl TftpStats {
             busy: get(&self.busy),
             malformed: get(&self.malformed),
             bytes_sent: get(&self.bytes_sent),
+            evicted: get(&self.evicted),
         }
     }
 }
@@ -311,8 +318,15 @@ impl TftpServer {
                     let stats = Arc::clone(&self.stats);
                     let limits = self.limits;
                     let stop = Arc::clone(&stop);
+                    let slots = Arc::clone(&self.slots);
                     transfers.spawn_blocking(move || {
-                        transfer(local_ip, peer, req, &source, limits, &stats, &stop);
+                        let shared = Shared {
+                            source: &source,
+                            stats: &stats,
+                            stop: &stop,
+                            slots: &slots,
+                        };
+                        transfer(local_ip, peer, req, limits, &shared);
                         drop(permit);
                     });
                 }
@@ -343,21 +357,35 @@ impl TftpServer {
     }
 }
 
-/// How often a transfer waiting for an ACK looks at the stop flag.
+/// How often a transfer waiting for an ACK looks at the stop flag (and at the slots).
 const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// How long a transfer may wait for an ACK while every slot is taken before it gives its slot
+/// up. A client that answers at all ACKs within milliseconds; one retransmission (1 s) and a
+/// second of grace.
+pub const STALL_UNDER_PRESSURE: Duration = Duration::from_secs(2);
+
+/// What every transfer shares with the server.
+struct Shared<'a> {
+    source: &'a FileSource,
+    stats: &'a TftpStats,
+    /// Set when the server is shutting down.
+    stop: &'a AtomicBool,
+    /// The transfer slots: none left is the pressure that evicts stalled transfers.
+    slots: &'a Semaphore,
+}
 
 /// One read transfer on its own blocking socket, on a thread of its own: a window is sent in
 /// one go ([`Burst`]) and the ACK is awaited with a plain blocking receive, so no packet waits
-/// for a scheduler. Returns early when `stop` is set (the server is shutting down).
-fn transfer(
-    local_ip: IpAddr,
-    peer: SocketAddr,
-    req: Request,
-    source: &FileSource,
-    limits: Limits,
-    stats: &TftpStats,
-    stop: &AtomicBool,
-) {
+/// for a scheduler. Returns early when `stop` is set (the server is shutting down), and when
+/// every slot is taken and the client has not ACKed for [`STALL_UNDER_PRESSURE`].
+fn transfer(local_ip: IpAddr, peer: SocketAddr, req: Request, limits: Limits, shared: &Shared<'_>) {
+    let Shared {
+        source,
+        stats,
+        stop,
+        slots,
+    } = *shared;
     let socket = match std::net::UdpSocket::bind(SocketAddr::new(local_ip, 0)) {
         Ok(s) => s,
         Err(err) => {
@@ -389,6 +417,7 @@ fn transfer(
     let mut rbuf = vec![0u8; 1024];
     let mut read_timeout = None;
     let started = Instant::now();
+    let mut last_ack = started;
     loop {
         match action {
             Action::SendOack => {
@@ -454,6 +483,16 @@ fn transfer(
             if stop.load(Ordering::Relaxed) {
                 return;
             }
+            if slots.available_permits() == 0 && last_ack.elapsed() >= STALL_UNDER_PRESSURE {
+                bump(&stats.evicted);
+                tracing::info!(
+                    %peer,
+                    file = %req.filename,
+                    "TFTP transfer dropped: no ACK while every slot is taken"
+                );
+                let _ = socket.send(&error_packet(ErrorCode::NotDefined, "server busy"));
+                return;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break sender.on_timeout();
@@ -485,10 +524,13 @@ fn transfer(
                     return;
                 }
                 Ok(n) => match Packet::parse(&rbuf[..n]) {
-                    Ok(Packet::Ack { block }) => match sender.on_ack(block) {
-                        Action::Wait => continue,
-                        next => break next,
-                    },
+                    Ok(Packet::Ack { block }) => {
+                        last_ack = Instant::now();
+                        match sender.on_ack(block) {
+                            Action::Wait => continue,
+                            next => break next,
+                        }
+                    }
                     Ok(Packet::Error { code, message }) => {
                         // Clients abort on purpose (iPXE and curl after a tsize check).
                         tracing::debug!(%peer, code, %message, "TFTP client ended the transfer");
