@@ -27,6 +27,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A body or what it unpacks to is past a configured limit (413).
+    #[error("{0}")]
+    TooLarge(String),
     #[error("too many requests from {client}; try again in {retry_after} s")]
     RateLimited { client: String, retry_after: u64 },
     #[error("internal error: {0}")]
@@ -77,6 +80,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
+            ApiError::TooLarge(_) => "payload_too_large",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
@@ -95,6 +99,7 @@ impl ResponseError for ApiError {
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
+            "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

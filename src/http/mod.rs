@@ -48,6 +48,8 @@ pub struct AppState {
     pub pxe: crate::daemon::PxeStats,
     /// Image and step settings of deployments.
     pub deploy: crate::deployer::DeploySettings,
+    /// Limits on uploaded plugin packages.
+    pub package_limits: crate::package::PackageLimits,
 }
 
 /// What the boot endpoints need from the configuration.
@@ -119,7 +121,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/releases/{id}", web::get().to(catalog::release))
                 .service(
                     web::resource("/plugins")
-                        .app_data(web::PayloadConfig::new(plugins::MAX_UPLOAD))
                         .route(web::get().to(catalog::plugins))
                         .route(web::post().to(plugins::install_plugin)),
                 )
