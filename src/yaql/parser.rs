@@ -57,6 +57,10 @@ const INDEXER_LEVEL: u8 = 2;
 const LOOSEST: u8 = 11;
 /// Deeper nesting than this is refused instead of risking the stack.
 pub const MAX_NESTING: usize = 400;
+/// Longer expressions are refused before they are tokenized: every token costs about a
+/// hundred bytes, so a multi-megabyte expression (a plugin's YAML can hold one) would cost
+/// hundreds of megabytes. Fuel's longest real expression is about 1,200 bytes.
+pub const MAX_LENGTH: usize = 64 << 10;
 
 const fn op(symbol: &'static str, kind: OpKind, level: u8, function: &'static str) -> OpDef {
     OpDef {
@@ -129,6 +133,17 @@ struct Parser {
 }
 
 pub fn parse(text: &str) -> Result<Ast> {
+    if text.len() > MAX_LENGTH {
+        return Err(YaqlError::at(
+            ErrorKind::YaqlGrammarException,
+            format!(
+                "the expression is {} bytes long; expressions of up to {MAX_LENGTH} bytes are \
+                 parsed",
+                text.len()
+            ),
+            0,
+        ));
+    }
     let toks = tokenize(text)?;
     let mut p = Parser {
         toks,
@@ -452,14 +467,18 @@ mod tests {
         }
     }
 
-    /// Expressions nested 100,000 deep in every shape the grammar nests: refused with a
-    /// RecursionError at a position, never a stack overflow; and at the deepest nesting the
-    /// parser accepts, evaluation fits a 2 MiB thread stack (the size of the threads that
-    /// plan) in a release build.
+    /// Expressions nested 10,000 deep (about as deep as [`MAX_LENGTH`] allows) in every shape the
+    /// grammar nests: refused with a RecursionError at a position, never a stack overflow; at
+    /// the deepest nesting the parser accepts, evaluation fits a 2 MiB thread stack (the size
+    /// of the threads that plan) in a release build; and longer text is refused unread.
     #[test]
     fn deep_expressions_are_errors_not_crashes() {
         use crate::yaql::{Context, Engine, Limits};
-        let n = 100_000;
+        let long = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        let e = parse(&long).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::YaqlGrammarException, "{e}");
+        assert!(e.message.contains("200001 bytes long"), "{e}");
+        let n = 10_000;
         let refused = [
             format!("{}1{}", "(".repeat(n), ")".repeat(n)),
             format!("{}1", "-".repeat(n)),
@@ -482,7 +501,7 @@ mod tests {
             format!("1{}", " + 1".repeat(n)),
             format!("$.a{}", ".a".repeat(n)),
             format!("[1]{}", "[0]".repeat(n)),
-            format!("true{}", " and true".repeat(n)),
+            format!("true{}", " and 1".repeat(n)),
         ];
         let deepest = [
             format!("{}1{}", "(".repeat(199), ")".repeat(199)),
