@@ -5,12 +5,16 @@
 //!
 //! The body is streamed to a hidden file under `data_dir/plugins/`, never held in memory, and
 //! refused with 413 `payload_too_large` as soon as it passes `plugins.max_upload_bytes` (at
-//! once when its Content-Length says so). Unpacking, checking and recording run on the blocking
-//! pool ([`crate::package::install::install_archive`]) within the other `plugins.max_*`
-//! limits. Error messages never hold a host path: file-system failures are logged with theirs
-//! and answered without it.
+//! once when its Content-Length says so). Unpacking, checking and recording
+//! ([`crate::package::install::install_archive`], within the other `plugins.max_*` limits) and
+//! rescans run on one thread of their own, one at a time: the memory a hostile package makes
+//! the parser use (up to its node budget) is then reused by the next package instead of staying
+//! resident in the malloc arena of whichever blocking thread ran it, so the daemon's peak is
+//! that of one package however many arrive. Error messages never hold a host path:
+//! file-system failures are logged with theirs and answered without it.
 
 use std::pin::Pin;
+use std::sync::{Mutex, OnceLock, mpsc};
 
 use actix_web::body::{BodyStream, MessageBody};
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -23,6 +27,48 @@ use crate::package::{PackageError, PackageLimits};
 
 /// Chunks of the body are gathered up to this size before each write to disk.
 const WRITE_BATCH: usize = 1 << 20;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The package thread's queue, started on first use.
+fn package_thread() -> Result<mpsc::Sender<Job>, ApiError> {
+    static QUEUE: OnceLock<Mutex<Option<mpsc::Sender<Job>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| Mutex::new(None));
+    let mut queue = queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(tx) = queue.as_ref() {
+        return Ok(tx.clone());
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("packages".to_string())
+        .stack_size(8 << 20)
+        .spawn(move || {
+            for job in rx {
+                // A panic fails that job (its caller sees the reply dropped), not the thread.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        })
+        .map_err(|e| ApiError::Internal(format!("cannot start the package thread: {e}")))?;
+    *queue = Some(tx.clone());
+    Ok(tx)
+}
+
+/// Run `f` on the package thread and wait for it.
+async fn on_package_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    package_thread()?
+        .send(Box::new(move || {
+            let _ = reply.send(f());
+        }))
+        .map_err(|_| ApiError::Internal("the package thread has stopped".to_string()))?;
+    answer
+        .await
+        .map_err(|_| ApiError::Internal("the package job failed; the log says why".to_string()))
+}
 
 fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
     match e {
@@ -124,13 +170,12 @@ pub async fn install_plugin(
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let now = crate::clock::now();
-    let outcome = web::block(move || {
+    let outcome = on_package_thread(move || {
         let done = install_archive(&store, &data_dir, upload.path(), &limits.archive, now);
         drop(upload);
         done
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    .await?;
     match outcome {
         Ok(done) => {
             tracing::info!(plugin = %done.plugin.name, version = %done.plugin.version, "plugin installed");
@@ -149,9 +194,7 @@ pub async fn sync_plugins(state: web::Data<AppState>) -> Result<HttpResponse, Ap
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let now = crate::clock::now();
-    let outcome = web::block(move || sync(&store, &data_dir, now))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    let outcome = on_package_thread(move || sync(&store, &data_dir, now)).await?;
     match outcome {
         Ok(report) => Ok(HttpResponse::Ok().json(report)),
         Err(e) => install_error(e),
