@@ -207,6 +207,10 @@ pub fn serve(
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(middleware::ErrorHandlers::new().handler(
+                actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+                error::payload_too_large_as_json,
+            ))
             .app_data(data.clone())
             .app_data(web::PathConfig::default().error_handler(|err, _| {
                 ApiError::BadRequest(format!("invalid path: {err}")).into()
