@@ -17,6 +17,7 @@ mod environments;
 mod flow;
 mod fuel_agent;
 mod graph;
+mod hostile;
 mod pages;
 mod plugin;
 mod store;
