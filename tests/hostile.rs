@@ -666,6 +666,23 @@ fn links_devices_fifos_sparse_files_and_escaping_paths_are_refused_by_name() {
         d.no_leftovers();
     }
     assert!(!d.data().join("plugins/v5-valid-1.0.0").exists());
+
+    // Folders nested past what a package is read to (64) are the package's fault: a 400.
+    let mut deep = fixture_files("v5-valid");
+    deep.add(&format!("{}x.txt", "d/".repeat(70)), "x").unwrap();
+    let (status, body) = d.post(&build(&deep, "v5-valid-1.0.0"));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("bad_request")),
+        "{body}"
+    );
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("directories nest too deep")
+            && !message.contains(&*d.data().to_string_lossy()),
+        "{message}"
+    );
+    d.no_leftovers();
     d.still_works("1.0.0");
 }
 

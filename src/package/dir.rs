@@ -123,3 +123,31 @@ impl PackageFiles for DirFiles {
         Ok(data)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_limit_refuses_bigger_files_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small.yaml"), "a: 1\n").unwrap();
+        std::fs::write(dir.path().join("big.yaml"), vec![b'#'; 2048]).unwrap();
+        let files = DirFiles::new(dir.path()).unwrap().with_read_limit(1024);
+        assert_eq!(files.read("small.yaml").unwrap(), b"a: 1\n");
+        let e = files.read("big.yaml").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "big.yaml: cannot read: larger than 1024 bytes (1 KiB), the most stoker reads of one \
+             data file"
+        );
+        assert_eq!(
+            DirFiles::new(dir.path())
+                .unwrap()
+                .read("big.yaml")
+                .unwrap()
+                .len(),
+            2048
+        );
+    }
+}

@@ -282,7 +282,16 @@ fn install_staged(
     root: &Path,
     now: i64,
 ) -> Result<Installed, InstallError> {
-    let files = DirFiles::new(root)?.with_read_limit(MAX_DATA_FILE);
+    let files = DirFiles::new(root)
+        .map_err(|e| match e {
+            // The package's own doing (folders nested past what is read): say where, inside it.
+            PackageError::NotAPackage { path, reason } => PackageError::BadArchive(format!(
+                "{}: {reason}",
+                path.strip_prefix(root).unwrap_or(&path).display()
+            )),
+            other => other,
+        })?
+        .with_read_limit(MAX_DATA_FILE);
     let report = check_for_install(&files);
     if !report.is_valid() {
         return Err(InstallError::Invalid(report.diagnostics));
@@ -454,4 +463,84 @@ pub fn sync(store: &Store, data_dir: &Path, now: i64) -> Result<SyncReport, Inst
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> DirFiles {
+        DirFiles::new(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plugins/v5-valid"),
+        )
+        .unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn recover_finishes_committed_installs_and_clears_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let store = Store::open(&data.join("stoker.db")).unwrap();
+        let done = install(&store, data, &fixture(), 0).unwrap();
+        assert_eq!(done.plugin.name, "v5-valid");
+        let plugins = data.join(PLUGINS_DIR);
+        // Killed between the store's commit and the last rename.
+        std::fs::rename(
+            plugins.join("v5-valid-1.0.0"),
+            plugins.join(".pending-v5-valid-1.0.0"),
+        )
+        .unwrap();
+        // Killed before the commit, while unpacking, while uploading; and an older stoker.
+        std::fs::create_dir_all(plugins.join(".pending-other-1.0.0/x")).unwrap();
+        std::fs::create_dir_all(plugins.join(".staging-1-2/p-1.0.0")).unwrap();
+        std::fs::write(plugins.join(".upload-1-3.fp"), "partial").unwrap();
+        std::fs::create_dir_all(plugins.join(".tmp-p-1.0.0-77")).unwrap();
+        // Put there by hand: sync's business, not recover's.
+        std::fs::create_dir_all(plugins.join("handmade")).unwrap();
+        let r = recover(&store, data).unwrap();
+        assert_eq!(r.finished, ["v5-valid-1.0.0"]);
+        assert_eq!(
+            r.removed,
+            [
+                ".pending-other-1.0.0",
+                ".staging-1-2",
+                ".tmp-p-1.0.0-77",
+                ".upload-1-3.fp"
+            ]
+        );
+        assert_eq!(names(&plugins), ["handmade", "v5-valid-1.0.0"]);
+        assert!(plugins.join("v5-valid-1.0.0/metadata.yaml").is_file());
+        assert_eq!(recover(&store, data).unwrap(), Recovered::default());
+    }
+
+    #[test]
+    fn a_refused_or_repeated_install_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let store = Store::open(&data.join("stoker.db")).unwrap();
+        install(&store, data, &fixture(), 0).unwrap();
+        let again = install(&store, data, &fixture(), 0).unwrap_err();
+        assert!(
+            again
+                .to_string()
+                .contains("plugin v5-valid 1.0.0 is already installed"),
+            "{again}"
+        );
+        let mut bad = crate::engine::plugin::MemFiles::new();
+        bad.add("metadata.yaml", "name: [").unwrap();
+        assert!(matches!(
+            install(&store, data, &bad, 0),
+            Err(InstallError::Invalid(_))
+        ));
+        assert_eq!(names(&data.join(PLUGINS_DIR)), ["v5-valid-1.0.0"]);
+    }
 }
