@@ -33,6 +33,8 @@ pub enum Kind {
     Bool,
     /// A positive whole number.
     Count,
+    /// A positive number of bytes, with an optional binary unit: `268435456`, `256MiB`, `1GiB`.
+    Size,
     /// An IPv4 address, or empty for "not set".
     OptionalIpv4,
     /// An IP address and port, or empty for "not set".
@@ -69,6 +71,9 @@ impl Kind {
             Kind::Text => "text".to_string(),
             Kind::Bool => "true or false".to_string(),
             Kind::Count => "a whole number from 1 up".to_string(),
+            Kind::Size => {
+                "a size from 1 byte up, like 268435456, 512KiB, 256MiB or 1GiB".to_string()
+            }
             Kind::OptionalIpv4 => "an IPv4 address, like 10.20.0.2, or empty".to_string(),
             Kind::OptionalSocketAddr => {
                 "an IP address and port, like 127.0.0.1:6868, or empty".to_string()
@@ -363,6 +368,46 @@ pub const OPTIONS: &[OptionSpec] = &[
         kind: Kind::Count,
         help: "Days the audit log keeps each state-changing request",
     },
+    OptionSpec {
+        key: "plugins.max_upload_bytes",
+        env: "STOKER_PLUGINS_MAX_UPLOAD_BYTES",
+        flag: "plugins-max-upload-bytes",
+        default: "256MiB",
+        kind: Kind::Size,
+        help: "Largest package (`.fp`, compressed) `POST /api/v1/plugins` accepts; a bigger one is refused with 413 as it arrives",
+    },
+    OptionSpec {
+        key: "plugins.max_unpacked_bytes",
+        env: "STOKER_PLUGINS_MAX_UNPACKED_BYTES",
+        flag: "plugins-max-unpacked-bytes",
+        default: "1GiB",
+        kind: Kind::Size,
+        help: "Most a package may decompress to (counted as it unpacks, tar headers included)",
+    },
+    OptionSpec {
+        key: "plugins.max_file_bytes",
+        env: "STOKER_PLUGINS_MAX_FILE_BYTES",
+        flag: "plugins-max-file-bytes",
+        default: "256MiB",
+        kind: Kind::Size,
+        help: "Largest single file in a package",
+    },
+    OptionSpec {
+        key: "plugins.max_entries",
+        env: "STOKER_PLUGINS_MAX_ENTRIES",
+        flag: "plugins-max-entries",
+        default: "100000",
+        kind: Kind::Count,
+        help: "Most members (files, directories, tar headers) a package may hold",
+    },
+    OptionSpec {
+        key: "plugins.max_ratio",
+        env: "STOKER_PLUGINS_MAX_RATIO",
+        flag: "plugins-max-ratio",
+        default: "100",
+        kind: Kind::Count,
+        help: "Most bytes a package may unpack to per compressed byte, checked past its first MiB (a gzip bomb is refused here)",
+    },
 ];
 
 /// Environment variable naming the config file, for `--config`.
@@ -441,6 +486,8 @@ pub struct Config {
     pub tftp: TftpSettings,
     /// Install the bundled release plugins on first start.
     pub install_bundled: bool,
+    /// Limits on uploaded packages.
+    pub package_limits: crate::package::PackageLimits,
     pub deploy: crate::deployer::DeploySettings,
     pub auth: AuthConfig,
 }
@@ -760,6 +807,21 @@ impl Layers {
                 Some(Parsed::Text(t)) => t == "install",
                 _ => unreachable!("plugins.bundled is declared as a choice"),
             },
+            package_limits: {
+                let mut count = |key: &str| match take(key) {
+                    Some(Parsed::Count(n)) => n,
+                    _ => unreachable!("{key} is declared as a count or a size"),
+                };
+                crate::package::PackageLimits {
+                    max_upload: count("plugins.max_upload_bytes"),
+                    archive: crate::package::archive::Limits {
+                        max_unpacked: count("plugins.max_unpacked_bytes"),
+                        max_file: count("plugins.max_file_bytes"),
+                        max_entries: count("plugins.max_entries"),
+                        max_ratio: count("plugins.max_ratio"),
+                    },
+                }
+            },
             deploy: crate::deployer::DeploySettings {
                 image_url: match take("deploy.image_url") {
                     Some(Parsed::Text(t)) if t.is_empty() => None,
@@ -822,6 +884,7 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
             _ => None,
         },
         Kind::Count => raw.parse().ok().filter(|n| *n > 0).map(Parsed::Count),
+        Kind::Size => parse_size(raw).filter(|n| *n > 0).map(Parsed::Count),
         Kind::OptionalIpv4 if raw.is_empty() => Some(Parsed::Ip(None)),
         Kind::OptionalIpv4 => raw
             .parse::<Ipv4Addr>()
@@ -865,6 +928,21 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
         .then(|| Parsed::Text(raw.to_string())),
         Kind::Text => Some(Parsed::Text(raw.to_string())),
     }
+}
+
+/// `268435456`, `512KiB`, `256MiB`, `1GiB` (also `K`, `M`, `G`, `KB`...: binary either way).
+fn parse_size(raw: &str) -> Option<u64> {
+    let digits = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (number, unit) = raw.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return None,
+    };
+    number.checked_mul(1 << shift)
 }
 
 /// Flatten a TOML document into dotted keys, refusing keys that are not options.

@@ -72,6 +72,11 @@ impl Daemon {
         let db_path = config.database_path();
         let store = Arc::new(Store::open(&db_path)?);
         tracing::info!(path = %db_path.display(), schema = crate::store::migrations::latest(), "database open");
+        let recovered = crate::package::install::recover(&store, &config.data_dir)
+            .context("cannot clear what interrupted plugin installs left")?;
+        if recovered != crate::package::install::Recovered::default() {
+            tracing::warn!(removed = ?recovered.removed, finished = ?recovered.finished, "cleared interrupted plugin installs");
+        }
         if config.install_bundled {
             crate::package::bundled::install_on_first_start(
                 &store,
@@ -174,6 +179,7 @@ impl Daemon {
                 http::limit::Limits::login(),
                 std::time::Instant::now(),
             )),
+            package_limits: config.package_limits,
         };
         let server = http::serve(
             listener,

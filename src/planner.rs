@@ -128,7 +128,7 @@ pub fn plan_environment(
     )
     .map_err(|source| PlanningError::Release {
         release: release.name.clone(),
-        source,
+        source: source.relative_to(data_dir),
     })?;
     let plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
     let spec = graph::Cluster {
@@ -163,7 +163,7 @@ fn enabled_plugins(
         let g =
             open_plugin(&path, release, graph_type).map_err(|source| PlanningError::Plugin {
                 plugin: name.clone(),
-                source,
+                source: source.relative_to(data_dir),
             })?;
         out.push(g);
     }

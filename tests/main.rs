@@ -18,6 +18,7 @@ mod environments;
 mod flow;
 mod fuel_agent;
 mod graph;
+mod hostile;
 mod identity;
 mod pages;
 mod plugin;

@@ -53,9 +53,26 @@ fn load(path: &Path) -> anyhow::Result<Value> {
         Some("yaml" | "yml")
     );
     if is_yaml {
-        serde_saphyr::from_str(&text).with_context(|| format!("parsing YAML {}", path.display()))
+        serde_saphyr::from_str_with_options(&text, yaml_options())
+            .with_context(|| format!("parsing YAML {}", path.display()))
     } else {
         serde_json::from_str(&text).with_context(|| format!("parsing JSON {}", path.display()))
+    }
+}
+
+/// serde-saphyr within the bounds of stoker's own YAML reader (`engine::plugin::yaml`): the
+/// same nesting depth and node budget, alias expansions counted against it.
+fn yaml_options() -> serde_saphyr::Options {
+    use crate::engine::plugin::yaml::{MAX_DEPTH, MAX_NODES};
+    let nodes = usize::try_from(MAX_NODES).unwrap_or(usize::MAX);
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: MAX_DEPTH,
+            max_nodes: nodes,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: nodes,
+        },
     }
 }
 

@@ -112,12 +112,10 @@ impl<'a> Routes<'a> {
             access,
         });
         if let Some(cfg) = self.cfg.as_deref_mut() {
-            let mut resource = web::resource(path)
+            // A binary body (a package) is streamed by its handler within its own limits.
+            let resource = web::resource(path)
                 .guard(guard::Method(method.clone()))
                 .route(web::method(method).to(handler));
-            if body == BodyKind::Binary {
-                resource = resource.app_data(web::PayloadConfig::new(super::plugins::MAX_UPLOAD));
-            }
             if access == Access::Agent {
                 // Agents' calls authenticate in their handlers (against their node); they are
                 // recorded in the node's history, not the audit log.

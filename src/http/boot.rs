@@ -210,7 +210,8 @@ pub async fn image(
         dir,
         file.into_inner(),
         &req,
-        "build one with images/build-bootstrap.sh",
+        "the bootstrap images (images/ in the data directory); build them with \
+         images/build-bootstrap.sh",
     )
     .await
 }
@@ -227,12 +228,14 @@ pub async fn ipxe_loader(
         dir,
         file.into_inner(),
         &req,
-        "images/build-bootstrap.sh copies Debian's iPXE binaries there",
+        "the TFTP root (tftp.root, or tftp/ in the data directory); \
+         images/build-bootstrap.sh copies Debian's iPXE binaries there",
     )
     .await
 }
 
-/// One file of `dir` by its bare name, with Range support.
+/// One file of `dir` by its bare name, with Range support. `hint` names the place for users
+/// (the host path is only logged).
 async fn serve_file(
     dir: std::path::PathBuf,
     name: String,
@@ -251,10 +254,11 @@ async fn serve_file(
             .use_last_modified(true)
             .set_content_type(mime_octet())
             .into_response(req)),
-        Err(_) => Err(ApiError::NotFound(format!(
-            "no file {name} in {}; {hint}",
-            dir.display()
-        ))),
+        Err(e) => {
+            // The directory is the host's business: the log says where, the answer does not.
+            tracing::warn!(dir = %dir.display(), file = %name, "cannot serve a boot file: {e}");
+            Err(ApiError::NotFound(format!("no file {name} in {hint}")))
+        }
     }
 }
 

@@ -2,7 +2,10 @@
 //! `fields` for input errors) with a stable `code`; dashboard routes render an HTML error page.
 //! Codes are part of the API contract: add new ones, never rename old ones.
 
+use actix_web::body::MessageBody;
+use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
+use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
@@ -36,6 +39,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A body or what it unpacks to is past a configured limit (413).
+    #[error("{0}")]
+    TooLarge(String),
     #[error("too many requests from {client}; try again in {retry_after} s")]
     RateLimited { client: String, retry_after: u64 },
     #[error("the body is {found}; this call takes {expected}")]
@@ -93,6 +99,7 @@ impl ApiError {
             ApiError::DiscoveryFull(_) => "discovery_full",
             ApiError::NotFound(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
+            ApiError::TooLarge(_) => "payload_too_large",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::MisdirectedRequest(_) => "misdirected_request",
@@ -116,6 +123,7 @@ impl ResponseError for ApiError {
             "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
+            "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -140,4 +148,26 @@ impl ResponseError for ApiError {
             fields,
         })
     }
+}
+
+/// actix answers a body past a route's `PayloadConfig` limit with a plain-text 413 before any
+/// handler runs; this (an `ErrorHandlers` handler) gives such answers the JSON error shape,
+/// `payload_too_large`. A 413 that is JSON already (a handler's own) is left as it is.
+pub fn payload_too_large_as_json<B: MessageBody>(
+    res: ServiceResponse<B>,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_json = res
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let (req, _) = res.into_parts();
+    let response =
+        ApiError::TooLarge("the request body is larger than this endpoint accepts".to_string())
+            .error_response();
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, response).map_into_right_body(),
+    ))
 }

@@ -63,6 +63,8 @@ pub struct AppState {
     pub auth: AuthSettings,
     /// Limits password sign-ins (dashboard, `/api/v1/login`, Keystone), per client address.
     pub login_limit: Arc<limit::RateLimiter>,
+    /// Limits on uploaded plugin packages.
+    pub package_limits: crate::package::PackageLimits,
 }
 
 /// What access control needs from the configuration.
@@ -332,6 +334,10 @@ pub fn serve(
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(middleware::ErrorHandlers::new().handler(
+                actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+                error::payload_too_large_as_json,
+            ))
             .app_data(data.clone())
             .app_data(web::PathConfig::default().error_handler(|err, _| {
                 ApiError::BadRequest(format!("invalid path: {err}")).into()

@@ -1,17 +1,74 @@
 //! Plugin installation over HTTP: `POST /api/v1/plugins` with a built package (`.fp`, gzipped
 //! tar) as the body, and Fuel's `POST /api/v1/plugins/sync`, which re-reads the plugin folders
 //! under the data dir. An invalid package is refused with 400 `invalid_plugin` and its
-//! diagnostics. The work (unpack, validate, write, record) runs on the blocking pool.
+//! diagnostics.
+//!
+//! The body is streamed to a hidden file under `data_dir/plugins/`, never held in memory, and
+//! refused with 413 `payload_too_large` as soon as it passes `plugins.max_upload_bytes` (at
+//! once when its Content-Length says so). Unpacking, checking and recording
+//! ([`crate::package::install::install_archive`], within the other `plugins.max_*` limits) and
+//! rescans run on one thread of their own, one at a time: the memory a hostile package makes
+//! the parser use (up to its node budget) is then reused by the next package instead of staying
+//! resident in the malloc arena of whichever blocking thread ran it, so the daemon's peak is
+//! that of one package however many arrive. Error messages never hold a host path:
+//! file-system failures are logged with theirs and answered without it.
 
-use actix_web::{HttpResponse, web};
+use std::pin::Pin;
+use std::sync::{Mutex, OnceLock, mpsc};
+
+use actix_web::body::{BodyStream, MessageBody};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::{ApiError, AppState};
-use crate::package::install::{InstallError, install, sync};
-use crate::package::{PackageError, archive};
+use crate::package::archive::bytes;
+use crate::package::install::{InstallError, Scratch, install_archive, sync};
+use crate::package::{PackageError, PackageLimits};
 
-/// The largest package accepted.
-pub const MAX_UPLOAD: usize = 256 * 1024 * 1024;
+/// Chunks of the body are gathered up to this size before each write to disk.
+const WRITE_BATCH: usize = 1 << 20;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The package thread's queue, started on first use.
+fn package_thread() -> Result<mpsc::Sender<Job>, ApiError> {
+    static QUEUE: OnceLock<Mutex<Option<mpsc::Sender<Job>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| Mutex::new(None));
+    let mut queue = queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(tx) = queue.as_ref() {
+        return Ok(tx.clone());
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("packages".to_string())
+        .stack_size(8 << 20)
+        .spawn(move || {
+            for job in rx {
+                // A panic fails that job (its caller sees the reply dropped), not the thread.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        })
+        .map_err(|e| ApiError::Internal(format!("cannot start the package thread: {e}")))?;
+    *queue = Some(tx.clone());
+    Ok(tx)
+}
+
+/// Run `f` on the package thread and wait for it.
+async fn on_package_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    package_thread()?
+        .send(Box::new(move || {
+            let _ = reply.send(f());
+        }))
+        .map_err(|_| ApiError::Internal("the package thread has stopped".to_string()))?;
+    answer
+        .await
+        .map_err(|_| ApiError::Internal("the package job failed; the log says why".to_string()))
+}
 
 fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
     match e {
@@ -21,19 +78,90 @@ fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
             "diagnostics": d.0,
         }))),
         InstallError::Package(PackageError::BadArchive(m)) => Err(ApiError::BadRequest(m)),
+        InstallError::Package(PackageError::TooLarge(m)) => Err(ApiError::TooLarge(m)),
         InstallError::Package(PackageError::Conflict(m)) => Err(ApiError::Conflict(m)),
         InstallError::Package(PackageError::Store(s)) => Err(ApiError::Store(s)),
-        InstallError::Package(other) => Err(ApiError::Internal(other.to_string())),
+        InstallError::Package(other) => Err(internal(&other)),
     }
+}
+
+/// A failure of this host (disk, permissions): logged in full, answered without the path.
+fn internal(e: &dyn std::fmt::Display) -> ApiError {
+    tracing::error!("plugin files: {e}");
+    ApiError::Internal(
+        "cannot write or read the plugin files on the master; its log says why".to_string(),
+    )
+}
+
+fn too_large(limits: &PackageLimits) -> ApiError {
+    ApiError::TooLarge(format!(
+        "the package is larger than {} (plugins.max_upload_bytes)",
+        bytes(limits.max_upload)
+    ))
+}
+
+/// Write `data` to the end of the upload file, on the blocking pool.
+async fn append(file: std::fs::File, data: Vec<u8>) -> Result<std::fs::File, ApiError> {
+    web::block(move || {
+        use std::io::Write;
+        let mut file = file;
+        file.write_all(&data).map(|()| file)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    .map_err(|e| internal(&format!("writing an upload: {e}")))
+}
+
+/// Stream the body into `upload`, refusing it past `limits.max_upload`. Returns its size.
+async fn receive(
+    req: &HttpRequest,
+    payload: web::Payload,
+    upload: &Scratch,
+    limits: &PackageLimits,
+) -> Result<u64, ApiError> {
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limits.max_upload) {
+        return Err(too_large(limits));
+    }
+    let mut file = std::fs::File::create(upload.path())
+        .map_err(|e| internal(&format!("creating an upload: {e}")))?;
+    let mut stream = BodyStream::new(payload.into_inner());
+    let mut batch: Vec<u8> = Vec::new();
+    let mut total = 0u64;
+    while let Some(chunk) = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::BadRequest(format!("the request body could not be read: {e}"))
+        })?;
+        total += chunk.len() as u64;
+        if total > limits.max_upload {
+            return Err(too_large(limits));
+        }
+        batch.extend_from_slice(&chunk);
+        if batch.len() >= WRITE_BATCH {
+            file = append(file, std::mem::take(&mut batch)).await?;
+        }
+    }
+    if !batch.is_empty() {
+        append(file, batch).await?;
+    }
+    Ok(total)
 }
 
 /// `POST /api/v1/plugins`: install the package in the body. 201 with the plugin, its releases
 /// and its findings.
 pub async fn install_plugin(
     state: web::Data<AppState>,
-    body: web::Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    if body.is_empty() {
+    let limits = state.package_limits;
+    let upload = Scratch::upload(&state.data_dir).map_err(|e| internal(&e))?;
+    let size = receive(&req, payload, &upload, &limits).await?;
+    if size == 0 {
         return Err(ApiError::BadRequest(
             "send the package (.fp, as `stoker plugin build` makes it) as the request body"
                 .to_string(),
@@ -42,12 +170,12 @@ pub async fn install_plugin(
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let now = crate::clock::now();
-    let outcome = web::block(move || {
-        let files = archive::read(&body).map_err(InstallError::from)?;
-        install(&store, &data_dir, &files, now)
+    let outcome = on_package_thread(move || {
+        let done = install_archive(&store, &data_dir, upload.path(), &limits.archive, now);
+        drop(upload);
+        done
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    .await?;
     match outcome {
         Ok(done) => {
             tracing::info!(plugin = %done.plugin.name, version = %done.plugin.version, "plugin installed");
@@ -66,9 +194,7 @@ pub async fn sync_plugins(state: web::Data<AppState>) -> Result<HttpResponse, Ap
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let now = crate::clock::now();
-    let outcome = web::block(move || sync(&store, &data_dir, now))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    let outcome = on_package_thread(move || sync(&store, &data_dir, now)).await?;
     match outcome {
         Ok(report) => Ok(HttpResponse::Ok().json(report)),
         Err(e) => install_error(e),

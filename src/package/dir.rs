@@ -1,6 +1,7 @@
 //! A package directory on disk, read through the engine's `PackageFiles` trait. The tree is
 //! listed once, when opened (sorted, symlinks followed, `.git` skipped), so every question the
-//! engine asks is answered from the same snapshot.
+//! engine asks is answered from the same snapshot. A package that arrived from the network is
+//! opened with a read limit, so no file the engine parses is read whole into memory past it.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,8 @@ use crate::engine::plugin::{Entry, FilesError, PackageFiles, files::normalize};
 pub struct DirFiles {
     root: PathBuf,
     entries: Vec<Entry>,
+    /// The largest file [`PackageFiles::read`] returns.
+    read_limit: Option<u64>,
 }
 
 /// Names never part of a package.
@@ -74,7 +77,14 @@ impl DirFiles {
         Ok(DirFiles {
             root: root.to_path_buf(),
             entries,
+            read_limit: None,
         })
+    }
+
+    /// Refuse to read files bigger than `bytes` (the engine reads metadata, YAML and text).
+    pub fn with_read_limit(mut self, bytes: u64) -> DirFiles {
+        self.read_limit = Some(bytes);
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -92,9 +102,52 @@ impl PackageFiles for DirFiles {
         if !self.entries.iter().any(|e| !e.is_dir && e.path == rel) {
             return Err(FilesError::NotFound(rel));
         }
-        std::fs::read(self.root.join(&rel)).map_err(|e| FilesError::Unreadable {
-            path: rel,
-            reason: e.to_string(),
-        })
+        let unreadable = |reason: String| FilesError::Unreadable {
+            path: rel.clone(),
+            reason,
+        };
+        let path = self.root.join(&rel);
+        let Some(limit) = self.read_limit else {
+            return std::fs::read(&path).map_err(|e| unreadable(e.to_string()));
+        };
+        let file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(&file, limit + 1), &mut data)
+            .map_err(|e| unreadable(e.to_string()))?;
+        if data.len() as u64 > limit {
+            return Err(unreadable(format!(
+                "larger than {}, the most stoker reads of one data file",
+                super::archive::bytes(limit)
+            )));
+        }
+        Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_limit_refuses_bigger_files_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small.yaml"), "a: 1\n").unwrap();
+        std::fs::write(dir.path().join("big.yaml"), vec![b'#'; 2048]).unwrap();
+        let files = DirFiles::new(dir.path()).unwrap().with_read_limit(1024);
+        assert_eq!(files.read("small.yaml").unwrap(), b"a: 1\n");
+        let e = files.read("big.yaml").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "big.yaml: cannot read: larger than 1024 bytes (1 KiB), the most stoker reads of one \
+             data file"
+        );
+        assert_eq!(
+            DirFiles::new(dir.path())
+                .unwrap()
+                .read("big.yaml")
+                .unwrap()
+                .len(),
+            2048
+        );
     }
 }

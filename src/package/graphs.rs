@@ -25,6 +25,39 @@ pub enum GraphSourceError {
     Unknown(String, String),
 }
 
+impl GraphSourceError {
+    /// The same error with paths under `base` written relative to it: answers to API clients
+    /// name a plugin's folder as the store does (`plugins/NAME-VERSION`), never the host's
+    /// data directory.
+    pub fn relative_to(self, base: &Path) -> GraphSourceError {
+        let prefix = format!("{}/", base.display());
+        let text = |s: String| s.replace(&prefix, "");
+        let path = |p: std::path::PathBuf| p.strip_prefix(base).map(Path::to_path_buf).unwrap_or(p);
+        match self {
+            GraphSourceError::Package(PackageError::Io { path: p, source }) => {
+                GraphSourceError::Package(PackageError::Io {
+                    path: path(p),
+                    source,
+                })
+            }
+            GraphSourceError::Package(PackageError::NotAPackage { path: p, reason }) => {
+                GraphSourceError::Package(PackageError::NotAPackage {
+                    path: path(p),
+                    reason,
+                })
+            }
+            GraphSourceError::Source { what, source } => GraphSourceError::Source {
+                what: text(what),
+                source,
+            },
+            GraphSourceError::Unknown(arg, bundled) => {
+                GraphSourceError::Unknown(text(arg), bundled)
+            }
+            other => other,
+        }
+    }
+}
+
 /// A release ready to plan, and the operating system plugins are matched against.
 #[derive(Debug, Clone)]
 pub struct OpenedRelease {

@@ -15,6 +15,24 @@ use std::path::{Path, PathBuf};
 
 use crate::engine::plugin::{MemFiles, PackageFiles};
 
+/// What a package sent over the network may be: its compressed size, and what it may unpack
+/// to (options `plugins.max_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackageLimits {
+    /// Bytes of the upload (the compressed archive).
+    pub max_upload: u64,
+    pub archive: archive::Limits,
+}
+
+impl Default for PackageLimits {
+    fn default() -> PackageLimits {
+        PackageLimits {
+            max_upload: 256 << 20,
+            archive: archive::Limits::default(),
+        }
+    }
+}
+
 /// Why a package could not be opened, built or installed.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
@@ -27,6 +45,9 @@ pub enum PackageError {
     NotAPackage { path: PathBuf, reason: String },
     #[error("the archive is not a valid .fp (gzipped tar): {0}")]
     BadArchive(String),
+    /// Past one of the archive's [`archive::Limits`] (or the upload limit).
+    #[error("{0}")]
+    TooLarge(String),
     #[error("the package is invalid ({errors} error(s)); run `stoker plugin validate` for details")]
     Invalid { errors: usize },
     #[error("{0}")]

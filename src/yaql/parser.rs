@@ -57,6 +57,10 @@ const INDEXER_LEVEL: u8 = 2;
 const LOOSEST: u8 = 11;
 /// Deeper nesting than this is refused instead of risking the stack.
 pub const MAX_NESTING: usize = 400;
+/// Longer expressions are refused before they are tokenized: every token costs about a
+/// hundred bytes, so a multi-megabyte expression (a plugin's YAML can hold one) would cost
+/// hundreds of megabytes. Fuel's longest real expression is about 1,200 bytes.
+pub const MAX_LENGTH: usize = 64 << 10;
 
 const fn op(symbol: &'static str, kind: OpKind, level: u8, function: &'static str) -> OpDef {
     OpDef {
@@ -129,6 +133,17 @@ struct Parser {
 }
 
 pub fn parse(text: &str) -> Result<Ast> {
+    if text.len() > MAX_LENGTH {
+        return Err(YaqlError::at(
+            ErrorKind::YaqlGrammarException,
+            format!(
+                "the expression is {} bytes long; expressions of up to {MAX_LENGTH} bytes are \
+                 parsed",
+                text.len()
+            ),
+            0,
+        ));
+    }
     let toks = tokenize(text)?;
     let mut p = Parser {
         toks,
@@ -450,5 +465,83 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad} parsed");
         }
+    }
+
+    /// Expressions nested 10,000 deep (about as deep as [`MAX_LENGTH`] allows) in every shape the
+    /// grammar nests: refused with a RecursionError at a position, never a stack overflow; at
+    /// the deepest nesting the parser accepts, evaluation fits a 2 MiB thread stack (the size
+    /// of the threads that plan) in a release build; and longer text is refused unread.
+    #[test]
+    fn deep_expressions_are_errors_not_crashes() {
+        use crate::yaql::{Context, Engine, Limits};
+        let long = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        let e = parse(&long).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::YaqlGrammarException, "{e}");
+        assert!(e.message.contains("200001 bytes long"), "{e}");
+        let n = 10_000;
+        let refused = [
+            format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+            format!("{}1", "-".repeat(n)),
+            format!("{}1", "- ".repeat(n)),
+            format!("{}true", "not ".repeat(n)),
+            format!("{}1{}", "[".repeat(n), "]".repeat(n)),
+            "[".repeat(n),
+            format!("{}1{}", "{a=>".repeat(n), "}".repeat(n)),
+            format!("{}1{}", "f(".repeat(n), ")".repeat(n)),
+            format!("{}1", "$ -> ".repeat(n)),
+        ];
+        for text in &refused {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::RecursionError, "{e}");
+            assert!(e.message.contains("nests deeper than 400 levels"), "{e}");
+            assert!(e.position.is_some());
+        }
+        // Left-nested chains parse in a loop; evaluating them meets the interpreter's limit.
+        let chains = [
+            format!("1{}", " + 1".repeat(n)),
+            format!("$.a{}", ".a".repeat(n)),
+            format!("[1]{}", "[0]".repeat(n)),
+            format!("true{}", " and 1".repeat(n)),
+        ];
+        let deepest = [
+            format!("{}1{}", "(".repeat(199), ")".repeat(199)),
+            format!("{}1", "-".repeat(199)),
+            format!("{}1{}", "[".repeat(199), "]".repeat(199)),
+            format!("{}1{}", "{a=>".repeat(199), "}".repeat(199)),
+            format!("1{}", " + 1".repeat(398)),
+        ];
+        // Release builds (what the daemon runs) must fit in 2 MiB; debug frames are several
+        // times bigger. `STACK_KIB` overrides, to measure.
+        let stack_kib: usize = std::env::var("STACK_KIB")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(if cfg!(debug_assertions) {
+                16 << 10
+            } else {
+                2 << 10
+            });
+        std::thread::Builder::new()
+            .stack_size(stack_kib << 10)
+            .spawn(move || {
+                let engine = Engine::new(Limits::default());
+                let ctx = Context::new(&serde_json::json!({"a": {"a": 1}}));
+                for text in &chains {
+                    let e = engine.eval(text, &ctx).unwrap_err();
+                    assert_eq!(e.kind, ErrorKind::RecursionError, "{e}");
+                }
+                for text in &deepest {
+                    let r = engine.eval(text, &ctx);
+                    assert!(
+                        r.is_ok()
+                            || r.as_ref()
+                                .is_err_and(|e| e.kind == ErrorKind::RecursionError),
+                        "{}: {r:?}",
+                        &text[..20]
+                    );
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }

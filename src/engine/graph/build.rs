@@ -1452,7 +1452,7 @@ pub fn plan_with(
 
 /// Up to five cycles of the (node, task) graph, each starting at its smallest vertex, sorted
 /// by their first task and node.
-fn find_cycles(
+pub(super) fn find_cycles(
     edges: &[(u32, u32)],
     nv: usize,
     describe: &dyn Fn(usize) -> CycleStep,

@@ -13,10 +13,12 @@
 //! - [`source`]: a release's and a plugin's tasks, with positions, out of packages and
 //!   fuel-library trees.
 //! - [`build`]: merge, place, evaluate per node, edges, cycle check, order: [`plan`].
+//! - [`check`]: what can be checked of a package's graphs at install, without a cluster.
 //! - [`plan`]: the plan and its text, JSON and dot renderings.
 //! - [`picture`]: the plan's task graph laid out in layers, as SVG for the dashboard.
 
 pub mod build;
+pub mod check;
 pub mod data;
 pub mod expr;
 pub mod fields;

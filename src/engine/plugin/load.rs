@@ -14,7 +14,7 @@
 
 use super::diag::{Diagnostics, join};
 use super::files::{PackageFiles, is_glob, normalize};
-use super::yaml::{self, Node, Pos, Value};
+use super::yaml::{self, Budget, Node, Pos, Value};
 
 /// Package format versions stoker reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -207,7 +207,12 @@ pub fn is_release_record(record: &Node) -> bool {
 }
 
 /// Parse one file as data or text by its extension.
-fn parse_file(files: &dyn PackageFiles, path: &str, diags: &mut Diagnostics) -> Option<Node> {
+fn parse_file(
+    files: &dyn PackageFiles,
+    path: &str,
+    budget: &Budget,
+    diags: &mut Diagnostics,
+) -> Option<Node> {
     let pos = Pos::file(path);
     let bytes = match files.read(path) {
         Ok(b) => b,
@@ -222,7 +227,7 @@ fn parse_file(files: &dyn PackageFiles, path: &str, diags: &mut Diagnostics) -> 
     };
     let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
     match ext.as_deref() {
-        Some("yaml" | "yml" | "json") => match yaml::parse(path, &text) {
+        Some("yaml" | "yml" | "json") => match yaml::parse_within(path, &text, budget) {
             Ok(parsed) => {
                 for (p, message) in parsed.warnings {
                     diags.warning(&p, "", message);
@@ -259,6 +264,7 @@ fn load_path(
     value: &str,
     at: &Node,
     field: &str,
+    budget: &Budget,
     diags: &mut Diagnostics,
 ) -> Option<Node> {
     let target = match normalize(value) {
@@ -301,7 +307,7 @@ fn load_path(
     let mut loaded = Vec::new();
     for path in &matches {
         let before = diags.has_errors();
-        match parse_file(files, path, diags) {
+        match parse_file(files, path, budget, diags) {
             Some(node) => loaded.push((path.clone(), node)),
             None if !before => return None,
             None => return None,
@@ -393,17 +399,24 @@ fn root_kind(n: &Node) -> &'static str {
     }
 }
 
-/// Resolve every `_path` key under `node`, recursively. `field` is the node's dotted path.
-pub fn resolve_paths(
+/// How many `base_release_path` files may chain (a base naming a base...): a file that
+/// names itself would otherwise be loaded forever.
+const MAX_BASE_CHAIN: usize = 8;
+
+/// Resolve every `_path` key under `node`, recursively. `field` is the node's dotted path;
+/// `chain` counts the `base_release_path` files already followed to get here.
+fn resolve_paths(
     files: &dyn PackageFiles,
     node: &mut Node,
     field: &str,
+    chain: usize,
+    budget: &Budget,
     diags: &mut Diagnostics,
 ) {
     match &mut node.value {
         Value::Seq(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                resolve_paths(files, item, &join(field, i), diags);
+                resolve_paths(files, item, &join(field, i), chain, budget, diags);
             }
         }
         Value::Map(entries) => {
@@ -411,7 +424,7 @@ pub fn resolve_paths(
             for (key, value) in entries.iter_mut() {
                 let here = join(field, &key.text);
                 let Some(stem) = key.text.strip_suffix("_path") else {
-                    resolve_paths(files, value, &here, diags);
+                    resolve_paths(files, value, &here, chain, budget, diags);
                     continue;
                 };
                 let Some(path) = value.as_str().map(str::to_string) else {
@@ -430,9 +443,27 @@ pub fn resolve_paths(
                 ) {
                     continue;
                 }
-                if let Some(mut loaded) = load_path(files, &path, value, &here, diags) {
+                if stem == "base_release" && chain >= MAX_BASE_CHAIN {
+                    diags.error(
+                        &value.pos,
+                        &here,
+                        format!(
+                            "base_release_path files chain deeper than {MAX_BASE_CHAIN} (does a \
+                             base name itself?)"
+                        ),
+                    );
+                    continue;
+                }
+                if let Some(mut loaded) = load_path(files, &path, value, &here, budget, diags) {
                     if stem == "base_release" {
-                        resolve_paths(files, &mut loaded, &join(field, stem), diags);
+                        resolve_paths(
+                            files,
+                            &mut loaded,
+                            &join(field, stem),
+                            chain + 1,
+                            budget,
+                            diags,
+                        );
                     }
                     replaced.push((key.text.clone(), stem.to_string(), loaded));
                 }
@@ -446,8 +477,10 @@ pub fn resolve_paths(
     }
 }
 
-/// Read a package: metadata, `_path` keys, fixed-name files.
+/// Read a package: metadata, `_path` keys, fixed-name files. All its YAML shares one node
+/// budget ([`yaml::MAX_NODES`]), so many files cannot add up to more than one file may hold.
 pub fn load(files: &dyn PackageFiles) -> Package {
+    let budget = Budget::default();
     let mut diags = Diagnostics::default();
     let metadata_file = ["metadata.yaml", "metadata.yml", "metadata.json"]
         .into_iter()
@@ -456,7 +489,7 @@ pub fn load(files: &dyn PackageFiles) -> Package {
         .to_string();
     let meta_pos = Pos::file(&metadata_file);
     let raw = if files.is_file(&metadata_file) {
-        parse_file(files, &metadata_file, &mut diags)
+        parse_file(files, &metadata_file, &budget, &mut diags)
     } else {
         diags.error(
             &meta_pos,
@@ -480,7 +513,7 @@ pub fn load(files: &dyn PackageFiles) -> Package {
     let mut metadata = raw.clone();
     // Package versions before 5.0.0 have no `_path` loader.
     if package_version.is_none_or(|v| v >= PackageVersion::V5) && metadata.as_map().is_some() {
-        resolve_paths(files, &mut metadata, "", &mut diags);
+        resolve_paths(files, &mut metadata, "", 0, &budget, &mut diags);
     }
     let version = package_version.unwrap_or(PackageVersion::V5);
     let loaded = FIXED_FILES
@@ -489,7 +522,7 @@ pub fn load(files: &dyn PackageFiles) -> Package {
         .map(|spec| {
             let exists = files.is_file(spec.file);
             let node = if exists {
-                parse_file(files, spec.file, &mut diags)
+                parse_file(files, spec.file, &budget, &mut diags)
             } else {
                 None
             };
@@ -587,5 +620,49 @@ mod tests {
         )]);
         assert!(p.diagnostics.has_errors());
         assert!(p.release_records()[0].get("roles_path").is_some());
+    }
+
+    #[test]
+    fn a_base_release_that_names_itself_is_an_error_not_a_crash() {
+        let p = pkg(&[
+            (
+                "metadata.yaml",
+                &format!("{META}    base_release_path: base.yaml\n"),
+            ),
+            ("base.yaml", "base_release_path: base.yaml\nx: 1\n"),
+        ]);
+        let e = p
+            .diagnostics
+            .iter()
+            .find(|d| d.message.contains("chain deeper"))
+            .unwrap_or_else(|| panic!("{:?}", p.diagnostics));
+        assert_eq!(&*e.file, "base.yaml");
+    }
+
+    #[test]
+    fn every_file_of_a_package_pays_from_one_budget() {
+        // Ten files of 30,000 nodes each: each fits a budget of its own, all together do not.
+        let big: String = (0..30_000).map(|i| format!("- {i}\n")).collect();
+        let mut files = vec![(
+            "metadata.yaml".to_string(),
+            format!("{META}    attributes_path: a/*.yaml\n"),
+        )];
+        for i in 0..10 {
+            files.push((
+                format!("a/{i}.yaml"),
+                format!("k{i}:\n{}", big.replace("- ", "  - ")),
+            ));
+        }
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let p = pkg(&refs);
+        let e = p
+            .diagnostics
+            .iter()
+            .find(|d| d.message.contains("YAML nodes"))
+            .unwrap_or_else(|| panic!("{:?}", p.diagnostics));
+        assert!(e.file.starts_with("a/"), "{e:?}");
     }
 }

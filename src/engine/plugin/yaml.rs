@@ -5,7 +5,15 @@
 //! booleans, a float needs a dot (`1e3` stays a string), `10.0.0` is a string, `~` and empty are
 //! null. Anchors and aliases are expanded; `<<` merge keys are honoured. A later duplicate key
 //! wins, with a warning, as in PyYAML. Pure: it parses text it is given.
+//!
+//! Hostile input is bounded before it costs memory or stack: collections nest at most
+//! [`MAX_DEPTH`] levels (an alias counts with the depth of what it expands to), and every node
+//! a document produces is paid for from a [`Budget`] before it is built: each written node,
+//! each node an alias expansion copies, and each anchored node (kept once more to expand
+//! later). A "billion laughs" document stops at the alias that would overspend, with an error
+//! at that alias's line. One budget may be shared by several files (a whole package).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -214,6 +222,62 @@ impl Node {
     }
 }
 
+/// Collections (sequences and mappings) may nest this deep, aliases expanded. Every tree
+/// walk over a document (conversion to JSON, validation, dropping it) recurses once per level,
+/// and a document usually ends up stored as JSON, which `serde_json` reads back only up to 128
+/// levels: 100 leaves room for the objects it is stored inside.
+pub const MAX_DEPTH: usize = 100;
+
+/// The nodes one document may produce when parsed on its own (see [`Budget`]). A node costs
+/// about 100-150 bytes, so this bounds a document's tree near 30 MB; Fuel's largest real file
+/// (Nailgun's `openstack.yaml`, 90 KB) produces about 20,000.
+pub const MAX_NODES: u64 = 250_000;
+
+/// The nodes that parsing may still produce: written nodes, nodes copied by alias expansion
+/// or merge keys, and anchored nodes (kept a second time to be expanded). Shared by reference
+/// (it counts down through a `Cell`), so one budget can bound every file of a package.
+#[derive(Debug)]
+pub struct Budget {
+    total: u64,
+    left: Cell<u64>,
+}
+
+impl Budget {
+    pub fn new(nodes: u64) -> Budget {
+        Budget {
+            total: nodes,
+            left: Cell::new(nodes),
+        }
+    }
+
+    /// The nodes this budget started with.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The nodes produced so far.
+    pub fn spent(&self) -> u64 {
+        self.total - self.left.get()
+    }
+
+    /// Pay for `n` nodes, or say (without paying) that they do not fit.
+    fn spend(&self, n: u64) -> bool {
+        match self.left.get().checked_sub(n) {
+            Some(rest) => {
+                self.left.set(rest);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget::new(MAX_NODES)
+    }
+}
+
 /// The result of parsing one file: its document (null when empty) and warnings.
 #[derive(Debug, Clone)]
 pub struct Parsed {
@@ -222,9 +286,14 @@ pub struct Parsed {
     pub warnings: Vec<(Pos, String)>,
 }
 
-/// Parse one YAML (or JSON) document. A second document in the same file is an error, as it
-/// was for PyYAML's `load`.
+/// Parse one YAML (or JSON) document within a budget of its own ([`MAX_NODES`]). A second
+/// document in the same file is an error, as it was for PyYAML's `load`.
 pub fn parse(file: &str, text: &str) -> Result<Parsed, YamlError> {
+    parse_within(file, text, &Budget::default())
+}
+
+/// [`parse`], paying for every node from `budget` (which may be shared with other files).
+pub fn parse_within(file: &str, text: &str, budget: &Budget) -> Result<Parsed, YamlError> {
     let file: Arc<str> = Arc::from(file);
     let mut builder = Builder {
         file: Arc::clone(&file),
@@ -233,6 +302,7 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, YamlError> {
         root: None,
         documents: 0,
         warnings: Vec::new(),
+        budget,
     };
     let parser = Parser::new_from_str(text);
     for event in parser {
@@ -242,7 +312,15 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, YamlError> {
                 line: u32::try_from(e.marker().line()).unwrap_or(u32::MAX),
                 column: u32::try_from(e.marker().col() + 1).unwrap_or(u32::MAX),
             },
-            message: e.info().to_string(),
+            message: match e.info() {
+                // saphyr's scanner limit on `[`/`{` levels, which it may meet while reading
+                // ahead, before the parser's events reach MAX_DEPTH.
+                "recursion limit exceeded" => format!(
+                    "flow collections nest too deep (more than {MAX_DEPTH} levels of lists and \
+                     mappings are refused)"
+                ),
+                info => info.to_string(),
+            },
         })?;
         builder.event(event, span)?;
     }
@@ -254,14 +332,32 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, YamlError> {
     })
 }
 
-enum Frame {
-    Seq {
-        node: Node,
-        anchor: usize,
-    },
+/// The size of a subtree: its nodes, and how many collection levels it holds (0 for a
+/// scalar).
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: u64,
+    height: usize,
+}
+
+impl Size {
+    const SCALAR: Size = Size {
+        nodes: 1,
+        height: 0,
+    };
+}
+
+/// An open collection: the node being filled, its anchor id (0: none) and its size so far.
+struct Open {
+    node: Node,
+    anchor: usize,
+    size: Size,
+    kind: OpenKind,
+}
+
+enum OpenKind {
+    Seq,
     Map {
-        node: Node,
-        anchor: usize,
         pending_key: Option<Key>,
         merge_key: bool,
         /// Keys set explicitly (merge keys never override them).
@@ -269,22 +365,76 @@ enum Frame {
     },
 }
 
-struct Builder {
+struct Builder<'b> {
     file: Arc<str>,
-    stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    stack: Vec<Open>,
+    anchors: HashMap<usize, (Node, Size)>,
     root: Option<Node>,
     documents: usize,
     warnings: Vec<(Pos, String)>,
+    budget: &'b Budget,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn pos(&self, span: &Span) -> Pos {
         Pos {
             file: Arc::clone(&self.file),
             line: u32::try_from(span.start.line()).unwrap_or(u32::MAX),
             column: u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
         }
+    }
+
+    /// Pay for `nodes` nodes at `pos`, or refuse.
+    fn spend(&self, nodes: u64, pos: &Pos, what: &str) -> Result<(), YamlError> {
+        if self.budget.spend(nodes) {
+            return Ok(());
+        }
+        Err(YamlError {
+            pos: pos.clone(),
+            message: format!(
+                "{what} would make more than {} YAML nodes ({} already; aliases and merge keys \
+                 count every node they copy); refusing to expand further",
+                self.budget.total(),
+                self.budget.spent()
+            ),
+        })
+    }
+
+    /// Refuse a collection that would end up deeper than [`MAX_DEPTH`].
+    fn check_depth(&self, height: usize, pos: &Pos, what: &str) -> Result<(), YamlError> {
+        if self.stack.len() + height > MAX_DEPTH {
+            return Err(YamlError {
+                pos: pos.clone(),
+                message: format!(
+                    "{what} nests deeper than {MAX_DEPTH} levels of lists and mappings"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, node: Node, anchor: usize, kind: OpenKind) -> Result<(), YamlError> {
+        self.check_depth(1, &node.pos, "this collection")?;
+        self.spend(1, &node.pos, "this collection")?;
+        self.stack.push(Open {
+            node,
+            anchor,
+            size: Size {
+                nodes: 1,
+                height: 1,
+            },
+            kind,
+        });
+        Ok(())
+    }
+
+    /// Keep a copy of an anchored node to expand later (paid for: it is a second copy).
+    fn anchor(&mut self, anchor: usize, node: &Node, size: Size) -> Result<(), YamlError> {
+        if anchor > 0 {
+            self.spend(size.nodes, &node.pos, "this anchor")?;
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        Ok(())
     }
 
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), YamlError> {
@@ -301,75 +451,76 @@ impl Builder {
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
+                self.spend(1, &pos, "this value")?;
                 let tag = tag.map(|t| format!("{}{}", t.handle, t.suffix));
                 let value = resolve_scalar(&text, style, tag.as_deref());
                 let node = Node::new(value, pos);
-                if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
-                }
-                self.add(node, style == ScalarStyle::Plain)?;
+                self.anchor(anchor, &node, Size::SCALAR)?;
+                self.add(node, Size::SCALAR, style == ScalarStyle::Plain)?;
             }
             Event::Alias(id) => {
-                let node = match self.anchors.get(&id) {
-                    Some(n) => n.clone(),
-                    None => {
-                        return Err(YamlError {
-                            pos,
-                            message: "an alias names an unknown anchor".to_string(),
-                        });
-                    }
+                let Some((_, size)) = self.anchors.get(&id) else {
+                    return Err(YamlError {
+                        pos,
+                        message: "an alias names an unknown anchor".to_string(),
+                    });
                 };
-                self.add(node, false)?;
-            }
-            Event::SequenceStart(anchor, _) => {
-                self.stack.push(Frame::Seq {
-                    node: Node::new(Value::Seq(Vec::new()), pos),
-                    anchor,
-                });
-            }
-            Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map {
-                    node: Node::new(Value::Map(Vec::new()), pos),
-                    anchor,
-                    pending_key: None,
-                    merge_key: false,
-                    explicit: Vec::new(),
-                });
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match self.stack.pop() {
-                    Some(Frame::Seq { node, anchor }) | Some(Frame::Map { node, anchor, .. }) => {
-                        (node, anchor)
-                    }
+                let size = *size;
+                self.check_depth(size.height, &pos, "this alias, expanded,")?;
+                self.spend(size.nodes, &pos, "this alias")?;
+                let node = match self.anchors.get(&id) {
+                    Some((n, _)) => n.clone(),
                     None => return Ok(()),
                 };
-                if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
-                }
-                self.add(node, false)?;
+                self.add(node, size, false)?;
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.open(
+                    Node::new(Value::Seq(Vec::new()), pos),
+                    anchor,
+                    OpenKind::Seq,
+                )?;
+            }
+            Event::MappingStart(anchor, _) => {
+                self.open(
+                    Node::new(Value::Map(Vec::new()), pos),
+                    anchor,
+                    OpenKind::Map {
+                        pending_key: None,
+                        merge_key: false,
+                        explicit: Vec::new(),
+                    },
+                )?;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some(open) = self.stack.pop() else {
+                    return Ok(());
+                };
+                self.anchor(open.anchor, &open.node, open.size)?;
+                self.add(open.node, open.size, false)?;
             }
             Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
         }
         Ok(())
     }
 
-    fn add(&mut self, node: Node, plain: bool) -> Result<(), YamlError> {
+    fn add(&mut self, node: Node, size: Size, plain: bool) -> Result<(), YamlError> {
         let Some(top) = self.stack.last_mut() else {
             self.root = Some(node);
             return Ok(());
         };
-        match top {
-            Frame::Seq { node: seq, .. } => {
-                if let Value::Seq(items) = &mut seq.value {
+        top.size.nodes += size.nodes;
+        top.size.height = top.size.height.max(size.height + 1);
+        match &mut top.kind {
+            OpenKind::Seq => {
+                if let Value::Seq(items) = &mut top.node.value {
                     items.push(node);
                 }
             }
-            Frame::Map {
-                node: map,
+            OpenKind::Map {
                 pending_key,
                 merge_key,
                 explicit,
-                ..
             } => match pending_key.take() {
                 None => {
                     let text = match &node.value {
@@ -392,19 +543,19 @@ impl Builder {
                     });
                 }
                 Some(key) => {
-                    let Value::Map(entries) = &mut map.value else {
+                    let Value::Map(entries) = &mut top.node.value else {
                         return Ok(());
                     };
                     if *merge_key {
                         *merge_key = false;
-                        let sources: Vec<&Node> = match &node.value {
-                            Value::Seq(items) => items.iter().collect(),
-                            _ => vec![&node],
+                        let sources: Vec<Node> = match node.value {
+                            Value::Seq(items) => items,
+                            value => vec![Node::new(value, node.pos)],
                         };
                         for source in sources {
-                            let Value::Map(src) = &source.value else {
+                            let Value::Map(src) = source.value else {
                                 return Err(YamlError {
-                                    pos: source.pos.clone(),
+                                    pos: source.pos,
                                     message: "a merge key (<<) needs a mapping or a list of \
                                               mappings"
                                         .to_string(),
@@ -414,7 +565,7 @@ impl Builder {
                                 if !explicit.contains(&k.text)
                                     && !entries.iter().any(|(e, _)| e.text == k.text)
                                 {
-                                    entries.push((k.clone(), v.clone()));
+                                    entries.push((k, v));
                                 }
                             }
                         }
@@ -586,6 +737,115 @@ mod tests {
         let dup = parse("d.yaml", "a: 1\na: 2\n").unwrap();
         assert_eq!(dup.root.to_json(), serde_json::json!({"a": 2}));
         assert_eq!(dup.warnings.len(), 1);
+    }
+
+    /// The classic "billion laughs": nine levels of ten aliases each, 10^9 leaves from 1 KB.
+    fn laughs() -> String {
+        let mut text = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n".to_string();
+        for i in 1..10 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_stops_at_the_alias_that_overspends() {
+        let text = laughs();
+        assert!(text.len() < 1024);
+        let budget = Budget::default();
+        let err = parse_within("bomb.yaml", &text, &budget).unwrap_err();
+        assert_eq!(&*err.pos.file, "bomb.yaml");
+        // a4 (line 5) holds 10^5 leaves and fits, with everything before it, in 250,000 nodes;
+        // the budget runs out at the first alias of a5.
+        assert_eq!((err.pos.line, err.pos.column), (6, 10), "{err}");
+        assert!(
+            err.message
+                .contains("this alias would make more than 250000 YAML nodes"),
+            "{err}"
+        );
+        assert!(budget.spent() <= MAX_NODES, "{}", budget.spent());
+        // A smaller budget stops it sooner, and a bigger document fits a bigger one.
+        let small = Budget::new(5_000);
+        let err = parse_within("bomb.yaml", &text, &small).unwrap_err();
+        assert_eq!(err.pos.line, 4, "{err}");
+        let four = text.lines().take(4).collect::<Vec<_>>().join("\n");
+        let parsed = parse_within("ok.yaml", &four, &Budget::new(30_000)).unwrap();
+        let a3 = parsed.root.get("a3").unwrap().to_json().to_string();
+        assert_eq!(a3.matches("lol").count(), 10_000);
+    }
+
+    #[test]
+    fn anchors_merge_keys_and_written_nodes_all_count() {
+        let count = |text: &str| {
+            let b = Budget::new(1_000);
+            parse_within("t.yaml", text, &b).unwrap();
+            b.spent()
+        };
+        // map + key + value
+        assert_eq!(count("a: 1\n"), 3);
+        // map, key, [seq, 2 items] + the anchor's copy (3) + key + alias (3)
+        assert_eq!(count("a: &x [1, 2]\nb: *x\n"), 1 + 1 + 3 + 3 + 1 + 3);
+        // A merge key pays for the mapping it copies.
+        assert_eq!(
+            count("a: &x {k: v}\nb: {<<: *x}\n"),
+            1 + 1 + 3 + 3 + 1 + 1 + 1 + 3
+        );
+        // Written nodes alone can overspend too.
+        let many: String = (0..2_000).map(|i| format!("- {i}\n")).collect();
+        let err = parse_within("many.yaml", &many, &Budget::new(1_000)).unwrap_err();
+        assert_eq!(err.pos.line, 1_000, "{err}");
+        assert!(
+            err.message.contains("this value would make more than 1000"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded_in_every_style() {
+        let block = format!("{}1\n", "- ".repeat(50_000));
+        let flow = format!("{}1{}\n", "[".repeat(50_000), "]".repeat(50_000));
+        let maps = format!("{}1{}\n", "{a: ".repeat(50_000), "}".repeat(50_000));
+        for (name, text) in [("block", block), ("flow", flow), ("maps", maps)] {
+            let err = parse("deep.yaml", &text).unwrap_err();
+            assert_eq!(
+                (&*err.pos.file, err.pos.line),
+                ("deep.yaml", 1),
+                "{name}: {err}"
+            );
+            // Flow collections may meet the scanner's own limit (255) first: it reads ahead.
+            assert!(
+                err.message.contains("nests deeper than 100 levels")
+                    || err.message.contains("flow collections nest too deep"),
+                "{name}: {err}"
+            );
+        }
+        let ok = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse("ok.yaml", &ok).is_ok());
+        let over = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let err = parse("over.yaml", &over).unwrap_err();
+        assert_eq!(err.pos.column, MAX_DEPTH as u32 + 1, "{err}");
+    }
+
+    #[test]
+    fn an_alias_counts_with_the_depth_it_expands_to() {
+        // 60 levels anchored, then used 60 levels down: 120 once expanded.
+        let deep = |n: usize, inner: &str| format!("{}{inner}{}", "[".repeat(n), "]".repeat(n));
+        let text = format!("a: &a {}\nb: {}\n", deep(60, "1"), deep(60, "*a"));
+        let err = parse("alias.yaml", &text).unwrap_err();
+        assert_eq!(err.pos.line, 2, "{err}");
+        assert!(
+            err.message.contains("this alias, expanded, nests deeper"),
+            "{err}"
+        );
+        let text = format!("a: &a {}\nb: {}\n", deep(40, "1"), deep(40, "*a"));
+        assert!(parse("alias.yaml", &text).is_ok());
     }
 
     impl YamlError {
