@@ -273,7 +273,12 @@ async fn token_caller(state: &AppState, req: &HttpRequest) -> Result<Option<Prin
     let found = state
         .store(move |s| s.read(|tx| tx.token_principal(&hash, now)))
         .await?;
-    let Some((principal, last_used)) = found else {
+    let Some(crate::store::TokenCaller {
+        principal,
+        last_used_at: last_used,
+        ..
+    }) = found
+    else {
         return Err(ApiError::Unauthorized(
             "the token is not valid (unknown, revoked or expired)".to_string(),
         ));

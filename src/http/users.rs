@@ -209,27 +209,13 @@ pub async fn keystone_tokens(
         let found = state
             .store(move |s| s.read(|tx| tx.token_principal(&hash, now)))
             .await?;
-        let Some((p, _)) = found else {
+        let Some(t) = found else {
             return Err(ApiError::Unauthorized(
                 "The request you have made requires authentication.".to_string(),
             ));
         };
-        let expires = state
-            .store({
-                let id = match p.via {
-                    Via::Token { id } => id,
-                    Via::Session { .. } => 0,
-                };
-                move |s| {
-                    s.read(|tx| tx.api_tokens(None)).map(move |all| {
-                        all.into_iter()
-                            .find(|t| t.id == id)
-                            .map_or(now, |t| t.expires_at)
-                    })
-                }
-            })
-            .await?;
-        (id.to_string(), expires, p.user, p.role)
+        let p = t.principal;
+        (id.to_string(), t.expires_at, p.user, p.role)
     } else {
         return Err(ApiError::InvalidInput {
             what: "Keystone token request",

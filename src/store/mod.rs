@@ -40,7 +40,7 @@ pub use error::StoreError;
 pub use group::GroupWriter;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
-pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, User};
+pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -59,6 +59,14 @@ pub struct SessionLimits {
     pub absolute: i64,
 }
 
+/// A bearer token looked up by its hash.
+#[derive(Debug, Clone)]
+pub struct TokenCaller {
+    pub principal: Principal,
+    pub last_used_at: Option<i64>,
+    pub expires_at: i64,
+}
+
 /// A session looked up by its cookie.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -118,14 +126,11 @@ impl ReadTxn<'_> {
 
     /// The caller a bearer token stands for, if it is known and not expired. The role is the
     /// weaker of the token's and its user's (a demoted user's old tokens lose power with them).
-    /// Also says when the token was last used.
-    pub fn token_principal(
-        &self,
-        token_hash: &str,
-        now: i64,
-    ) -> Result<Option<(Principal, Option<i64>)>> {
+    /// Also says when the token was last used and when it expires.
+    pub fn token_principal(&self, token_hash: &str, now: i64) -> Result<Option<TokenCaller>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT t.id, u.id, u.name, t.role, u.role, t.last_used_at FROM api_tokens t
+            "SELECT t.id, u.id, u.name, t.role, u.role, t.last_used_at, t.expires_at
+             FROM api_tokens t
              JOIN users u ON u.id = t.user_id
              WHERE t.token_hash = ?1 AND t.expires_at > ?2",
         )?;
@@ -139,7 +144,11 @@ impl ReadTxn<'_> {
                     role: token_role.min(user_role),
                     via: Via::Token { id: r.get(0)? },
                 };
-                Ok((principal, r.get(5)?))
+                Ok(TokenCaller {
+                    principal,
+                    last_used_at: r.get(5)?,
+                    expires_at: r.get(6)?,
+                })
             })
             .optional()?)
     }
