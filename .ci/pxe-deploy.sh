@@ -145,6 +145,12 @@ for _ in $(seq 50); do
   ip netns exec pxelab curl -fsS -o /dev/null "$url/healthz" 2>/dev/null && break
   sleep 0.1
 done
+# The API needs a token: sign in as the first-start admin (its password is in the data dir).
+STOKER_TOKEN=$(ip netns exec pxelab curl -fsS -X POST "$url/api/v1/login" -H 'content-type: application/json' \
+  -d "{\"username\":\"admin\",\"password\":\"$(cat "$work/data/initial-admin-password")\"}" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])') \
+  || { tail -20 "$work/stoker.log"; fail "cannot sign in as admin"; }
+export STOKER_TOKEN
 ip netns exec pxelab "$bin" plugin install "$rel" --url "$url" >"$work/install.log" 2>&1 \
   || { cat "$work/install.log"; fail "installing the test release"; }
 
@@ -156,13 +162,15 @@ vm=$!
 
 # Drive the deployment over the API while the VM runs; print the two times.
 if ! ip netns exec pxelab python3 - "$url" "$mac" "$t0" "$id" >"$work/drive.out" 2>&1 <<'EOF'
-import json, sys, time, urllib.request, urllib.error
+import json, os, sys, time, urllib.request, urllib.error
 url, mac, t0, run_id = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+token = os.environ["STOKER_TOKEN"]
 
 def call(method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url + path, data=data, method=method,
-                                 headers={"content-type": "application/json"})
+                                 headers={"content-type": "application/json",
+                                          "authorization": f"Bearer {token}"})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             text = r.read().decode()

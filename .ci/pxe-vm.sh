@@ -66,7 +66,13 @@ for _ in $(seq 50); do
   ip netns exec pxelab curl -fsS -o /dev/null http://10.77.0.1:8080/healthz 2>/dev/null && break
   sleep 0.1
 done
-api() { ip netns exec pxelab curl -fsS "http://10.77.0.1:8080$1"; }
+# The API needs a token: sign in as the first-start admin (its password is in the data dir).
+token=$(ip netns exec pxelab curl -fsS -X POST http://10.77.0.1:8080/api/v1/login \
+  -H 'content-type: application/json' \
+  -d "{\"username\":\"admin\",\"password\":\"$(cat "$work/data/initial-admin-password")\"}" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])') \
+  || { tail -20 "$work/stoker.log"; echo "pxe-vm: cannot sign in as admin"; exit 1; }
+api() { ip netns exec pxelab curl -fsS -H "Authorization: Bearer $token" "http://10.77.0.1:8080$1"; }
 
 fail=0; times=()
 boot() { # name mac [boot-vm options]

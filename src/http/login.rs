@@ -404,26 +404,6 @@ pub async fn change_password(
         current_password: Some(form.current),
         role: None,
     };
-    // Even an admin changing their own password here gives the current one.
-    if super::users::check_password(
-        &state,
-        caller.0.user.clone(),
-        change.current_password.clone().unwrap_or_default(),
-    )
-    .await?
-    .is_none()
-    {
-        let msg = "The current password is wrong.".to_string();
-        return account_page(
-            &state,
-            &caller,
-            StatusCode::FORBIDDEN,
-            None,
-            None,
-            Some(msg),
-        )
-        .await;
-    }
     match super::users::change_user(&state, &caller.0, caller.0.user.clone(), change).await {
         Ok(()) => Ok(HttpResponse::SeeOther()
             .insert_header((

@@ -471,7 +471,9 @@ pub async fn change_user(
     let hash = match change.password {
         None => None,
         Some(new) => {
-            if own && !admin {
+            // One's own password needs the current one; an admin may skip it (to reset
+            // their own from the CLI), but one given is checked (the Account page gives it).
+            if own && (!admin || change.current_password.is_some()) {
                 let current = change.current_password.unwrap_or_default();
                 if check_password(state, name.clone(), current)
                     .await?
