@@ -153,6 +153,7 @@ impl Daemon {
             )),
             pxe,
             deploy: config.deploy.clone(),
+            plans: Arc::new(crate::planner::Plans::new(config.plan_yaql_budget)),
         };
         let server = http::serve(
             listener,

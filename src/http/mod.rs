@@ -48,6 +48,8 @@ pub struct AppState {
     pub pxe: crate::daemon::PxeStats,
     /// Image and step settings of deployments.
     pub deploy: crate::deployer::DeploySettings,
+    /// Planning within the YAQL budget, with each environment's last plan kept.
+    pub plans: Arc<crate::planner::Plans>,
 }
 
 /// What the boot endpoints need from the configuration.
