@@ -313,6 +313,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Timeout of a deploy step or graph task that sets none; a step over it fails",
     },
     OptionSpec {
+        key: "plan.yaql_budget",
+        env: "STOKER_PLAN_YAQL_BUDGET",
+        flag: "plan-yaql-budget",
+        default: "10000000",
+        kind: Kind::Count,
+        help: "YAQL work one plan may do in all its expressions, in interpreter steps (function calls); past it the plan is refused, naming the tasks that spent the most",
+    },
+    OptionSpec {
         key: "log.format",
         env: "STOKER_LOG_FORMAT",
         flag: "log-format",
@@ -489,6 +497,8 @@ pub struct Config {
     /// Limits on uploaded packages.
     pub package_limits: crate::package::PackageLimits,
     pub deploy: crate::deployer::DeploySettings,
+    /// `plan.yaql_budget`: the YAQL steps one plan may take in all.
+    pub plan_yaql_budget: u64,
     pub auth: AuthConfig,
 }
 
@@ -821,6 +831,10 @@ impl Layers {
                         max_ratio: count("plugins.max_ratio"),
                     },
                 }
+            },
+            plan_yaql_budget: match take("plan.yaql_budget") {
+                Some(Parsed::Count(n)) => n,
+                _ => unreachable!("plan.yaql_budget is declared as a count"),
             },
             deploy: crate::deployer::DeploySettings {
                 image_url: match take("deploy.image_url") {

@@ -180,6 +180,7 @@ impl Daemon {
                 std::time::Instant::now(),
             )),
             package_limits: config.package_limits,
+            plans: Arc::new(crate::planner::Plans::new(config.plan_yaql_budget)),
         };
         let server = http::serve(
             listener,

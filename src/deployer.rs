@@ -41,6 +41,15 @@ impl From<PlanningError> for DeployError {
 }
 
 impl DeployError {
+    /// The fields of the request the error is about (the user steps'), for the API's
+    /// `fields`.
+    pub fn fields(&self) -> &[crate::model::FieldError] {
+        match self {
+            DeployError::Steps(e) => &e.0,
+            _ => &[],
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             DeployError::Planning(e) => e.code(),
@@ -50,21 +59,23 @@ impl DeployError {
     }
 }
 
-/// Plan `cluster_id` and start deploying it.
+/// Plan `cluster_id` (afresh, its YAQL work within `budget` steps) and start deploying it.
 pub fn start(
     store: &Store,
     data_dir: &Path,
     cluster_id: i64,
     user_steps: &[UserStep],
     settings: &DeploySettings,
+    budget: u64,
     now: i64,
 ) -> Result<Deployment, DeployError> {
-    let env = planner::plan_environment(store, data_dir, cluster_id, "default")?;
+    // The user steps first: a refusal of the request costs nothing and plans nothing.
     let defs = steps::builtins(
         settings.image_url.as_deref(),
         settings.image_checksum.as_deref(),
     );
     let planned: Vec<PlannedStep> = steps::plan(&defs, user_steps)?;
+    let env = planner::plan_environment(store, data_dir, cluster_id, "default", budget)?;
     let ids: BTreeMap<String, i64> = env.nodes.iter().map(|n| (n.id.to_string(), n.id)).collect();
     let names: BTreeMap<i64, (String, Vec<String>)> = env
         .nodes

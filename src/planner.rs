@@ -6,15 +6,32 @@
 //!
 //! A plugin is enabled in an environment the way Fuel marked it in the cluster attributes: its
 //! settings hold `<plugin name>: {metadata: {enabled: true}}`.
+//!
+//! [`Plans`] is planning as the daemon does it: within the configured YAQL budget, keeping the
+//! last plan of each environment for as long as nothing it is made from changes, so a page
+//! view does not plan again.
+//!
+//! [`accepts`] gathers what an environment accepts from the same sources: the roles of its
+//! release and enabled plugins (an assignment naming another role is refused), and the setting
+//! attributes of its release and of the plugins it can enable
+//! ([`crate::engine::settings::Schema`]).
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
 
 use serde_json::Value as J;
 
 use crate::engine::graph::{self, NodeSpec, Plan, PlanError};
-use crate::model::{Cluster, Node, NodeStatus, Release};
+use crate::engine::plugin::release::for_release;
+use crate::engine::settings::Schema;
+use crate::model::{Cluster, FieldError, Node, NodeStatus, Release};
 use crate::package::graphs::{GraphSourceError, OpenedRelease, open_plugin, open_release};
 use crate::store::{Store, StoreError};
+use crate::yaql::{Engine, Limits};
 
 /// Why no plan could be made.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +56,9 @@ pub enum PlanningError {
     },
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A failure kept with the plan it stopped (see [`Plans`]).
+    #[error(transparent)]
+    Kept(Arc<PlanningError>),
 }
 
 impl PlanningError {
@@ -50,6 +70,7 @@ impl PlanningError {
             PlanningError::NoNodes(_) => "no_nodes",
             PlanningError::Release { .. } | PlanningError::Plugin { .. } => "bad_package",
             PlanningError::Plan(_) => "plan_failed",
+            PlanningError::Kept(e) => e.code(),
         }
     }
 }
@@ -83,14 +104,18 @@ fn enabled(settings: &J, plugin: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Plan an environment's `graph` (`default`, `provisioning`, ...).
-pub fn plan_environment(
-    store: &Store,
-    data_dir: &Path,
-    cluster_id: i64,
-    graph_type: &str,
-) -> Result<EnvironmentPlan, PlanningError> {
-    let (cluster, release, nodes, settings, deployed, plugins) = store
+/// Everything a plan of one environment is made from, as the store holds it.
+struct Inputs {
+    cluster: Cluster,
+    release: Release,
+    nodes: Vec<Node>,
+    settings: J,
+    deployed: graph::Deployed,
+    plugins: Vec<(i64, String, String, String)>,
+}
+
+fn read_inputs(store: &Store, cluster_id: i64) -> Result<Inputs, PlanningError> {
+    store
         .read(|r| {
             let cluster = r.cluster(cluster_id)?;
             let Some(cluster) = cluster else {
@@ -102,13 +127,49 @@ pub fn plan_environment(
                     entity: "release",
                     id: cluster.release_id.to_string(),
                 })?;
-            let nodes = r.cluster_nodes(cluster_id)?;
-            let settings = r.cluster_settings(cluster_id)?;
-            let deployed = r.deployed(cluster_id)?;
-            let plugins = r.plugin_paths()?;
-            Ok(Some((cluster, release, nodes, settings, deployed, plugins)))
+            Ok(Some(Inputs {
+                nodes: r.cluster_nodes(cluster_id)?,
+                settings: r.cluster_settings(cluster_id)?,
+                deployed: r.deployed(cluster_id)?,
+                plugins: r.plugin_paths()?,
+                cluster,
+                release,
+            }))
         })?
-        .ok_or(PlanningError::NoCluster(cluster_id))?;
+        .ok_or(PlanningError::NoCluster(cluster_id))
+}
+
+/// Plan an environment's `graph` (`default`, `provisioning`, ...), its YAQL work within
+/// `budget` steps ([`graph::build`]'s budget).
+pub fn plan_environment(
+    store: &Store,
+    data_dir: &Path,
+    cluster_id: i64,
+    graph_type: &str,
+    budget: u64,
+) -> Result<EnvironmentPlan, PlanningError> {
+    plan_inputs(
+        read_inputs(store, cluster_id)?,
+        data_dir,
+        graph_type,
+        budget,
+    )
+}
+
+fn plan_inputs(
+    inputs: Inputs,
+    data_dir: &Path,
+    graph_type: &str,
+    budget: u64,
+) -> Result<EnvironmentPlan, PlanningError> {
+    let Inputs {
+        cluster,
+        release,
+        nodes,
+        settings,
+        deployed,
+        plugins,
+    } = inputs;
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
     }
@@ -138,13 +199,183 @@ pub fn plan_environment(
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes.iter().map(spec_of).collect();
-    let plan = graph::plan(&spec, &specs, &opened.graph, &plugin_graphs, &deployed)?;
+    let engine = Engine::new(Limits::default());
+    let plan = graph::plan_within(
+        &engine,
+        budget,
+        &spec,
+        &specs,
+        &opened.graph,
+        &plugin_graphs,
+        &deployed,
+    )?;
     Ok(EnvironmentPlan {
         cluster,
         release,
         nodes,
         plan,
     })
+}
+
+/// A plan answered by [`Plans::plan`], and whether it was made for this call.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
+    /// When it was made (the caller's `now` then).
+    pub made_at: i64,
+    /// It was made earlier, from the same inputs.
+    pub cached: bool,
+}
+
+/// The last plan made of one environment, and the digest of what it was made from.
+struct Cached {
+    key: [u8; 32],
+    plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
+    made_at: i64,
+}
+
+/// Planning as the daemon does it: within the configured YAQL budget, and with the last plan
+/// of each environment kept, so pages do not plan again on every view.
+///
+/// A kept plan is used while nothing it is made from has changed: the graph type, the budget,
+/// the environment's row, its release, its nodes (ids, names, roles, statuses), its settings,
+/// the deployed state, and the installed plugins (ids, names, versions, directories and loaded
+/// manifests, which `plugin sync` refreshes). Each call reads those from the store and compares
+/// a SHA-256 digest of them with the kept plan's; any change makes a new plan, which replaces
+/// it. A plan that failed is kept the same way when its failure follows from those inputs (the
+/// plan was refused, or the environment has no nodes); a store or package error is not kept.
+/// One environment is planned by one caller at a time: another waits, then finds the new plan.
+/// An environment that is gone loses its entry on its next call.
+pub struct Plans {
+    budget: u64,
+    slots: Mutex<HashMap<i64, Arc<Mutex<Option<Cached>>>>>,
+    made: AtomicU64,
+}
+
+impl std::fmt::Debug for Plans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plans")
+            .field("budget", &self.budget)
+            .field("made", &self.made())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plans {
+    pub fn new(budget: u64) -> Plans {
+        Plans {
+            budget,
+            slots: Mutex::new(HashMap::new()),
+            made: AtomicU64::new(0),
+        }
+    }
+
+    /// The YAQL budget of a plan, in steps.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// How many plans were made (not answered from the cache) since start.
+    pub fn made(&self) -> u64 {
+        self.made.load(Ordering::Relaxed)
+    }
+
+    /// Environment `cluster_id`'s plan of `graph_type`: the kept one when its inputs are
+    /// unchanged, else a new one (kept, `made_at` = `now`).
+    pub fn plan(
+        &self,
+        store: &Store,
+        data_dir: &Path,
+        cluster_id: i64,
+        graph_type: &str,
+        now: i64,
+    ) -> Result<Planned, PlanningError> {
+        let read = read_inputs(store, cluster_id).and_then(|inputs| {
+            let manifests = store.read(|r| r.plugin_manifests())?;
+            Ok((inputs, manifests))
+        });
+        let (inputs, manifests) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                if matches!(e, PlanningError::NoCluster(_)) {
+                    lock(&self.slots).remove(&cluster_id);
+                }
+                return Err(e);
+            }
+        };
+        let key = digest(&inputs, &manifests, graph_type, self.budget);
+        let slot = Arc::clone(lock(&self.slots).entry(cluster_id).or_default());
+        let mut kept = lock(&slot);
+        if let Some(c) = kept.as_ref()
+            && c.key == key
+        {
+            return Ok(Planned {
+                plan: c.plan.clone(),
+                made_at: c.made_at,
+                cached: true,
+            });
+        }
+        self.made.fetch_add(1, Ordering::Relaxed);
+        let plan = match plan_inputs(inputs, data_dir, graph_type, self.budget) {
+            Ok(p) => Ok(Arc::new(p)),
+            Err(e @ (PlanningError::Plan(_) | PlanningError::NoNodes(_))) => Err(Arc::new(e)),
+            Err(e) => {
+                *kept = None;
+                return Err(e);
+            }
+        };
+        *kept = Some(Cached {
+            key,
+            plan: plan.clone(),
+            made_at: now,
+        });
+        Ok(Planned {
+            plan,
+            made_at: now,
+            cached: false,
+        })
+    }
+}
+
+/// A lock whose holder panicked is still usable: the data is replaced whole, never half-made.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The digest of everything a plan is made from (see [`Plans`]).
+fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget: u64) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut put = |part: &[u8]| {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    };
+    put(graph_type.as_bytes());
+    put(&budget.to_le_bytes());
+    let c = &inputs.cluster;
+    put(format!(
+        "{}\0{}\0{}\0{}\0{}",
+        c.id, c.name, c.release_id, c.status, c.net_segment_type
+    )
+    .as_bytes());
+    let r = &inputs.release;
+    put(format!(
+        "{}\0{}\0{}\0{}\0{}",
+        r.id, r.name, r.version, r.operating_system, r.plugin_id
+    )
+    .as_bytes());
+    for n in &inputs.nodes {
+        put(format!("{}\0{}\0{}\0{:?}", n.id, n.name, n.status.as_str(), n.roles).as_bytes());
+    }
+    put(inputs.settings.to_string().as_bytes());
+    put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
+    for (id, name, version, path) in &inputs.plugins {
+        put(format!("{id}\0{name}\0{version}\0{path}").as_bytes());
+    }
+    for (id, manifest) in manifests {
+        put(&id.to_le_bytes());
+        put(manifest.as_bytes());
+    }
+    h.finalize().into()
 }
 
 fn enabled_plugins(
@@ -168,6 +399,106 @@ fn enabled_plugins(
         out.push(g);
     }
     Ok(out)
+}
+
+/// What an environment accepts: roles to assign and settings keys.
+#[derive(Debug, Clone)]
+pub struct Accepts {
+    /// The release's name, for messages.
+    pub release: String,
+    /// The roles of the release and of the plugins enabled in the environment.
+    pub roles: BTreeSet<String>,
+    /// The settings the release and its plugins' attributes back.
+    pub settings: Schema,
+}
+
+impl Accepts {
+    /// Every role of `roles` (the request's `field`) that is not the release's or an enabled
+    /// plugin's.
+    pub fn check_roles(&self, field: &str, roles: &[String]) -> Vec<FieldError> {
+        roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !self.roles.contains(*r))
+            .map(|(i, r)| FieldError {
+                field: format!("{field}[{i}]"),
+                message: format!(
+                    "unknown role {r:?}: release {} and its enabled plugins define {}",
+                    self.release,
+                    self.roles.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            })
+            .collect()
+    }
+}
+
+fn role_names(roles_metadata: &J) -> impl Iterator<Item = String> + '_ {
+    roles_metadata
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys().cloned())
+}
+
+/// What environment `cluster_id` accepts: its release's roles and attributes from the store,
+/// and, from the installed packages, the roles of the plugins its settings enable and the
+/// attributes of every plugin compatible with the release (or enabled in it). A plugin that
+/// cannot be opened is an error when enabled, and left out otherwise.
+pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accepts, PlanningError> {
+    let (release, sections, settings, plugins) = store
+        .read(|r| {
+            let Some(cluster) = r.cluster(cluster_id)? else {
+                return Ok(None);
+            };
+            let release = r
+                .release(cluster.release_id)?
+                .ok_or_else(|| StoreError::NotFound {
+                    entity: "release",
+                    id: cluster.release_id.to_string(),
+                })?;
+            let sections = r.release_roles_and_attributes(release.id)?;
+            let settings = r.cluster_settings(cluster_id)?;
+            let plugins = r.plugin_paths()?;
+            Ok(Some((release, sections, settings, plugins)))
+        })?
+        .ok_or(PlanningError::NoCluster(cluster_id))?;
+    let (roles_metadata, attributes) = sections.unwrap_or((J::Null, J::Null));
+    let mut roles: BTreeSet<String> = if roles_metadata.is_object() {
+        role_names(&roles_metadata).collect()
+    } else {
+        // A release without role metadata is planned with Fuel newton's.
+        role_names(&graph::roles::default_metadata().0).collect()
+    };
+    let mut schema = Schema::of_release(&release.name, &attributes);
+    for (id, name, _, path) in &plugins {
+        if *id == release.plugin_id {
+            continue;
+        }
+        let on = enabled(&settings, name);
+        let pkg = match crate::package::open(&data_dir.join(path)) {
+            Ok(files) => crate::engine::plugin::load(files.as_ref()),
+            Err(e) if on => {
+                return Err(PlanningError::Plugin {
+                    plugin: name.clone(),
+                    source: GraphSourceError::Package(e),
+                });
+            }
+            Err(_) => continue,
+        };
+        let tree = match for_release(&pkg, &release.version, &release.operating_system) {
+            Some(tree) => tree,
+            None if on => pkg.manifest(),
+            None => continue,
+        };
+        if on {
+            roles.extend(role_names(tree.get("roles_metadata").unwrap_or(&J::Null)));
+        }
+        schema.add_plugin(name, tree.get("attributes_metadata").unwrap_or(&J::Null));
+    }
+    Ok(Accepts {
+        release: release.name,
+        roles,
+        settings: schema,
+    })
 }
 
 #[cfg(test)]

@@ -1058,6 +1058,14 @@ fn error_answers_name_no_host_path() {
         .unwrap()
         .file_name();
     std::fs::rename(plugins.join(&folder), d.dir.path().join("moved")).unwrap();
+    // A change of input, so the plan is made anew rather than answered from the kept one.
+    let (status, body) = send(
+        "PUT",
+        &d.url(&format!("/api/v1/clusters/{cluster}/nodes/{node}")),
+        br#"{"roles": ["compute"]}"#,
+        "application/json",
+    );
+    assert_eq!(status, 200, "{body}");
     let mut answers = vec![get(&d.url(&format!("/api/v1/clusters/{cluster}/plan")))];
     answers.push(get(&d.url("/boot/images/vmlinuz")));
     answers.push(get(&d.url("/boot/ipxe/nothing.efi")));

@@ -26,4 +26,5 @@ mod store;
 mod systemd;
 mod tftp;
 mod tidy;
+mod validation;
 mod yaql;

@@ -10,8 +10,11 @@
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
 //! - [`schedule`]: one deployment's scheduling state kept up to date run by run, so a claim or
 //!   a report costs what the node's runs cost.
+//! - [`settings`]: an environment's settings checked against the release's and plugins'
+//!   attributes (keys and Fuel attribute types).
 //! - [`state`]: the node state machine, as a table.
-//! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps.
+//! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps, checked
+//!   against each step's `argsinfo` (names, required, types).
 
 pub mod graph;
 pub mod hello;
@@ -19,5 +22,6 @@ pub mod orchestrate;
 pub mod order;
 pub mod plugin;
 pub mod schedule;
+pub mod settings;
 pub mod state;
 pub mod steps;

@@ -1,19 +1,24 @@
 //! Ironic-style deploy steps: which steps a node runs, and in which order.
 //!
-//! A step is `interface.name` with a priority and `argsinfo` (each argument's description and
-//! whether it is required). Steps come from stoker's built-ins, the release and plugins. A node
+//! A step is `interface.name` with a priority and `argsinfo` (each argument's description,
+//! whether it is required, and, stoker's addition to Ironic's, the JSON type it takes). Steps come from stoker's built-ins, the release and plugins. A node
 //! runs every step whose priority is above 0, highest priority first; equal priorities break by a
 //! fixed interface order ([`Interface::rank`]); one step finishes before the next starts.
 //!
 //! Per-deployment user steps (like Ironic's deploy templates and `deploy_steps` argument) may
 //! change a known step's priority (0 disables it), enable a step that is off by default, and pass
-//! arguments, all validated against `argsinfo`. A core step can be disabled but not moved. The
-//! rules and messages follow Ironic's `conductor/steps.py`. Pure: data in, data out.
+//! arguments, all validated against `argsinfo`: unknown arguments, missing required ones, and
+//! values of the wrong type are refused, each problem named by its field in the request
+//! (`steps[0].args.image_url`). A core step can be disabled but not moved. The rules and
+//! messages follow Ironic's `conductor/steps.py`. Pure: data in, data out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::FieldError;
 
 /// The driver interface a step belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -81,12 +86,84 @@ impl fmt::Display for Interface {
     }
 }
 
+/// The JSON type an argument takes. Ironic's `argsinfo` has none; stoker's built-in steps
+/// declare one for every argument, so a number where a URL belongs is refused before anything
+/// starts instead of failing on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Object,
+    Array,
+}
+
+impl ArgType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArgType::String => "string",
+            ArgType::Integer => "integer",
+            ArgType::Number => "number",
+            ArgType::Boolean => "boolean",
+            ArgType::Object => "object",
+            ArgType::Array => "array",
+        }
+    }
+
+    /// The type with its article, for messages: `a string`, `an object`.
+    pub fn named(self) -> &'static str {
+        match self {
+            ArgType::String => "a string",
+            ArgType::Integer => "an integer",
+            ArgType::Number => "a number",
+            ArgType::Boolean => "a boolean",
+            ArgType::Object => "an object",
+            ArgType::Array => "an array",
+        }
+    }
+
+    /// Whether `v` is of this type (`null` is of none).
+    pub fn accepts(self, v: &Value) -> bool {
+        match self {
+            ArgType::String => v.is_string(),
+            ArgType::Integer => v.is_i64() || v.is_u64(),
+            ArgType::Number => v.is_number(),
+            ArgType::Boolean => v.is_boolean(),
+            ArgType::Object => v.is_object(),
+            ArgType::Array => v.is_array(),
+        }
+    }
+}
+
+impl fmt::Display for ArgType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a JSON value is, for messages: `the number 123`, `a string`, `null`.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(_) => "a string".to_string(),
+        Value::Array(_) => "an array".to_string(),
+        Value::Object(_) => "an object".to_string(),
+    }
+}
+
 /// One argument a step takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArgInfo {
     pub description: String,
     #[serde(default)]
     pub required: bool,
+    /// The JSON type of the value; absent: any value (an Ironic-style `argsinfo`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub ty: Option<ArgType>,
 }
 
 /// Where a step definition came from.
@@ -154,72 +231,90 @@ impl PlannedStep {
     }
 }
 
-/// Why a set of steps was refused; every problem is reported, not just the first.
+/// Why a set of steps was refused; every problem is reported, not just the first, each with
+/// the field of the request it is about (`steps[1].args.image_url`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid deploy steps: {}", .0.join("; "))]
-pub struct StepsError(pub Vec<String>);
+#[error("invalid deploy steps: {}", list(.0))]
+pub struct StepsError(pub Vec<FieldError>);
+
+fn list(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
 
 fn id(interface: Interface, step: &str) -> String {
     format!("{interface}.{step}")
 }
 
-/// Order `defs` as a node runs them, after applying `user` steps.
+/// Order `defs` as a node runs them, after applying `user` steps (`user[i]` is the request's
+/// `steps[i]`).
 pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, StepsError> {
     let mut errors = Vec::new();
     let mut by_id: BTreeMap<String, &StepDef> = BTreeMap::new();
     for def in defs {
-        if let Some(first) = by_id.insert(id(def.interface, &def.step), def) {
-            errors.push(format!(
-                "deploy step {} is defined twice, by {} and by {}",
-                id(def.interface, &def.step),
-                first.source,
-                def.source
+        let sid = id(def.interface, &def.step);
+        if let Some(first) = by_id.insert(sid.clone(), def) {
+            errors.push(problem(
+                sid.clone(),
+                format!(
+                    "deploy step {sid} is defined twice, by {} and by {}",
+                    first.source, def.source
+                ),
             ));
         }
     }
     let mut seen_user = BTreeSet::new();
     let mut overrides: BTreeMap<String, &UserStep> = BTreeMap::new();
-    for u in user {
+    for (i, u) in user.iter().enumerate() {
+        let field = format!("steps[{i}]");
         let uid = id(u.interface, &u.step);
         if !seen_user.insert(uid.clone()) {
-            errors.push(format!("deploy step {uid} is given more than once"));
+            errors.push(problem(
+                field,
+                format!("deploy step {uid} is given more than once"),
+            ));
             continue;
         }
         let Some(def) = by_id.get(&uid) else {
-            errors.push(format!("no node supports the deploy step {uid}"));
+            errors.push(problem(
+                field,
+                format!(
+                    "no node supports the deploy step {uid}; the steps are: {}",
+                    by_id.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
             continue;
         };
-        let unexpected: Vec<&str> = u
-            .args
-            .keys()
-            .filter(|k| !def.argsinfo.contains_key(*k))
-            .map(String::as_str)
-            .collect();
-        if !unexpected.is_empty() {
-            errors.push(format!(
-                "deploy step {uid} has these unexpected arguments: {}",
-                unexpected.join(", ")
-            ));
-        }
+        check_args(&field, &uid, def, u, &mut errors);
         if u.priority > 0 {
-            let missing: Vec<String> = def
-                .argsinfo
-                .iter()
-                .filter(|(name, info)| {
-                    info.required && !u.args.contains_key(*name) && !def.args.contains_key(*name)
-                })
-                .map(|(name, info)| format!("{name} ({})", info.description))
-                .collect();
-            if !missing.is_empty() {
-                errors.push(format!(
-                    "deploy step {uid} is missing these required arguments: {}",
-                    missing.join(", ")
-                ));
+            for (name, info) in &def.argsinfo {
+                if info.required && !u.args.contains_key(name) && !def.args.contains_key(name) {
+                    errors.push(problem(
+                        format!("{field}.args.{name}"),
+                        format!(
+                            "deploy step {uid} is missing this required argument: {name} ({})",
+                            info.description
+                        ),
+                    ));
+                }
             }
             if def.core && u.priority != def.priority {
-                errors.push(format!(
-                    "deploy step {uid} is a core step and cannot be given another priority; \
-                     it may be disabled by setting the priority to 0"
+                errors.push(problem(
+                    format!("{field}.priority"),
+                    format!(
+                        "deploy step {uid} is a core step and cannot be given another \
+                         priority; it may be disabled by setting the priority to 0"
+                    ),
                 ));
             }
         }
@@ -258,15 +353,52 @@ pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, Ste
     Ok(planned)
 }
 
+/// A user step's arguments against the step's `argsinfo`: each must be declared, and of the
+/// declared type.
+fn check_args(field: &str, uid: &str, def: &StepDef, u: &UserStep, errors: &mut Vec<FieldError>) {
+    for (name, value) in &u.args {
+        let at = format!("{field}.args.{name}");
+        let Some(info) = def.argsinfo.get(name) else {
+            let takes = if def.argsinfo.is_empty() {
+                "it takes no arguments".to_string()
+            } else {
+                format!(
+                    "it takes: {}",
+                    def.argsinfo.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            };
+            errors.push(problem(
+                at,
+                format!("deploy step {uid} has this unexpected argument: {name}; {takes}"),
+            ));
+            continue;
+        };
+        if let Some(ty) = info.ty
+            && !ty.accepts(value)
+        {
+            errors.push(problem(
+                at,
+                format!(
+                    "expected {} ({}), found {}",
+                    ty.named(),
+                    info.description,
+                    describe(value)
+                ),
+            ));
+        }
+    }
+}
+
 /// stoker's built-in deploy steps, as every node runs them unless a user step says otherwise:
 /// `deploy.write_image` (80; on only when an image is given, since a node without one keeps the
 /// operating system it has), `deploy.configure` (70), `deploy.run_tasks` (60, the node's graph
 /// tasks), `power.reboot_to_disk` (10), and `deploy.collect_logs` (0: off unless enabled).
 pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<StepDef> {
-    fn arg(description: &str, required: bool) -> ArgInfo {
+    fn arg(description: &str, required: bool, ty: ArgType) -> ArgInfo {
         ArgInfo {
             description: description.to_string(),
             required,
+            ty: Some(ty),
         }
     }
     let base = |interface, step: &str, priority, core| StepDef {
@@ -286,19 +418,31 @@ pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<St
     );
     write.argsinfo.insert(
         "image_url".into(),
-        arg("HTTP URL of a raw or qcow2 disk image", true),
+        arg(
+            "HTTP URL of a raw or qcow2 disk image",
+            true,
+            ArgType::String,
+        ),
     );
     write.argsinfo.insert(
         "checksum".into(),
-        arg("sha256:<hex> or md5:<hex> of the image file", false),
+        arg(
+            "sha256:<hex> or md5:<hex> of the image file",
+            false,
+            ArgType::String,
+        ),
     );
     write.argsinfo.insert(
         "disk_format".into(),
-        arg("raw or qcow2 (default: detected)", false),
+        arg("raw or qcow2 (default: detected)", false, ArgType::String),
     );
     write.argsinfo.insert(
         "target".into(),
-        arg("the disk to write (default: the first disk)", false),
+        arg(
+            "the disk to write (default: the first disk)",
+            false,
+            ArgType::String,
+        ),
     );
     if let Some(url) = image_url {
         write.args.insert("image_url".into(), url.into());
@@ -307,12 +451,21 @@ pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<St
         write.args.insert("checksum".into(), sum.into());
     }
     let mut configure = base(Interface::Deploy, "configure", 70, false);
-    configure
-        .argsinfo
-        .insert("hostname".into(), arg("the node's host name", false));
+    configure.argsinfo.insert(
+        "hostname".into(),
+        arg("the node's host name", false, ArgType::String),
+    );
+    configure.argsinfo.insert(
+        "fqdn".into(),
+        arg("the node's fully qualified name", false, ArgType::String),
+    );
     configure.argsinfo.insert(
         "facts".into(),
-        arg("facts written to /etc/stoker/facts.json", false),
+        arg(
+            "facts written to /etc/stoker/facts.json",
+            false,
+            ArgType::Object,
+        ),
     );
     vec![
         write,
@@ -361,6 +514,7 @@ mod tests {
             ArgInfo {
                 description: "HTTP URL of a raw or qcow2 image".into(),
                 required: true,
+                ty: Some(ArgType::String),
             },
         );
         write
@@ -372,6 +526,7 @@ mod tests {
             ArgInfo {
                 description: "BIOS settings to apply".into(),
                 required: true,
+                ty: None,
             },
         );
         vec![
@@ -448,14 +603,15 @@ mod tests {
             ],
         )
         .unwrap_err();
+        let got: Vec<String> = err.0.iter().map(ToString::to_string).collect();
         assert_eq!(
-            err.0,
+            got,
             [
-                "deploy step bios.apply_configuration has these unexpected arguments: bogus",
-                "deploy step bios.apply_configuration is missing these required arguments: settings (BIOS settings to apply)",
-                "deploy step deploy.write_image is a core step and cannot be given another priority; it may be disabled by setting the priority to 0",
-                "no node supports the deploy step raid.nope",
-                "deploy step deploy.configure is given more than once",
+                "steps[0].args.bogus: deploy step bios.apply_configuration has this unexpected argument: bogus; it takes: settings",
+                "steps[0].args.settings: deploy step bios.apply_configuration is missing this required argument: settings (BIOS settings to apply)",
+                "steps[1].priority: deploy step deploy.write_image is a core step and cannot be given another priority; it may be disabled by setting the priority to 0",
+                "steps[2]: no node supports the deploy step raid.nope; the steps are: bios.apply_configuration, deploy.collect_logs, deploy.configure, deploy.run_tasks, deploy.write_image, power.reboot_to_disk, raid.create_configuration",
+                "steps[4]: deploy step deploy.configure is given more than once",
             ]
         );
         // A core step may still be disabled.
@@ -476,7 +632,7 @@ mod tests {
         let err = plan(&defs, &[]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid deploy steps: deploy step deploy.configure is defined twice, by built-in and by plugin lma"
+            "invalid deploy steps: deploy.configure: deploy step deploy.configure is defined twice, by built-in and by plugin lma"
         );
     }
 
@@ -495,5 +651,97 @@ mod tests {
         let mut ranks: Vec<u8> = Interface::ALL.iter().map(|i| i.rank()).collect();
         ranks.dedup();
         assert_eq!(ranks.len(), Interface::ALL.len(), "ranks are distinct");
+    }
+
+    #[test]
+    fn argument_values_are_checked_against_their_declared_types() {
+        let defs = super::builtins(Some("http://m/os.img"), None);
+        let err = plan(
+            &defs,
+            &[
+                user(
+                    Interface::Deploy,
+                    "write_image",
+                    80,
+                    json!({"image_url": 123, "checksum": null, "target": "/dev/sdb"}),
+                ),
+                user(
+                    Interface::Deploy,
+                    "configure",
+                    70,
+                    json!({"facts": ["not", "an", "object"], "hostname": true}),
+                ),
+            ],
+        )
+        .unwrap_err();
+        let got: Vec<(String, String)> = err
+            .0
+            .iter()
+            .map(|e| (e.field.clone(), e.message.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "steps[0].args.checksum".to_string(),
+                    "expected a string (sha256:<hex> or md5:<hex> of the image file), found null"
+                        .to_string()
+                ),
+                (
+                    "steps[0].args.image_url".to_string(),
+                    "expected a string (HTTP URL of a raw or qcow2 disk image), found the number 123"
+                        .to_string()
+                ),
+                (
+                    "steps[1].args.facts".to_string(),
+                    "expected an object (facts written to /etc/stoker/facts.json), found an array"
+                        .to_string()
+                ),
+                (
+                    "steps[1].args.hostname".to_string(),
+                    "expected a string (the node's host name), found the boolean true".to_string()
+                ),
+            ]
+        );
+        // The same arguments with the right types pass, and reach the planned step.
+        let steps = plan(
+            &defs,
+            &[user(
+                Interface::Deploy,
+                "write_image",
+                80,
+                json!({"image_url": "http://m/other.img", "checksum": "sha256:00"}),
+            )],
+        )
+        .unwrap();
+        assert_eq!(steps[0].args["image_url"], "http://m/other.img");
+    }
+
+    #[test]
+    fn an_untyped_argument_takes_any_value_and_types_accept_only_their_own() {
+        let steps = plan(
+            &builtins(),
+            &[user(
+                Interface::Bios,
+                "apply_configuration",
+                90,
+                json!({"settings": 5}),
+            )],
+        )
+        .unwrap();
+        assert_eq!(steps[0].args["settings"], 5);
+        let cases = [
+            (ArgType::String, json!("x"), json!(1)),
+            (ArgType::Integer, json!(3), json!(3.5)),
+            (ArgType::Number, json!(3.5), json!("3.5")),
+            (ArgType::Boolean, json!(false), json!("false")),
+            (ArgType::Object, json!({}), json!([])),
+            (ArgType::Array, json!([]), json!({})),
+        ];
+        for (ty, good, bad) in cases {
+            assert!(ty.accepts(&good), "{ty} {good}");
+            assert!(!ty.accepts(&bad), "{ty} {bad}");
+            assert!(!ty.accepts(&serde_json::Value::Null), "{ty} null");
+        }
     }
 }

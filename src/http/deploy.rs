@@ -100,6 +100,31 @@ pub async fn transaction(
     Ok(HttpResponse::Ok().json(transaction_json(d, *total, *finished)))
 }
 
+/// The Deploy body: empty, or `{"steps": [...]}`. A malformed step is refused with its path
+/// (`steps[0].priority: invalid type ...`); its arguments are checked against the steps'
+/// `argsinfo` when the deployment is planned ([`crate::engine::steps::plan`]).
+fn parse_body(body: &[u8]) -> Result<DeployBody, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DeployBody::default());
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() || path == "." {
+            ApiError::InvalidJson(inner.to_string())
+        } else {
+            ApiError::InvalidInput {
+                what: "deploy request",
+                fields: vec![crate::model::FieldError {
+                    field: path,
+                    message: inner.to_string(),
+                }],
+            }
+        }
+    })
+}
+
 /// `POST /api/v1/clusters/{id}/deploy`
 pub async fn deploy(
     state: web::Data<AppState>,
@@ -107,11 +132,7 @@ pub async fn deploy(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
-    let body: DeployBody = if body.iter().all(u8::is_ascii_whitespace) {
-        DeployBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?
-    };
+    let body = parse_body(&body)?;
     let d = start(&state, id, body.steps).await?;
     let runs = state.store(move |s| s.read(|r| r.runs(d.id))).await?;
     Ok(HttpResponse::Accepted().json(deployment_json(&d, &runs)))
@@ -127,11 +148,13 @@ pub async fn start(
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
+    let budget = state.plans.budget();
     let now = crate::clock::now();
-    let d =
-        web::block(move || crate::deployer::start(&store, &data_dir, id, &steps, &settings, now))
-            .await
-            .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
+    let d = web::block(move || {
+        crate::deployer::start(&store, &data_dir, id, &steps, &settings, budget, now)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
     tracing::info!(cluster = id, deployment = d.id, "deployment started");
     Ok(d)
 }

@@ -1,7 +1,9 @@
 //! JSON endpoints for an environment's make-up and its plan: which nodes it holds with which
 //! roles (`/clusters/{id}/nodes`), its settings over the release's defaults
 //! (`/clusters/{id}/settings`) and the deployment plan the engine makes of them
-//! (`/clusters/{id}/plan`, as JSON, text or Graphviz dot). Thin: parse, call the store or
+//! (`/clusters/{id}/plan`, as JSON, text or Graphviz dot). Roles and settings are checked
+//! against what the environment accepts ([`crate::planner::accepts`]) before anything is
+//! written; a refusal is a 400 naming each bad field. Thin: parse, call the store or
 //! [`crate::planner`], render.
 
 use actix_web::{HttpResponse, web};
@@ -10,7 +12,7 @@ use serde_json::Value;
 
 use super::catalog::id_of;
 use super::{ApiError, AppState};
-use crate::planner::{self, EnvironmentPlan};
+use crate::planner::{self, Accepts, Planned};
 
 /// `GET /api/v1/clusters/{id}/nodes`
 pub async fn nodes(
@@ -76,6 +78,39 @@ fn roles_of(value: Option<&Value>, field: &str) -> Result<Vec<String>, ApiError>
     Ok(roles)
 }
 
+/// What environment `id` accepts (roles, settings), gathered off the async runtime: it opens
+/// the installed plugins.
+pub async fn accepts(state: &AppState, id: i64) -> Result<Accepts, ApiError> {
+    let store = std::sync::Arc::clone(&state.store);
+    let data_dir = state.data_dir.clone();
+    web::block(move || planner::accepts(&store, &data_dir, id))
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// Refuse, before anything is written, every role of `lists` (each the request's field and
+/// its roles) that environment `cluster` does not accept: 400 naming each, with the valid ones.
+pub async fn check_roles(
+    state: &AppState,
+    cluster: i64,
+    lists: &[(String, &[String])],
+) -> Result<(), ApiError> {
+    let accepts = accepts(state, cluster).await?;
+    let fields: Vec<_> = lists
+        .iter()
+        .flat_map(|(field, roles)| accepts.check_roles(field, roles))
+        .collect();
+    if fields.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::InvalidInput {
+            what: "roles",
+            fields,
+        })
+    }
+}
+
 /// The node list of Nailgun's `assignment` and `unassignment` bodies, `[{"id": 1, ...}, ...]`,
 /// with each node's roles when `with_roles`.
 fn node_list(body: &[u8], with_roles: bool) -> Result<Vec<(i64, Vec<String>)>, ApiError> {
@@ -115,6 +150,12 @@ pub async fn assign_many(
 ) -> Result<HttpResponse, ApiError> {
     let cluster = id_of(&path, "environment")?;
     let nodes = node_list(&body, true)?;
+    let lists: Vec<(String, &[String])> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (_, roles))| (format!("[{i}].roles"), roles.as_slice()))
+        .collect();
+    check_roles(&state, cluster, &lists).await?;
     let now = crate::clock::now();
     state
         .store(move |s| {
@@ -163,6 +204,7 @@ pub async fn assign(
     let cluster = id_of(&cluster, "environment")?;
     let node = id_of(&node, "node")?;
     let roles = parse_roles(&body)?;
+    check_roles(&state, cluster, &[("roles".to_string(), &roles)]).await?;
     let now = crate::clock::now();
     let node = state
         .store(move |s| s.write(|tx| tx.assign_node(cluster, node, &roles, now)))
@@ -202,7 +244,8 @@ pub async fn settings(
     Ok(HttpResponse::Ok().json(settings))
 }
 
-/// `PUT /api/v1/clusters/{id}/settings`: replace the settings (a JSON object).
+/// `PUT /api/v1/clusters/{id}/settings`: replace the settings (a JSON object), each key backed
+/// by an attribute of the release or a plugin and of its type; refused whole otherwise.
 pub async fn put_settings(
     state: web::Data<AppState>,
     caller: super::access::Caller,
@@ -216,6 +259,13 @@ pub async fn put_settings(
         return Err(ApiError::BadRequest(
             "settings: expected a JSON object".to_string(),
         ));
+    }
+    let fields = accepts(&state, id).await?.settings.check(&value);
+    if !fields.is_empty() {
+        return Err(ApiError::InvalidInput {
+            what: "settings",
+            fields,
+        });
     }
     let now = crate::clock::now();
     // A secret sent back as read (`******`) keeps its stored value.
@@ -243,18 +293,26 @@ pub struct PlanQuery {
     format: Option<String>,
 }
 
-/// Plan an environment off the async runtime (planning a large graph takes a while).
-pub async fn make_plan(
-    state: &AppState,
-    id: i64,
-    graph: String,
-) -> Result<EnvironmentPlan, ApiError> {
+/// An environment's plan, off the async runtime (planning a large graph takes a while): the
+/// kept one while nothing it is made from changed ([`planner::Plans`]).
+pub async fn make_plan(state: &AppState, id: i64, graph: String) -> Result<Planned, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
+    let plans = std::sync::Arc::clone(&state.plans);
     let data_dir = state.data_dir.clone();
-    web::block(move || planner::plan_environment(&store, &data_dir, id, &graph))
+    let now = crate::clock::now();
+    web::block(move || plans.plan(&store, &data_dir, id, &graph, now))
         .await
         .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
         .map_err(ApiError::from)
+}
+
+/// The headers that say which plan an answer shows: when it was made, and whether it was kept
+/// from an earlier call (`X-Stoker-Plan-Cached: true`) or made for this one.
+pub fn plan_headers(planned: &Planned) -> [(&'static str, String); 2] {
+    [
+        ("x-stoker-plan-made", planned.made_at.to_string()),
+        ("x-stoker-plan-cached", planned.cached.to_string()),
+    ]
 }
 
 /// `GET /api/v1/clusters/{id}/plan?graph=default&format=json|text|dot`
@@ -272,15 +330,36 @@ pub async fn plan(
             "format: expected json, text or dot, found {format:?}"
         )));
     }
-    let env = make_plan(&state, id, graph).await?;
+    let planned = make_plan(&state, id, graph).await?;
+    let headers = plan_headers(&planned);
+    let env = match planned.plan {
+        Ok(env) => env,
+        Err(e) => {
+            let mut response = actix_web::ResponseError::error_response(&ApiError::from(
+                planner::PlanningError::Kept(e),
+            ));
+            for (k, v) in headers {
+                if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&v) {
+                    response
+                        .headers_mut()
+                        .insert(actix_web::http::header::HeaderName::from_static(k), v);
+                }
+            }
+            return Ok(response);
+        }
+    };
+    let mut response = HttpResponse::Ok();
+    for h in headers {
+        response.insert_header(h);
+    }
     Ok(match format.as_str() {
-        "text" => HttpResponse::Ok()
+        "text" => response
             .content_type("text/plain; charset=utf-8")
             .body(env.plan.to_text()),
-        "dot" => HttpResponse::Ok()
+        "dot" => response
             .content_type("text/vnd.graphviz; charset=utf-8")
             .body(env.plan.to_dot()),
-        _ => HttpResponse::Ok()
+        _ => response
             .content_type("application/json")
             .body(env.plan.to_json()),
     })

@@ -136,6 +136,7 @@ impl ResponseError for ApiError {
         }
         let fields = match self {
             ApiError::InvalidInput { fields, .. } => fields.as_slice(),
+            ApiError::Deploy(e) => e.fields(),
             _ => &[],
         };
         let mut response = HttpResponse::build(self.status_code());

@@ -65,6 +65,8 @@ pub struct AppState {
     pub login_limit: Arc<limit::RateLimiter>,
     /// Limits on uploaded plugin packages.
     pub package_limits: crate::package::PackageLimits,
+    /// Planning within the YAQL budget, with each environment's last plan kept.
+    pub plans: Arc<crate::planner::Plans>,
 }
 
 /// What access control needs from the configuration.

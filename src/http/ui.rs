@@ -317,6 +317,8 @@ pub struct EnvironmentPage {
     roles: Vec<String>,
     /// Why there is no plan, when there is none.
     plan_error: Option<String>,
+    /// When the plan shown (or its refusal) was made, e.g. `just now (2026-01-02 10:00:00 UTC)`.
+    plan_made: String,
     summary: String,
     warnings: Vec<String>,
     picture: String,
@@ -386,12 +388,14 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
         .collect()
 }
 
-/// `GET /environments/{id}`: the environment's nodes, a form to add more, and its plan.
+/// `GET /environments/{id}`: the environment's nodes, a form to add more, and its plan: the
+/// kept one while nothing it is made from changed (the `x-stoker-plan-cached` header says
+/// which), so a view does not plan again.
 pub async fn environment(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-) -> Result<EnvironmentPage, PageError> {
+) -> Result<actix_web::CustomizeResponder<EnvironmentPage>, PageError> {
     let id = super::catalog::id_of(&path, "environment")?;
     let (cluster, release, nodes, roles) = state
         .store(move |s| {
@@ -439,6 +443,7 @@ pub async fn environment(
         free,
         roles,
         plan_error: None,
+        plan_made: String::new(),
         summary: String::new(),
         warnings: Vec::new(),
         picture: String::new(),
@@ -452,8 +457,17 @@ pub async fn environment(
         page.deployment = Some((dep.id, dep.status.clone(), line));
         page.timeline = svg;
     }
-    match super::environments::make_plan(&state, id, "default".to_string()).await {
-        Ok(env) => {
+    let planned = super::environments::make_plan(&state, id, "default".to_string()).await;
+    let headers = planned.as_ref().map(super::environments::plan_headers).ok();
+    if let Ok(p) = &planned {
+        page.plan_made = format!(
+            "{} ({})",
+            super::views::ago(p.made_at, now),
+            super::views::utc(p.made_at)
+        );
+    }
+    match planned.map(|p| p.plan) {
+        Ok(Ok(env)) => {
             let s = &env.plan.summary;
             page.summary = format!(
                 "{} nodes, {} tasks to run, {} skipped, {} dependencies ({} across nodes)",
@@ -463,7 +477,12 @@ pub async fn environment(
             page.picture = crate::engine::graph::picture::svg(&env.plan);
             page.plan_nodes = plan_nodes(&env.plan);
         }
+        Ok(Err(e)) => page.plan_error = Some(e.to_string()),
         Err(e) => page.plan_error = Some(e.to_string()),
+    }
+    let mut page = actix_web::Responder::customize(page);
+    for h in headers.into_iter().flatten() {
+        page = page.insert_header(h);
     }
     Ok(page)
 }
@@ -609,6 +628,7 @@ pub async fn assign_node(
     let roles = super::environments::parse_roles(
         serde_json::json!({ "roles": roles }).to_string().as_bytes(),
     )?;
+    super::environments::check_roles(&state, id, &[("roles".to_string(), &roles)]).await?;
     let now = crate::clock::now();
     state
         .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))

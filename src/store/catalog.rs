@@ -140,6 +140,47 @@ impl ReadTxn<'_> {
             .optional()?)
     }
 
+    /// A release's `roles_metadata` and `attributes_metadata` (`null` where it has none),
+    /// without reading the rest of its tree: what assignments and settings are checked against.
+    pub fn release_roles_and_attributes(
+        &self,
+        id: i64,
+    ) -> Result<Option<(serde_json::Value, serde_json::Value)>> {
+        let section = |row: &Row<'_>, idx: usize| -> rusqlite::Result<serde_json::Value> {
+            let text: Option<String> = row.get(idx)?;
+            match text {
+                None => Ok(serde_json::Value::Null),
+                Some(t) => serde_json::from_str(&t).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        idx,
+                        rusqlite::types::Type::Text,
+                        Box::new(e),
+                    )
+                }),
+            }
+        };
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT json_extract(data, '$.roles_metadata'),
+                        json_extract(data, '$.attributes_metadata')
+                 FROM releases WHERE id = ?1",
+                [id],
+                |r| Ok((section(r, 0)?, section(r, 1)?)),
+            )
+            .optional()?)
+    }
+
+    /// Every installed plugin's id and loaded manifest as stored (text): a plan's cache key
+    /// covers them, since `plugin sync` rewrites them when a plugin's files change.
+    pub fn plugin_manifests(&self) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, manifest FROM plugins ORDER BY id")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Every installed plugin's id, name, version and directory (relative to the data dir).
     pub fn plugin_paths(&self) -> Result<Vec<(i64, String, String, String)>> {
         let mut stmt = self

@@ -458,6 +458,11 @@ impl Interp {
         self.0.depth.set(self.0.depth.get().saturating_sub(1));
     }
 
+    /// The units of work counted so far (see [`Interp::step`]).
+    pub fn steps_used(&self) -> u64 {
+        self.0.steps.get()
+    }
+
     /// Count one unit of work against `max_steps`.
     pub fn step(&self) -> Result<()> {
         let s = self.0.steps.get() + 1;

@@ -213,16 +213,37 @@ impl Engine {
     /// Evaluate `text` and return the result as plain data (lists, dicts with string keys,
     /// sets sorted into lists), as yaql's `#finalize` would.
     pub fn eval(&self, text: &str, ctx: &Context) -> Result<Value, YaqlError> {
-        let ast = self.parse(text)?;
-        let interp = Interp::with_memo(
-            ast,
-            self.limits.clone(),
-            self.regexes.clone(),
-            ctx.memo.clone(),
-        );
+        self.eval_metered(text, ctx, u64::MAX).0
+    }
+
+    /// [`Engine::eval`] allowed at most `allowance` steps (function calls and counted
+    /// iterations, never more than the engine's `max_steps`), with the steps it took, so a
+    /// caller can bound the work of many evaluations together. Over the allowance the error is
+    /// `StepLimitExceeded` and the steps are `allowance + 1`. Deterministic: the same
+    /// expression on the same data takes the same steps.
+    pub fn eval_metered(
+        &self,
+        text: &str,
+        ctx: &Context,
+        allowance: u64,
+    ) -> (Result<Value, YaqlError>, u64) {
+        let ast = match self.parse(text) {
+            Ok(ast) => ast,
+            Err(e) => return (Err(e), 0),
+        };
+        let mut limits = self.limits.clone();
+        limits.max_steps = limits.max_steps.min(allowance);
+        let interp = Interp::with_memo(ast, limits, self.regexes.clone(), ctx.memo.clone());
         let root = ctx.root();
-        let v = interp.eval_root(&root)?;
-        output::finalize(&interp, &v)
+        let result = interp
+            .eval_root(&root)
+            .and_then(|v| output::finalize(&interp, &v));
+        (result, interp.steps_used())
+    }
+
+    /// The engine's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// `eval` then JSON.
@@ -239,5 +260,27 @@ impl Engine {
 impl Default for Engine {
     fn default() -> Engine {
         Engine::new(Limits::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metered_evaluation_counts_steps_and_stops_at_the_allowance() {
+        let engine = Engine::default();
+        let ctx = Context::new(&serde_json::json!({}));
+        let text = "range(0, 100).select($ + 1).len()";
+        let (v, steps) = engine.eval_metered(text, &ctx, u64::MAX);
+        assert_eq!(v.unwrap().to_json().unwrap(), serde_json::json!(100));
+        assert!(steps > 200, "{steps}");
+        // Deterministic: the same steps again, and exactly enough is enough.
+        assert_eq!(engine.eval_metered(text, &ctx, steps).1, steps);
+        let (v, over) = engine.eval_metered(text, &ctx, steps - 1);
+        assert_eq!(v.unwrap_err().kind, ErrorKind::StepLimitExceeded);
+        assert_eq!(over, steps);
+        // A syntax error costs nothing.
+        assert_eq!(engine.eval_metered("(", &ctx, 10).1, 0);
     }
 }

@@ -25,9 +25,17 @@
 //!    Kahn's cannot finish, petgraph's strongly connected components give the cycles, and the
 //!    error prints each with every task's file and line.
 //!
+//! **Budget.** All of a plan's YAQL evaluations together may take at most a budget of
+//! interpreter steps ([`DEFAULT_YAQL_BUDGET`], or the caller's): past it the plan is refused with
+//! [`PlanError::Budget`], naming the tasks and fields that spent the most. Steps, not time: the
+//! same input spends the same steps, so the refusal is deterministic. Each of step 3's two
+//! threads counts its own work against what step 2 left of the budget (so at most twice that is
+//! done before both stop); the plan is over budget when the sum is.
+//!
 //! Pure: no I/O, no clock. Step 3 runs on two threads (each over whole places, results put
 //! back in order), so a plan is the same bytes however it was computed.
 
+use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::fmt;
@@ -109,6 +117,137 @@ impl fmt::Display for EvalFailure {
     }
 }
 
+/// The YAQL work one plan may do by default, in interpreter steps (function calls and counted
+/// iterations) over all its evaluations: about 5 s of lambda-heavy YAQL on one core. A
+/// 1,000-node plan of fuel-library stable-newton takes 170,000 (a sixtieth of it).
+pub const DEFAULT_YAQL_BUDGET: u64 = 10_000_000;
+
+/// The YAQL work one task's field did in a plan that went over its budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spender {
+    pub task: String,
+    pub source: String,
+    /// `condition`, `parameters`, `requires`, `type`, ...
+    pub field: String,
+    pub steps: u64,
+    pub evaluations: u64,
+}
+
+impl fmt::Display for Spender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "task {} ({}), field {}: {} steps in {} evaluation(s)",
+            self.task, self.source, self.field, self.steps, self.evaluations
+        )
+    }
+}
+
+fn list_spenders(v: &[Spender]) -> String {
+    v.iter()
+        .map(|s| format!("  {s}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Steps spent per (task index, field), and how many evaluations spent them.
+type Spent = BTreeMap<(usize, &'static str), (u64, u64)>;
+
+/// Counts one thread's YAQL work against its share of the plan's budget.
+struct Meter<'e> {
+    engine: &'e Engine,
+    limit: u64,
+    spent: Cell<u64>,
+    by: RefCell<Spent>,
+}
+
+impl<'e> Meter<'e> {
+    fn new(engine: &'e Engine, limit: u64) -> Meter<'e> {
+        Meter {
+            engine,
+            limit,
+            spent: Cell::new(0),
+            by: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    fn over(&self) -> bool {
+        self.spent.get() > self.limit
+    }
+
+    /// Evaluate task `task`'s `field` expression with what is left of the budget.
+    fn eval(
+        &self,
+        task: usize,
+        field: &'static str,
+        text: &str,
+        ctx: &Context,
+    ) -> Result<Y, String> {
+        if self.over() {
+            return Err("not evaluated: the plan's YAQL budget is spent".to_string());
+        }
+        let allowance = self.limit - self.spent.get();
+        let (result, steps) = self.engine.eval_metered(text, ctx, allowance);
+        self.spent.set(self.spent.get().saturating_add(steps));
+        let mut by = self.by.borrow_mut();
+        let e = by.entry((task, field)).or_insert((0, 0));
+        e.0 = e.0.saturating_add(steps);
+        e.1 += 1;
+        result.map_err(|e| e.to_string())
+    }
+
+    fn eval_json(
+        &self,
+        task: usize,
+        field: &'static str,
+        text: &str,
+        ctx: &Context,
+    ) -> Result<J, String> {
+        self.eval(task, field, text, ctx)?
+            .to_json()
+            .map_err(|e| e.to_string())
+    }
+
+    fn into_parts(self) -> (u64, Spent) {
+        (self.spent.get(), self.by.into_inner())
+    }
+}
+
+/// The budget error from every meter's work, the biggest spenders first.
+fn over_budget(budget: u64, tasks: &[Task], parts: Vec<(u64, Spent)>) -> PlanError {
+    let mut spent = 0u64;
+    let mut all: Spent = BTreeMap::new();
+    for (s, by) in parts {
+        spent = spent.saturating_add(s);
+        for (k, (steps, n)) in by {
+            let e = all.entry(k).or_insert((0, 0));
+            e.0 = e.0.saturating_add(steps);
+            e.1 += n;
+        }
+    }
+    let mut spenders: Vec<(usize, Spender)> = all
+        .into_iter()
+        .map(|((ti, field), (steps, evaluations))| {
+            (
+                ti,
+                Spender {
+                    task: tasks[ti].id.clone(),
+                    source: tasks[ti].source.to_string(),
+                    field: field.to_string(),
+                    steps,
+                    evaluations,
+                },
+            )
+        })
+        .collect();
+    spenders.sort_by_key(|(ti, s)| (Reverse(s.steps), *ti, s.field.clone()));
+    PlanError::Budget {
+        budget,
+        spent,
+        spenders: spenders.into_iter().take(5).map(|(_, s)| s).collect(),
+    }
+}
+
 /// One link of a cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CycleStep {
@@ -175,6 +314,17 @@ pub enum PlanError {
     Cycle(Vec<Vec<CycleStep>>),
     #[error("{} expression(s) failed:\n{}", .0.len(), list_failures(.0))]
     Evaluation(Vec<EvalFailure>),
+    #[error(
+        "the plan's YAQL evaluation is over its budget of {budget} steps ({spent} spent when \
+         it stopped); the tasks that spent the most:\n{}",
+        list_spenders(.spenders)
+    )]
+    Budget {
+        budget: u64,
+        spent: u64,
+        /// The biggest spenders, most first (at most five).
+        spenders: Vec<Spender>,
+    },
 }
 
 /// A cross-node dependency entry.
@@ -487,6 +637,28 @@ pub fn plan(
 pub fn plan_with(
     engine: &Engine,
     cluster: &Cluster,
+    nodes: &[NodeSpec],
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
+    deployed: &Deployed,
+) -> Result<Plan, PlanError> {
+    plan_within(
+        engine,
+        DEFAULT_YAQL_BUDGET,
+        cluster,
+        nodes,
+        release,
+        plugins,
+        deployed,
+    )
+}
+
+/// [`plan_with`] with a YAQL budget: all the plan's evaluations together may take at most
+/// `budget` steps (see the module docs).
+pub fn plan_within(
+    engine: &Engine,
+    budget: u64,
+    cluster: &Cluster,
     nodes_in: &[NodeSpec],
     release: &ReleaseGraph,
     plugins: &[PluginGraph],
@@ -584,10 +756,9 @@ pub fn plan_with(
         .with_memo(memo.clone())
         .with_var_value("common", common_y.clone())
         .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
-    let eval_common = |text: &str| -> Result<J, String> {
-        engine
-            .eval_json(text, &cluster_ctx)
-            .map_err(|e| e.to_string())
+    let common_meter = Meter::new(engine, budget);
+    let eval_common = |task: usize, field: &'static str, text: &str| -> Result<J, String> {
+        common_meter.eval_json(task, field, text, &cluster_ctx)
     };
 
     // Templates: formatting once, structural YAQL (roles, group members) against $common.
@@ -738,7 +909,7 @@ pub fn plan_with(
         let key = t.roles_key;
         let v = tpl.raw.get(key)?;
         if contains_yaql(v) {
-            let mut ev = |e: &str| eval_common(e);
+            let mut ev = |e: &str| eval_common(t.index, key, e);
             match fields::eval_fields(v, key, &mut ev) {
                 Ok(v) => Some(v),
                 Err(e) => {
@@ -779,7 +950,7 @@ pub fn plan_with(
         };
         let members = match tpl.raw.get("tasks") {
             Some(v) if contains_yaql(v) => {
-                let mut ev = |e: &str| eval_common(e);
+                let mut ev = |e: &str| eval_common(t.index, "tasks", e);
                 match fields::eval_fields(v, "tasks", &mut ev) {
                     Ok(v) => names(Some(&v)),
                     Err(e) => {
@@ -845,35 +1016,42 @@ pub fn plan_with(
         }
     }
 
+    // What placement spent of the budget; the rest is each serializing thread's share.
+    let (common_spent, common_by) = common_meter.into_parts();
+    if common_spent > budget {
+        return Err(over_budget(budget, &tasks, vec![(common_spent, common_by)]));
+    }
+    let share = budget - common_spent;
+
     // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
     // with YAQL values of its own (they are not shared between threads).
-    let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>) {
+    let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>, (u64, Spent)) {
         let mut failures: Vec<EvalFailure> = Vec::new();
+        let meter = Meter::new(engine, share);
         let common_y = data::to_yaql(&dd.common);
         let memo = Rc::new(FinalMemo::default());
         let cluster_ctx = Context::from_value(common_y.clone())
             .with_memo(memo.clone())
             .with_var_value("common", common_y.clone())
             .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
-        let eval_common = |text: &str| -> Result<J, String> {
-            engine
-                .eval_json(text, &cluster_ctx)
-                .map_err(|e| e.to_string())
-        };
         let mut snapshots: HashMap<String, Y> = HashMap::new();
         let mut insts: Vec<Inst> = Vec::with_capacity(run.len());
         let mut env: Option<PlaceEnv> = None;
         let empty = data::to_yaql(&J::Object(Map::new()));
         for &(p, ti) in run {
+            if meter.over() {
+                // The plan is refused: what is left is not worth evaluating.
+                break;
+            }
             let t = &tasks[ti];
             let tpl = &templates[ti];
             if p == sync {
                 let edges = match &tpl.edges {
                     Some(e) => e.clone(),
                     None => {
-                        let mut ev = |e: &str| eval_common(e);
                         let mut raw = Map::new();
                         for k in EDGE_KEYS {
+                            let mut ev = |e: &str| meter.eval_json(ti, k, e, &cluster_ctx);
                             if let Some(v) = tpl.raw.get(k) {
                                 match fields::eval_fields(v, k, &mut ev) {
                                     Ok(v) => {
@@ -970,14 +1148,11 @@ pub fn plan_with(
                 continue;
             };
             let node_name = pe.uid.clone();
-            let mut ev = |e: &str| -> Result<J, String> {
-                engine.eval_json(e, ctx).map_err(|x| x.to_string())
-            };
             // Condition.
             let (run, why) = match &tpl.cond {
                 Cond::True => (true, None),
                 Cond::Value(b) => (*b, Some("condition is false".to_string())),
-                Cond::Yaql(e) => match engine.eval(e, ctx) {
+                Cond::Yaql(e) => match meter.eval(ti, "condition", e, ctx) {
                     Ok(v) => (
                         v.truthy(),
                         Some(format!(
@@ -988,7 +1163,7 @@ pub fn plan_with(
                         )),
                     ),
                     Err(x) => {
-                        failures.push(fail(t, &node_name, "condition", e, x.to_string()));
+                        failures.push(fail(t, &node_name, "condition", e, x));
                         (false, None)
                     }
                 },
@@ -1019,7 +1194,7 @@ pub fn plan_with(
             };
             // Type.
             let ty = match (&tpl.type_yaql, t.ty) {
-                (Some(e), _) => match ev(e) {
+                (Some(e), _) => match meter.eval_json(ti, "type", e, ctx) {
                     Ok(J::String(s)) => match TaskType::parse(&s) {
                         Some(ty) if !matches!(ty, TaskType::Group | TaskType::Stage) => ty,
                         _ => {
@@ -1064,6 +1239,7 @@ pub fn plan_with(
                 None => {
                     let mut raw = Map::new();
                     for k in EDGE_KEYS {
+                        let mut ev = |e: &str| meter.eval_json(ti, k, e, ctx);
                         if let Some(v) = tpl.raw.get(k) {
                             match fields::eval_fields(v, k, &mut ev) {
                                 Ok(v) => {
@@ -1098,7 +1274,9 @@ pub fn plan_with(
                     (None, None | Some(J::Null)) => {
                         Some(Shared(Arc::new(with_cwd(&J::Object(Map::new())))))
                     }
-                    (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut ev) {
+                    (None, Some(v)) => match fields::eval_fields(v, "parameters", &mut |e: &str| {
+                        meter.eval_json(ti, "parameters", e, ctx)
+                    }) {
                         Ok(v) => Some(Shared(Arc::new(with_cwd(&v)))),
                         Err(e) => {
                             failures.push(fail(t, &node_name, &e.field, &e.expression, e.message));
@@ -1115,7 +1293,9 @@ pub fn plan_with(
                 fail_on_error = match tpl.raw.get("fail_on_error") {
                     None | Some(J::Null) => true,
                     Some(v) if contains_yaql(v) => {
-                        match fields::eval_fields(v, "fail_on_error", &mut ev) {
+                        match fields::eval_fields(v, "fail_on_error", &mut |e: &str| {
+                            meter.eval_json(ti, "fail_on_error", e, ctx)
+                        }) {
                             Ok(v) => expr::truthy(&v),
                             Err(e) => {
                                 failures.push(fail(
@@ -1143,7 +1323,7 @@ pub fn plan_with(
                 edges,
             });
         }
-        (insts, failures)
+        (insts, failures, meter.into_parts())
     };
     // Two runs of about half the vertices each, split between places, on two threads; the
     // results are put back in order, so the plan is the same as from one run.
@@ -1152,18 +1332,30 @@ pub fn plan_with(
         .find(|&i| i == 0 || vertices[i].0 != vertices[i - 1].0)
         .unwrap_or(vertices.len());
     let (first, second) = vertices.split_at(split);
-    let ((mut insts, first_failures), (rest, rest_failures)) = if second.is_empty() {
-        (serialize(first), (Vec::new(), Vec::new()))
-    } else {
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| serialize(second));
-            let mine = serialize(first);
-            match other.join() {
-                Ok(theirs) => (mine, theirs),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
-    };
+    let ((mut insts, first_failures, first_spent), (rest, rest_failures, rest_spent)) =
+        if second.is_empty() {
+            (
+                serialize(first),
+                (Vec::new(), Vec::new(), (0, BTreeMap::new())),
+            )
+        } else {
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| serialize(second));
+                let mine = serialize(first);
+                match other.join() {
+                    Ok(theirs) => (mine, theirs),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            })
+        };
+    let yaql_steps = common_spent + first_spent.0 + rest_spent.0;
+    if yaql_steps > budget {
+        return Err(over_budget(
+            budget,
+            &tasks,
+            vec![(common_spent, common_by), first_spent, rest_spent],
+        ));
+    }
     insts.extend(rest);
     failures.extend(first_failures);
     failures.extend(rest_failures);
@@ -1334,6 +1526,7 @@ pub fn plan_with(
             .iter()
             .filter(|&&(a, b)| vertices[a as usize].0 != vertices[b as usize].0)
             .count(),
+        yaql_steps,
         ..Summary::default()
     };
     // The waits are in `preds` now; free the edge list before the steps are built.

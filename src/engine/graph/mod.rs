@@ -30,7 +30,10 @@ pub mod roles;
 pub mod source;
 pub mod task;
 
-pub use build::{EvalFailure, PlanError, PluginGraph, ReleaseGraph, plan, plan_with};
+pub use build::{
+    DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,
+    plan_with, plan_within,
+};
 pub use input::{Cluster, Deployed, NodeSpec, Snapshot, parse_cluster};
 pub use plan::{Plan, Status, Step, Strategy};
 pub use task::{Source, Task, TaskType};

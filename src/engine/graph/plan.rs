@@ -157,6 +157,8 @@ pub struct Summary {
     pub stages: usize,
     pub edges: usize,
     pub cross_node_edges: usize,
+    /// The YAQL steps the plan's evaluations took (see [`super::build`]'s budget).
+    pub yaql_steps: u64,
 }
 
 /// The plan of one deployment.

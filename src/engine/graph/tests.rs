@@ -1022,3 +1022,103 @@ fn nan_and_inf_postfixes_are_refused() {
         );
     }
 }
+
+/// A graph whose `heavy` condition takes about 2,000 YAQL steps per node, `light` a few.
+fn heavy() -> J {
+    json!([
+        {"id": "light", "type": "shell", "roles": ["*"],
+         "condition": {"yaql_exp": "len($.nodes) > 0"}},
+        {"id": "heavy", "type": "shell", "roles": ["*"],
+         "condition": {"yaql_exp": "range(0, 1000).select($ + 1).len() > 0"},
+         "parameters": {"cmd": {"yaql_exp": "str(len($.nodes))"}}},
+        {"id": "after", "type": "shell", "roles": ["*"],
+         "condition": {"yaql_exp": "range(0, 1000).select($ + 1).len() > 0"}}
+    ])
+}
+
+fn within(budget: u64, tasks: J, ns: &[NodeSpec]) -> Result<Plan, PlanError> {
+    let engine = crate::yaql::Engine::default();
+    super::build::plan_within(
+        &engine,
+        budget,
+        &Cluster::default(),
+        ns,
+        &release(tasks),
+        &[],
+        &Deployed::default(),
+    )
+}
+
+#[test]
+fn a_plan_counts_its_yaql_steps_and_stays_within_its_budget() {
+    let p = within(1_000_000, heavy(), &four()).unwrap();
+    let spent = p.summary.yaql_steps;
+    assert!(spent > 4 * 2 * 2000 && spent < 1_000_000, "{spent}");
+    // The same input spends the same steps, whatever the budget (when within it).
+    assert_eq!(within(spent, heavy(), &four()).unwrap(), p);
+    match within(spent - 1, heavy(), &four()) {
+        Err(PlanError::Budget {
+            budget, spent: s, ..
+        }) => {
+            assert_eq!(budget, spent - 1);
+            assert!(s > budget, "{s}");
+        }
+        other => panic!("expected the budget error, got {other:?}"),
+    }
+}
+
+#[test]
+fn over_budget_names_the_tasks_that_spent_it_deterministically() {
+    let err = within(1_500, heavy(), &four()).unwrap_err();
+    let PlanError::Budget {
+        budget,
+        spent,
+        spenders,
+    } = &err
+    else {
+        panic!("expected the budget error, got {err:?}");
+    };
+    assert_eq!(*budget, 1_500);
+    // Each of the two planning threads stopped within its share of the budget, inside the
+    // first `heavy` condition it evaluated: `after` was never evaluated.
+    assert!(*spent > 1_500 && *spent <= 2 * 1_500 + 2, "{spent}");
+    assert_eq!(
+        (spenders[0].task.as_str(), spenders[0].field.as_str()),
+        ("heavy", "condition")
+    );
+    assert_eq!(spenders[0].source, "tasks.yaml:20 (release test)");
+    assert!(spenders.iter().all(|s| s.task != "after"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("the plan's YAQL evaluation is over its budget of 1500 steps (")
+            && err
+                .to_string()
+                .contains("\n  task heavy (tasks.yaml:20 (release test)), field condition: "),
+        "{err}"
+    );
+    // Same input, same refusal, byte for byte.
+    for _ in 0..5 {
+        assert_eq!(
+            within(1_500, heavy(), &four()).unwrap_err().to_string(),
+            err.to_string()
+        );
+    }
+}
+
+#[test]
+fn structural_yaql_counts_against_the_budget_too() {
+    // Roles computed from $common are evaluated before any node: a budget they exceed stops
+    // the plan there.
+    let tasks = json!([
+        {"id": "t", "type": "shell",
+         "roles": {"yaql_exp": "range(0, 1000).select($ + 1).where(false).toList() + ['*']"}}
+    ]);
+    let err = within(100, tasks, &four()).unwrap_err();
+    let PlanError::Budget { spenders, .. } = &err else {
+        panic!("expected the budget error, got {err:?}");
+    };
+    assert_eq!(
+        (spenders[0].task.as_str(), spenders[0].field.as_str()),
+        ("t", "roles")
+    );
+}

@@ -1,0 +1,442 @@
+//! Invalid input changes nothing: unknown roles, deploy-step arguments of the wrong type,
+//! settings no attribute backs or of the wrong type are refused with a 400 that names the field
+//! (and nothing is written), and a plan whose YAQL goes over the plan budget is refused naming
+//! the task that spent it, while pages show the kept plan instead of planning on every view.
+//! The plugin `tests/fixtures/validation/slow-conditions` adds a role, settings, and ten tasks whose
+//! conditions take about 9 s of YAQL each.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use stoker::config::Layers;
+use stoker::package::{archive, dir::DirFiles};
+
+use crate::common::{Http, TestDaemon, inventory};
+
+const PLUGIN: &str = "slow-conditions";
+
+/// A daemon with the bundled release (and `plan.yaql_budget` = `budget` when given).
+fn daemon(budget: Option<u64>) -> TestDaemon {
+    let dir = tempfile::tempdir().unwrap();
+    let mut layers = Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("http.shutdown_timeout", "5".to_string())
+        .with_flag("plugins.bundled", "install".to_string());
+    if let Some(b) = budget {
+        layers = layers.with_flag("plan.yaql_budget", b.to_string());
+    }
+    TestDaemon::start_with(layers.resolve().unwrap(), dir)
+}
+
+/// Install the fixture plugin through the API.
+fn install_plugin(d: &TestDaemon) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/validation");
+    let files = DirFiles::new(&root.join(PLUGIN)).unwrap();
+    let bytes = archive::build(&files, PLUGIN, 0, &mut |_, _| {}).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .post(&d.url("/api/v1/plugins"))
+        .header("content-type", "application/gzip")
+        .header("authorization", format!("Bearer {}", d.admin_token()))
+        .send(&bytes[..])
+        .unwrap();
+    let body = r.body_mut().read_to_string().unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{body}");
+}
+
+/// An environment of the bundled release and `n` discovered nodes, the first `roles.len()` of
+/// them assigned with those roles. Returns its id and the node ids.
+fn environment(d: &TestDaemon, roles: &[&str], n: usize) -> (i64, Vec<i64>) {
+    let http = d.http();
+    let release = http.get("/api/v1/releases").json()[0]["id"]
+        .as_i64()
+        .unwrap();
+    let r = http.post(
+        "/api/v1/clusters",
+        &json!({"name": "env", "release_id": release}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let cluster = r.json()["id"].as_i64().unwrap();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let mac = format!("52:54:00:00:40:{i:02x}");
+        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
+        assert_eq!(r.status, 201, "{}", r.body);
+        let id = r.json()["node"]["id"].as_i64().unwrap();
+        if let Some(role) = roles.get(i) {
+            let r = http.put(
+                &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
+                &json!({"roles": [role]}).to_string(),
+            );
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+        ids.push(id);
+    }
+    (cluster, ids)
+}
+
+/// What an environment is, as the API shows it: its nodes (with roles), every node, its
+/// settings and its deployments.
+fn state(d: &TestDaemon, cluster: i64) -> Value {
+    let http = d.http();
+    json!({
+        "members": http.get(&format!("/api/v1/clusters/{cluster}/nodes")).json(),
+        "nodes": http.get("/api/v1/nodes").json(),
+        "settings": http.get(&format!("/api/v1/clusters/{cluster}/settings")).json(),
+        "deployments": http.get(&format!("/api/v1/clusters/{cluster}/deployments")).json(),
+    })
+}
+
+/// The `fields` of a 400 answer as `(field, message)` pairs.
+fn fields(r: &crate::common::Resp) -> Vec<(String, String)> {
+    assert_eq!(r.status, 400, "{}", r.body);
+    r.json()["fields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no fields: {}", r.body))
+        .iter()
+        .map(|f| {
+            (
+                f["field"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn header(d: &TestDaemon, path: &str, name: &str) -> (u16, String, String) {
+    let (status, body, headers) = Http::get_bytes(&d.url(path), &[]);
+    (
+        status,
+        headers.get(name).cloned().unwrap_or_default(),
+        String::from_utf8(body).unwrap(),
+    )
+}
+
+#[test]
+fn unknown_roles_are_refused_by_every_surface_and_nothing_is_written() {
+    let d = daemon(None);
+    install_plugin(&d);
+    let (cluster, ids) = environment(&d, &["controller"], 3);
+    let http = d.http();
+    let before = state(&d, cluster);
+
+    // One node.
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", ids[1]),
+        r#"{"roles": ["compute", "bogus"]}"#,
+    );
+    assert_eq!(r.json()["code"], "invalid_input");
+    assert_eq!(
+        fields(&r),
+        [(
+            "roles[1]".to_string(),
+            "unknown role \"bogus\": release Ubuntu Newton and its enabled plugins define \
+             cinder, compute, controller"
+                .to_string()
+        )]
+    );
+    // A node already in the environment keeps its roles.
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", ids[0]),
+        r#"{"roles": ["Controller"]}"#,
+    );
+    assert_eq!(fields(&r)[0].0, "roles[0]");
+    // Nailgun's list: the valid first entry is not written either.
+    let r = http.post(
+        &format!("/api/v1/clusters/{cluster}/assignment"),
+        &json!([{"id": ids[1], "roles": ["compute"]},
+                {"id": ids[2], "roles": ["cinder", "slow-role"]}])
+        .to_string(),
+    );
+    let f = fields(&r);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].0, "[1].roles[1]");
+    assert!(f[0].1.contains("\"slow-role\""), "{f:?}");
+    // The dashboard's form.
+    let r = http.post_form(
+        &format!("/environments/{cluster}/nodes"),
+        &format!("node_id={}&roles=compute%2C+nope", ids[1]),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("roles[1]: unknown role &#34;nope&#34;"),
+        "{}",
+        r.body
+    );
+    assert_eq!(state(&d, cluster), before, "a refusal writes nothing");
+
+    // A plugin's role is valid once the plugin is enabled in the environment.
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/settings"),
+        &json!({PLUGIN: {"metadata": {"enabled": true}}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.post(
+        &format!("/api/v1/clusters/{cluster}/assignment"),
+        &json!([{"id": ids[1], "roles": ["compute"]},
+                {"id": ids[2], "roles": ["cinder", "slow-role"]}])
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let node = http.get(&format!("/api/v1/nodes/{}", ids[2])).json();
+    assert_eq!(node["roles"], json!(["cinder", "slow-role"]));
+}
+
+#[test]
+fn deploy_step_arguments_of_the_wrong_type_start_nothing() {
+    let d = daemon(None);
+    let (cluster, _) = environment(&d, &["controller", "compute"], 2);
+    let http = d.http();
+    let before = state(&d, cluster);
+    let deploy = |body: Value| {
+        http.post(
+            &format!("/api/v1/clusters/{cluster}/deploy"),
+            &body.to_string(),
+        )
+    };
+
+    let r = deploy(
+        json!({"steps": [{"interface": "deploy", "step": "write_image",
+        "priority": 80, "args": {"image_url": 123}}]}),
+    );
+    assert_eq!(r.json()["code"], "invalid_steps");
+    assert_eq!(
+        fields(&r),
+        [(
+            "steps[0].args.image_url".to_string(),
+            "expected a string (HTTP URL of a raw or qcow2 disk image), found the number 123"
+                .to_string()
+        )]
+    );
+    // Every problem at once, each at its field: unknown, missing, wrong type.
+    let r = deploy(json!({"steps": [
+        {"interface": "deploy", "step": "configure", "priority": 70,
+         "args": {"facts": "x", "color": "red"}},
+        {"interface": "deploy", "step": "write_image", "priority": 80,
+         "args": {"checksum": false}}]}));
+    let got: Vec<String> = fields(&r).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(
+        got,
+        [
+            "steps[0].args.color",
+            "steps[0].args.facts",
+            "steps[1].args.checksum",
+            "steps[1].args.image_url"
+        ]
+    );
+    // A malformed step is named by its path too.
+    let r = deploy(
+        json!({"steps": [{"interface": "deploy", "step": "configure",
+        "priority": "high"}]}),
+    );
+    assert_eq!(r.json()["code"], "invalid_input");
+    assert_eq!(fields(&r)[0].0, "steps[0].priority");
+    assert_eq!(state(&d, cluster), before, "no deployment was created");
+
+    // The same step with a string starts one.
+    let r = deploy(
+        json!({"steps": [{"interface": "deploy", "step": "write_image",
+        "priority": 80, "args": {"image_url": "http://127.0.0.1:9/os.img"}}]}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+}
+
+#[test]
+fn settings_are_checked_against_the_release_and_plugin_attributes() {
+    let d = daemon(None);
+    install_plugin(&d);
+    let (cluster, _) = environment(&d, &["controller"], 1);
+    let http = d.http();
+    let path = format!("/api/v1/clusters/{cluster}/settings");
+    let good = json!({
+        "access": {"user": "ops", "password": "s3cret"},
+        "debug": true,
+        "libvirt_type": "qemu",
+        "external_ntp": {"ntp_list": ["ntp.example.org"]},
+        "repo_setup": {"repos": [{"name": "extra", "uri": "http://mirror/"}]},
+        PLUGIN: {"metadata": {"enabled": false}, "level": "debug", "peers": ["x"]}
+    });
+    let r = http.put(&path, &good.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let before = state(&d, cluster);
+    assert_eq!(before["settings"], good);
+
+    // Keys no attribute backs.
+    let r = http.put(
+        &path,
+        &json!({"bogus": 1, "access": {"nope": "x"}}).to_string(),
+    );
+    assert_eq!(r.json()["code"], "invalid_input");
+    let f = fields(&r);
+    assert_eq!(
+        f.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["access.nope", "bogus"]
+    );
+    assert!(
+        f[1].1.starts_with(
+            "no attribute of release Ubuntu Newton or of its plugins is called \"bogus\"; \
+             the settings are: access, auto_assign_floating_ip, debug,"
+        ),
+        "{f:?}"
+    );
+    assert!(f[1].1.contains(PLUGIN), "plugin groups are listed: {f:?}");
+    // Values of the wrong type for the attribute's type.
+    let r = http.put(
+        &path,
+        &json!({"access": {"user": 5}, "debug": "yes", "libvirt_type": "xen",
+                "external_ntp": {"ntp_list": "a,b"},
+                PLUGIN: {"metadata": {"enabled": "yes"}, "level": "trace", "expensive": 1}})
+        .to_string(),
+    );
+    let f = fields(&r);
+    assert_eq!(
+        f,
+        [
+            (
+                "access.user",
+                "expected a string (a text setting), found the number 5"
+            ),
+            (
+                "debug",
+                "expected a boolean (a checkbox setting), found a string"
+            ),
+            (
+                "external_ntp.ntp_list",
+                "expected a list of strings (a text_list setting), found a string"
+            ),
+            (
+                "libvirt_type",
+                "\"xen\" is not one of the choices: kvm, qemu"
+            ),
+            (
+                "slow-conditions.expensive",
+                "expected a boolean (a checkbox setting), found the number 1"
+            ),
+            (
+                "slow-conditions.level",
+                "\"trace\" is not one of the choices: info, debug"
+            ),
+            (
+                "slow-conditions.metadata.enabled",
+                "expected a boolean, found a string"
+            ),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    assert_eq!(state(&d, cluster), before, "a refusal writes nothing");
+}
+
+/// The number after `(` in "... (N spent when it stopped)".
+fn spent(message: &str) -> u64 {
+    let tail = message.split(" steps (").nth(1).unwrap_or_default();
+    tail.split(' ').next().unwrap_or_default().parse().unwrap()
+}
+
+#[test]
+fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
+    const BUDGET: u64 = 2_000_000;
+    let d = daemon(Some(BUDGET));
+    install_plugin(&d);
+    let (cluster, _) = environment(&d, &["controller", "compute"], 2);
+    let http = d.http();
+    let settings = format!("/api/v1/clusters/{cluster}/settings");
+    let plan = format!("/api/v1/clusters/{cluster}/plan");
+    let page = format!("/environments/{cluster}");
+
+    // Without the plugin the plan is made, and says what it spent.
+    let (status, cached, body) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "false"), "{body}");
+    let steps = serde_json::from_str::<Value>(&body).unwrap()["summary"]["yaql_steps"]
+        .as_u64()
+        .unwrap();
+    assert!(steps > 0 && steps < BUDGET, "{steps}");
+
+    // Enabled, its ten conditions of 18 million steps each are stopped at the budget.
+    let r = http.put(
+        &settings,
+        &json!({PLUGIN: {"metadata": {"enabled": true}}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, cached, body) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (422, "false"), "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["code"], "plan_failed");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "the plan's YAQL evaluation is over its budget of {BUDGET} steps"
+        )),
+        "{message}"
+    );
+    let first = message.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.starts_with("  task slow-1 (deployment_tasks.yaml:")
+            && first.contains("(slow-conditions)), field condition: "),
+        "the task and field that spent it come first: {message}"
+    );
+    // Each of the two planning threads stopped within its share: one condition each, and
+    // none of the nine others was evaluated.
+    assert!(first.ends_with("in 2 evaluation(s)"), "{message}");
+    assert!(!message.contains("slow-2"), "{message}");
+    let spent = spent(message);
+    assert!(
+        spent > BUDGET && spent <= 2 * BUDGET + 2,
+        "{spent}: {message}"
+    );
+
+    // The refusal is kept: the API and the page answer it again without planning.
+    let (status, cached, again) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!(
+        (status, cached.as_str(), again),
+        (422, "true", body.clone())
+    );
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "true"));
+    assert!(
+        html.contains(&format!("over its budget of {BUDGET} steps")) && html.contains("slow-1"),
+        "{html}"
+    );
+    // Deploying plans afresh, within the same budget, and starts nothing.
+    let r = http.post(&format!("/api/v1/clusters/{cluster}/deploy"), "{}");
+    assert_eq!(
+        (r.status, r.json()["code"].clone()),
+        (422, json!("plan_failed"))
+    );
+    assert_eq!(
+        http.get(&format!("/api/v1/clusters/{cluster}/deployments"))
+            .json(),
+        json!([])
+    );
+
+    // A change of what the plan is made from makes a new one, kept in turn.
+    let r = http.put(
+        &settings,
+        &json!({PLUGIN: {"metadata": {"enabled": true}, "expensive": false}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, cached, _) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "false"));
+    let (_, cached, _) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!(cached, "true");
+    let r = http.put(&settings, "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "false"));
+    assert!(html.contains("tasks to run"), "planned again: {html}");
+    let (status, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "true"));
+    // So does a node's roles.
+    let nodes = http.get("/api/v1/nodes").json();
+    let compute = nodes.as_array().unwrap()[1]["id"].as_i64().unwrap();
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{compute}"),
+        r#"{"roles": ["compute", "cinder"]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (_, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!(cached, "false");
+}
