@@ -132,25 +132,34 @@ EOF
 
 "$lab/lab-down.sh" >/dev/null 2>&1 || true
 "$lab/lab-up.sh" >"$work/lab.log" 2>&1 || { cat "$work/lab.log"; exit 1; }
-url=http://10.77.0.1:8080
+# Not loopback, so HTTPS (a self-signed certificate) on 8443, and iPXE's files in clear on 8080.
+url=https://10.77.0.1:8443
+boot_url=http://10.77.0.1:8080
 # `ip netns exec` execs stoker itself, so $! is stoker's PID.
-ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.1:8080 \
+ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.1:8443 \
+  --http-boot-listen 10.77.0.1:8080 \
   --dhcp-enabled true --dhcp-server-ip 10.77.0.1 \
   --dhcp-subnets '10.77.0.0/24 pool=10.77.0.100-10.77.0.199 router=10.77.0.1 lease=600' \
   --tftp-enabled true --plugins-bundled skip \
-  --deploy-image-url "$url/boot/images/lab-os.img" --deploy-image-checksum "sha256:$sum" \
+  --deploy-image-url "$boot_url/boot/images/lab-os.img" --deploy-image-checksum "sha256:$sum" \
   >"$work/stoker.log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do
-  ip netns exec pxelab curl -fsS -o /dev/null "$url/healthz" 2>/dev/null && break
+  [ -s "$work/data/tls/master.crt" ] && ip netns exec pxelab curl -fsS -o /dev/null \
+    --cacert "$work/data/tls/master.crt" "$url/healthz" 2>/dev/null && break
   sleep 0.1
 done
 # The API needs a token: sign in as the first-start admin (its password is in the data dir).
-STOKER_TOKEN=$(ip netns exec pxelab curl -fsS -X POST "$url/api/v1/login" -H 'content-type: application/json' \
+cacert=$work/data/tls/master.crt
+STOKER_TOKEN=$(ip netns exec pxelab curl -fsS --cacert "$cacert" -X POST "$url/api/v1/login" -H 'content-type: application/json' \
   -d "{\"username\":\"admin\",\"password\":\"$(cat "$work/data/initial-admin-password")\"}" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])') \
   || { tail -20 "$work/stoker.log"; fail "cannot sign in as admin"; }
 export STOKER_TOKEN
+# The CLI, like any client off the master, trusts it by the fingerprint it logged.
+STOKER_FINGERPRINT=$(grep -o 'fingerprint=sha256:[0-9a-f]*' "$work/stoker.log" | head -1 | cut -d= -f2)
+export STOKER_FINGERPRINT
+echo "pxe-deploy: stoker serves HTTPS with $STOKER_FINGERPRINT; iPXE's files in clear on $boot_url"
 ip netns exec pxelab "$bin" plugin install "$rel" --url "$url" >"$work/install.log" 2>&1 \
   || { cat "$work/install.log"; fail "installing the test release"; }
 
@@ -161,9 +170,10 @@ t0=$(date +%s.%N)
 vm=$!
 
 # Drive the deployment over the API while the VM runs; print the two times.
-if ! ip netns exec pxelab python3 - "$url" "$mac" "$t0" "$id" >"$work/drive.out" 2>&1 <<'EOF'
-import json, os, sys, time, urllib.request, urllib.error
+if ! ip netns exec pxelab python3 - "$url" "$mac" "$t0" "$id" "$cacert" >"$work/drive.out" 2>&1 <<'EOF'
+import json, os, ssl, sys, time, urllib.request, urllib.error
 url, mac, t0, run_id = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+tls = ssl.create_default_context(cafile=sys.argv[5])
 token = os.environ["STOKER_TOKEN"]
 
 def call(method, path, body=None):
@@ -172,7 +182,7 @@ def call(method, path, body=None):
                                  headers={"content-type": "application/json",
                                           "authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=tls) as r:
             text = r.read().decode()
             return json.loads(text) if text.startswith(("{", "[")) else text
     except urllib.error.HTTPError as e:

@@ -57,22 +57,26 @@ dnsmasq_ok=1
   || { tail -10 "$work/dnsmasq.log"; echo "pxe-vm: dnsmasq baseline unavailable (not stoker's fault; no ratio)"; dnsmasq_ok=0; }
 
 # `ip netns exec` execs stoker itself, so $! is stoker's PID.
-ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.1:8080 \
+# Not loopback, so HTTPS (a self-signed certificate) on 8443, and iPXE's files in clear on 8080.
+ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.1:8443 \
+  --http-boot-listen 10.77.0.1:8080 \
   --dhcp-enabled true --dhcp-server-ip 10.77.0.1 \
   --dhcp-subnets '10.77.0.0/24 pool=10.77.0.100-10.77.0.199 router=10.77.0.1 lease=600' \
   --tftp-enabled true >"$work/stoker.log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do
-  ip netns exec pxelab curl -fsS -o /dev/null http://10.77.0.1:8080/healthz 2>/dev/null && break
+  [ -s "$work/data/tls/master.crt" ] && ip netns exec pxelab curl -fsS -o /dev/null \
+    --cacert "$work/data/tls/master.crt" https://10.77.0.1:8443/healthz 2>/dev/null && break
   sleep 0.1
 done
 # The API needs a token: sign in as the first-start admin (its password is in the data dir).
-token=$(ip netns exec pxelab curl -fsS -X POST http://10.77.0.1:8080/api/v1/login \
+token=$(ip netns exec pxelab curl -fsS --cacert "$work/data/tls/master.crt" -X POST https://10.77.0.1:8443/api/v1/login \
   -H 'content-type: application/json' \
   -d "{\"username\":\"admin\",\"password\":\"$(cat "$work/data/initial-admin-password")\"}" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])') \
   || { tail -20 "$work/stoker.log"; echo "pxe-vm: cannot sign in as admin"; exit 1; }
-api() { ip netns exec pxelab curl -fsS -H "Authorization: Bearer $token" "http://10.77.0.1:8080$1"; }
+api() { ip netns exec pxelab curl -fsS --cacert "$work/data/tls/master.crt" -H "Authorization: Bearer $token" "https://10.77.0.1:8443$1"; }
+echo "pxe-vm: stoker serves HTTPS with $(grep -o 'fingerprint=sha256:[0-9a-f]*' "$work/stoker.log" | head -1); iPXE's files in clear"
 
 fail=0; times=()
 boot() { # name mac [boot-vm options]

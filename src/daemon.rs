@@ -30,20 +30,102 @@ pub struct PxeStats {
 /// whose own DHCP server hands out an iPXE that then needs a script to run).
 fn embedded_tftp_files(
     config: &Config,
-    http_addr: SocketAddr,
+    boot_port: u16,
 ) -> std::collections::BTreeMap<String, Arc<[u8]>> {
-    let base = match (&config.http_public_url, config.dhcp.server_ip) {
-        (Some(url), _) => url.clone(),
-        (None, Some(ip)) => format!("http://{ip}:{}", http_addr.port()),
-        (None, None) => format!("http://${{next-server}}:{}", http_addr.port()),
+    let base = match config.dhcp.server_ip {
+        Some(ip) => boot_base(config, &ip.to_string(), boot_port),
+        None => boot_base(config, "${next-server}", boot_port),
     };
     let script = format!("#!ipxe\nchain {base}/boot/${{mac}}.ipxe\n");
     std::collections::BTreeMap::from([("stoker.ipxe".to_string(), Arc::from(script.into_bytes()))])
 }
 
+/// The host of `http.public_url`, without brackets or port.
+fn public_host(config: &Config) -> Option<String> {
+    let url = config.http_public_url.as_deref()?;
+    let authority = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.split(':').next().unwrap_or(authority),
+    };
+    Some(host.to_string())
+}
+
+/// The plain-HTTP base URL iPXE uses (the DHCP answer's boot file, TFTP's `stoker.ipxe`):
+/// `http.public_url` (its host on the boot listener's port under TLS), else `host` on that
+/// port.
+fn boot_base(config: &Config, host: &str, boot_port: u16) -> String {
+    match (&config.http_public_url, config.http_tls.is_on()) {
+        (Some(url), false) => url.clone(),
+        (Some(_), true) => {
+            let host = public_host(config).unwrap_or_default();
+            match host.parse::<std::net::Ipv6Addr>() {
+                Ok(_) => format!("http://[{host}]:{boot_port}"),
+                Err(_) => format!("http://{host}:{boot_port}"),
+            }
+        }
+        (None, _) => format!("http://{host}:{boot_port}"),
+    }
+}
+
+/// The names a self-signed certificate is made for: loopback, `http.public_url`'s host, the
+/// listen address (every local address when it is unspecified) and the DHCP server's address.
+fn self_signed_names(config: &Config) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    names.extend(public_host(config));
+    let ip = config.http_listen.ip();
+    if ip.is_unspecified() {
+        match if_addrs::get_if_addrs() {
+            Ok(addrs) => names.extend(addrs.into_iter().map(|a| a.ip().to_string())),
+            Err(err) => tracing::warn!(%err, "cannot list local addresses for the certificate"),
+        }
+    } else {
+        names.push(ip.to_string());
+    }
+    names.extend(config.dhcp.server_ip.map(|ip| ip.to_string()));
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
+/// The certificate to serve, per `http.tls`; `None` for plain HTTP.
+fn tls_identity(config: &Config) -> anyhow::Result<Option<crate::tls::Identity>> {
+    use crate::config::TlsMode;
+    let identity = match &config.http_tls {
+        TlsMode::Off => return Ok(None),
+        TlsMode::Files { cert, key } => crate::tls::Identity::load(cert, key)
+            .context("cannot serve HTTPS with http.tls_cert and http.tls_key")?,
+        TlsMode::SelfSigned => {
+            let dir = config.data_dir.join("tls");
+            crate::tls::Identity::self_signed(&dir, &self_signed_names(config))
+                .context("cannot make or read the self-signed certificate in data_dir/tls/")?
+        }
+    };
+    match identity.origin {
+        crate::tls::Origin::SelfSigned { created: true } => tracing::warn!(
+            fingerprint = %identity.fingerprint,
+            path = %identity.cert_path.display(),
+            names = ?self_signed_names(config),
+            "made a self-signed certificate: nodes get its fingerprint and pin it; a browser \
+             asks once to trust it (compare the fingerprint)"
+        ),
+        _ => tracing::info!(
+            fingerprint = %identity.fingerprint,
+            path = %identity.cert_path.display(),
+            "serving HTTPS"
+        ),
+    }
+    Ok(Some(identity))
+}
+
 /// A started daemon: sockets bound, database open, not yet serving requests until awaited.
 pub struct Daemon {
     http_addr: SocketAddr,
+    boot_addr: Option<SocketAddr>,
     dhcp_addr: Option<SocketAddr>,
     tftp_addr: Option<SocketAddr>,
     server: actix_web::dev::Server,
@@ -51,15 +133,6 @@ pub struct Daemon {
     tftp: Option<TftpServer>,
     store: Arc<Store>,
     auth: crate::config::AuthConfig,
-}
-
-/// The base URL nodes use for HTTP boot: `http.public_url`, else the DHCP server's address with
-/// the HTTP port.
-fn http_base(config: &Config, server_ip: std::net::Ipv4Addr, http_addr: SocketAddr) -> String {
-    config
-        .http_public_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{server_ip}:{}", http_addr.port()))
 }
 
 impl Daemon {
@@ -98,6 +171,21 @@ impl Daemon {
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;
+        let identity = tls_identity(config)?;
+        let boot_listener = match &identity {
+            Some(_) => Some(TcpListener::bind(config.http_boot_listen).with_context(|| {
+                format!(
+                    "cannot listen on {} (http.boot_listen, iPXE's plain HTTP under TLS)",
+                    config.http_boot_listen
+                )
+            })?),
+            None => None,
+        };
+        let boot_addr = boot_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?;
+        let boot_port = boot_addr.unwrap_or(http_addr).port();
         let mut pxe = PxeStats::default();
         let dhcp = match (config.dhcp.enabled, config.dhcp.server_ip) {
             (true, Some(server_ip)) => {
@@ -118,7 +206,7 @@ impl Daemon {
                     mode: config.dhcp.mode,
                     subnets: config.dhcp.subnets.clone(),
                     boot: BootFiles {
-                        http_base: http_base(config, server_ip, http_addr),
+                        http_base: boot_base(config, &server_ip.to_string(), boot_port),
                         bios: "undionly.kpxe".to_string(),
                         uefi_x64: "ipxe.efi".to_string(),
                         uefi_arm64: "ipxe-arm64.efi".to_string(),
@@ -149,7 +237,7 @@ impl Daemon {
             };
             Some(TftpServer::new(
                 socket,
-                FileSource::new(root, embedded_tftp_files(config, http_addr)),
+                FileSource::new(root, embedded_tftp_files(config, boot_port)),
                 limits,
                 config.tftp.max_transfers,
                 stats,
@@ -162,7 +250,15 @@ impl Daemon {
             store: Arc::clone(&store),
             writer: crate::store::GroupWriter::start(Arc::clone(&store))
                 .context("cannot start the database writer thread")?,
-            boot: http::BootSettings::from_config(config),
+            boot: http::BootSettings {
+                tls: identity.as_ref().map(|id| http::transport::TlsInfo {
+                    fingerprint: id.fingerprint.to_string(),
+                    chain_pem: Arc::from(id.chain_pem.as_str()),
+                    api_port: http_addr.port(),
+                    boot_port,
+                }),
+                ..http::BootSettings::from_config(config)
+            },
             data_dir: config.data_dir.clone(),
             hello_limit: Arc::new(http::limit::RateLimiter::new(
                 http::limit::Limits::default(),
@@ -182,14 +278,30 @@ impl Daemon {
             package_limits: config.package_limits,
             plans: Arc::new(crate::planner::Plans::new(config.plan_yaql_budget)),
         };
+        let tls = identity
+            .as_ref()
+            .map(crate::tls::Identity::shared_config)
+            .transpose()?;
+        let listeners = http::Listeners {
+            main: listener,
+            boot: boot_listener,
+            tls,
+        };
         let server = http::serve(
-            listener,
+            listeners,
             state,
             Duration::from_secs(config.http_shutdown_timeout),
         )?;
-        tracing::info!("listening on http://{http_addr}");
+        match (&identity, boot_addr) {
+            (Some(id), Some(boot)) => tracing::info!(
+                fingerprint = %id.fingerprint,
+                "listening on https://{http_addr}; iPXE's boot files on http://{boot}"
+            ),
+            _ => tracing::info!("listening on http://{http_addr}"),
+        }
         Ok(Daemon {
             http_addr,
+            boot_addr,
             dhcp_addr,
             tftp_addr,
             server,
@@ -203,6 +315,11 @@ impl Daemon {
     /// The address the HTTP server is bound to (useful when the config asked for port 0).
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// Under TLS, the address of the plain-HTTP listener for iPXE's boot files.
+    pub fn boot_addr(&self) -> Option<SocketAddr> {
+        self.boot_addr
     }
 
     /// The address the DHCP server is bound to, when it runs.

@@ -20,4 +20,5 @@ pub mod package;
 pub mod planner;
 pub mod store;
 pub mod tftp;
+pub mod tls;
 pub mod yaql;

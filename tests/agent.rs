@@ -7,7 +7,7 @@ use crate::common::TestDaemon;
 use crate::common::bin::stoker;
 
 /// A small but realistic /proc and /sys tree: two NICs (one virtual), a disk, a loop device.
-fn fake_root(root: &Path, cmdline: &str) {
+pub fn fake_root(root: &Path, cmdline: &str) {
     let w = |rel: &str, text: &str| {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -82,8 +82,14 @@ fn healthcheck_reads_the_same_config_as_serve() {
         "c.toml",
         "--http-listen",
         &format!("127.0.0.1:{port}"),
+        // The file's 0.0.0.0 means TLS (`http.tls = auto`): serve it so, as the file says.
+        "--http-tls",
+        "on",
+        "--http-boot-listen",
+        "127.0.0.1:0",
     ]);
     let served = Served::spawn(cmd);
+    assert_eq!(served.scheme, "https");
     let out = stoker(dir.path())
         .args(["healthcheck", "--config", "c.toml"])
         .output()
@@ -91,7 +97,8 @@ fn healthcheck_reads_the_same_config_as_serve() {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "0.0.0.0 in the config means loopback for a local check: {}",
+        "0.0.0.0 in the config means loopback for a local check, over HTTPS trusting the \
+         master's own certificate: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     served.signal("INT");

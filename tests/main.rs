@@ -26,5 +26,6 @@ mod store;
 mod systemd;
 mod tftp;
 mod tidy;
+mod tls;
 mod validation;
 mod yaql;

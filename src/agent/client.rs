@@ -2,6 +2,8 @@
 //! backoff while the master is unreachable or failing (5xx), so a node that boots before the
 //! master is up, or across a master restart, still registers. A 4xx answer other than 429 is
 //! final: retrying a refused token or a rejected document would not change the answer.
+//! [`Master`] is the master's URL with how to trust it: over `https://`, the certificate whose
+//! fingerprint the node was given (`stoker.fingerprint=`), fetched and checked once at start.
 
 use std::time::Duration;
 
@@ -24,8 +26,97 @@ pub enum AgentError {
         attempts: u32,
         last: String,
     },
+    #[error("master {url} cannot be trusted: {detail}")]
+    Untrusted { url: String, detail: String },
     #[error("master {url} answered something that is not a hello reply: {detail}")]
     BadReply { url: String, detail: String },
+}
+
+/// The master: its URL, and over `https://` the TLS configuration pinned to its certificate.
+#[derive(Debug, Clone)]
+pub struct Master {
+    url: String,
+    tls: Option<ureq::tls::TlsConfig>,
+}
+
+impl Master {
+    /// A master over plain `http://`.
+    pub fn plain(url: &str) -> Master {
+        Master {
+            url: url.trim_end_matches('/').to_string(),
+            tls: None,
+        }
+    }
+
+    /// The master at `url`: over `https://` it needs `fingerprint`, and its chain is fetched
+    /// and checked now, retried like hello (`attempts`, 0: forever) while it is unreachable.
+    pub fn connect(
+        url: &str,
+        fingerprint: Option<&str>,
+        attempts: u32,
+        max_backoff: Duration,
+    ) -> Result<Master, AgentError> {
+        let mut master = Master::plain(url);
+        if !master.url.starts_with("https://") {
+            return Ok(master);
+        }
+        let untrusted = |detail: String| AgentError::Untrusted {
+            url: master.url.clone(),
+            detail,
+        };
+        let fingerprint = fingerprint.ok_or_else(|| {
+            untrusted(
+                "no certificate fingerprint to check it by (stoker.fingerprint= on the kernel \
+                 command line, or --fingerprint)"
+                    .to_string(),
+            )
+        })?;
+        let fingerprint =
+            crate::tls::Fingerprint::parse(fingerprint).map_err(|e| untrusted(e.to_string()))?;
+        let mut backoff = Backoff::new(Duration::from_secs(1), max_backoff);
+        let mut n = 0u32;
+        loop {
+            n += 1;
+            match crate::tls::pinned(&master.url, &fingerprint, Duration::from_secs(30)) {
+                Ok(tls) => {
+                    master.tls = Some(tls);
+                    return Ok(master);
+                }
+                // The master answered with another certificate: retrying changes nothing.
+                Err(e @ crate::tls::TlsError::Mismatch { .. }) => {
+                    return Err(untrusted(e.to_string()));
+                }
+                Err(e) if attempts != 0 && n >= attempts => {
+                    return Err(AgentError::Unreachable {
+                        url: master.url.clone(),
+                        attempts: n,
+                        last: e.to_string(),
+                    });
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!(attempt = n, "{e}; retrying in {delay:?}");
+                    std::thread::sleep(delay);
+                }
+            }
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An HTTP client for the master from `config`, with the master's TLS trust.
+    pub fn agent(
+        &self,
+        config: ureq::config::ConfigBuilder<ureq::typestate::AgentScope>,
+    ) -> ureq::Agent {
+        let tls = self
+            .tls
+            .clone()
+            .unwrap_or_else(crate::tls::trusting_nothing);
+        config.tls_config(tls).build().into()
+    }
 }
 
 /// What the master said.
@@ -120,18 +211,18 @@ fn attempt(agent: &ureq::Agent, url: &str, token: Option<&str>, inventory: &Valu
 /// POST the inventory to `{master}/api/v1/agent/hello`, up to `attempts` times (0: forever),
 /// waiting 1 s, 2 s, 4 s ... up to `max_backoff` between attempts.
 pub fn hello_with_retry(
-    master: &str,
+    master: &Master,
     token: Option<&str>,
     inventory: &Value,
     attempts: u32,
     max_backoff: Duration,
 ) -> Result<HelloReply, AgentError> {
-    let url = format!("{}/api/v1/agent/hello", master.trim_end_matches('/'));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let url = format!("{}/api/v1/agent/hello", master.url());
+    let agent = master.agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30))),
+    );
     let mut backoff = Backoff::new(Duration::from_secs(1), max_backoff);
     let mut n = 0u32;
     loop {
@@ -159,7 +250,7 @@ pub fn hello_with_retry(
 /// agent token, then the boot token), then none (plain discovery). A 401 moves on to the next;
 /// any other refusal is final.
 pub fn hello_with_credentials(
-    master: &str,
+    master: &Master,
     tokens: &[String],
     inventory: &Value,
     attempts: u32,
@@ -180,7 +271,7 @@ pub fn hello_with_credentials(
         }
     }
     Err(AgentError::NoCredential {
-        url: master.to_string(),
+        url: master.url().to_string(),
         last,
     })
 }

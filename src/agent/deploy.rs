@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::client::{AgentError, Backoff, hello_with_credentials};
+use crate::agent::client::{AgentError, Backoff, Master, hello_with_credentials};
 use crate::agent::exec::{Context, Executor, Fetch, FetchError, Tail};
 use crate::agent::inventory;
 use crate::agent::protocol::{NextReply, NextRequest, OutputReport, ResultAck, Run, RunResult};
@@ -460,7 +460,7 @@ pub fn drive<M: MasterApi>(
 /// token is refused, or the node rebooted to disk. State (the pending result; the token after a
 /// refresh) lives in `state_dir`.
 pub fn run_loop(
-    master: &str,
+    master: &Master,
     token: &str,
     node_id: i64,
     executor: &Executor,
@@ -489,21 +489,21 @@ pub struct HttpMaster {
 
 impl HttpMaster {
     /// `token_file`: where a refreshed token may appear (see [`MasterApi::reload_token`]).
-    pub fn new(master: &str, token: &str, token_file: Option<PathBuf>) -> HttpMaster {
-        let api = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let download = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_recv_response(Some(Duration::from_secs(120)))
-            .timeout_recv_body(Some(Duration::from_secs(6 * 3600)))
-            .build()
-            .into();
+    pub fn new(master: &Master, token: &str, token_file: Option<PathBuf>) -> HttpMaster {
+        let api = master.agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(30))),
+        );
+        let download = master.agent(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(Duration::from_secs(15)))
+                .timeout_recv_response(Some(Duration::from_secs(120)))
+                .timeout_recv_body(Some(Duration::from_secs(6 * 3600))),
+        );
         HttpMaster {
-            base: master.trim_end_matches('/').to_string(),
+            base: master.url().to_string(),
             token: std::sync::Mutex::new(token.to_string()),
             token_file,
             api,
@@ -715,6 +715,7 @@ pub fn simulate_with(
         .filter(|t| !t.is_empty())
         .into_iter()
         .collect();
+    let master = &Master::plain(master);
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     let reply = loop {
         if stop.load(Ordering::Relaxed) {

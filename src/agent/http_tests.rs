@@ -102,7 +102,7 @@ fn http_master_maps_statuses_and_sends_the_token() {
             (404, b"missing".to_vec())
         }
     }));
-    let m = HttpMaster::new(&base, "tok-1", None);
+    let m = HttpMaster::new(&crate::agent::Master::plain(&base), "tok-1", None);
     assert_eq!(
         m.next(7),
         Call::Ok(NextReply::Wait {
@@ -127,7 +127,11 @@ fn http_master_maps_statuses_and_sends_the_token() {
         Err(FetchError::NotFound(_))
     ));
     // Nothing listens here: a network error is worth retrying.
-    let m = HttpMaster::new("http://127.0.0.1:9", "t", None);
+    let m = HttpMaster::new(
+        &crate::agent::Master::plain("http://127.0.0.1:9"),
+        "t",
+        None,
+    );
     assert!(matches!(m.next(1), Call::Retry(_)));
 }
 
@@ -265,7 +269,7 @@ fn the_loop_over_http_writes_the_image_syncs_copies_and_reboots_to_disk() {
     let root = dir.path().join("root");
     let ex = Executor::sandbox(root.clone()).running_commands(true);
     let end = run_loop(
-        &base,
+        &crate::agent::Master::plain(&base),
         "node-token",
         3,
         &ex,
@@ -405,7 +409,11 @@ fn a_stopped_simulation_ends_while_the_master_is_down() {
 /// `Fetch` is object-safe and what the steps see.
 #[test]
 fn fetch_is_a_trait_object() {
-    let m = HttpMaster::new("http://127.0.0.1:9", "t", None);
+    let m = HttpMaster::new(
+        &crate::agent::Master::plain("http://127.0.0.1:9"),
+        "t",
+        None,
+    );
     let f: &dyn Fetch = &m;
     assert!(matches!(f.get("/x", &[]), Err(FetchError::Failed { .. })));
 }

@@ -16,6 +16,8 @@ pub mod inventory;
 pub mod protocol;
 pub mod steps;
 
-pub use client::{AgentError, Backoff, HelloReply, hello_with_credentials, hello_with_retry};
+pub use client::{
+    AgentError, Backoff, HelloReply, Master, hello_with_credentials, hello_with_retry,
+};
 pub use cmdline::BootParams;
 pub use deploy::{DeployError, LoopEnd, run_loop, simulate};

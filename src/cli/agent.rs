@@ -1,6 +1,7 @@
 //! `stoker agent`: the node-side agent. Settings come from flags, else from the kernel command
 //! line (`stoker.master=`, `stoker.token=`, `stoker.deploy=`), else from `STOKER_MASTER` /
-//! `STOKER_TOKEN` (which the bootstrap's /init exports from the same arguments). After hello it
+//! `STOKER_TOKEN` (which the bootstrap's /init exports from the same arguments); an `https://`
+//! master is trusted by `stoker.fingerprint=` (or `--fingerprint`). After hello it
 //! enters the deploy loop (`crate::agent::deploy`) unless told to only register or heartbeat.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use clap::Args;
 use crate::agent::deploy::{RUN_STATE_FILE, TOKEN_FILE, save_token};
 use crate::agent::exec::Executor;
 use crate::agent::{
-    BootParams, LoopEnd, hello_with_credentials, hello_with_retry, inventory, run_loop,
+    BootParams, LoopEnd, Master, hello_with_credentials, hello_with_retry, inventory, run_loop,
 };
 
 #[derive(Debug, Args)]
@@ -25,6 +26,10 @@ pub struct AgentArgs {
     /// Boot token (default: stoker.token= on the kernel command line)
     #[arg(long)]
     token: Option<String>,
+    /// The master's certificate fingerprint, for an https:// master (default:
+    /// stoker.fingerprint= on the kernel command line, else STOKER_FINGERPRINT)
+    #[arg(long)]
+    fingerprint: Option<String>,
     /// Give up after this many attempts to reach the master (0: keep trying)
     #[arg(long, default_value_t = 0)]
     attempts: u32,
@@ -122,6 +127,12 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         .chain(boot_token)
         .collect();
     let backoff = Duration::from_secs(args.max_backoff.max(1));
+    let fingerprint = args
+        .fingerprint
+        .clone()
+        .or(boot.fingerprint)
+        .or_else(|| std::env::var("STOKER_FINGERPRINT").ok());
+    let master = Master::connect(&master, fingerprint.as_deref(), args.attempts, backoff)?;
     let reply = hello_with_credentials(&master, &tokens, &inventory, args.attempts, backoff)?;
     let mut agent_token = tokens.first().cloned();
     if let Some(token) = &reply.agent_token {
@@ -167,7 +178,8 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
             tracing::info!(
                 node = reply.node.id,
                 state = %state_dir.join(RUN_STATE_FILE).display(),
-                "asking {master} for deploy steps"
+                "asking {} for deploy steps",
+                master.url()
             );
             let stop = AtomicBool::new(false);
             match run_loop(&master, &token, reply.node.id, &executor, &state_dir, &stop)? {
@@ -184,7 +196,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
 
 /// Later hellos refresh the node with its agent token (and pick up a rotated one).
 fn heartbeat(
-    master: &str,
+    master: &Master,
     root: &Path,
     state: &Path,
     mut agent_token: Option<String>,

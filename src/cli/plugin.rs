@@ -219,7 +219,7 @@ fn print_error(status: u16, body: &Value) {
 fn upload(client: &ClientArgs, bytes: Vec<u8>, label: &str) -> anyhow::Result<bool> {
     let url = format!("{}/api/v1/plugins", client.base()?);
     let mut resp = client
-        .authorized(client.agent().post(&url))?
+        .authorized(client.agent()?.post(&url))?
         .header("content-type", "application/gzip")
         .send(&bytes[..])
         .with_context(|| format!("cannot reach the master at {url}"))?;
@@ -285,7 +285,7 @@ enum Verb {
 /// error already printed) otherwise.
 fn request(client: &ClientArgs, verb: Verb, path: &str) -> anyhow::Result<Option<Value>> {
     let url = format!("{}{path}", client.base()?);
-    let agent = client.agent();
+    let agent = client.agent()?;
     let sent = match verb {
         Verb::Get => client.authorized(agent.get(&url))?.call(),
         Verb::Delete => client.authorized(agent.delete(&url))?.call(),

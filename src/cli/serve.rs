@@ -119,7 +119,8 @@ pub fn run(args: &ConfigArgs, demo_nodes: usize) -> ExitCode {
     }
 }
 
-/// The URL a local client reaches the daemon at: a wildcard listen address means loopback.
+/// The URL a local client reaches the daemon at: a wildcard listen address means loopback;
+/// `https://` under TLS.
 pub fn local_url(config: &Config) -> String {
     let mut addr = config.http_listen;
     if addr.ip().is_unspecified() {
@@ -128,22 +129,42 @@ pub fn local_url(config: &Config) -> String {
             std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    format!("http://{addr}")
+    let scheme = if config.http_tls.is_on() {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{addr}")
 }
 
 /// `stoker healthcheck`
 pub fn healthcheck(args: &ConfigArgs, url: Option<String>, timeout: u64) -> ExitCode {
-    let base = match url {
-        Some(u) => u,
+    let config = match url {
+        Some(_) => args.layers().and_then(|l| l.resolve()).ok(),
         None => match resolve(args) {
-            Ok(config) => local_url(&config),
+            Ok(config) => Some(config),
             Err(code) => return code,
         },
     };
+    let base = match (url, &config) {
+        (Some(u), _) => u,
+        (None, Some(config)) => local_url(config),
+        (None, None) => return ExitCode::FAILURE,
+    };
+    let timeout = Duration::from_secs(timeout);
+    let fingerprint = std::env::var("STOKER_FINGERPRINT").ok();
+    let tls = match super::client::trust(&base, fingerprint.as_deref(), || config, timeout) {
+        Ok(tls) => tls,
+        Err(err) => {
+            eprintln!("unhealthy: {base}: {err:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let url = format!("{}/healthz", base.trim_end_matches('/'));
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(timeout)))
+        .timeout_global(Some(timeout))
         .http_status_as_error(false)
+        .tls_config(tls.unwrap_or_else(crate::tls::trusting_nothing))
         .build()
         .into();
     match agent.get(&url).call() {

@@ -113,7 +113,7 @@ fn call(
     body: Option<Value>,
 ) -> anyhow::Result<Value> {
     let url = format!("{}{path}", client.base()?);
-    let agent = client.agent();
+    let agent = client.agent()?;
     let sent = match (method, body) {
         ("GET", _) => client.authorized(agent.get(&url))?.call(),
         ("DELETE", _) => client.authorized(agent.delete(&url))?.call(),
@@ -143,10 +143,7 @@ fn offline_store(client: &ClientArgs) -> anyhow::Result<crate::store::Store> {
         .and_then(|l| l.resolve())
         .context("cannot resolve the configuration to find the database")?;
     let url = format!("{}/healthz", super::serve::local_url(&config));
-    let probe: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(std::time::Duration::from_secs(2)))
-        .build()
-        .into();
+    let probe = super::client::probe_agent(std::time::Duration::from_secs(2));
     if probe.get(&url).call().is_ok() {
         bail!(
             "a daemon serves this master ({url}): use the API (without --offline) with an admin's token"
@@ -324,7 +321,7 @@ pub fn login(user: &str, client: &ClientArgs) -> anyhow::Result<ExitCode> {
     };
     let url = format!("{}/api/v1/login", client.base()?);
     let mut resp = client
-        .agent()
+        .agent()?
         .post(&url)
         .send_json(json!({"username": user, "password": secret}))
         .with_context(|| format!("cannot reach the master at {url}"))?;

@@ -87,6 +87,10 @@ pub struct Config {
     pub http_listen: SocketAddr,
     pub http_shutdown_timeout: u64,
     pub http_public_url: Option<String>,
+    /// Whether and how the dashboard, API and agents are served over HTTPS.
+    pub http_tls: TlsMode,
+    /// Under TLS, the plain-HTTP listener for iPXE's boot files.
+    pub http_boot_listen: SocketAddr,
     pub boot_kernel_args: String,
     /// `boot.token_binding`, with `auto` resolved.
     pub boot_token_binding: Binding,
@@ -103,6 +107,23 @@ pub struct Config {
     /// `plan.yaql_budget`: the YAQL steps one plan may take in all.
     pub plan_yaql_budget: u64,
     pub auth: AuthConfig,
+}
+
+/// `http.tls` with `auto` resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Plain HTTP everywhere.
+    Off,
+    /// A certificate made on first start and kept in `data_dir/tls/`.
+    SelfSigned,
+    /// The operator's certificate chain and key.
+    Files { cert: PathBuf, key: PathBuf },
+}
+
+impl TlsMode {
+    pub fn is_on(&self) -> bool {
+        *self != TlsMode::Off
+    }
 }
 
 /// Sessions, sign-in tokens and the audit log.
@@ -231,6 +252,53 @@ impl Layers {
             return (v.clone(), Source::File(path.clone()));
         }
         (opt.default.to_string(), Source::Default)
+    }
+
+    /// Where `key`'s value comes from.
+    fn origin(&self, key: &str) -> Source {
+        OPTIONS
+            .iter()
+            .find(|o| o.key == key)
+            .map_or(Source::Default, |o| self.value_of(o).1)
+    }
+
+    /// `http.tls`, `http.tls_cert` and `http.tls_key` resolved: `auto` is on for any
+    /// `http.listen` but a loopback address; a certificate needs its key and the other way round.
+    fn tls_mode(
+        take: &mut impl FnMut(&str) -> Option<Parsed>,
+        listen: SocketAddr,
+    ) -> Result<TlsMode, ConfigError> {
+        let mode = match take("http.tls") {
+            Some(Parsed::Text(t)) => t,
+            _ => unreachable!("http.tls is declared as a choice"),
+        };
+        let mut path = |key: &str| match take(key) {
+            Some(Parsed::OptPath(p)) => p,
+            _ => unreachable!("{key} is declared as an optional path"),
+        };
+        let files = match (path("http.tls_cert"), path("http.tls_key")) {
+            (Some(cert), Some(key)) => Some(TlsMode::Files { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError::Missing {
+                    key: "http.tls_key",
+                    because: "`http.tls_cert` is set",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Missing {
+                    key: "http.tls_cert",
+                    because: "`http.tls_key` is set",
+                });
+            }
+        };
+        Ok(match (mode.as_str(), files) {
+            ("off", _) => TlsMode::Off,
+            (_, Some(files)) => files,
+            ("on", None) => TlsMode::SelfSigned,
+            (_, None) if listen.ip().is_loopback() => TlsMode::Off,
+            (_, None) => TlsMode::SelfSigned,
+        })
     }
 
     /// Validate every layer into a [`Config`]; the first bad value is reported with its key.
@@ -380,7 +448,58 @@ impl Layers {
                 _ => unreachable!("discovery.max_nodes is declared as a count"),
             },
         };
+        let http_listen = match take("http.listen") {
+            Some(Parsed::Addr(a)) => a,
+            _ => unreachable!("http.listen is declared as a socket address"),
+        };
+        let http_public_url = match take("http.public_url") {
+            Some(Parsed::Text(t)) if t.is_empty() => None,
+            Some(Parsed::Text(t)) => Some(t),
+            _ => unreachable!("http.public_url is declared as an optional URL"),
+        };
+        let http_tls = Self::tls_mode(&mut take, http_listen)?;
+        if http_tls.is_on()
+            && let Some(url) = http_public_url
+                .as_ref()
+                .filter(|u| u.starts_with("http://"))
+        {
+            return Err(ConfigError::Invalid {
+                key: "http.public_url",
+                value: url.clone(),
+                origin: self.origin("http.public_url"),
+                expected: "an https:// URL: the master serves HTTPS (http.tls)".to_string(),
+            });
+        }
+        let http_boot_listen = match take("http.boot_listen") {
+            Some(Parsed::OptAddr(Some(a))) => a,
+            Some(Parsed::OptAddr(None)) => SocketAddr::new(
+                http_listen.ip(),
+                if http_listen.port() == 0 { 0 } else { 8080 },
+            ),
+            _ => unreachable!("http.boot_listen is declared as an optional socket address"),
+        };
+        if http_tls.is_on()
+            && http_boot_listen.port() != 0
+            && http_boot_listen.port() == http_listen.port()
+            && (http_boot_listen.ip() == http_listen.ip()
+                || http_boot_listen.ip().is_unspecified()
+                || http_listen.ip().is_unspecified())
+        {
+            return Err(ConfigError::Invalid {
+                key: "http.boot_listen",
+                value: http_boot_listen.to_string(),
+                origin: self.origin("http.boot_listen"),
+                expected: format!(
+                    "an address other than http.listen's ({http_listen}): under TLS, iPXE's \
+                     plain-HTTP boot files need a port of their own"
+                ),
+            });
+        }
         Ok(Config {
+            http_listen,
+            http_public_url,
+            http_tls,
+            http_boot_listen,
             auth,
             boot_token_binding,
             discovery,
@@ -390,18 +509,9 @@ impl Layers {
                 Some(Parsed::Path(p)) => p,
                 _ => unreachable!("data_dir is declared as a path"),
             },
-            http_listen: match take("http.listen") {
-                Some(Parsed::Addr(a)) => a,
-                _ => unreachable!("http.listen is declared as a socket address"),
-            },
             http_shutdown_timeout: match take("http.shutdown_timeout") {
                 Some(Parsed::Seconds(s)) => s,
                 _ => unreachable!("http.shutdown_timeout is declared as seconds"),
-            },
-            http_public_url: match take("http.public_url") {
-                Some(Parsed::Text(t)) if t.is_empty() => None,
-                Some(Parsed::Text(t)) => Some(t),
-                _ => unreachable!("http.public_url is declared as an optional URL"),
             },
             boot_kernel_args: match take("boot.kernel_args") {
                 Some(Parsed::Text(t)) => t,
@@ -577,6 +687,72 @@ mod tests {
             with(&[("STOKER_BOOT_TOKEN_BINDING", "lease")]),
             Binding::Lease
         );
+    }
+
+    #[test]
+    fn tls_is_on_off_loopback_and_its_settings_fit_together() {
+        let resolve = |flags: &[(&'static str, &str)]| {
+            flags
+                .iter()
+                .fold(Layers::default(), |l, (k, v)| {
+                    l.with_flag(k, (*v).to_string())
+                })
+                .resolve()
+        };
+        let tls = |flags: &[(&'static str, &str)]| resolve(flags).unwrap().http_tls;
+        assert_eq!(tls(&[]), TlsMode::Off, "loopback: plain");
+        assert_eq!(
+            tls(&[("http.listen", "10.20.0.2:8000")]),
+            TlsMode::SelfSigned
+        );
+        assert_eq!(tls(&[("http.listen", "0.0.0.0:8000")]), TlsMode::SelfSigned);
+        assert_eq!(tls(&[("http.tls", "on")]), TlsMode::SelfSigned);
+        assert_eq!(
+            tls(&[("http.listen", "10.20.0.2:8000"), ("http.tls", "off")]),
+            TlsMode::Off
+        );
+        assert_eq!(
+            tls(&[("http.tls_cert", "c.pem"), ("http.tls_key", "k.pem")]),
+            TlsMode::Files {
+                cert: "c.pem".into(),
+                key: "k.pem".into()
+            },
+            "a certificate given is served, on loopback too"
+        );
+        let err = |flags: &[(&'static str, &str)]| resolve(flags).unwrap_err().to_string();
+        assert!(err(&[("http.tls_cert", "c.pem")]).contains("`http.tls_key` must be set"));
+        assert!(err(&[("http.tls_key", "k.pem")]).contains("`http.tls_cert` must be set"));
+        let e = err(&[
+            ("http.tls", "on"),
+            ("http.public_url", "http://master.lab:8000"),
+        ]);
+        assert!(
+            e.contains("http.public_url") && e.contains("https://"),
+            "{e}"
+        );
+        assert!(
+            resolve(&[
+                ("http.tls", "on"),
+                ("http.public_url", "https://master.lab")
+            ])
+            .is_ok()
+        );
+        // The boot listener: 8080 on the same address, 0 with 0, never the HTTPS port.
+        let c = resolve(&[("http.listen", "10.20.0.2:8000")]).unwrap();
+        assert_eq!(c.http_boot_listen.to_string(), "10.20.0.2:8080");
+        let c = resolve(&[("http.listen", "127.0.0.1:0"), ("http.tls", "on")]).unwrap();
+        assert_eq!(c.http_boot_listen.to_string(), "127.0.0.1:0");
+        let e = err(&[("http.listen", "10.20.0.2:8080")]);
+        assert!(
+            e.contains("http.boot_listen") && e.contains("10.20.0.2:8080"),
+            "{e}"
+        );
+        let e = err(&[
+            ("http.listen", "0.0.0.0:8443"),
+            ("http.boot_listen", "10.0.0.1:8443"),
+        ]);
+        assert!(e.contains("http.boot_listen"), "{e}");
+        assert!(resolve(&[("http.listen", "10.20.0.2:8080"), ("http.tls", "off")]).is_ok());
     }
 
     #[test]

@@ -50,7 +50,7 @@ impl Kind {
                 "a tracing filter, like info or stoker=debug,actix_web=warn".to_string()
             }
             Kind::OptionalUrl => {
-                "an http:// URL without a trailing path, like http://10.20.0.2:8000, or empty"
+                "an http:// or https:// URL without a path, like https://10.20.0.2:8000, or empty"
                     .to_string()
             }
             Kind::OptionalFileUrl => {
@@ -90,6 +90,8 @@ pub struct OptionSpec {
 
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
 pub const DHCP_MODES: &[&str] = &["authoritative", "reservation-only"];
+/// `http.tls` values.
+pub const TLS_MODES: &[&str] = &["auto", "on", "off"];
 
 /// `boot.token_binding` values.
 pub const TOKEN_BINDINGS: &[&str] = &["auto", "lease", "address", "none"];
@@ -131,7 +133,39 @@ pub const OPTIONS: &[OptionSpec] = &[
         flag: "http-public-url",
         default: "",
         kind: Kind::OptionalUrl,
-        help: "URL nodes use to reach this master; empty: the address each boot request came to",
+        help: "URL nodes use to reach this master (`https://` under TLS), also the name the dashboard answers to; empty: the address each boot request came to",
+    },
+    OptionSpec {
+        key: "http.tls",
+        env: "STOKER_HTTP_TLS",
+        flag: "http-tls",
+        default: "auto",
+        kind: Kind::Choice(TLS_MODES),
+        help: "HTTPS for the dashboard, the API and the agents: `auto` (on unless `http.listen` is a loopback address), `on`, or `off` (plain HTTP, for a master behind a TLS proxy). Without `http.tls_cert` a self-signed certificate is made on first start in data_dir/tls/; its SHA-256 fingerprint is logged and put on nodes' kernel command line, and agents pin it",
+    },
+    OptionSpec {
+        key: "http.tls_cert",
+        env: "STOKER_HTTP_TLS_CERT",
+        flag: "http-tls-cert",
+        default: "",
+        kind: Kind::OptionalPath,
+        help: "PEM certificate chain for HTTPS: the master's certificate first, then its issuers up to the one agents should trust; empty: self-signed",
+    },
+    OptionSpec {
+        key: "http.tls_key",
+        env: "STOKER_HTTP_TLS_KEY",
+        flag: "http-tls-key",
+        default: "",
+        kind: Kind::OptionalPath,
+        help: "PEM private key of `http.tls_cert` (PKCS#8, PKCS#1 or SEC1)",
+    },
+    OptionSpec {
+        key: "http.boot_listen",
+        env: "STOKER_HTTP_BOOT_LISTEN",
+        flag: "http-boot-listen",
+        default: "",
+        kind: Kind::OptionalSocketAddr,
+        help: "Under TLS, where iPXE fetches its scripts, kernel and initramfs over plain HTTP (iPXE cannot check a self-signed certificate); only `/boot/` is served there. Empty: `http.listen`'s address on port 8080 (port 0 when `http.listen`'s is 0)",
     },
     OptionSpec {
         key: "boot.kernel_args",

@@ -68,9 +68,14 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
         Kind::OptionalUrl => {
             let url = raw.trim_end_matches('/');
             let valid = url.is_empty()
-                || url.strip_prefix("http://").is_some_and(|rest| {
-                    !rest.is_empty() && !rest.contains('/') && !rest.contains(char::is_whitespace)
-                });
+                || url
+                    .strip_prefix("http://")
+                    .or_else(|| url.strip_prefix("https://"))
+                    .is_some_and(|rest| {
+                        !rest.is_empty()
+                            && !rest.contains('/')
+                            && !rest.contains(char::is_whitespace)
+                    });
             valid.then(|| Parsed::Text(url.to_string()))
         }
         Kind::OptionalFileUrl => {

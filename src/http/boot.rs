@@ -5,9 +5,14 @@
 //! the master's URL, the node's MAC and a fresh one-time token (stored hashed, with the address
 //! it went to); a deployed node gets a "boot from local disk" script, and a node waiting for
 //! approval the bootstrap without a token. A token goes only to the address the node is known
-//! by (`boot.token_binding`); the scripts are rate-limited per client and globally. The URL is
-//! `http.public_url`, or else the address the request itself came to, which is by construction
-//! one the node can reach.
+//! by (`boot.token_binding`); the scripts are rate-limited per client and globally.
+//!
+//! A script holds two URLs, both from the configuration or the socket, never from the request's
+//! `Host` header: where iPXE fetches files (plain HTTP: the boot listener under TLS) and the
+//! master's URL for the agent (`https://` under TLS, with the certificate's fingerprint beside
+//! it). Each is `http.public_url`'s host, else the address the request itself came to, which is
+//! by construction one the node can reach. `/boot/tls/chain.pem` serves the certificate chain
+//! that fingerprint names.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
@@ -19,7 +24,12 @@ use crate::model::{Mac, NodeStatus, hex};
 #[derive(Template)]
 #[template(path = "boot/bootstrap.ipxe", escape = "none")]
 struct BootstrapScript<'a> {
+    /// Where iPXE fetches files (plain HTTP).
     base: &'a str,
+    /// The master's URL for the agent.
+    master: &'a str,
+    /// The master's certificate fingerprint, under TLS.
+    fingerprint: Option<&'a str>,
     mac: &'a Mac,
     token: Option<&'a str>,
     kernel_args: &'a str,
@@ -48,23 +58,45 @@ pub fn hash_token(token: &str) -> String {
     hex(&sha2::Sha256::digest(token.as_bytes()))
 }
 
-/// The base URL nodes should use: configured, or the `Host` this request was sent to.
-fn base_url(state: &AppState, req: &HttpRequest) -> Result<String, ApiError> {
-    if let Some(url) = &state.boot.public_url {
-        return Ok(url.clone());
+/// The host part of a URL: `https://master.lab:8443` gives `master.lab`, `http://[fd00::2]`
+/// gives `[fd00::2]`.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if authority.starts_with('[') {
+        return authority.split_inclusive(']').next().unwrap_or(authority);
     }
-    let info = req.connection_info();
-    let host = info.host();
-    let safe = !host.is_empty()
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '-' | '[' | ']'));
-    if !safe {
-        return Err(ApiError::BadRequest(format!(
-            "cannot build boot URLs from Host {host:?}; set http.public_url"
-        )));
+    authority.split(':').next().unwrap_or(authority)
+}
+
+/// The two URLs of a boot script: (where iPXE fetches files, the master's URL for the agent).
+fn bases(boot: &super::BootSettings, local: std::net::SocketAddr) -> (String, String) {
+    use std::net::SocketAddr;
+    match (&boot.public_url, &boot.tls) {
+        (Some(url), None) => (url.clone(), url.clone()),
+        (Some(url), Some(tls)) => (
+            format!("http://{}:{}", host_of(url), tls.boot_port),
+            url.clone(),
+        ),
+        (None, None) => (format!("http://{local}"), format!("http://{local}")),
+        (None, Some(tls)) => (
+            format!("http://{}", SocketAddr::new(local.ip(), tls.boot_port)),
+            super::transport::https_base(None, tls, local),
+        ),
     }
-    Ok(format!("http://{host}"))
+}
+
+/// `GET /boot/tls/chain.pem`: the master's certificate chain, for clients that pin its
+/// fingerprint (public: what makes it trusted is the fingerprint, not how it travelled).
+pub async fn tls_chain(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    match &state.boot.tls {
+        Some(tls) => Ok(HttpResponse::Ok()
+            .content_type("application/x-pem-file")
+            .body(tls.chain_pem.to_string())),
+        None => Err(ApiError::NotFound(
+            "this master serves no TLS (http.tls)".to_string(),
+        )),
+    }
 }
 
 fn script_response(body: String) -> HttpResponse {
@@ -102,7 +134,7 @@ pub async fn ipxe_script(
     let mac: Mac = path
         .parse()
         .map_err(|e: String| ApiError::BadRequest(format!("boot script path: {e}")))?;
-    let base = base_url(&state, &req)?;
+    let (base, master) = bases(&state.boot, req.app_config().local_addr());
     let peer = super::agent::peer_address(&req).unwrap_or_default();
     let (token, hash) = new_token()?;
     let now = crate::clock::now();
@@ -146,6 +178,8 @@ pub async fn ipxe_script(
     let render = |token: Option<&str>| {
         BootstrapScript {
             base: &base,
+            master: &master,
+            fingerprint: state.boot.tls.as_ref().map(|t| t.fingerprint.as_str()),
             mac: &mac,
             token,
             kernel_args: &state.boot.kernel_args,
@@ -264,4 +298,63 @@ async fn serve_file(
 
 fn mime_octet() -> actix_web::mime::Mime {
     actix_web::mime::APPLICATION_OCTET_STREAM
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::transport::TlsInfo;
+
+    fn settings(public_url: Option<&str>, tls: bool) -> crate::http::BootSettings {
+        crate::http::BootSettings {
+            public_url: public_url.map(str::to_string),
+            kernel_args: String::new(),
+            images_dir: "/nonexistent".into(),
+            tftp_root: "/nonexistent".into(),
+            token_lifetime: 60,
+            binding: crate::engine::hello::Binding::None,
+            discovery: crate::config::DiscoverySettings {
+                approval: crate::engine::hello::Approval::Auto,
+                max_nodes: 1,
+            },
+            tls: tls.then(|| TlsInfo {
+                fingerprint: "sha256:00".to_string(),
+                chain_pem: "".into(),
+                api_port: 8443,
+                boot_port: 8080,
+            }),
+        }
+    }
+
+    #[test]
+    fn script_urls_come_from_the_configuration_or_the_socket() {
+        let local: std::net::SocketAddr = "10.20.0.2:8080".parse().unwrap();
+        let plain = |url| bases(&settings(url, false), local);
+        let tls = |url| bases(&settings(url, true), local);
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            plain(None),
+            pair("http://10.20.0.2:8080", "http://10.20.0.2:8080")
+        );
+        assert_eq!(
+            plain(Some("http://master.lab:8000")),
+            pair("http://master.lab:8000", "http://master.lab:8000")
+        );
+        assert_eq!(
+            tls(None),
+            pair("http://10.20.0.2:8080", "https://10.20.0.2:8443")
+        );
+        assert_eq!(
+            tls(Some("https://master.lab:8443")),
+            pair("http://master.lab:8080", "https://master.lab:8443")
+        );
+        assert_eq!(
+            tls(Some("https://[fd00::2]:8443")),
+            pair("http://[fd00::2]:8080", "https://[fd00::2]:8443")
+        );
+        assert_eq!(
+            tls(Some("https://master.lab")),
+            pair("http://master.lab:8080", "https://master.lab")
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod plugins;
 mod pxe;
 mod steps;
 mod timeline;
+pub mod transport;
 mod ui;
 mod users;
 mod views;
@@ -89,7 +90,7 @@ impl AuthSettings {
                 absolute: config.auth.session_lifetime,
             },
             login_token_lifetime: config.auth.login_token_lifetime,
-            tls: false,
+            tls: config.http_tls.is_on(),
             audit_retention_days: config.auth.audit_retention_days,
         }
     }
@@ -116,6 +117,8 @@ pub struct BootSettings {
     pub binding: crate::engine::hello::Binding,
     /// Approval and the node cap (`discovery.*`).
     pub discovery: crate::config::DiscoverySettings,
+    /// Under TLS: the certificate's fingerprint and chain, and the two listeners' ports.
+    pub tls: Option<transport::TlsInfo>,
 }
 
 impl BootSettings {
@@ -128,6 +131,7 @@ impl BootSettings {
             token_lifetime: BOOT_TOKEN_LIFETIME,
             binding: config.boot_token_binding,
             discovery: config.discovery,
+            tls: None,
         }
     }
 }
@@ -183,6 +187,7 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/boot/images/{file}", Public, boot::image);
     r.get("/boot/ipxe/{file}", Public, boot::ipxe_loader);
     r.get("/boot/{mac}.ipxe", Public, boot::ipxe_script);
+    r.get("/boot/tls/chain.pem", Public, boot::tls_chain);
     r.post("/api/v1/agent/hello", Public, agent::hello);
     r.post("/api/nodes", Public, fuel_agent::register);
     r.put("/api/nodes/agent", Public, fuel_agent::update);
@@ -325,17 +330,26 @@ fn security_headers() -> middleware::DefaultHeaders {
         .add(("Referrer-Policy", "same-origin"))
 }
 
-/// Start serving on `listener`. The returned [`Server`] resolves when the server has stopped;
+/// The sockets the HTTP server serves: `main` (over TLS when `tls` is set) and, under TLS, the
+/// plain `boot` listener for iPXE (see [`transport`]).
+pub struct Listeners {
+    pub main: TcpListener,
+    pub boot: Option<TcpListener>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// Start serving on `listeners`. The returned [`Server`] resolves when the server has stopped;
 /// its handle stops it gracefully, giving in-flight requests `shutdown_timeout` to finish.
 /// Signals are not handled here: the daemon decides when to stop.
 pub fn serve(
-    listener: TcpListener,
+    listeners: Listeners,
     state: AppState,
     shutdown_timeout: Duration,
 ) -> std::io::Result<Server> {
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(middleware::from_fn(transport::listener_policy))
             .wrap(middleware::ErrorHandlers::new().handler(
                 actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
                 error::payload_too_large_as_json,
@@ -356,8 +370,14 @@ pub fn serve(
     })
     .disable_signals()
     .shutdown_timeout(shutdown_timeout.as_secs())
-    .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)))
-    .listen(listener)?
-    .run();
-    Ok(server)
+    .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)));
+    let server = match listeners.tls {
+        Some(config) => server.listen_rustls_0_23(listeners.main, (*config).clone())?,
+        None => server.listen(listeners.main)?,
+    };
+    let server = match listeners.boot {
+        Some(boot) => server.listen(boot)?,
+        None => server,
+    };
+    Ok(server.run())
 }

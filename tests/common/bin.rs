@@ -25,6 +25,10 @@ pub fn stoker(cwd: &Path) -> Command {
 pub struct Served {
     pub child: Child,
     pub addr: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Under TLS, the plain listener for iPXE's boot files.
+    pub boot_addr: Option<String>,
     pub lines: mpsc::Receiver<String>,
     pub log: Vec<String>,
 }
@@ -49,15 +53,23 @@ impl Served {
             let line = rx
                 .recv_timeout(Duration::from_secs(20))
                 .unwrap_or_else(|_| panic!("no 'listening on' line; log so far: {log:#?}"));
-            let found = line
-                .split("listening on http://")
-                .nth(1)
-                .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+            let word_after = |marker: &str| {
+                line.split(marker).nth(1).map(|rest| {
+                    let word = rest.split_whitespace().next().unwrap_or("");
+                    word.trim_end_matches(';').to_string()
+                })
+            };
+            let found = word_after("listening on http://")
+                .map(|a| ("http", a))
+                .or_else(|| word_after("listening on https://").map(|a| ("https", a)));
+            let boot_addr = word_after("boot files on http://");
             log.push(line);
-            if let Some(addr) = found {
+            if let Some((scheme, addr)) = found {
                 return Served {
                     child,
                     addr,
+                    scheme: scheme.to_string(),
+                    boot_addr,
                     lines: rx,
                     log,
                 };

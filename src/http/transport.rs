@@ -1,0 +1,107 @@
+//! Which listener serves what. Under TLS the daemon listens twice: HTTPS on `http.listen` for
+//! everything, and plain HTTP on `http.boot_listen` for what iPXE fetches (it cannot check the
+//! master's certificate): `/boot/` and nothing else. A plain request for anything else is sent
+//! to the HTTPS URL (308, with a JSON body saying so), so no credential or session is ever
+//! asked for in clear. Answers over TLS carry HSTS. Without TLS there is one plain listener and
+//! this layer only passes requests on.
+
+use std::net::SocketAddr;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{HttpResponse, web};
+
+use super::AppState;
+
+/// What the boot scripts and this layer need to know about TLS.
+#[derive(Debug, Clone)]
+pub struct TlsInfo {
+    /// The master's certificate fingerprint (`sha256:HEX`), for nodes' kernel command line.
+    pub fingerprint: String,
+    /// The master's certificate chain as PEM (served at `/boot/tls/chain.pem`).
+    pub chain_pem: std::sync::Arc<str>,
+    /// The port of the HTTPS listener.
+    pub api_port: u16,
+    /// The port of the plain listener for iPXE.
+    pub boot_port: u16,
+}
+
+/// HSTS for a year: a browser that reached the dashboard over HTTPS never tries it in clear.
+const HSTS: &str = "max-age=31536000";
+
+/// The master's HTTPS URL for a request that came to `local` in clear: `http.public_url`, else
+/// the same address on the HTTPS port.
+pub fn https_base(public_url: Option<&str>, tls: &TlsInfo, local: SocketAddr) -> String {
+    match public_url {
+        Some(url) => url.to_string(),
+        None => format!("https://{}", SocketAddr::new(local.ip(), tls.api_port)),
+    }
+}
+
+/// Only `/boot/` in clear when TLS is on; HSTS on every answer over TLS.
+pub async fn listener_policy(
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(state) = req.app_data::<web::Data<AppState>>() else {
+        return next.call(req).await;
+    };
+    let Some(tls) = state.boot.tls.clone() else {
+        return next.call(req).await;
+    };
+    if req.app_config().secure() {
+        let mut res = next.call(req).await?;
+        res.headers_mut().insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(HSTS),
+        );
+        return Ok(res);
+    }
+    if req.path().starts_with("/boot/") {
+        return next.call(req).await;
+    }
+    let base = https_base(
+        state.boot.public_url.as_deref(),
+        &tls,
+        req.app_config().local_addr(),
+    );
+    let location = match req.uri().path_and_query() {
+        Some(pq) => format!("{base}{pq}"),
+        None => base,
+    };
+    let body = serde_json::json!({
+        "code": "https_required",
+        "message": format!(
+            "this port serves only iPXE's boot files; the dashboard and the API are at {location}"
+        ),
+    });
+    let res = HttpResponse::PermanentRedirect()
+        .insert_header((header::LOCATION, location))
+        .json(body);
+    Ok(req.into_response(res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_https_url_is_the_configured_one_else_the_same_address() {
+        let tls = TlsInfo {
+            fingerprint: String::new(),
+            chain_pem: "".into(),
+            api_port: 8443,
+            boot_port: 8080,
+        };
+        let local: SocketAddr = "10.20.0.2:8080".parse().unwrap();
+        assert_eq!(https_base(None, &tls, local), "https://10.20.0.2:8443");
+        let v6: SocketAddr = "[fd00::2]:8080".parse().unwrap();
+        assert_eq!(https_base(None, &tls, v6), "https://[fd00::2]:8443");
+        assert_eq!(
+            https_base(Some("https://master.lab"), &tls, local),
+            "https://master.lab"
+        );
+    }
+}
