@@ -402,10 +402,22 @@ impl Daemon {
     }
 }
 
-/// Once a second, fail the deploy steps that outlived their timeout (a node that died
-/// mid-step never reports). Runs until `stop` resolves.
-async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+/// Every `period` (the first time at start) run `job` on the blocking pool with the current
+/// time and pass what it did to `report`, until `stop` resolves. A failed run is logged as
+/// `what` and the next one tries again.
+async fn periodically<T, J, R>(
+    period: Duration,
+    what: &'static str,
+    store: Arc<Store>,
+    stop: impl Future<Output = ()>,
+    job: J,
+    report: R,
+) where
+    T: Send + 'static,
+    J: Fn(&Store, i64) -> crate::store::Result<T> + Clone + Send + 'static,
+    R: Fn(T),
+{
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
     loop {
@@ -413,83 +425,86 @@ async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
             () = &mut stop => return,
             _ = tick.tick() => {}
         }
-        let s = Arc::clone(&store);
+        let (s, job) = (Arc::clone(&store), job.clone());
         let now = crate::clock::now();
-        match tokio::task::spawn_blocking(move || s.write(|tx| tx.expire_runs(now))).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::warn!(runs = n, "deploy steps timed out"),
-            Ok(Err(err)) => tracing::error!(%err, "cannot check deploy step timeouts"),
-            Err(err) => tracing::error!(%err, "timeout watcher failed"),
+        match tokio::task::spawn_blocking(move || job(&s, now)).await {
+            Ok(Ok(done)) => report(done),
+            Ok(Err(err)) => tracing::error!(%err, "cannot {what}"),
+            Err(err) => tracing::error!(%err, "the task to {what} failed"),
         }
     }
 }
 
+/// Once a second, fail the deploy steps that outlived their timeout (a node that died
+/// mid-step never reports).
+async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
+    periodically(
+        Duration::from_secs(1),
+        "check deploy step timeouts",
+        store,
+        stop,
+        |s, now| s.write(|tx| tx.expire_runs(now)),
+        |n| {
+            if n > 0 {
+                tracing::warn!(runs = n, "deploy steps timed out");
+            }
+        },
+    )
+    .await;
+}
+
 /// Every ten minutes (and at start), forget expired sessions and tokens, and audit entries
-/// past `audit.retention_days`. Runs until `stop` resolves.
+/// past `audit.retention_days`.
 async fn prune_access(
     store: Arc<Store>,
     auth: crate::config::AuthConfig,
     stop: impl Future<Output = ()>,
 ) {
-    let mut tick = tokio::time::interval(Duration::from_secs(600));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
-        }
-        let s = Arc::clone(&store);
-        let now = crate::clock::now();
-        let limits = crate::store::SessionLimits {
-            idle: auth.session_idle,
-            absolute: auth.session_lifetime,
-        };
-        let keep_from = now.saturating_sub(auth.audit_retention_days.saturating_mul(86_400));
-        let pruned = tokio::task::spawn_blocking(move || {
+    let limits = crate::store::SessionLimits {
+        idle: auth.session_idle,
+        absolute: auth.session_lifetime,
+    };
+    let retention = auth.audit_retention_days.saturating_mul(86_400);
+    periodically(
+        Duration::from_secs(600),
+        "prune expired credentials and old audit entries",
+        store,
+        stop,
+        move |s, now| {
             s.write(|tx| {
                 Ok((
                     tx.prune_credentials(now, limits)?,
-                    tx.prune_audit(keep_from)?,
+                    tx.prune_audit(now.saturating_sub(retention))?,
                 ))
             })
-        })
-        .await;
-        match pruned {
-            Ok(Ok((0, 0))) => {}
-            Ok(Ok((credentials, audit))) => {
+        },
+        |(credentials, audit)| {
+            if credentials + audit > 0 {
                 tracing::info!(
                     credentials,
                     audit,
                     "expired sessions, tokens and audit entries pruned"
                 );
             }
-            Ok(Err(err)) => tracing::error!(%err, "cannot prune expired credentials"),
-            Err(err) => tracing::error!(%err, "credential pruning failed"),
-        }
-    }
+        },
+    )
+    .await;
 }
+
 /// Once a minute, forget the boot tokens that can no longer be used (used or expired), so
-/// scripts asked for MACs that never boot leave nothing behind. Runs until `stop` resolves.
+/// scripts asked for MACs that never boot leave nothing behind.
 async fn prune_boot_tokens(store: Arc<Store>, stop: impl Future<Output = ()>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
-        }
-        let s = Arc::clone(&store);
-        let now = crate::clock::now();
-        let max_age = http::BOOT_TOKEN_LIFETIME;
-        match tokio::task::spawn_blocking(move || s.write(|tx| tx.prune_boot_tokens(now, max_age)))
-            .await
-        {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => tracing::debug!(tokens = n, "pruned used and expired boot tokens"),
-            Ok(Err(err)) => tracing::error!(%err, "cannot prune boot tokens"),
-            Err(err) => tracing::error!(%err, "boot token pruner failed"),
-        }
-    }
+    periodically(
+        Duration::from_secs(60),
+        "prune boot tokens",
+        store,
+        stop,
+        |s, now| s.write(|tx| tx.prune_boot_tokens(now, http::BOOT_TOKEN_LIFETIME)),
+        |n| {
+            if n > 0 {
+                tracing::debug!(tokens = n, "pruned used and expired boot tokens");
+            }
+        },
+    )
+    .await;
 }

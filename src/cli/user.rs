@@ -14,15 +14,23 @@ use serde_json::{Value, json};
 use super::client::{ClientArgs, token_file};
 use crate::auth::{Role, check_user_name, password};
 
+/// Where a user command acts: through the API of a running master, or on the database of a
+/// stopped one.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Work on the database of a stopped master instead of the API
+    #[arg(long)]
+    offline: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// List users
     List {
         #[command(flatten)]
-        client: ClientArgs,
-        /// Work on the database of a stopped master instead of the API
-        #[arg(long)]
-        offline: bool,
+        target: Target,
     },
     /// Add a user (the password is read from stdin with --password-stdin, else generated)
     Add {
@@ -33,9 +41,7 @@ pub enum UserCommand {
         #[arg(long)]
         password_stdin: bool,
         #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long)]
-        offline: bool,
+        target: Target,
     },
     /// Set a user's password (from stdin with --password-stdin, else generated and printed)
     Passwd {
@@ -43,17 +49,13 @@ pub enum UserCommand {
         #[arg(long)]
         password_stdin: bool,
         #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long)]
-        offline: bool,
+        target: Target,
     },
     /// Remove a user (never the last admin)
     Remove {
         name: String,
         #[command(flatten)]
-        client: ClientArgs,
-        #[arg(long)]
-        offline: bool,
+        target: Target,
     },
 }
 
@@ -171,7 +173,9 @@ fn print_users(users: &[Value]) {
 pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
     let now = crate::clock::now();
     match cmd {
-        UserCommand::List { client, offline } => {
+        UserCommand::List {
+            target: Target { client, offline },
+        } => {
             let users: Vec<Value> = if offline {
                 let store = offline_store(&client)?;
                 store
@@ -191,8 +195,7 @@ pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
             name,
             role,
             password_stdin,
-            client,
-            offline,
+            target: Target { client, offline },
         } => {
             check_user_name(&name)?;
             let role: Role = role.parse()?;
@@ -217,8 +220,7 @@ pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
         UserCommand::Passwd {
             name,
             password_stdin,
-            client,
-            offline,
+            target: Target { client, offline },
         } => {
             let (secret, generated) = new_password(password_stdin)?;
             if offline {
@@ -239,8 +241,7 @@ pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
         }
         UserCommand::Remove {
             name,
-            client,
-            offline,
+            target: Target { client, offline },
         } => {
             if offline {
                 offline_store(&client)?.write(|tx| tx.remove_user(&name))?;

@@ -249,19 +249,33 @@ struct AccountPage {
     error: Option<String>,
 }
 
+/// What the Account page says above its forms.
+enum Notice {
+    None,
+    /// A token just made: its name and secret, shown this once.
+    NewToken(String, String),
+    Done(String),
+    Problem(String),
+}
+
 async fn account_page(
     state: &AppState,
     caller: &Caller,
     status: StatusCode,
-    created: Option<(String, String)>,
-    message: Option<String>,
-    error: Option<String>,
+    notice: Notice,
 ) -> Result<HttpResponse, PageError> {
     let owner = caller.0.user_id;
     let tokens = state
         .store(move |s| s.read(|tx| tx.api_tokens(Some(owner))))
         .await?;
     let now = crate::clock::now();
+    let (mut created, mut message, mut error) = (None, None, None);
+    match notice {
+        Notice::None => {}
+        Notice::NewToken(name, token) => created = Some((name, token)),
+        Notice::Done(m) => message = Some(m),
+        Notice::Problem(m) => error = Some(m),
+    }
     let page = AccountPage {
         nav: "account",
         version: VERSION,
@@ -280,12 +294,22 @@ async fn account_page(
     html(status, page.render())
 }
 
+/// The Account page again, saying why the API refused what its form asked.
+async fn account_refusal(
+    state: &AppState,
+    caller: &Caller,
+    refusal: super::ApiError,
+) -> Result<HttpResponse, PageError> {
+    let status = actix_web::ResponseError::status_code(&refusal);
+    account_page(state, caller, status, Notice::Problem(refusal.to_string())).await
+}
+
 /// `GET /account`
 pub async fn account(
     state: web::Data<AppState>,
     caller: Caller,
 ) -> Result<HttpResponse, PageError> {
-    account_page(&state, &caller, StatusCode::OK, None, None, None).await
+    account_page(&state, &caller, StatusCode::OK, Notice::None).await
 }
 
 #[derive(Deserialize)]
@@ -316,9 +340,7 @@ pub async fn create_token(
                     &state,
                     &caller,
                     StatusCode::BAD_REQUEST,
-                    None,
-                    None,
-                    Some(msg),
+                    Notice::Problem(msg),
                 )
                 .await;
             }
@@ -337,16 +359,11 @@ pub async fn create_token(
                 &state,
                 &caller,
                 StatusCode::CREATED,
-                Some((name, token)),
-                None,
-                None,
+                Notice::NewToken(name, token),
             )
             .await
         }
-        Err(e) => {
-            let status = actix_web::ResponseError::status_code(&e);
-            account_page(&state, &caller, status, None, None, Some(e.to_string())).await
-        }
+        Err(e) => account_refusal(&state, &caller, e).await,
     }
 }
 
@@ -358,15 +375,8 @@ pub async fn revoke_token(
 ) -> Result<HttpResponse, PageError> {
     let id = super::catalog::id_of(&path, "token")?;
     super::users::revoke(&state, &caller.0, id).await?;
-    account_page(
-        &state,
-        &caller,
-        StatusCode::OK,
-        None,
-        Some(format!("Token {id} revoked.")),
-        None,
-    )
-    .await
+    let done = Notice::Done(format!("Token {id} revoked."));
+    account_page(&state, &caller, StatusCode::OK, done).await
 }
 
 #[derive(Deserialize)]
@@ -393,9 +403,7 @@ pub async fn change_password(
             &state,
             &caller,
             StatusCode::BAD_REQUEST,
-            None,
-            None,
-            Some(msg),
+            Notice::Problem(msg),
         )
         .await;
     }
@@ -411,10 +419,7 @@ pub async fn change_password(
                 format!("/login?next={}", encode("/account")),
             ))
             .finish()),
-        Err(e) => {
-            let status = actix_web::ResponseError::status_code(&e);
-            account_page(&state, &caller, status, None, None, Some(e.to_string())).await
-        }
+        Err(e) => account_refusal(&state, &caller, e).await,
     }
 }
 
