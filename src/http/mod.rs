@@ -7,26 +7,18 @@
 //! business rules live here.
 
 pub mod access;
-mod agent;
 mod api;
 mod assets;
-mod boot;
-mod catalog;
-mod deploy;
-mod environments;
 mod error;
-mod fuel_agent;
 pub mod limit;
-mod login;
-mod nodes;
-mod plugins;
-mod pxe;
-mod steps;
-mod timeline;
+mod node;
+mod pages;
 pub mod transport;
-mod ui;
-mod users;
-mod views;
+
+use access::{login, users};
+use api::{catalog, deploy, environments, nodes, plugins, pxe};
+use node::{agent, boot, fuel_agent, steps};
+use pages::ui;
 
 use std::net::TcpListener;
 use std::sync::Arc;

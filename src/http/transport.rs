@@ -13,7 +13,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpResponse, web};
 
-use super::AppState;
+use crate::http::AppState;
 
 /// What the boot scripts and this layer need to know about TLS.
 #[derive(Debug, Clone)]

@@ -10,8 +10,8 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::catalog::id_of;
-use super::{ApiError, AppState};
+use crate::http::api::catalog::id_of;
+use crate::http::{ApiError, AppState};
 use crate::planner::{self, Accepts, Planned};
 
 /// `GET /api/v1/clusters/{id}/nodes`
@@ -31,7 +31,10 @@ pub async fn nodes(
             })
         })
         .await?;
-    let body: Vec<serde_json::Value> = nodes.iter().map(super::catalog::node_json).collect();
+    let body: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(crate::http::api::catalog::node_json)
+        .collect();
     Ok(HttpResponse::Ok().json(body))
 }
 
@@ -209,7 +212,7 @@ pub async fn assign(
     let node = state
         .store(move |s| s.write(|tx| tx.assign_node(cluster, node, &roles, now)))
         .await?;
-    Ok(HttpResponse::Ok().json(super::catalog::node_json(&node)))
+    Ok(HttpResponse::Ok().json(crate::http::api::catalog::node_json(&node)))
 }
 
 /// `DELETE /api/v1/clusters/{id}/nodes/{node_id}`: take a node out of the environment.
@@ -231,7 +234,7 @@ pub async fn unassign(
 /// Secrets (passwords, keys, tokens) read as `******` for roles below admin.
 pub async fn settings(
     state: web::Data<AppState>,
-    caller: super::access::Caller,
+    caller: crate::http::access::Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
@@ -248,7 +251,7 @@ pub async fn settings(
 /// by an attribute of the release or a plugin and of its type; refused whole otherwise.
 pub async fn put_settings(
     state: web::Data<AppState>,
-    caller: super::access::Caller,
+    caller: crate::http::access::Caller,
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {

@@ -11,9 +11,11 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
-use super::agent::{MAX_HELLO_BYTES, parse_inventory, peer_address, rate_limit, refusal_error};
-use super::{ApiError, AppState};
 use crate::engine::hello::{self, Credential, Decision, FuelCall, Hello};
+use crate::http::node::agent::{
+    MAX_HELLO_BYTES, parse_inventory, peer_address, rate_limit, refusal_error,
+};
+use crate::http::{ApiError, AppState};
 use crate::model::{Inventory, Node};
 use crate::store::{HelloTarget, HelloWrite};
 
@@ -191,7 +193,7 @@ pub async fn register(
 ) -> Result<HttpResponse, ApiError> {
     let node = fuel_call(&state, &req, &body, FuelCall::Register).await?;
     tracing::info!(node = node.id, mac = %node.mac, "node registered through Fuel's API");
-    Ok(HttpResponse::Created().json(super::catalog::node_json(&node)))
+    Ok(HttpResponse::Created().json(crate::http::api::catalog::node_json(&node)))
 }
 
 /// `PUT /api/nodes/agent`: nailgun-agent's periodic update. Refreshes the inventory (and MACs)

@@ -5,8 +5,8 @@
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 
-use super::{ApiError, AppState};
 use crate::dhcp::server::DhcpCounters;
+use crate::http::{ApiError, AppState};
 use crate::tftp::server::TftpCounters;
 
 #[derive(Serialize)]

@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, AppState};
+use crate::http::{ApiError, AppState};
 use crate::model::{Cluster, FieldError, Node, Release};
 
 /// Nailgun's release shape plus stoker's `plugin_id`.
@@ -53,7 +53,10 @@ pub fn node_json(node: &Node) -> Value {
         let system = &node.inventory.system;
         for (key, value) in [
             ("cluster", json!(node.cluster_id)),
-            ("meta", super::fuel_agent::fuel_meta(&node.inventory)),
+            (
+                "meta",
+                crate::http::node::fuel_agent::fuel_meta(&node.inventory),
+            ),
             ("manufacturer", json!(system.vendor)),
             ("platform_name", json!(system.product)),
             ("pending_roles", json!([])),

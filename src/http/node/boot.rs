@@ -17,8 +17,8 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 
-use super::{ApiError, AppState};
 use crate::engine::hello::{self, BootAsk, BootRefusal};
+use crate::http::{ApiError, AppState};
 use crate::model::{Mac, NodeStatus, hex};
 
 #[derive(Template)]
@@ -70,7 +70,7 @@ fn host_of(url: &str) -> &str {
 }
 
 /// The two URLs of a boot script: (where iPXE fetches files, the master's URL for the agent).
-fn bases(boot: &super::BootSettings, local: std::net::SocketAddr) -> (String, String) {
+fn bases(boot: &crate::http::BootSettings, local: std::net::SocketAddr) -> (String, String) {
     use std::net::SocketAddr;
     match (&boot.public_url, &boot.tls) {
         (Some(url), None) => (url.clone(), url.clone()),
@@ -81,7 +81,7 @@ fn bases(boot: &super::BootSettings, local: std::net::SocketAddr) -> (String, St
         (None, None) => (format!("http://{local}"), format!("http://{local}")),
         (None, Some(tls)) => (
             format!("http://{}", SocketAddr::new(local.ip(), tls.boot_port)),
-            super::transport::https_base(None, tls, local),
+            crate::http::transport::https_base(None, tls, local),
         ),
     }
 }
@@ -130,12 +130,12 @@ pub async fn ipxe_script(
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    super::agent::limit(&state.boot_limit, &req)?;
+    crate::http::node::agent::limit(&state.boot_limit, &req)?;
     let mac: Mac = path
         .parse()
         .map_err(|e: String| ApiError::BadRequest(format!("boot script path: {e}")))?;
     let (base, master) = bases(&state.boot, req.app_config().local_addr());
-    let peer = super::agent::peer_address(&req).unwrap_or_default();
+    let peer = crate::http::node::agent::peer_address(&req).unwrap_or_default();
     let (token, hash) = new_token()?;
     let now = crate::clock::now();
     let binding = state.boot.binding;

@@ -10,7 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ApiError, AppState};
+use crate::http::{ApiError, AppState};
 use crate::store::{Report, Run, RunResult};
 
 /// How long an agent waits before asking again when nothing is runnable.
@@ -18,12 +18,12 @@ const RETRY_AFTER_MS: u64 = 1000;
 
 /// The hash of the request's agent token (`Authorization: Bearer ...`).
 fn token_hash(req: &HttpRequest) -> Result<String, ApiError> {
-    let token = super::agent::bearer(req)
+    let token = crate::http::node::agent::bearer(req)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
             ApiError::Unauthorized("an agent token is required (Authorization: Bearer ...)".into())
         })?;
-    Ok(super::boot::hash_token(&token))
+    Ok(crate::http::node::boot::hash_token(&token))
 }
 
 /// A token no node has: refused, and logged.
@@ -88,7 +88,7 @@ pub async fn next(
         b.node_id
     };
     let now = crate::clock::now();
-    let (new_token, new_hash) = super::boot::new_token()?;
+    let (new_token, new_hash) = crate::http::node::boot::new_token()?;
     let (node, outcome) = as_agent(&state, &req, move |tx, node| {
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);

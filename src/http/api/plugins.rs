@@ -20,7 +20,7 @@ use actix_web::body::{BodyStream, MessageBody};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
-use super::{ApiError, AppState};
+use crate::http::{ApiError, AppState};
 use crate::package::archive::bytes;
 use crate::package::install::{InstallError, Scratch, install_archive, sync};
 use crate::package::{PackageError, PackageLimits};

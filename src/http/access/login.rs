@@ -10,11 +10,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
-use super::access::{Caller, SESSION_COOKIE, encode, session_caller};
-use super::ui::PageError;
-use super::views::Me;
-use super::{ApiError, AppState};
 use crate::auth::{Role, secret};
+use crate::http::access::{Caller, SESSION_COOKIE, encode, session_caller};
+use crate::http::pages::ui::PageError;
+use crate::http::pages::views::Me;
+use crate::http::{ApiError, AppState};
 use crate::store::{ApiToken, AuditEntry};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -137,7 +137,7 @@ pub async fn submit(
         );
     }
     if let Err(ApiError::RateLimited { retry_after, .. }) =
-        super::users::login_rate_limit(&state, &req)
+        crate::http::access::users::login_rate_limit(&state, &req)
     {
         return render_login(
             &state,
@@ -150,9 +150,10 @@ pub async fn submit(
         );
     }
     let Some(login) =
-        super::users::check_password(&state, form.username.clone(), form.password).await?
+        crate::http::access::users::check_password(&state, form.username.clone(), form.password)
+            .await?
     else {
-        super::users::count_failure(&state, &req);
+        crate::http::access::users::count_failure(&state, &req);
         // The form again with its message (200: a browser treats an HTML 401 as a failed load).
         return render_login(
             &state,
@@ -226,11 +227,12 @@ impl TokenRow {
             name: t.name.clone(),
             kind: t.kind.clone(),
             role: t.role.to_string(),
-            created: super::views::utc(t.created_at),
-            expires: super::views::utc(t.expires_at),
-            last_used: t
-                .last_used_at
-                .map_or_else(|| "never".to_string(), |at| super::views::ago(at, now)),
+            created: crate::http::pages::views::utc(t.created_at),
+            expires: crate::http::pages::views::utc(t.expires_at),
+            last_used: t.last_used_at.map_or_else(
+                || "never".to_string(),
+                |at| crate::http::pages::views::ago(at, now),
+            ),
         }
     }
 }
@@ -298,7 +300,7 @@ async fn account_page(
 async fn account_refusal(
     state: &AppState,
     caller: &Caller,
-    refusal: super::ApiError,
+    refusal: crate::http::ApiError,
 ) -> Result<HttpResponse, PageError> {
     let status = actix_web::ResponseError::status_code(&refusal);
     account_page(state, caller, status, Notice::Problem(refusal.to_string())).await
@@ -346,12 +348,12 @@ pub async fn create_token(
             }
         },
     };
-    let request = super::users::TokenRequest {
+    let request = crate::http::access::users::TokenRequest {
         name: form.name,
         role: Some(form.role),
         expires_in_days: days,
     };
-    match super::users::new_personal_token(&state, &caller.0, request).await {
+    match crate::http::access::users::new_personal_token(&state, &caller.0, request).await {
         Ok(made) => {
             let name = made["name"].as_str().unwrap_or_default().to_string();
             let token = made["token"].as_str().unwrap_or_default().to_string();
@@ -373,8 +375,8 @@ pub async fn revoke_token(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::catalog::id_of(&path, "token")?;
-    super::users::revoke(&state, &caller.0, id).await?;
+    let id = crate::http::api::catalog::id_of(&path, "token")?;
+    crate::http::access::users::revoke(&state, &caller.0, id).await?;
     let done = Notice::Done(format!("Token {id} revoked."));
     account_page(&state, &caller, StatusCode::OK, done).await
 }
@@ -407,12 +409,14 @@ pub async fn change_password(
         )
         .await;
     }
-    let change = super::users::UserChange {
+    let change = crate::http::access::users::UserChange {
         password: Some(form.new),
         current_password: Some(form.current),
         role: None,
     };
-    match super::users::change_user(&state, &caller.0, caller.0.user.clone(), change).await {
+    match crate::http::access::users::change_user(&state, &caller.0, caller.0.user.clone(), change)
+        .await
+    {
         Ok(()) => Ok(HttpResponse::SeeOther()
             .insert_header((
                 header::LOCATION,
@@ -455,7 +459,7 @@ pub async fn audit(state: web::Data<AppState>, caller: Caller) -> Result<HttpRes
         rows: entries
             .into_iter()
             .map(|e| AuditRow {
-                at: super::views::utc(e.at),
+                at: crate::http::pages::views::utc(e.at),
                 actor: e.actor,
                 role: e.role,
                 source: e.source,

@@ -7,9 +7,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::access::Caller;
-use super::{ApiError, AppState};
 use crate::auth::{self, Principal, Role, Via, password, secret};
+use crate::http::access::Caller;
+use crate::http::{ApiError, AppState};
 use crate::store::{Login, NewToken};
 
 /// Longest a personal token may live, in days.
@@ -160,7 +160,7 @@ pub async fn login(
 /// Keystone's time format.
 fn iso(ts: i64) -> String {
     // views::utc gives "2026-11-24 16:56:12 UTC".
-    let utc = super::views::utc(ts);
+    let utc = crate::http::pages::views::utc(ts);
     format!("{}Z", utc.trim_end_matches(" UTC").replacen(' ', "T", 1))
 }
 
@@ -395,7 +395,7 @@ pub async fn revoke_token(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = super::catalog::id_of(&path, "token")?;
+    let id = crate::http::api::catalog::id_of(&path, "token")?;
     revoke(&state, &caller.0, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

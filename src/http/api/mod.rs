@@ -2,12 +2,19 @@
 //! the same routes also carry for `fuel2`, are built in `catalog.rs`. Each handler validates
 //! its input, makes one store call and returns JSON.
 
+pub mod catalog;
+pub mod deploy;
+pub mod environments;
+pub mod nodes;
+pub mod plugins;
+pub mod pxe;
+
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{ApiError, AppState};
 use crate::engine::state::{ErrorType, NodeState};
+use crate::http::{ApiError, AppState};
 use crate::model::{Node, NodeId};
 use crate::store::{Deployment, Run};
 
@@ -41,12 +48,15 @@ pub async fn healthz(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
 /// `GET /api/v1/nodes`
 pub async fn nodes(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let nodes = state.store(|s| s.read(|tx| tx.nodes())).await?;
-    let body: Vec<serde_json::Value> = nodes.iter().map(super::catalog::node_json).collect();
+    let body: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(crate::http::api::catalog::node_json)
+        .collect();
     Ok(HttpResponse::Ok().json(body))
 }
 
 /// Parse a node id from the path, naming it when it is not a number.
-pub(super) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
+pub(crate) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
     raw.parse::<NodeId>()
         .ok()
         .filter(|id| *id > 0)
@@ -58,7 +68,7 @@ pub(super) fn node_id(raw: &str) -> Result<NodeId, ApiError> {
 /// null), `driver_internal_info.deploy_steps` and `deploy_step_index`, and on failure the
 /// failing step with its output.
 pub fn node_detail(node: &Node, progress: Option<&(Deployment, Vec<Run>)>) -> serde_json::Value {
-    let mut v = super::catalog::node_json(node);
+    let mut v = crate::http::api::catalog::node_json(node);
     let (deployment, runs) = match progress {
         Some((d, runs)) => (Some(d.id), runs.as_slice()),
         None => (None, &[][..]),

@@ -7,11 +7,11 @@
 
 use actix_web::{HttpResponse, web};
 
-use super::{ApiError, AppState};
+use crate::http::{ApiError, AppState};
 use crate::model::{Node, NodeId};
 
 /// Delete node `id`; the node as it was.
-pub(super) async fn delete_node(state: &AppState, id: NodeId) -> Result<Node, ApiError> {
+pub(crate) async fn delete_node(state: &AppState, id: NodeId) -> Result<Node, ApiError> {
     let now = crate::clock::now();
     let node = state
         .store(move |s| s.write(|tx| tx.delete_node(id, now)))
@@ -21,7 +21,7 @@ pub(super) async fn delete_node(state: &AppState, id: NodeId) -> Result<Node, Ap
 }
 
 /// Approve node `id`; the node now, and whether it was waiting.
-pub(super) async fn approve_node(state: &AppState, id: NodeId) -> Result<(Node, bool), ApiError> {
+pub(crate) async fn approve_node(state: &AppState, id: NodeId) -> Result<(Node, bool), ApiError> {
     let now = crate::clock::now();
     let (node, was_waiting) = state
         .store(move |s| {
@@ -49,7 +49,7 @@ pub async fn delete(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = super::api::node_id(&path)?;
+    let id = crate::http::api::node_id(&path)?;
     delete_node(&state, id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -59,7 +59,7 @@ pub async fn approve(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = super::api::node_id(&path)?;
+    let id = crate::http::api::node_id(&path)?;
     let (node, _) = approve_node(&state, id).await?;
     Ok(HttpResponse::Ok().json(node))
 }

@@ -8,9 +8,9 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
-use super::limit::RateLimiter;
-use super::{ApiError, AppState};
 use crate::engine::hello::{self, Credential, Decision, Hello, Refusal};
+use crate::http::limit::RateLimiter;
+use crate::http::{ApiError, AppState};
 use crate::model::{Mac, Node, RawInventory};
 use crate::store::{HelloTarget, HelloWrite, TokenCheck};
 
@@ -65,8 +65,8 @@ pub fn rate_limit(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
 }
 
 /// Refuse a call from a client that `limiter` says made too many lately; refusals are logged
-/// with their count, at most once every [`super::limit::LOG_EVERY`].
-pub(super) fn limit(limiter: &RateLimiter, req: &HttpRequest) -> Result<(), ApiError> {
+/// with their count, at most once every [`crate::http::limit::LOG_EVERY`].
+pub(crate) fn limit(limiter: &RateLimiter, req: &HttpRequest) -> Result<(), ApiError> {
     let now = std::time::Instant::now();
     if let Some(peer) = req.peer_addr()
         && let Some(wait) = limiter.check(peer.ip(), now)
@@ -89,12 +89,12 @@ pub(super) fn limit(limiter: &RateLimiter, req: &HttpRequest) -> Result<(), ApiE
 
 /// The address a request came from, as the boot and hello policies compare it (an IPv4
 /// address seen through an IPv6 socket in its IPv4 form).
-pub(super) fn peer_address(req: &HttpRequest) -> Option<String> {
+pub(crate) fn peer_address(req: &HttpRequest) -> Option<String> {
     req.peer_addr().map(|p| p.ip().to_canonical().to_string())
 }
 
 /// The API error for a refused hello or Fuel call, logged with the caller's address.
-pub(super) fn refusal_error(why: Refusal, max_nodes: u64, peer: Option<&str>) -> ApiError {
+pub(crate) fn refusal_error(why: Refusal, max_nodes: u64, peer: Option<&str>) -> ApiError {
     let peer = peer.unwrap_or("?");
     match why {
         Refusal::Unauthorized => {
@@ -144,7 +144,7 @@ pub(super) fn refusal_error(why: Refusal, max_nodes: u64, peer: Option<&str>) ->
 }
 
 /// The bearer token of a request, if it carries one.
-pub(super) fn bearer(req: &HttpRequest) -> Option<String> {
+pub(crate) fn bearer(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(actix_web::http::header::AUTHORIZATION)?
         .to_str()
@@ -173,8 +173,8 @@ pub async fn hello(
     rate_limit(&state, &req)?;
     let inventory = parse_inventory(&body)?;
     let now = crate::clock::now();
-    let presented = bearer(&req).map(|t| super::boot::hash_token(&t));
-    let (new_token, new_hash) = super::boot::new_token()?;
+    let presented = bearer(&req).map(|t| crate::http::node::boot::hash_token(&t));
+    let (new_token, new_hash) = crate::http::node::boot::new_token()?;
     let lifetime = state.boot.token_lifetime;
     let discovery = state.boot.discovery;
     let peer = peer_address(&req);

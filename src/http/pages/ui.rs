@@ -6,9 +6,9 @@ use actix_web::{HttpResponse, ResponseError, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
-use super::access::Caller;
-use super::views::{CountTile, HistoryRow, Me, NodeRow, human_bytes};
-use super::{ApiError, AppState};
+use crate::http::access::Caller;
+use crate::http::pages::views::{CountTile, HistoryRow, Me, NodeRow, human_bytes};
+use crate::http::{ApiError, AppState};
 use crate::model::{Node, Release};
 use crate::store::NO_RELEASE_MESSAGE;
 
@@ -190,7 +190,7 @@ pub async fn node(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
-    let id = super::api::node_id(&path)?;
+    let id = crate::http::api::node_id(&path)?;
     let node = state
         .store(move |s| s.read(|tx| tx.node(id)))
         .await?
@@ -201,7 +201,7 @@ pub async fn node(
         version: VERSION,
         me: Me::of(&caller),
         row: NodeRow::new(&node, now),
-        created: super::views::utc(node.created_at),
+        created: crate::http::pages::views::utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
         disks: node
             .inventory
@@ -225,8 +225,8 @@ pub async fn delete_node(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::api::node_id(&path)?;
-    super::nodes::delete_node(&state, id).await?;
+    let id = crate::http::api::node_id(&path)?;
+    crate::http::api::nodes::delete_node(&state, id).await?;
     Ok(HttpResponse::SeeOther()
         .insert_header(("Location", "/nodes"))
         .finish())
@@ -237,8 +237,8 @@ pub async fn approve_node(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::api::node_id(&path)?;
-    super::nodes::approve_node(&state, id).await?;
+    let id = crate::http::api::node_id(&path)?;
+    crate::http::api::nodes::approve_node(&state, id).await?;
     Ok(HttpResponse::SeeOther()
         .insert_header(("Location", format!("/nodes/{id}")))
         .finish())
@@ -262,7 +262,7 @@ pub async fn environments(
                 .find(|r| r.id == c.release_id)
                 .map_or_else(|| format!("release {}", c.release_id), |r| r.name.clone()),
             status: c.status.clone(),
-            created: super::views::utc(c.created_at),
+            created: crate::http::pages::views::utc(c.created_at),
         })
         .collect();
     Ok(EnvironmentsPage {
@@ -396,7 +396,7 @@ pub async fn environment(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<actix_web::CustomizeResponder<EnvironmentPage>, PageError> {
-    let id = super::catalog::id_of(&path, "environment")?;
+    let id = crate::http::api::catalog::id_of(&path, "environment")?;
     let (cluster, release, nodes, roles) = state
         .store(move |s| {
             s.read(|tx| {
@@ -457,13 +457,17 @@ pub async fn environment(
         page.deployment = Some((dep.id, dep.status.clone(), line));
         page.timeline = svg;
     }
-    let planned = super::environments::make_plan(&state, id, "default".to_string()).await;
-    let headers = planned.as_ref().map(super::environments::plan_headers).ok();
+    let planned =
+        crate::http::api::environments::make_plan(&state, id, "default".to_string()).await;
+    let headers = planned
+        .as_ref()
+        .map(crate::http::api::environments::plan_headers)
+        .ok();
     if let Ok(p) = &planned {
         page.plan_made = format!(
             "{} ({})",
-            super::views::ago(p.made_at, now),
-            super::views::utc(p.made_at)
+            crate::http::pages::views::ago(p.made_at, now),
+            crate::http::pages::views::utc(p.made_at)
         );
     }
     match planned.map(|p| p.plan) {
@@ -519,7 +523,7 @@ async fn latest_deployment(
             .cloned()
             .unwrap_or_else(|| format!("node {n}"))
     };
-    let svg = super::timeline::svg(&d, &runs, &label, crate::clock::now());
+    let svg = crate::http::pages::timeline::svg(&d, &runs, &label, crate::clock::now());
     Ok(Some((d, line, svg)))
 }
 
@@ -529,7 +533,7 @@ pub async fn timeline(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::catalog::id_of(&path, "environment")?;
+    let id = crate::http::api::catalog::id_of(&path, "environment")?;
     let body = match latest_deployment(&state, id).await? {
         Some((d, line, svg)) => format!(
             r#"<p data-status="{}"><span class="badge {}">{}</span> Deployment {} · {}</p><div class="timeline-box">{}</div>"#,
@@ -568,8 +572,8 @@ pub async fn deploy(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::catalog::id_of(&path, "environment")?;
-    super::deploy::start(&state, id, Vec::new()).await?;
+    let id = crate::http::api::catalog::id_of(&path, "environment")?;
+    crate::http::api::deploy::start(&state, id, Vec::new()).await?;
     Ok(back_to(id))
 }
 
@@ -579,8 +583,8 @@ pub async fn deployment_action(
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, PageError> {
     let (env, dep, action) = path.into_inner();
-    let id = super::catalog::id_of(&env, "environment")?;
-    let dep = super::catalog::id_of(&dep, "deployment")?;
+    let id = crate::http::api::catalog::id_of(&env, "environment")?;
+    let dep = crate::http::api::catalog::id_of(&dep, "deployment")?;
     let now = crate::clock::now();
     let abort = match action.as_str() {
         "abort" => true,
@@ -616,19 +620,20 @@ pub async fn assign_node(
     path: web::Path<String>,
     form: web::Form<AssignForm>,
 ) -> Result<HttpResponse, PageError> {
-    let id = super::catalog::id_of(&path, "environment")?;
+    let id = crate::http::api::catalog::id_of(&path, "environment")?;
     let form = form.into_inner();
-    let node = super::catalog::id_of(&form.node_id, "node")?;
+    let node = crate::http::api::catalog::id_of(&form.node_id, "node")?;
     let roles: Vec<&str> = form
         .roles
         .split(',')
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .collect();
-    let roles = super::environments::parse_roles(
+    let roles = crate::http::api::environments::parse_roles(
         serde_json::json!({ "roles": roles }).to_string().as_bytes(),
     )?;
-    super::environments::check_roles(&state, id, &[("roles".to_string(), &roles)]).await?;
+    crate::http::api::environments::check_roles(&state, id, &[("roles".to_string(), &roles)])
+        .await?;
     let now = crate::clock::now();
     state
         .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
@@ -644,8 +649,8 @@ pub async fn remove_node(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, PageError> {
     let (env, node) = path.into_inner();
-    let id = super::catalog::id_of(&env, "environment")?;
-    let node = super::catalog::id_of(&node, "node")?;
+    let id = crate::http::api::catalog::id_of(&env, "environment")?;
+    let node = crate::http::api::catalog::id_of(&node, "node")?;
     let now = crate::clock::now();
     state
         .store(move |s| s.write(|tx| tx.unassign_node(node, now)))
@@ -672,7 +677,7 @@ pub async fn create_environment(
         "name": form.name,
         "release_id": form.release_id.trim().parse::<i64>().unwrap_or(0),
     });
-    let new = super::catalog::parse_new_cluster(body.to_string().as_bytes())?;
+    let new = crate::http::api::catalog::parse_new_cluster(body.to_string().as_bytes())?;
     let now = crate::clock::now();
     state
         .store(move |s| {
@@ -702,7 +707,7 @@ pub async fn releases(
                 .map(|list| list.iter().map(diagnostic_line).collect())
                 .unwrap_or_default(),
             kind: if p.is_release { "release" } else { "plugin" },
-            installed: super::views::ago(p.installed_at, now),
+            installed: crate::http::pages::views::ago(p.installed_at, now),
             name: p.name,
             title: p.title,
             version: p.version,

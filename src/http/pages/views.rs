@@ -195,7 +195,7 @@ pub struct Me {
 }
 
 impl Me {
-    pub fn of(caller: &super::access::Caller) -> Me {
+    pub fn of(caller: &crate::http::access::Caller) -> Me {
         use crate::auth::Role;
         let p = &caller.0;
         Me {

@@ -13,6 +13,9 @@
 //!
 //! Handlers reach the caller through the [`Caller`] extractor.
 
+pub mod login;
+pub mod users;
+
 use std::future::{Ready, ready};
 
 use actix_web::body::BoxBody;
@@ -22,8 +25,8 @@ use actix_web::middleware::{Next, from_fn};
 use actix_web::{FromRequest, Handler, HttpMessage, HttpRequest, HttpResponse, Responder};
 use actix_web::{ResponseError, guard, web};
 
-use super::{ApiError, AppState};
 use crate::auth::{Access, Principal, Role, secret};
+use crate::http::{ApiError, AppState};
 use crate::store::AuditEntry;
 
 /// The dashboard's session cookie.
@@ -451,7 +454,7 @@ async fn authorize(
     }
     let answer = match access {
         Access::Page(_) if status == StatusCode::UNAUTHORIZED => to_login(&req),
-        Access::Page(_) => super::ui::PageError::from(refusal).error_response(),
+        Access::Page(_) => crate::http::pages::ui::PageError::from(refusal).error_response(),
         _ => refusal.error_response(),
     };
     Ok(req.into_response(answer))

@@ -7,9 +7,9 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::catalog::id_of;
-use super::{ApiError, AppState};
 use crate::engine::steps::UserStep;
+use crate::http::api::catalog::id_of;
+use crate::http::{ApiError, AppState};
 use crate::store::{Deployment, Run, RunCounts};
 
 #[derive(Debug, Deserialize, Default)]
@@ -184,7 +184,7 @@ pub async fn list(
 /// Task data holds the environment's secrets: masked for roles below admin.
 pub async fn show(
     state: web::Data<AppState>,
-    caller: super::access::Caller,
+    caller: crate::http::access::Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "deployment")?;

@@ -1,0 +1,8 @@
+//! What nodes call: before they have a credential (the iPXE script, kernel and initramfs under
+//! `/boot/`, the discovery hello, Fuel's nailgun-agent endpoints; all rate-limited and bounded)
+//! and with their agent token (the deploy steps: next, output, result, sync, file).
+
+pub mod agent;
+pub mod boot;
+pub mod fuel_agent;
+pub mod steps;
