@@ -8,7 +8,9 @@
 //! 2. **Place.** Roles are assigned ([`super::roles`]); every task but groups goes to the nodes
 //!    its `tags`/`roles`/`role`/`groups` resolve to, stages to the sync node; each id in a
 //!    group's `tasks:` goes to every node of the group, whatever its own roles say. A task on
-//!    no node is listed with the reason. A node runs each task id once.
+//!    no node is listed with the reason. A node runs each task id once. A legacy task after
+//!    one on no node waits for the nearest earlier one of its chain that has a node, or for
+//!    the stage's end marker ([`legacy::skip_unplaced`]), and the plan says so.
 //! 3. **Serialize per node.** Every field but `id` may be a YAQL field, evaluated with `$` = the
 //!    node's data, `$%old` = the data of the deployment that last ran this task on this node
 //!    (`{}` when none, when the node must be redeployed, or when the cluster is forced), `$node`
@@ -983,6 +985,55 @@ pub fn plan_within(
                     .unwrap_or_else(|| J::from(places.len() as u64 + 1)),
             });
         }
+    }
+    // Legacy chains stay whole: a task placed on no node is skipped over.
+    let relinked = legacy::skip_unplaced(
+        &generated,
+        &|id| id_of.get(id).is_some_and(|&i| !placed[i].is_empty()),
+        &|id| {
+            id_of
+                .get(id)
+                .and_then(|&i| templates[i].raw.get("roles").cloned())
+                .unwrap_or(J::Null)
+        },
+    );
+    for r in relinked {
+        let Some(&ti) = id_of.get(r.id.as_str()) else {
+            continue;
+        };
+        let t = &tasks[ti];
+        let tpl = &mut templates[ti];
+        if let Some(o) = tpl.raw.as_object_mut() {
+            o.insert("cross-depends".to_string(), r.cross_depends.clone());
+        }
+        let waits = r
+            .cross_depends
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.get("name").and_then(J::as_str))
+            .collect::<Vec<_>>()
+            .join(", ");
+        warnings.push(format!(
+            "{}: legacy task {} waits for {waits}: {} before it run(s) on no node",
+            t.source,
+            t.id,
+            r.skipped.join(", ")
+        ));
+        let edges_yaql = EDGE_KEYS
+            .iter()
+            .any(|k| tpl.raw.get(*k).is_some_and(contains_yaql));
+        tpl.edges = if edges_yaql {
+            None
+        } else {
+            match parse_edges(&tpl.raw) {
+                Ok(e) => Some(Arc::new(e)),
+                Err((field, m)) => {
+                    failures.push(fail(t, "*", field, "", m));
+                    Some(Arc::new(Edges::default()))
+                }
+            }
+        };
     }
     for t in &tasks {
         if t.is_group() || !placed[t.index].is_empty() {
