@@ -3,6 +3,11 @@
 //! master with the bundled release, enabled in an environment by their settings' `metadata`,
 //! and the environment's plan is read back.
 //!
+//! - `odl_fixture`: tasks whose conditions and parameters read `$.odl_fixture.<attribute>`,
+//!   `$.odl_fixture.metadata.enabled` and `$.deployment_id` as fuel-plugin-opendaylight's and
+//!   fuel-plugin-murano's do: they evaluate with no setting typed in but `enabled`, the
+//!   environment's values override the plugin's defaults, and the data a node gets has
+//!   Nailgun's standard keys with Nailgun's value types.
 //! - `legacy-chain`: legacy `tasks.yaml` tasks shaped like fuel-plugin-external-zabbix's, one in
 //!   the middle of each stage's chain on a role no node has: the chain still holds.
 
@@ -167,5 +172,135 @@ fn a_legacy_chain_holds_when_a_task_runs_nowhere() {
             )),
         "{}",
         p["warnings"]
+    );
+}
+
+/// A real plugin's conditions plan with nothing typed in but `enabled`, and the environment's
+/// values win over the plugin's defaults.
+#[test]
+fn plugin_settings_and_nailgun_keys_reach_the_plan() {
+    let d = TestDaemon::start_bundled("install");
+    install(&d, "odl_fixture");
+    let plugin_id = d
+        .http()
+        .get("/api/v1/plugins")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "odl_fixture")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let (cluster, ids) = environment(&d, &["controller", "compute"]);
+    let (controller, compute) = (ids[0], ids[1]);
+    set(
+        &d,
+        cluster,
+        json!({"odl_fixture": {"metadata": {"enabled": true}}}),
+    );
+    let p = plan(&d, cluster);
+
+    // The plugin's defaults: no SFC, ODL not managing L3.
+    let sfc = step(&p, controller, "odl_sfc");
+    assert_eq!(sfc["status"], "skipped");
+    assert!(
+        sfc["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("condition is false: $.odl_fixture.enable_sfc"),
+        "{sfc}"
+    );
+    assert_eq!(step(&p, controller, "odl_l3_routers")["status"], "run");
+    let register = step(&p, controller, "odl_dashboard_registration");
+    assert_eq!(register["status"], "run");
+    assert_eq!(
+        register["parameters"]["cmd"],
+        format!("register {cluster} on port 8282")
+    );
+
+    // The data a node gets, as Nailgun serialized it.
+    let data = |uid: i64| -> Value {
+        let text = step(&p, uid, "odl_hiera")["parameters"]["data"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        serde_json::from_str(&text).unwrap()
+    };
+    let c = data(controller);
+    assert_eq!(c["deployment_id"], json!(cluster));
+    assert_eq!(c["deployment_mode"], "ha_compact");
+    assert_eq!(c["openstack_version"], "newton-10.0");
+    assert_eq!(c["fuel_version"], "10.0");
+    assert_eq!(
+        c["cluster"],
+        json!({"id": cluster, "name": "env", "fuel_version": "10.0", "status": "new",
+               "mode": "ha_compact"})
+    );
+    assert_eq!(
+        c["release"],
+        json!({"name": "Ubuntu Newton", "version": "newton-10.0", "operating_system": "Ubuntu"})
+    );
+    assert_eq!(
+        c["odl_fixture"],
+        json!({
+            "metadata": {"class": "plugin", "toggleable": true, "weight": 90,
+                         "label": "OpenDaylight fixture", "group": "network", "enabled": true,
+                         "plugin_id": plugin_id, "plugin_version": "1.1.0",
+                         "hot_pluggable": false},
+            "enable_l3_odl": false,
+            "enable_sfc": false,
+            "rest_api_port": "8282",
+        })
+    );
+    assert_eq!(
+        c["plugins"],
+        json!([{"name": "odl_fixture", "scripts": [{
+            "remote_url": "rsync://10.20.0.2:/plugins/odl_fixture-1.1/deployment_scripts/",
+            "local_path": "/etc/fuel/plugins/odl_fixture-1.1/",
+        }]}])
+    );
+    // The release's settings, flattened as Nailgun did: `common` at the top, groups by name.
+    assert_eq!(c["debug"], false);
+    assert_eq!(c["access"]["user"], "admin");
+    assert_eq!(c["metadata"]["label"], "Common");
+    // The node's own part: uid a string, host names node-<id>, the operator's name beside.
+    let host = format!("node-{controller}");
+    assert_eq!(c["uid"], controller.to_string());
+    assert_eq!(c["fqdn"], format!("{host}.domain.tld"));
+    assert_eq!(c["user_node_name"], "Untitled (70:00)");
+    assert_eq!(c["roles"], json!(["primary-controller"]));
+    assert_eq!(c["fail_if_error"], true);
+    assert_eq!(c["online"], true);
+    assert_eq!(c["status"], "discover");
+    assert_eq!(c["last_controller"], host);
+    assert_eq!(
+        c["network_metadata"]["nodes"][&host]["node_roles"],
+        json!(["primary-controller"])
+    );
+    assert_eq!(
+        c["nodes"].as_array().unwrap().len(),
+        2,
+        "one entry per node and role: {}",
+        c["nodes"]
+    );
+    let w = data(compute);
+    assert_eq!(w["uid"], compute.to_string());
+    assert_eq!(w["fail_if_error"], false);
+    assert_eq!(w["deployment_id"], c["deployment_id"]);
+
+    // The environment's values override the plugin's defaults.
+    set(
+        &d,
+        cluster,
+        json!({"odl_fixture": {"metadata": {"enabled": true}, "enable_sfc": true,
+                               "enable_l3_odl": true, "rest_api_port": "9999"}}),
+    );
+    let p = plan(&d, cluster);
+    assert_eq!(step(&p, controller, "odl_sfc")["status"], "run");
+    assert_eq!(step(&p, controller, "odl_l3_routers")["status"], "skipped");
+    assert_eq!(
+        step(&p, controller, "odl_dashboard_registration")["parameters"]["cmd"],
+        format!("register {cluster} on port 9999")
     );
 }

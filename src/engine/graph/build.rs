@@ -67,6 +67,8 @@ pub struct ReleaseGraph {
     pub name: String,
     /// `<openstack>-<fuel>`, e.g. `newton-10.0` (`OPENSTACK_VERSION`).
     pub version: String,
+    /// `Ubuntu`, `CentOS` (`$.release.operating_system`).
+    pub operating_system: String,
     pub tasks: Vec<(J, Source)>,
     pub roles_metadata: J,
     pub tags_metadata: J,
@@ -79,6 +81,20 @@ pub struct ReleaseGraph {
 pub struct PluginGraph {
     pub name: String,
     pub version: String,
+    /// Nailgun's `plugin_id`: the installed plugin's id (the master's), or its place among the
+    /// plugins given (`stoker graph plan`).
+    pub id: i64,
+    /// The plugin's title (its settings' `metadata.label`).
+    pub title: String,
+    /// `is_hotpluggable` (`metadata.hot_pluggable`).
+    pub hot_pluggable: bool,
+    /// Its `environment_config.yaml` attributes as the release sees them (`{metadata, <name>:
+    /// {value, type, ...}}`), for its settings in the deployment data
+    /// ([`data::plugin_settings`]).
+    pub attributes: J,
+    /// Its scripts' folder in the package (`deployment_scripts_path`, `deployment_scripts/` by
+    /// default), for `$.plugins`.
+    pub scripts_path: String,
     /// Package format 1.0.0.
     pub v1: bool,
     pub tasks: Vec<(J, Source)>,
@@ -727,13 +743,7 @@ pub fn plan_within(
     let uids: Vec<String> = nodes.iter().map(|n| n.uid.clone()).collect();
     let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
     let owned_nodes: Vec<NodeSpec> = nodes.iter().map(|n| (*n).clone()).collect();
-    let dd = data::build(
-        cluster,
-        &owned_nodes,
-        &assigned,
-        &release.version,
-        &release.settings,
-    );
+    let dd = data::build(cluster, &owned_nodes, &assigned, release, plugins);
     let resolver = Resolver::new(&assigned);
     let n = nodes.len();
     let master = resolver.master();
@@ -1609,7 +1619,7 @@ pub fn plan_within(
             ("sync".to_string(), Vec::new(), Vec::new())
         } else {
             (
-                nodes[p].name(),
+                nodes[p].user_node_name(),
                 assigned[p].roles.clone(),
                 assigned[p].tags.clone(),
             )
