@@ -85,11 +85,12 @@ pub struct EnvironmentPlan {
 }
 
 /// The status a node has for the planner (Nailgun's names; old data is ignored for the
-/// statuses in [`graph::input::REDEPLOY_STATUSES`]).
+/// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is Nailgun's (and the
+/// `configure` step's) `node-<id>`; the name the operator sees is its `user_node_name`.
 fn spec_of(node: &Node) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
     spec.roles.clone_from(&node.roles);
-    spec.name = Some(node.name.clone());
+    spec.user_node_name = Some(node.name.clone());
     spec.status = node.status.as_str().to_string();
     spec.pending_addition = node.status == NodeStatus::Discover;
     spec
@@ -195,6 +196,7 @@ fn plan_inputs(
     let spec = graph::Cluster {
         id: cluster.id,
         name: cluster.name.clone(),
+        status: cluster.status.clone(),
         settings,
         ..graph::Cluster::default()
     };
@@ -386,16 +388,17 @@ fn enabled_plugins(
     graph_type: &str,
 ) -> Result<Vec<graph::PluginGraph>, PlanningError> {
     let mut out = Vec::new();
-    for (_, name, _, path) in plugins {
+    for (id, name, _, path) in plugins {
         if !enabled(settings, name) {
             continue;
         }
         let path: PathBuf = data_dir.join(path);
-        let g =
+        let mut g =
             open_plugin(&path, release, graph_type).map_err(|source| PlanningError::Plugin {
                 plugin: name.clone(),
                 source: source.relative_to(data_dir),
             })?;
+        g.id = *id;
         out.push(g);
     }
     Ok(out)

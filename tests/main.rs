@@ -13,6 +13,7 @@ mod catalog;
 mod cli;
 mod config;
 mod deploy;
+mod deployment_data;
 mod dhcp;
 mod environments;
 mod flow;

@@ -114,9 +114,13 @@ fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return usage(e),
     };
     let mut plugins = Vec::new();
-    for p in &args.plugins {
+    for (i, p) in args.plugins.iter().enumerate() {
         match open_plugin(p, &release, &args.graph) {
-            Ok(g) => plugins.push(g),
+            Ok(mut g) => {
+                // Nailgun's plugin_id: here, the plugin's place on the command line.
+                g.id = i as i64 + 1;
+                plugins.push(g);
+            }
             Err(e) => return usage(e),
         }
     }

@@ -114,6 +114,7 @@ pub fn open_release(
         return Ok(OpenedRelease {
             graph: ReleaseGraph {
                 version: library_version.unwrap_or(&name).to_string(),
+                operating_system: "Ubuntu".to_string(),
                 name,
                 tasks,
                 ..ReleaseGraph::default()

@@ -8,7 +8,9 @@
 //! 2. **Place.** Roles are assigned ([`super::roles`]); every task but groups goes to the nodes
 //!    its `tags`/`roles`/`role`/`groups` resolve to, stages to the sync node; each id in a
 //!    group's `tasks:` goes to every node of the group, whatever its own roles say. A task on
-//!    no node is listed with the reason. A node runs each task id once.
+//!    no node is listed with the reason. A node runs each task id once. A legacy task after
+//!    one on no node waits for the nearest earlier one of its chain that has a node, or for
+//!    the stage's end marker ([`legacy::skip_unplaced`]), and the plan says so.
 //! 3. **Serialize per node.** Every field but `id` may be a YAQL field, evaluated with `$` = the
 //!    node's data, `$%old` = the data of the deployment that last ran this task on this node
 //!    (`{}` when none, when the node must be redeployed, or when the cluster is forced), `$node`
@@ -65,6 +67,8 @@ pub struct ReleaseGraph {
     pub name: String,
     /// `<openstack>-<fuel>`, e.g. `newton-10.0` (`OPENSTACK_VERSION`).
     pub version: String,
+    /// `Ubuntu`, `CentOS` (`$.release.operating_system`).
+    pub operating_system: String,
     pub tasks: Vec<(J, Source)>,
     pub roles_metadata: J,
     pub tags_metadata: J,
@@ -77,6 +81,20 @@ pub struct ReleaseGraph {
 pub struct PluginGraph {
     pub name: String,
     pub version: String,
+    /// Nailgun's `plugin_id`: the installed plugin's id (the master's), or its place among the
+    /// plugins given (`stoker graph plan`).
+    pub id: i64,
+    /// The plugin's title (its settings' `metadata.label`).
+    pub title: String,
+    /// `is_hotpluggable` (`metadata.hot_pluggable`).
+    pub hot_pluggable: bool,
+    /// Its `environment_config.yaml` attributes as the release sees them (`{metadata, <name>:
+    /// {value, type, ...}}`), for its settings in the deployment data
+    /// ([`data::plugin_settings`]).
+    pub attributes: J,
+    /// Its scripts' folder in the package (`deployment_scripts_path`, `deployment_scripts/` by
+    /// default), for `$.plugins`.
+    pub scripts_path: String,
     /// Package format 1.0.0.
     pub v1: bool,
     pub tasks: Vec<(J, Source)>,
@@ -725,13 +743,7 @@ pub fn plan_within(
     let uids: Vec<String> = nodes.iter().map(|n| n.uid.clone()).collect();
     let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
     let owned_nodes: Vec<NodeSpec> = nodes.iter().map(|n| (*n).clone()).collect();
-    let dd = data::build(
-        cluster,
-        &owned_nodes,
-        &assigned,
-        &release.version,
-        &release.settings,
-    );
+    let dd = data::build(cluster, &owned_nodes, &assigned, release, plugins);
     let resolver = Resolver::new(&assigned);
     let n = nodes.len();
     let master = resolver.master();
@@ -983,6 +995,55 @@ pub fn plan_within(
                     .unwrap_or_else(|| J::from(places.len() as u64 + 1)),
             });
         }
+    }
+    // Legacy chains stay whole: a task placed on no node is skipped over.
+    let relinked = legacy::skip_unplaced(
+        &generated,
+        &|id| id_of.get(id).is_some_and(|&i| !placed[i].is_empty()),
+        &|id| {
+            id_of
+                .get(id)
+                .and_then(|&i| templates[i].raw.get("roles").cloned())
+                .unwrap_or(J::Null)
+        },
+    );
+    for r in relinked {
+        let Some(&ti) = id_of.get(r.id.as_str()) else {
+            continue;
+        };
+        let t = &tasks[ti];
+        let tpl = &mut templates[ti];
+        if let Some(o) = tpl.raw.as_object_mut() {
+            o.insert("cross-depends".to_string(), r.cross_depends.clone());
+        }
+        let waits = r
+            .cross_depends
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.get("name").and_then(J::as_str))
+            .collect::<Vec<_>>()
+            .join(", ");
+        warnings.push(format!(
+            "{}: legacy task {} waits for {waits}: {} before it run(s) on no node",
+            t.source,
+            t.id,
+            r.skipped.join(", ")
+        ));
+        let edges_yaql = EDGE_KEYS
+            .iter()
+            .any(|k| tpl.raw.get(*k).is_some_and(contains_yaql));
+        tpl.edges = if edges_yaql {
+            None
+        } else {
+            match parse_edges(&tpl.raw) {
+                Ok(e) => Some(Arc::new(e)),
+                Err((field, m)) => {
+                    failures.push(fail(t, "*", field, "", m));
+                    Some(Arc::new(Edges::default()))
+                }
+            }
+        };
     }
     for t in &tasks {
         if t.is_group() || !placed[t.index].is_empty() {
@@ -1558,7 +1619,7 @@ pub fn plan_within(
             ("sync".to_string(), Vec::new(), Vec::new())
         } else {
             (
-                nodes[p].name(),
+                nodes[p].user_node_name(),
                 assigned[p].roles.clone(),
                 assigned[p].tags.clone(),
             )

@@ -1,21 +1,42 @@
 //! Each node's deployment data (Fuel's "astute.yaml"), the `$` of every YAQL field: a common
-//! part deep-merged under a node part, the node's keys winning (Nailgun's `UnionDict`).
+//! part deep-merged under a node part, the node's keys winning (Nailgun's `UnionDict`). The
+//! keys, their shapes and their value types are those of Nailgun's LCM serializer
+//! (`nailgun/orchestrator/deployment_serializers.py`, stable/newton: `DeploymentLCMSerializer`
+//! over `DeploymentHASerializer90` ... `DeploymentMultinodeSerializer`), from what stoker knows.
 //!
-//! The common part is, lowest priority first: the release's setting defaults
-//! (`attributes_metadata.editable`, flattened as Nailgun serialized them: `common.x.value` →
-//! `x`, `additional_components.x.value` → `x.enabled`, `group.x.value` → `group.x`); what stoker
-//! generates (`cluster: {id, name}`, `openstack_version`, `master_ip`, `network_metadata.nodes`
-//! with every node's uid, name, fqdn and node_roles, and the legacy `nodes` list); then the
-//! cluster's `settings`. The node part is `uid`, `name`, `fqdn`, `roles` (primaries applied),
-//! `node_roles`, `status`, then the node's own `data`. The master pseudo node is
-//! `{uid: master, roles: [master]}`.
+//! The common part is, lowest priority first:
+//!
+//! 1. the release's settings ([`settings_from_attributes`]: Nailgun's
+//!    `Attributes.merged_attrs_values` of `attributes_metadata`);
+//! 2. each enabled plugin's settings under its name ([`plugin_settings`]: its
+//!    `environment_config.yaml` defaults and a `metadata` block, as
+//!    `PluginManager.get_plugins_attributes` made them);
+//! 3. what Nailgun's serializers generate ([`build`] lists each key with the function it
+//!    comes from): `deployment_mode`, `deployment_id`, `openstack_version`, `fuel_version`,
+//!    `nodes`, `workloads_collector`, `use_cinder`, `master_ip`, `network_metadata`, `plugins`,
+//!    `mp`, `last_controller`, `cluster`, `release`;
+//! 4. the environment's `settings` (its values over the defaults of 1 and 2; a cluster file may
+//!    also give what stoker cannot generate, such as `network_metadata.vips`).
+//!
+//! The node part is `uid`, `fqdn`, `status`, `vms_conf`, `fail_if_error`, `online`,
+//! `user_node_name`, `test_vm_image`, `roles`, `configuration`, `configuration_options`, and
+//! `deleted` on a node pending deletion, with stoker's `name` and `node_roles` beside them,
+//! then the node's own `data`. The master pseudo node is `{uid: master, roles: [master]}`.
+//!
+//! Left out, because stoker has no model of them: the network serializer's keys
+//! (`network_scheme`, `quantum_settings`, `network_metadata.vips` and each node's
+//! `network_roles` addresses, `dhcp_binding_params`), `provision`, generated secrets
+//! (`{generator: ...}` attributes), CPU pinning and huge pages, OpenStack config overrides,
+//! and plugins' node attributes.
 //!
 //! Values are converted to YAQL values once (the common part once per plan), and a node's view
 //! shares the common part's sub-trees instead of copying them. Pure.
 
 use serde_json::{Map, Value as J, json};
 
+use super::build::{PluginGraph, ReleaseGraph};
 use super::input::{Cluster, NodeSpec};
+use super::legacy::plugin_dir;
 use super::roles::Assigned;
 use crate::yaql::Value as Y;
 
@@ -48,98 +69,349 @@ pub fn deep_merge(base: &mut J, over: &J) {
     }
 }
 
-/// A release's `attributes_metadata` as deployment data (see the module docs).
-pub fn settings_from_attributes(attributes: &J) -> J {
-    let mut out = Map::new();
-    let Some(groups) = attributes.get("editable").and_then(J::as_object) else {
-        return J::Object(out);
-    };
-    for (group, attrs) in groups {
-        let Some(attrs) = attrs.as_object() else {
-            continue;
-        };
-        let mut g = Map::new();
-        for (name, attr) in attrs {
-            if name == "metadata" {
-                continue;
-            }
-            let Some(value) = attr.get("value") else {
-                continue;
+/// A group of attributes as facts: each `{value: x, ...}` becomes `x`; anything else (the
+/// group's `metadata`, an attribute without a value) stays as it is.
+fn group_values(attrs: &Map<String, J>) -> Map<String, J> {
+    attrs
+        .iter()
+        .map(|(name, attr)| {
+            let v = match attr.as_object().and_then(|a| a.get("value")) {
+                Some(v) => v.clone(),
+                None => attr.clone(),
             };
-            match group.as_str() {
-                "common" => {
-                    out.insert(name.clone(), value.clone());
-                }
-                "additional_components" => {
-                    out.insert(name.clone(), json!({"enabled": value}));
-                }
-                _ => {
-                    g.insert(name.clone(), value.clone());
-                }
+            (name.clone(), v)
+        })
+        .collect()
+}
+
+/// `v` without the attributes a generator fills (`{generator: password}`): stoker keeps no
+/// generated values per environment.
+fn without_generators(v: &J) -> Option<J> {
+    match v {
+        J::Object(o) if o.contains_key("generator") => None,
+        J::Object(o) => Some(J::Object(
+            o.iter()
+                .filter_map(|(k, x)| Some((k.clone(), without_generators(x)?)))
+                .collect(),
+        )),
+        other => Some(other.clone()),
+    }
+}
+
+/// A release's `attributes_metadata` as deployment data, as Nailgun's
+/// `Attributes.merged_attrs_values` made it (`objects/cluster.py`): `editable` deep-merged over
+/// `generated` (its plain values; see [`without_generators`]); in every group each
+/// `{value: x}` becomes `x` and the group's `metadata` stays; the `common` group's keys then
+/// move to the top level (`common.debug.value` → `debug`, and `common.metadata` →
+/// `metadata`), and each boolean of `additional_components` becomes `{<name>: {enabled: x}}`,
+/// merged into a group of that name if there is one (`additional_components.sahara.value` →
+/// `sahara.enabled`).
+pub fn settings_from_attributes(attributes: &J) -> J {
+    let mut merged = attributes
+        .get("generated")
+        .and_then(without_generators)
+        .filter(J::is_object)
+        .unwrap_or_else(|| J::Object(Map::new()));
+    if let Some(editable) = attributes.get("editable").filter(|e| e.is_object()) {
+        deep_merge(&mut merged, editable);
+    }
+    let J::Object(groups) = merged else {
+        return J::Object(Map::new());
+    };
+    let mut out: Map<String, J> = groups
+        .into_iter()
+        .map(|(group, attrs)| {
+            let v = match attrs.as_object() {
+                Some(a) => J::Object(group_values(a)),
+                None => attrs,
+            };
+            (group, v)
+        })
+        .collect();
+    if let Some(J::Object(common)) = out.remove("common") {
+        out.extend(common);
+    }
+    if let Some(J::Object(components)) = out.remove("additional_components") {
+        for (name, enabled) in components {
+            if !enabled.is_boolean() {
+                continue;
             }
-        }
-        if !g.is_empty() {
-            let mut merged = out.remove(group).unwrap_or(J::Object(Map::new()));
-            deep_merge(&mut merged, &J::Object(g));
-            out.insert(group.clone(), merged);
+            let slot = out.entry(name).or_insert_with(|| J::Object(Map::new()));
+            if !slot.is_object() {
+                *slot = J::Object(Map::new());
+            }
+            if let Some(o) = slot.as_object_mut() {
+                o.insert("enabled".to_string(), enabled);
+            }
         }
     }
     J::Object(out)
 }
 
-/// Build every node's data. `release_settings` is [`settings_from_attributes`] of the release.
+/// An enabled plugin's settings, under its name in the common part, as
+/// `PluginManager.get_plugins_attributes` (`plugins/manager.py`) made them for deployment and
+/// `merged_attrs_values` flattened them: a `metadata` block (`create_common_metadata`: `class:
+/// plugin`, `toggleable: true`, `weight: 70`, `label` = the plugin's title, `enabled: true`;
+/// then the `metadata` of its `environment_config.yaml` attributes; then
+/// `fill_plugin_metadata`: `plugin_id`, `plugin_version`, `hot_pluggable`) and each attribute's
+/// default value. The environment's values go over these.
+pub fn plugin_settings(p: &PluginGraph) -> J {
+    let attrs = p.attributes.as_object().cloned().unwrap_or_default();
+    let mut metadata = json!({
+        "class": "plugin",
+        "toggleable": true,
+        "weight": 70,
+        "label": p.title,
+        "enabled": true,
+    });
+    if let Some(m) = attrs.get("metadata").filter(|m| m.is_object()) {
+        deep_merge_shallow(&mut metadata, m);
+    }
+    deep_merge_shallow(
+        &mut metadata,
+        &json!({
+            "plugin_id": p.id,
+            "plugin_version": p.version,
+            "hot_pluggable": p.hot_pluggable,
+        }),
+    );
+    let mut out = group_values(&attrs);
+    out.insert("metadata".to_string(), metadata);
+    J::Object(out)
+}
+
+/// Python's `dict.update`: `over`'s keys replace `base`'s.
+fn deep_merge_shallow(base: &mut J, over: &J) {
+    if let (Some(b), Some(o)) = (base.as_object_mut(), over.as_object()) {
+        for (k, v) in o {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// The Fuel version of an environment: the cluster's own, else the part of the release's
+/// version after its first `-` when that is a version (`newton-10.0` → `10.0`), else 10.0
+/// (Nailgun stamped clusters with the master's `VERSION.release`).
+pub fn fuel_version(cluster: &Cluster, release_version: &str) -> String {
+    if let Some(v) = &cluster.fuel_version {
+        return v.clone();
+    }
+    match release_version.split_once('-') {
+        Some((_, v)) if v.starts_with(|c: char| c.is_ascii_digit()) => v.to_string(),
+        _ => "10.0".to_string(),
+    }
+}
+
+/// Roles Nailgun's HA serializers call critical: a node whose first role is one of them has
+/// `fail_if_error` (`DeploymentHASerializer.critical_roles`).
+const CRITICAL_ROLES: [&str; 5] = [
+    "primary-controller",
+    "primary-mongo",
+    "primary-swift-proxy",
+    "ceph-osd",
+    "controller",
+];
+
+/// The test VM image OSTF uploads (`generate_test_vm_image_data`); its folder depends on the
+/// operating system.
+fn test_vm_image(operating_system: &str) -> J {
+    let dir = if operating_system.to_ascii_lowercase().contains("ubuntu") {
+        "/usr/share/cirros-testvm/"
+    } else {
+        "/opt/vm/"
+    };
+    json!({
+        "container_format": "bare",
+        "public": "true",
+        "disk_format": "qcow2",
+        "img_name": "TestVM",
+        "img_path": format!("{dir}cirros-x86_64-disk.img"),
+        "os_name": "cirros",
+        "min_ram": 64,
+        "glance_properties": "",
+        "properties": {},
+    })
+}
+
+/// Build every node's data (see the module docs for the layers).
 pub fn build(
     cluster: &Cluster,
     nodes: &[NodeSpec],
     assigned: &[Assigned],
-    release_version: &str,
-    release_settings: &J,
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
 ) -> DeploymentData {
-    let mut common = if release_settings.is_object() {
-        release_settings.clone()
+    // 1. The release's settings; 2. each enabled plugin's (`Cluster.get_attributes`).
+    let mut common = if release.settings.is_object() {
+        release.settings.clone()
     } else {
         J::Object(Map::new())
     };
-    let mut meta_nodes = Map::new();
-    let mut legacy = Vec::new();
-    for (n, a) in nodes.iter().zip(assigned) {
-        let name = n.name();
-        meta_nodes.insert(
-            name.clone(),
-            json!({
-                "uid": n.uid,
-                "name": name,
-                "user_node_name": name,
-                "fqdn": n.fqdn(),
-                "node_roles": a.roles,
-                "swift_zone": n.uid,
-            }),
-        );
-        for role in &a.roles {
-            legacy.push(json!({"uid": n.uid, "name": name, "fqdn": n.fqdn(), "role": role}));
+    let mut enabled: Vec<&PluginGraph> = plugins.iter().collect();
+    enabled.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(o) = common.as_object_mut() {
+        for p in &enabled {
+            o.insert(p.name.clone(), plugin_settings(p));
         }
     }
-    let generated = json!({
-        "cluster": {"id": cluster.id, "name": cluster.name},
-        "openstack_version": release_version,
-        "master_ip": cluster.master_ip,
-        "network_metadata": {"nodes": meta_nodes},
+    // 3. What the serializers generate.
+    let fuel_version = fuel_version(cluster, &release.version);
+    // Roles as Nailgun's `Node.all_tags`: sorted. Nodes pending deletion are left out of the
+    // lists of nodes (`Cluster.get_nodes_not_for_deletion`).
+    let roles_of = |a: &Assigned| {
+        let mut r = a.roles.clone();
+        r.sort();
+        r
+    };
+    let mut meta_nodes = Map::new();
+    let mut legacy = Vec::new();
+    let mut last_controller: Option<(u64, String)> = None;
+    let mut use_cinder = false;
+    for (n, a) in nodes.iter().zip(assigned) {
+        if n.pending_deletion {
+            continue;
+        }
+        let name = n.name();
+        let roles = roles_of(a);
+        // NeutronNetworkDeploymentSerializer70.generate_network_metadata, and
+        // DeploymentHASerializer90.get_common_attrs for the two `nova_*` flags.
+        meta_nodes.insert(
+            format!("node-{}", n.uid),
+            json!({
+                "uid": n.uid,
+                "fqdn": n.fqdn(),
+                "name": name,
+                "user_node_name": n.user_node_name(),
+                "swift_zone": n.uid,
+                "node_roles": roles,
+                "network_roles": {},
+                "nova_cpu_pinning_enabled": false,
+                "nova_hugepages_enabled": false,
+            }),
+        );
+        // DeploymentMultinodeSerializer.node_list (+ user_node_name in 6.1, swift_zone in HA).
+        for role in &roles {
+            legacy.push(json!({
+                "uid": n.uid,
+                "fqdn": n.fqdn(),
+                "name": name,
+                "role": role,
+                "user_node_name": n.user_node_name(),
+                "swift_zone": n.uid,
+            }));
+            // DeploymentHASerializer.get_last_controller: the controller with the highest uid.
+            if role == "controller" || role == "primary-controller" {
+                let key = n.uid.parse::<u64>().unwrap_or(0);
+                if last_controller.as_ref().is_none_or(|(k, _)| key >= *k) {
+                    last_controller = Some((key, name.clone()));
+                }
+            }
+        }
+        // DeploymentMultinodeSerializer.get_common_attrs: `resolver.resolve(['cinder'])`.
+        use_cinder |= a.tags.iter().any(|t| t == "cinder");
+    }
+    // The settings' `workloads_collector.user` becomes `username`, and `create_user` says
+    // whether the master sends statistics (stoker sends none).
+    let mut workloads = common
+        .as_object_mut()
+        .and_then(|o| o.remove("workloads_collector"))
+        .filter(J::is_object)
+        .unwrap_or_else(|| J::Object(Map::new()));
+    let username = workloads
+        .as_object_mut()
+        .and_then(|w| w.remove("user"))
+        .unwrap_or(J::Null);
+    if let Some(w) = workloads.as_object_mut() {
+        w.insert("create_user".to_string(), J::Bool(false));
+        w.insert("username".to_string(), username);
+    }
+    let plugin_list: Vec<J> = enabled
+        .iter()
+        .map(|p| {
+            // DeploymentLCMSerializer.serialize_plugin (repositories left out).
+            let dir = plugin_dir(&p.name, &p.version);
+            let folder = dir
+                .trim_start_matches("/etc/fuel/plugins/")
+                .trim_end_matches('/');
+            json!({
+                "name": p.name,
+                "scripts": [{
+                    "remote_url": format!(
+                        "rsync://{}:/plugins/{folder}/{}",
+                        cluster.master_ip, p.scripts_path
+                    ),
+                    "local_path": dir,
+                }],
+            })
+        })
+        .collect();
+    let mut generated = json!({
+        // DeploymentMultinodeSerializer.get_common_attrs
+        "deployment_mode": cluster.mode,
+        "deployment_id": cluster.id,
+        "openstack_version": release.version,
+        "fuel_version": fuel_version,
         "nodes": legacy,
+        "workloads_collector": workloads,
+        // NeutronNetworkDeploymentSerializer.get_common_attrs (network_metadata's nodes only)
+        "master_ip": cluster.master_ip,
+        "network_metadata": {"nodes": meta_nodes, "vips": {}},
+        // inject_list_of_plugins
+        "plugins": plugin_list,
+        // DeploymentHASerializer.get_common_attrs
+        "mp": [{"point": "1", "weight": "1"}, {"point": "2", "weight": "2"}],
+        "last_controller": last_controller.map(|(_, name)| name),
+        // DeploymentLCMSerializer.get_common_attrs
+        "cluster": {
+            "id": cluster.id,
+            "name": cluster.name,
+            "fuel_version": fuel_version,
+            "status": cluster.status,
+            "mode": cluster.mode,
+        },
+        "release": {
+            "name": release.name,
+            "version": release.version,
+            "operating_system": release.operating_system,
+        },
     });
+    if use_cinder && let Some(o) = generated.as_object_mut() {
+        o.insert("use_cinder".to_string(), J::Bool(true));
+    }
     deep_merge(&mut common, &generated);
+    // 4. The environment's values.
     deep_merge(&mut common, &cluster.settings);
+    let vm_image = test_vm_image(&release.operating_system);
     let node_parts = nodes
         .iter()
         .zip(assigned)
         .map(|(n, a)| {
+            let roles = roles_of(a);
+            // DeploymentMultinodeSerializer.serialize_node (+ 6.1's user_node_name), as
+            // DeploymentLCMSerializer.serialize_node calls it with the first role.
+            let critical = roles
+                .first()
+                .is_some_and(|r| CRITICAL_ROLES.contains(&r.as_str()));
             let mut part = json!({
                 "uid": n.uid,
                 "name": n.name(),
                 "fqdn": n.fqdn(),
-                "roles": a.roles,
-                "node_roles": a.roles,
                 "status": n.status,
+                "vms_conf": [],
+                "fail_if_error": critical,
+                "online": n.online,
+                "user_node_name": n.user_node_name(),
+                "test_vm_image": vm_image,
+                "roles": roles,
+                "node_roles": roles,
+                "configuration": {},
+                "configuration_options": {},
             });
+            if n.pending_deletion
+                && let Some(o) = part.as_object_mut()
+            {
+                o.insert("deleted".to_string(), J::Bool(true));
+            }
             deep_merge(&mut part, &n.data);
             part
         })
@@ -218,16 +490,227 @@ mod tests {
 
     #[test]
     fn attributes_flatten_like_nailgun() {
-        let attrs = json!({"editable": {
-            "common": {"metadata": {}, "debug": {"value": true}},
-            "additional_components": {"sahara": {"value": false}},
-            "public_ssl": {"horizon": {"value": true}, "metadata": {"label": "x"}},
-            "empty": {"metadata": {}}
-        }});
+        let attrs = json!({
+            "editable": {
+                "common": {"metadata": {"label": "Common"}, "debug": {"value": true}},
+                "additional_components": {
+                    "metadata": {"label": "Additional"},
+                    "sahara": {"value": false},
+                    "murano": {"value": true},
+                },
+                "murano": {"metadata": {"label": "Murano"}, "db": {"value": "mysql"}},
+                "public_ssl": {"horizon": {"value": true}, "metadata": {"label": "x"}},
+                "custom": {"no_value": {"label": "kept whole"}},
+                "mysql": {"port": {"value": 3306}},
+            },
+            "generated": {
+                "mysql": {"root_password": {"generator": "password"}, "wsrep": {"port": 4567}},
+                "nova": {"state_path": "/var/lib/nova"},
+            },
+        });
         assert_eq!(
             settings_from_attributes(&attrs),
-            json!({"debug": true, "sahara": {"enabled": false}, "public_ssl": {"horizon": true}})
+            json!({
+                "debug": true,
+                "metadata": {"label": "Common"},
+                "sahara": {"enabled": false},
+                "murano": {"metadata": {"label": "Murano"}, "db": "mysql", "enabled": true},
+                "public_ssl": {"horizon": true, "metadata": {"label": "x"}},
+                "custom": {"no_value": {"label": "kept whole"}},
+                "mysql": {"port": 3306, "wsrep": {"port": 4567}},
+                "nova": {"state_path": "/var/lib/nova"},
+            })
         );
+    }
+
+    fn release() -> ReleaseGraph {
+        ReleaseGraph {
+            name: "Newton".into(),
+            version: "newton-10.0".into(),
+            operating_system: "Ubuntu".into(),
+            settings: settings_from_attributes(&json!({
+                "editable": {
+                    "common": {
+                        "metadata": {"label": "Common", "weight": 30},
+                        "debug": {"value": false, "type": "checkbox"},
+                        "propagate_task_deploy": {"value": false, "type": "hidden"},
+                    },
+                    "additional_components": {"sahara": {"value": true, "type": "checkbox"}},
+                    "access": {
+                        "metadata": {"label": "Access", "weight": 10},
+                        "user": {"value": "admin", "type": "text"},
+                    },
+                    "sahara": {"db": {"value": "mysql"}},
+                    "workloads_collector": {
+                        "enabled": {"value": true, "type": "hidden"},
+                        "user": {"value": "fuel_stats_user", "type": "hidden"},
+                    },
+                },
+                "generated": {
+                    "mysql": {"root_password": {"generator": "password"}},
+                    "nova": {"state_path": "/var/lib/nova"},
+                },
+            })),
+            ..ReleaseGraph::default()
+        }
+    }
+
+    fn odl() -> PluginGraph {
+        PluginGraph {
+            name: "odl".into(),
+            version: "1.2.3".into(),
+            id: 7,
+            title: "OpenDaylight".into(),
+            attributes: json!({
+                "metadata": {"group": "network", "odl_deb": "opendaylight"},
+                "enable_sfc": {"value": false, "type": "checkbox", "label": "SFC"},
+                "rest_api_port": {"value": "8282", "type": "text", "label": "Port"},
+            }),
+            scripts_path: "deployment_scripts/".into(),
+            ..PluginGraph::default()
+        }
+    }
+
+    fn assigned(roles: &[&str], tags: &[&str]) -> Assigned {
+        Assigned {
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            tags: tags.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    /// A small cluster's data against what Nailgun (stable/newton) would serialize for it, key
+    /// by key. The keys come from nailgun/orchestrator/deployment_serializers.py:
+    /// - `DeploymentMultinodeSerializer.get_common_attrs`: the settings
+    ///   (objects/cluster.py `Attributes.merged_attrs_values` of `Cluster.get_attributes`, with
+    ///   plugins/manager.py `PluginManager.get_plugins_attributes`), `deployment_mode`,
+    ///   `deployment_id` (= the cluster's id), `openstack_version`, `fuel_version`, `nodes`
+    ///   (`node_list`), `workloads_collector`, `use_cinder`, `plugins`
+    ///   (`inject_list_of_plugins`);
+    /// - `DeploymentMultinodeSerializer61.serialize_node_for_node_list` (`user_node_name`),
+    ///   `DeploymentHASerializer.node_list` (`swift_zone`), `.get_common_attrs` (`mp`,
+    ///   `last_controller`);
+    /// - `DeploymentHASerializer90.get_common_attrs` (`nova_cpu_pinning_enabled`,
+    ///   `nova_hugepages_enabled`) over extensions/network_manager/serializers/
+    ///   neutron_serializers.py `generate_network_metadata` (`network_metadata.nodes`, keyed
+    ///   `node-<id>`);
+    /// - `DeploymentLCMSerializer.get_common_attrs` (`cluster`: id, name, fuel_version, status,
+    ///   mode; `release`: name, version, operating_system), `.serialize_plugin` (`plugins`
+    ///   entries), `.serialize_nodes` (the master pseudo node), `.serialize_node` (`roles`,
+    ///   `deleted`, `configuration`, `configuration_options` from `inject_configs`);
+    /// - `DeploymentMultinodeSerializer.serialize_node` (`uid`, `fqdn`, `status`, `vms_conf`,
+    ///   `fail_if_error`, `online`, `test_vm_image` from `generate_test_vm_image_data`) and
+    ///   `DeploymentMultinodeSerializer61.serialize_node` (`user_node_name`).
+    #[test]
+    fn a_small_cluster_serializes_as_nailgun_did() {
+        let cluster = Cluster {
+            id: 5,
+            name: "env".into(),
+            settings: json!({"odl": {"metadata": {"enabled": true}, "rest_api_port": "9999"},
+                             "debug": true}),
+            ..Cluster::default()
+        };
+        let mut n1 = NodeSpec::new("1", &["controller"]);
+        n1.user_node_name = Some("Untitled (0a:01)".into());
+        let mut n2 = NodeSpec::new("2", &["compute", "cinder"]);
+        n2.status = "discover".into();
+        let mut n3 = NodeSpec::new("3", &["compute"]);
+        n3.pending_deletion = true;
+        n3.online = false;
+        let d = build(
+            &cluster,
+            &[n1, n2, n3],
+            &[
+                assigned(&["primary-controller"], &["primary-controller"]),
+                assigned(&["compute", "cinder"], &["compute", "cinder"]),
+                assigned(&["compute"], &["compute"]),
+            ],
+            &release(),
+            &[odl()],
+        );
+        let entry = |uid: &str, role: &str, user: &str| {
+            json!({"uid": uid, "fqdn": format!("node-{uid}.domain.tld"), "name": format!("node-{uid}"),
+                   "role": role, "user_node_name": user, "swift_zone": uid})
+        };
+        let meta = |uid: &str, roles: J, user: &str| {
+            json!({"uid": uid, "fqdn": format!("node-{uid}.domain.tld"), "name": format!("node-{uid}"),
+                   "user_node_name": user, "swift_zone": uid, "node_roles": roles,
+                   "network_roles": {}, "nova_cpu_pinning_enabled": false,
+                   "nova_hugepages_enabled": false})
+        };
+        assert_eq!(
+            d.common,
+            json!({
+                // The release's settings, flattened.
+                "access": {"metadata": {"label": "Access", "weight": 10}, "user": "admin"},
+                "metadata": {"label": "Common", "weight": 30},
+                "debug": true,
+                "propagate_task_deploy": false,
+                "sahara": {"db": "mysql", "enabled": true},
+                "mysql": {},
+                "nova": {"state_path": "/var/lib/nova"},
+                "workloads_collector": {"enabled": true, "create_user": false,
+                                        "username": "fuel_stats_user"},
+                // The plugin's, under its name, the environment's value over its default.
+                "odl": {
+                    "metadata": {"class": "plugin", "toggleable": true, "weight": 70,
+                                 "label": "OpenDaylight", "enabled": true, "group": "network",
+                                 "odl_deb": "opendaylight", "plugin_id": 7,
+                                 "plugin_version": "1.2.3", "hot_pluggable": false},
+                    "enable_sfc": false,
+                    "rest_api_port": "9999",
+                },
+                "deployment_mode": "ha_compact",
+                "deployment_id": 5,
+                "openstack_version": "newton-10.0",
+                "fuel_version": "10.0",
+                "nodes": [
+                    entry("1", "primary-controller", "Untitled (0a:01)"),
+                    entry("2", "cinder", "node-2"),
+                    entry("2", "compute", "node-2"),
+                ],
+                "use_cinder": true,
+                "master_ip": "10.20.0.2",
+                "network_metadata": {
+                    "nodes": {
+                        "node-1": meta("1", json!(["primary-controller"]), "Untitled (0a:01)"),
+                        "node-2": meta("2", json!(["cinder", "compute"]), "node-2"),
+                    },
+                    "vips": {},
+                },
+                "plugins": [{"name": "odl", "scripts": [{
+                    "remote_url": "rsync://10.20.0.2:/plugins/odl-1.2/deployment_scripts/",
+                    "local_path": "/etc/fuel/plugins/odl-1.2/",
+                }]}],
+                "mp": [{"point": "1", "weight": "1"}, {"point": "2", "weight": "2"}],
+                "last_controller": "node-1",
+                "cluster": {"id": 5, "name": "env", "fuel_version": "10.0", "status": "new",
+                            "mode": "ha_compact"},
+                "release": {"name": "Newton", "version": "newton-10.0",
+                            "operating_system": "Ubuntu"},
+            })
+        );
+        let vm = json!({"container_format": "bare", "public": "true", "disk_format": "qcow2",
+                        "img_name": "TestVM",
+                        "img_path": "/usr/share/cirros-testvm/cirros-x86_64-disk.img",
+                        "os_name": "cirros", "min_ram": 64, "glance_properties": "",
+                        "properties": {}});
+        assert_eq!(
+            d.nodes[0],
+            json!({"uid": "1", "name": "node-1", "fqdn": "node-1.domain.tld", "status": "ready",
+                   "vms_conf": [], "fail_if_error": true, "online": true,
+                   "user_node_name": "Untitled (0a:01)", "test_vm_image": vm,
+                   "roles": ["primary-controller"], "node_roles": ["primary-controller"],
+                   "configuration": {}, "configuration_options": {}})
+        );
+        // The first role (sorted) decides `fail_if_error`.
+        assert_eq!(d.nodes[1]["roles"], json!(["cinder", "compute"]));
+        assert_eq!(d.nodes[1]["fail_if_error"], false);
+        assert_eq!(d.nodes[1]["status"], "discover");
+        // A node pending deletion is marked and left out of the lists of nodes.
+        assert_eq!(d.nodes[2]["deleted"], true);
+        assert_eq!(d.nodes[2]["online"], false);
+        assert!(d.nodes[0].get("deleted").is_none());
+        assert_eq!(d.master, json!({"uid": "master", "roles": ["master"]}));
     }
 
     #[test]
@@ -238,16 +721,16 @@ mod tests {
         };
         let mut n = NodeSpec::new("3", &["controller"]);
         n.data = json!({"x": 2, "network_scheme": {}});
-        let a = Assigned {
-            roles: vec!["primary-controller".into()],
-            tags: vec![],
+        let r = ReleaseGraph {
+            settings: json!({"x": 0, "debug": false}),
+            ..ReleaseGraph::default()
         };
         let d = build(
             &cluster,
             &[n],
-            &[a],
-            "newton-10.0",
-            &json!({"x": 0, "debug": false}),
+            &[assigned(&["primary-controller"], &[])],
+            &r,
+            &[],
         );
         assert_eq!(d.common["x"], 1);
         assert_eq!(d.common["debug"], false);
@@ -258,6 +741,19 @@ mod tests {
         );
         assert_eq!(d.nodes[0]["x"], 2);
         assert_eq!(d.nodes[0]["roles"], json!(["primary-controller"]));
+    }
+
+    #[test]
+    fn fuel_version_from_the_cluster_or_the_release() {
+        let c = Cluster::default();
+        assert_eq!(fuel_version(&c, "newton-10.0"), "10.0");
+        assert_eq!(fuel_version(&c, "2014.2.2-6.1"), "6.1");
+        assert_eq!(fuel_version(&c, "stable-newton"), "10.0");
+        let pinned = Cluster {
+            fuel_version: Some("9.0".into()),
+            ..Cluster::default()
+        };
+        assert_eq!(fuel_version(&pinned, "newton-10.0"), "9.0");
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! parsed with positions so a bad field is reported with its line. Pure: text in, values out.
 //!
 //! ```yaml
-//! id: 1                      # CLUSTER_ID (default 1)
+//! id: 1                      # CLUSTER_ID, and $.deployment_id (default 1)
 //! name: env-1
+//! status: new                # $.cluster.status (default new)
+//! mode: ha_compact           # $.cluster.mode, $.deployment_mode (default ha_compact)
+//! fuel_version: '10.0'       # default: from the release's version (newton-10.0 -> 10.0)
 //! master_ip: 10.20.0.2       # MASTER_IP
 //! settings:                  # common deployment data ($common): Nailgun's flattened settings
 //!   deployed_before: {value: false}
@@ -13,6 +16,7 @@
 //! nodes:
 //!   - {uid: 1, roles: [controller]}
 //!   - {uid: 2, roles: [compute], status: provisioned, data: {network_scheme: {}}}
+//!   - {uid: 3, roles: [cinder], user_node_name: 'Untitled (0a:01)', online: false}
 //! ```
 
 use std::collections::BTreeMap;
@@ -47,6 +51,15 @@ fn default_hostname() -> String {
 fn ready() -> String {
     "ready".to_string()
 }
+fn new_status() -> String {
+    "new".to_string()
+}
+fn ha_compact() -> String {
+    "ha_compact".to_string()
+}
+fn yes() -> bool {
+    true
+}
 fn empty_object() -> J {
     J::Object(Default::default())
 }
@@ -59,6 +72,16 @@ pub struct Cluster {
     pub id: i64,
     #[serde(default = "default_name")]
     pub name: String,
+    /// Nailgun's cluster status: `new`, `deployment`, `operational`, `error` ...
+    #[serde(default = "new_status")]
+    pub status: String,
+    /// Nailgun's cluster mode (`ha_compact`, the only one since Fuel 7).
+    #[serde(default = "ha_compact")]
+    pub mode: String,
+    /// The Fuel version the environment was made with; by default the release's
+    /// ([`super::data::fuel_version`]).
+    #[serde(default)]
+    pub fuel_version: Option<String>,
     #[serde(default = "default_master_ip")]
     pub master_ip: String,
     /// `CN_HOSTNAME`.
@@ -83,6 +106,9 @@ impl Default for Cluster {
         Cluster {
             id: 1,
             name: default_name(),
+            status: new_status(),
+            mode: ha_compact(),
+            fuel_version: None,
             master_ip: default_master_ip(),
             master_hostname: default_hostname(),
             settings: empty_object(),
@@ -109,9 +135,12 @@ fn uid_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error
 pub struct NodeSpec {
     #[serde(deserialize_with = "uid_string")]
     pub uid: String,
-    /// Default `node-<uid>`.
+    /// The host name; default `node-<uid>`.
     #[serde(default)]
     pub name: Option<String>,
+    /// The name an operator gave the node (Nailgun's `user_node_name`); default the host name.
+    #[serde(default)]
+    pub user_node_name: Option<String>,
     /// Default `<name>.domain.tld`.
     #[serde(default)]
     pub fqdn: Option<String>,
@@ -127,6 +156,9 @@ pub struct NodeSpec {
     /// Tags this node keeps as primary (Nailgun's choice is sticky).
     #[serde(default)]
     pub primary: Vec<String>,
+    /// Whether the node's agent is in touch (default true).
+    #[serde(default = "yes")]
+    pub online: bool,
     /// Node-specific deployment data, over the generated part.
     #[serde(default = "empty_object")]
     pub data: J,
@@ -137,12 +169,14 @@ impl NodeSpec {
         NodeSpec {
             uid: uid.to_string(),
             name: None,
+            user_node_name: None,
             fqdn: None,
             roles: roles.iter().map(|r| r.to_string()).collect(),
             status: ready(),
             pending_addition: false,
             pending_deletion: false,
             primary: Vec::new(),
+            online: true,
             data: empty_object(),
         }
     }
@@ -151,6 +185,11 @@ impl NodeSpec {
         self.name
             .clone()
             .unwrap_or_else(|| format!("node-{}", self.uid))
+    }
+
+    /// The operator's name for the node, else its host name.
+    pub fn user_node_name(&self) -> String {
+        self.user_node_name.clone().unwrap_or_else(|| self.name())
     }
 
     pub fn fqdn(&self) -> String {
@@ -223,9 +262,12 @@ pub struct InputError {
     pub message: String,
 }
 
-const CLUSTER_KEYS: [&str; 9] = [
+const CLUSTER_KEYS: [&str; 12] = [
     "id",
     "name",
+    "status",
+    "mode",
+    "fuel_version",
     "master_ip",
     "master_hostname",
     "settings",

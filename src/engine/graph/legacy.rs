@@ -12,7 +12,12 @@
 //! nodes, so legacy tasks run one at a time, cluster-wide, after the stage's end marker; each
 //! is also required for the stage that follows `<stage>_end` (`deploy_start` after
 //! `pre_deployment_end`). Their own `requires`/`required_for` are not used (Nailgun dropped
-//! them too; keeping them would tie the chain in knots) and the plan says so. Pure.
+//! them too; keeping them would tie the chain in knots) and the plan says so.
+//!
+//! Once tasks are placed, [`skip_unplaced`] keeps the chain whole where Nailgun let it break:
+//! a task that runs on no node is skipped over, so the next one waits for the nearest earlier
+//! task that runs somewhere, or for `<stage>_end` (Nailgun's edge to a task with no node
+//! vanished, and the next task waited for nothing). Pure.
 
 use serde_json::{Map, Value as J, json};
 
@@ -161,6 +166,61 @@ pub fn adapt(
     Ok(out)
 }
 
+/// A legacy task whose predecessor in its stage's chain runs on no node, and what it waits for
+/// instead.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relinked {
+    pub id: String,
+    /// Its new `cross-depends`: the nearest earlier task of the chain that is on some node
+    /// (with that task's roles), or `<stage>_end` on the sync node.
+    pub cross_depends: J,
+    /// The tasks skipped over, nearest first.
+    pub skipped: Vec<String>,
+}
+
+/// Keep each stage's chain whole when some of its tasks run nowhere: a cross-dependency on a
+/// task with no node is no wait at all, so the task after it waits instead for the nearest
+/// earlier task that has a node, or for `<stage>_end` when none has (A → B on nobody → C makes
+/// C wait for A; with A on nobody too, for the stage's end marker, where the chain starts).
+/// `generated` is [`Adapted::generated`] (each stage's tasks in chain order); `placed` says
+/// whether a task has a node, `roles` gives a task's roles as its chain link names them.
+pub fn skip_unplaced(
+    generated: &[Generated],
+    placed: &dyn Fn(&str) -> bool,
+    roles: &dyn Fn(&str) -> J,
+) -> Vec<Relinked> {
+    let mut out = Vec::new();
+    for stage in [Stage::PreDeployment, Stage::PostDeployment] {
+        let name = stage.as_str();
+        let chain: Vec<&str> = generated
+            .iter()
+            .filter(|g| g.id.strip_prefix(name).is_some_and(|n| n.starts_with('_')))
+            .map(|g| g.id.as_str())
+            .collect();
+        for (i, id) in chain.iter().enumerate().skip(1) {
+            if placed(chain[i - 1]) || !placed(id) {
+                continue;
+            }
+            let skipped: Vec<String> = chain[..i]
+                .iter()
+                .rev()
+                .take_while(|p| !placed(p))
+                .map(|p| p.to_string())
+                .collect();
+            let cross_depends = match chain[..i].iter().rev().find(|p| placed(p)) {
+                Some(prev) => json!([{"name": prev, "role": roles(prev)}]),
+                None => json!([{"name": format!("{name}_end"), "role": null}]),
+            };
+            out.push(Relinked {
+                id: id.to_string(),
+                cross_depends,
+                skipped,
+            });
+        }
+    }
+    out
+}
+
 /// The stage that follows `marker` among stage tasks: one that requires it, or one it is
 /// required for. `stages` are (id, requires, required_for) in graph order.
 pub fn successor(stages: &[(String, J, J)], marker: &str) -> Option<String> {
@@ -268,6 +328,53 @@ mod tests {
             e.to_string().starts_with("tasks.yaml:4 (p): invalid stage"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_chain_skips_tasks_on_no_node() {
+        let g = |id: &str| Generated {
+            id: id.to_string(),
+            plugin: "p".to_string(),
+            stage: id.rsplit_once('_').map(|(s, _)| s.to_string()).unwrap(),
+            source: "tasks.yaml:1 (p)".to_string(),
+        };
+        let generated: Vec<Generated> = [
+            "pre_deployment_0",
+            "pre_deployment_1",
+            "pre_deployment_2",
+            "post_deployment_0",
+            "post_deployment_1",
+            "post_deployment_2",
+            "post_deployment_3",
+        ]
+        .into_iter()
+        .map(g)
+        .collect();
+        let nowhere = ["pre_deployment_1", "post_deployment_0", "post_deployment_1"];
+        let placed = |id: &str| !nowhere.contains(&id);
+        let roles = |id: &str| json!([format!("role-of-{id}")]);
+        let r = skip_unplaced(&generated, &placed, &roles);
+        assert_eq!(
+            r,
+            [
+                // A -> (B on nobody) -> C: C waits for A.
+                Relinked {
+                    id: "pre_deployment_2".into(),
+                    cross_depends: json!([{"name": "pre_deployment_0",
+                                           "role": ["role-of-pre_deployment_0"]}]),
+                    skipped: vec!["pre_deployment_1".into()],
+                },
+                // Everything before it on nobody: the stage's end marker, where the chain
+                // starts.
+                Relinked {
+                    id: "post_deployment_2".into(),
+                    cross_depends: json!([{"name": "post_deployment_end", "role": null}]),
+                    skipped: vec!["post_deployment_1".into(), "post_deployment_0".into()],
+                },
+            ]
+        );
+        // Whole chains are left alone.
+        assert!(skip_unplaced(&generated, &|_| true, &roles).is_empty());
     }
 
     #[test]

@@ -117,6 +117,7 @@ pub struct Step {
 pub struct NodePlan {
     /// Node uid; `master` for the master pseudo node, `null` for the sync node.
     pub uid: String,
+    /// The operator's name for the node (`user_node_name`).
     pub name: String,
     pub roles: Vec<String>,
     pub tags: Vec<String>,

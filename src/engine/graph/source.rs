@@ -252,6 +252,7 @@ pub fn release_graph(
     Ok(ReleaseGraph {
         name: tree.name.clone(),
         version: tree.version.clone(),
+        operating_system: tree.operating_system.clone(),
         tasks,
         roles_metadata: tree.data.get("roles_metadata").cloned().unwrap_or(J::Null),
         tags_metadata: tree.data.get("tags_metadata").cloned().unwrap_or(J::Null),
@@ -357,9 +358,32 @@ pub fn plugin_graph(
     } else {
         Vec::new()
     };
+    let scripts_path = tree
+        .get("release")
+        .or_else(|| tree.get("releases").and_then(|r| r.get(0)))
+        .and_then(|r| r.get("deployment_scripts_path"))
+        .and_then(J::as_str)
+        .unwrap_or("deployment_scripts/")
+        .to_string();
     Ok(PluginGraph {
         name,
         version: pkg.version(),
+        id: 0,
+        title: tree
+            .get("title")
+            .and_then(J::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        hot_pluggable: tree
+            .get("is_hotpluggable")
+            .and_then(J::as_bool)
+            .unwrap_or(false),
+        attributes: tree
+            .get("attributes_metadata")
+            .and_then(|a| a.get("attributes"))
+            .cloned()
+            .unwrap_or(J::Null),
+        scripts_path,
         v1: pkg.package_version == Some(PackageVersion::V1),
         tasks,
         legacy,

@@ -998,6 +998,75 @@ fn spec_worked_example_through_the_graph() {
     }
 }
 
+/// Seed 000's chain: legacy tasks run one after another, cluster-wide, even when one in the
+/// middle (or every one before a task) matches no node.
+#[test]
+fn the_legacy_chain_holds_when_a_task_runs_nowhere() {
+    let task = |role: &str, stage: &str, line: u32| {
+        (
+            json!({"role": [role], "stage": stage, "type": "shell",
+                   "parameters": {"cmd": format!("{role} {stage}")}}),
+            Source::new("chain", "tasks.yaml", line),
+        )
+    };
+    let plugin = PluginGraph {
+        name: "chain".into(),
+        version: "1.0.0".into(),
+        legacy: vec![
+            task("compute", "post_deployment/1", 1),
+            task("ceph-osd", "post_deployment/2", 7),
+            task("compute", "post_deployment/3", 13),
+            task("ceph-osd", "pre_deployment/1", 19),
+            task("ceph-osd", "pre_deployment/2", 25),
+            task("primary-controller", "pre_deployment/3", 31),
+        ],
+        ..PluginGraph::default()
+    };
+    let ns = nodes(&[
+        ("1", &["compute"]),
+        ("2", &["compute"]),
+        ("3", &["controller"]),
+    ]);
+    let p = plan(
+        &Cluster::default(),
+        &ns,
+        &staged_release(),
+        &[plugin],
+        &Deployed::default(),
+    )
+    .unwrap();
+    assert_consistent(&p);
+    let unplaced: Vec<&str> = p.unplaced.iter().map(|u| u.task.as_str()).collect();
+    assert_eq!(
+        unplaced,
+        ["pre_deployment_0", "pre_deployment_1", "post_deployment_1"]
+    );
+    // A -> (B on nobody) -> C: C waits for A on every node A runs on.
+    for uid in ["1", "2"] {
+        assert_eq!(
+            waits(&p, uid, "post_deployment_2"),
+            ["post_deployment_0@1", "post_deployment_0@2"],
+            "node {uid}"
+        );
+    }
+    // Every task before it on nobody: the stage's end marker.
+    assert_eq!(
+        waits(&p, "3", "pre_deployment_2"),
+        ["pre_deployment_end@null"]
+    );
+    let order = |uid: &str, id: &str| step(&p, uid, id).order;
+    assert!(order("1", "post_deployment_0") < order("2", "post_deployment_2"));
+    assert!(order("2", "post_deployment_0") < order("1", "post_deployment_2"));
+    assert!(
+        p.warnings.iter().any(|w| w.contains(
+            "legacy task post_deployment_2 waits for post_deployment_0: post_deployment_1 \
+             before it run(s) on no node"
+        )),
+        "{:?}",
+        p.warnings
+    );
+}
+
 #[test]
 fn nan_and_inf_postfixes_are_refused() {
     for bad in [
