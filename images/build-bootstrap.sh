@@ -19,6 +19,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+IMG_TOOL=build-bootstrap
+# shellcheck source=images/lib.sh
+. "$here/images/lib.sh"
 STOKER=$here/target/release/stoker
 OUT=$here/stoker-data/images
 TFTP=$here/stoker-data/tftp
@@ -29,14 +32,11 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --tftp) TFTP=$2; shift 2 ;;
     --modules) MODULES=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//;/^set -euo/d'; exit 0 ;;
+    -h|--help) usage "$0"; exit 0 ;;
     *) echo "build-bootstrap: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-die() { echo "build-bootstrap: $*" >&2; exit 1; }
-for t in apt-get apt-cache dpkg-deb cpio gzip xz find sha256sum ldd; do  # cpio: apt-get install cpio
-  command -v "$t" >/dev/null || die "$t not found"
-done
+need apt-get apt-cache dpkg-deb cpio gzip xz find sha256sum ldd  # cpio: apt-get install cpio
 [ -x "$STOKER" ] || die "$STOKER is not an executable (cargo build --release first, or --stoker BIN)"
 mkdir -p "$OUT" "$TFTP"
 OUT=$(cd "$OUT" && pwd); TFTP=$(cd "$TFTP" && pwd)
@@ -46,16 +46,7 @@ mkdir -p "$CACHE"
 # ---- Debian packages --------------------------------------------------------------------------
 KERNEL_PKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
 [ -n "$KERNEL_PKG" ] || die "cannot resolve linux-image-amd64 (run 'apt-get update' first)"
-fetch() { # package -> path of its .deb in the cache
-  local f
-  f=$(ls "$CACHE/$1"_*.deb 2>/dev/null | head -n1 || true)
-  if [ -z "$f" ]; then
-    (cd "$CACHE" && apt-get -q -o APT::Sandbox::User=root download "$1" >&2) || die "apt-get download $1 failed"
-    f=$(ls "$CACHE/$1"_*.deb | head -n1)
-  fi
-  echo "$f"
-}
-kdeb=$(fetch "$KERNEL_PKG"); bdeb=$(fetch busybox-static); ideb=$(fetch ipxe)
+kdeb=$(deb_fetch "$KERNEL_PKG"); bdeb=$(deb_fetch busybox-static); ideb=$(deb_fetch ipxe)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/stoker-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
