@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The OS image stoker deploys, built and booted: images/build-os-image.sh builds both variants
+# (base and cloud-init; Debian packages cached in $STOKER_DEB_CACHE), then each boots under QEMU
+# (TCG, SeaBIOS, the image on virtio as the lab's VMs have it, copy-on-write so the image stays as
+# built) and must print STOKER-OS-BOOTED on its serial console within 90 s. The cloud-init image
+# boots with a NoCloud seed (a FAT filesystem labelled CIDATA) whose meta-data names the host
+# ci-node and whose user-data prints STOKER-CLOUD-INIT-DONE: the marker must say host=ci-node
+# (cloud-init read the seed before the system came up), the user-data must have run, and the NIC
+# must have had a DHCP lease (systemd-networkd's configuration). The NIC is on QEMU's user network
+# with restrict=on: its DHCP server answers, nothing leaves QEMU.
+#
+# usage: .ci/os-image.sh [RUNS]    boots per variant (default 1); prints each boot's times
+# Needs root; installs mmdebstrap, fdisk, qemu-system-x86, dosfstools and mtools when missing.
+# Otherwise it says why it skipped and exits 0. Only the QEMU processes started here are stopped,
+# by PID. KEEP=1 keeps the work directory (images, console logs).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-1}
+limit=90          # seconds from QEMU's start to STOKER-OS-BOOTED
+ci_limit=180      # seconds from QEMU's start to the cloud-init user-data's line
+skip() { echo "os-image: skipped: $*"; exit 0; }
+fail() { echo "os-image: FAILED: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || skip "needs root (mmdebstrap --mode=root)"
+need=()
+for t in mmdebstrap sfdisk qemu-system-x86_64 mkfs.vfat mcopy; do command -v "$t" >/dev/null || need+=("$t"); done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "os-image: installing mmdebstrap fdisk qemu-system-x86 dosfstools mtools (missing: ${need[*]})"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      mmdebstrap fdisk qemu-system-x86 dosfstools mtools >/dev/null; } || skip "cannot install the tools here"
+fi
+
+work=$(mktemp -d /tmp/stoker-os-image-ci.XXXXXX)
+cache=${STOKER_DEB_CACHE:-/var/cache/stoker-ci/debs}
+mkdir -p "$cache"
+vm=
+cleanup() {
+  if [ -n "$vm" ] && kill -0 "$vm" 2>/dev/null; then kill -TERM "$vm"; wait "$vm" 2>/dev/null || true; fi
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+for variant in base cloud-init; do
+  flag=(); [ "$variant" = cloud-init ] && flag=(--cloud-init)
+  t0=$(date +%s)
+  STOKER_DEB_CACHE=$cache "$root/images/build-os-image.sh" --out "$work/images" "${flag[@]}" \
+    >"$work/build-$variant.log" 2>&1 || { tail -30 "$work/build-$variant.log"; fail "building the $variant image"; }
+  line=$(grep '^os-image: ' "$work/build-$variant.log" | head -n1)
+  echo "$line (built in $(( $(date +%s) - t0 )) s)"
+done
+
+# The cloud-init image's NoCloud seed.
+mkdir -p "$work/seed"
+printf 'instance-id: stoker-os-check\nlocal-hostname: ci-node\n' >"$work/seed/meta-data"
+cat >"$work/seed/user-data" <<'EOF'
+#cloud-config
+runcmd:
+  - echo "STOKER-CLOUD-INIT-DONE host=$(hostname) uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/console
+EOF
+mkfs.vfat -n CIDATA -C "$work/seed.img" 2048 >/dev/null
+mcopy -i "$work/seed.img" "$work/seed/meta-data" "$work/seed/user-data" ::
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# boot VARIANT N: boot the image once; prints the times, fails the script on a missed marker.
+boot() {
+  local variant=$1 n=$2 img=$work/images/stoker-os-$1.img log=$work/console-$1-$2.log extra=() t0 t_mark='' t_ci='' up ci_part=''
+  [ "$variant" = cloud-init ] && extra=(-drive "file=$work/seed.img,format=raw,if=virtio,readonly=on")
+  : >"$log"
+  t0=$(now)
+  qemu-system-x86_64 -name "stoker-os-$variant" -M pc,graphics=off -accel tcg -m 512 -smp 1 \
+    -nodefaults -display none -vga none -no-reboot -monitor none \
+    -chardev "file,id=ser0,path=$log" -serial chardev:ser0 \
+    -drive "file=$img,format=raw,if=virtio,snapshot=on" "${extra[@]}" \
+    -netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 2>"$work/qemu-$variant-$n.err" &
+  vm=$!
+  while :; do
+    if [ -z "$t_mark" ] && grep -aq 'STOKER-OS-BOOTED' "$log"; then t_mark=$(since "$t0"); fi
+    if [ -z "$t_ci" ] && grep -aq 'STOKER-CLOUD-INIT-DONE' "$log"; then t_ci=$(since "$t0"); fi
+    [ -n "$t_mark" ] && { [ "$variant" = base ] || [ -n "$t_ci" ]; } && break
+    grep -aqE 'Kernel panic|emergency mode|Give root password' "$log" && break
+    kill -0 "$vm" 2>/dev/null || break
+    [ -z "$t_mark" ] && [ "$(since "$t0" | cut -d. -f1)" -ge "$limit" ] && break
+    [ "$(since "$t0" | cut -d. -f1)" -ge "$ci_limit" ] && break
+    sleep 0.2
+  done
+  kill -TERM "$vm" 2>/dev/null || true; wait "$vm" 2>/dev/null || true; vm=
+  if [ -z "$t_mark" ]; then
+    tr -d '\r' <"$log" | tail -25; cat "$work/qemu-$variant-$n.err"
+    fail "$variant: no STOKER-OS-BOOTED on the console within $limit s"
+  fi
+  up=$(tr -d '\r' <"$log" | grep -ao 'STOKER-OS-BOOTED host=[^ ]* uptime=[0-9.]*' | head -n1)
+  [ -z "$t_ci" ] || ci_part=", the seed's user-data ran after ${t_ci} s"
+  echo "os-image: $variant boot $n: STOKER-OS-BOOTED after ${t_mark} s (${up#STOKER-OS-BOOTED })$ci_part"
+  if [ "$variant" = cloud-init ]; then
+    [ -n "$t_ci" ] || { tr -d '\r' <"$log" | grep -a cloud-init | tail -15; fail "cloud-init: the seed's user-data did not run within $ci_limit s"; }
+    grep -aq 'STOKER-OS-BOOTED host=ci-node ' "$log" || fail "cloud-init: the marker does not name the seed's host: $up"
+    tr -d '\r' <"$log" | grep -aqE 'ci-info: \| +[a-z0-9]+ +\| True \| +10\.0\.2\.[0-9]+ ' \
+      || fail "cloud-init: the NIC had no DHCP lease (cloud-init's network table lacks 10.0.2.x)"
+  else
+    grep -aq 'STOKER-OS-BOOTED host=stoker-os ' "$log" || fail "base: unexpected marker: $up"
+  fi
+}
+for variant in base cloud-init; do
+  for n in $(seq "$runs"); do boot "$variant" "$n"; done
+done
+echo "os-image: $((2 * runs)) passed, 0 failed"
