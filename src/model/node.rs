@@ -168,8 +168,12 @@ impl Inventory {
         self.interfaces.first().map(|nic| &nic.mac)
     }
 
+    /// The disks' total size. Saturates: each size is whatever u64 the agent sent, and two
+    /// near `u64::MAX` must not overflow (a panic in a debug build, a wrong total otherwise).
     pub fn disk_bytes(&self) -> u64 {
-        self.disks.iter().map(|d| d.size_bytes).sum()
+        self.disks
+            .iter()
+            .fold(0u64, |total, d| total.saturating_add(d.size_bytes))
     }
 }
 
@@ -499,6 +503,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.primary_mac().unwrap().as_str(), "52:54:00:00:00:01");
+    }
+
+    /// Found with the `inventory` fuzz target's harness: sizes that add up past u64 (the nodes
+    /// page shows the total).
+    #[test]
+    fn disk_sizes_past_u64_saturate() {
+        let inv = parse_inventory(
+            br#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01"}],"cpu":{"count":1},
+                 "memory_bytes":1,"disks":[{"name":"a","size_bytes":18446744073709551615},
+                 {"name":"b","size_bytes":1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(inv.disk_bytes(), u64::MAX);
     }
 
     #[test]
