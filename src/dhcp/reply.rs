@@ -120,6 +120,12 @@ pub enum Ignored {
 pub enum Malformed {
     #[error("no DHCP magic cookie after the BOOTP header")]
     BadCookie,
+    #[error("option {code} is {len} bytes long; {expected}")]
+    OptionLength {
+        code: u8,
+        len: usize,
+        expected: &'static str,
+    },
     #[error("{0}")]
     Decode(String),
 }
@@ -140,8 +146,65 @@ pub fn decode(bytes: &[u8]) -> Result<Message, Malformed> {
             )));
         }
     }
+    check_option_lengths(&bytes[COOKIE_AT + 4..])?;
     Message::decode(&mut dhcproto::Decoder::new(bytes))
         .map_err(|e| Malformed::Decode(e.to_string()))
+}
+
+/// Options whose length dhcproto asserts (`debug_assert!`) or subtracts from without a check,
+/// and the lengths it can read: outside them a debug build panics in the decoder, and a release
+/// build reads a wrapped-around length.
+fn option_length_ok(code: u8, len: usize) -> Option<&'static str> {
+    let (ok, expected) = match code {
+        80 => (len == 0, "Rapid Commit has no value"),
+        81 => (len >= 3, "Client FQDN needs at least 3"),
+        94 => (len == 3, "Client Network Interface needs exactly 3"),
+        151 => (len >= 1, "a bulk lease query status code needs at least 1"),
+        152..=155 => (len == 4, "a bulk lease query time needs exactly 4"),
+        _ => return None,
+    };
+    (!ok).then_some(expected)
+}
+
+/// Walk the options after the magic cookie as dhcproto's decoder reads them, and refuse one
+/// that [`option_length_ok`] knows at a length the decoder cannot take. Like the decoder, the
+/// walk joins consecutive options with the same code into one value (RFC 3396), skips pads,
+/// ends at End or at the end of the datagram, and stops without reading further at an option
+/// that runs past the datagram (the decoder drops it and what it would have joined).
+fn check_option_lengths(mut opts: &[u8]) -> Result<(), Malformed> {
+    let check = |run: Option<(u8, usize)>| match run {
+        Some((code, len)) => match option_length_ok(code, len) {
+            Some(expected) => Err(Malformed::OptionLength {
+                code,
+                len,
+                expected,
+            }),
+            None => Ok(()),
+        },
+        None => Ok(()),
+    };
+    // The option being read: its code and the length of its value so far.
+    let mut run: Option<(u8, usize)> = None;
+    while let Some(&code) = opts.first() {
+        if run.is_some_and(|(c, _)| c != code) {
+            check(run.take())?;
+        }
+        match code {
+            0 => opts = &opts[1..],
+            255 => return Ok(()),
+            _ => {
+                let Some(len) = opts.get(1).map(|l| usize::from(*l)) else {
+                    return Ok(());
+                };
+                let Some(next) = opts.get(2 + len..) else {
+                    return Ok(());
+                };
+                run = Some((code, run.map_or(0, |(_, joined)| joined) + len));
+                opts = next;
+            }
+        }
+    }
+    check(run)
 }
 
 /// The client's Ethernet address. `hlen` is checked before `chaddr` is read: dhcproto slices
@@ -495,6 +558,61 @@ mod tests {
         bytes[COOKIE_AT + 3] ^= 0xff;
         assert_eq!(decode(&bytes).unwrap_err(), Malformed::BadCookie);
         assert!(matches!(decode(&bytes[..100]), Err(Malformed::Decode(_))));
+    }
+
+    /// The fuzzer's (`fuzz/run.sh dhcp`) first finds: options at lengths dhcproto's decoder
+    /// asserts against (a debug build panicked in `decode`, outside the server's catch_unwind),
+    /// also when two right-sized halves of one are joined.
+    #[test]
+    fn options_at_lengths_the_decoder_cannot_take_are_malformed() {
+        let mut m = Message::default();
+        m.set_opcode(Opcode::BootRequest)
+            .set_chaddr(&[0x52, 0x54, 0, 0, 0, 1]);
+        m.opts_mut()
+            .insert(DhcpOption::MessageType(MessageType::Discover));
+        let good = m.to_vec().unwrap();
+        assert_eq!(good[good.len() - 1], 255);
+        let with = |option: &[u8]| {
+            let mut bytes = good[..good.len() - 1].to_vec();
+            bytes.extend_from_slice(option);
+            bytes.push(255);
+            decode(&bytes)
+        };
+        for (option, code, len) in [
+            (&[80, 1, 0][..], 80, 1),
+            // Two right-sized halves joined (RFC 3396), as the decoder joins them.
+            (&[94, 3, 1, 2, 0, 94, 3, 1, 2, 0][..], 94, 6),
+            (&[80, 0, 80, 1, 7][..], 80, 1),
+            (&[81, 1, 0][..], 81, 1),
+            (&[94, 2, 1, 2][..], 94, 2),
+            (&[151, 0][..], 151, 0),
+            (&[152, 2, 0, 0][..], 152, 2),
+            (&[155, 5, 0, 0, 0, 0, 0][..], 155, 5),
+        ] {
+            match with(option) {
+                Err(Malformed::OptionLength {
+                    code: c, len: l, ..
+                }) => {
+                    assert_eq!((c, l), (code, len), "{option:?}")
+                }
+                other => panic!("{option:?}: {other:?}"),
+            }
+        }
+        // The right lengths decode, and pads, End and a truncated last option stop the walk
+        // as they stop the decoder.
+        for option in [
+            &[80, 0][..],
+            &[94, 3, 1, 2, 0],
+            &[152, 4, 0, 0, 0, 1],
+            &[0, 0, 12, 1, b'h'],
+            &[94, 3, 1, 2, 0, 0, 94, 3, 1, 2, 0],
+            &[81, 1, 0, 81, 2, 0, 0, 12, 1, b'h'],
+            &[80, 0, 94, 200, 1],
+            &[255, 80, 9],
+            &[12, 200, b'h'],
+        ] {
+            assert!(with(option).is_ok(), "{option:?}");
+        }
     }
 
     fn cfg(mode: Mode) -> DhcpConfig {

@@ -3,10 +3,14 @@
 //! clock, so the engine, the store and the HTTP layer can all depend on it.
 
 pub mod catalog;
+pub mod fuel;
 pub mod node;
 
 pub use catalog::{Cluster, PluginSummary, Release};
-pub use node::{FieldError, Inventory, Mac, Node, NodeId, NodeStatus, RawInventory};
+pub use node::{
+    FieldError, Inventory, InventoryError, MAX_INVENTORY_BYTES, Mac, Node, NodeId, NodeStatus,
+    RawInventory, parse_inventory,
+};
 
 /// Lowercase hex of `bytes` (digests, tokens). One allocation: this runs on every agent call,
 /// where a `format!` per byte was 64 small allocations for a token hash.

@@ -1,6 +1,7 @@
 //! Nodes as every layer sees them: the validated hardware [`Inventory`] an agent reports, the
 //! node's [`NodeStatus`], and the [`Node`] record. Parsing the agent's JSON into these types
-//! ([`RawInventory::validate`]) collects every problem with the path of the field at fault.
+//! ([`parse_inventory`], [`RawInventory::validate`]) collects every problem with the path of
+//! the field at fault.
 //! Plain data only: no storage, no network, no clock (times arrive as Unix seconds).
 
 use std::fmt;
@@ -167,8 +168,12 @@ impl Inventory {
         self.interfaces.first().map(|nic| &nic.mac)
     }
 
+    /// The disks' total size. Saturates: each size is whatever u64 the agent sent, and two
+    /// near `u64::MAX` must not overflow (a panic in a debug build, a wrong total otherwise).
     pub fn disk_bytes(&self) -> u64 {
-        self.disks.iter().map(|d| d.size_bytes).sum()
+        self.disks
+            .iter()
+            .fold(0u64, |total, d| total.saturating_add(d.size_bytes))
     }
 }
 
@@ -345,6 +350,57 @@ impl RawInventory {
     }
 }
 
+/// Largest inventory document accepted, far above a real server's (a few KiB). The HTTP
+/// handlers refuse a longer body before parsing it.
+pub const MAX_INVENTORY_BYTES: usize = 256 * 1024;
+
+/// Why a document is not an inventory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InventoryError {
+    /// Not JSON (a syntax error or a truncated document): serde's message, with line and column.
+    #[error("{0}")]
+    Json(String),
+    /// JSON, but not a valid inventory: every field at fault, by its path (`$` for the whole
+    /// document).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Fields(Vec<FieldError>),
+}
+
+/// Parse the agent's inventory document (the hello's body), naming the field at fault for type
+/// errors as well as for semantic ones.
+pub fn parse_inventory(body: &[u8]) -> Result<Inventory, InventoryError> {
+    from_deserializer(&mut serde_json::Deserializer::from_slice(body))
+}
+
+/// [`parse_inventory`] of a document already read as JSON (Fuel's, translated).
+pub fn inventory_from_value(doc: &serde_json::Value) -> Result<Inventory, InventoryError> {
+    from_deserializer(doc)
+}
+
+fn from_deserializer<'de, D>(de: D) -> Result<Inventory, InventoryError>
+where
+    D: serde::Deserializer<'de, Error = serde_json::Error>,
+{
+    let raw: RawInventory = serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            InventoryError::Json(inner.to_string())
+        } else if path == "." {
+            InventoryError::Fields(vec![FieldError {
+                field: "$".to_string(),
+                message: format!("the document must be a JSON object ({inner})"),
+            }])
+        } else {
+            InventoryError::Fields(vec![FieldError {
+                field: path,
+                message: inner.to_string(),
+            }])
+        }
+    })?;
+    raw.validate().map_err(InventoryError::Fields)
+}
+
 /// Database id of a node.
 pub type NodeId = i64;
 
@@ -424,6 +480,42 @@ mod tests {
                 "disks[0].size_bytes"
             ]
         );
+    }
+
+    #[test]
+    fn parse_inventory_tells_syntax_from_fields() {
+        assert!(matches!(
+            parse_inventory(b"{\"interfaces\": ["),
+            Err(InventoryError::Json(_))
+        ));
+        let fields = |body: &[u8]| match parse_inventory(body) {
+            Err(InventoryError::Fields(f)) => f.into_iter().map(|e| e.field).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(fields(b"\"text\""), ["$"]);
+        assert_eq!(
+            fields(b"{\"interfaces\": [{\"link\": 3}]}"),
+            ["interfaces[0].link"]
+        );
+        let ok = parse_inventory(
+            br#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01"}],
+                 "cpu":{"count":1},"memory_bytes":1}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.primary_mac().unwrap().as_str(), "52:54:00:00:00:01");
+    }
+
+    /// Found with the `inventory` fuzz target's harness: sizes that add up past u64 (the nodes
+    /// page shows the total).
+    #[test]
+    fn disk_sizes_past_u64_saturate() {
+        let inv = parse_inventory(
+            br#"{"interfaces":[{"name":"eth0","mac":"52:54:00:00:00:01"}],"cpu":{"count":1},
+                 "memory_bytes":1,"disks":[{"name":"a","size_bytes":18446744073709551615},
+                 {"name":"b","size_bytes":1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(inv.disk_bytes(), u64::MAX);
     }
 
     #[test]

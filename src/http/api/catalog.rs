@@ -53,10 +53,7 @@ pub fn node_json(node: &Node) -> Value {
         let system = &node.inventory.system;
         for (key, value) in [
             ("cluster", json!(node.cluster_id)),
-            (
-                "meta",
-                crate::http::node::fuel_agent::fuel_meta(&node.inventory),
-            ),
+            ("meta", crate::model::fuel::fuel_meta(&node.inventory)),
             ("manufacturer", json!(system.vendor)),
             ("platform_name", json!(system.product)),
             ("pending_roles", json!([])),

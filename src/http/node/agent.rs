@@ -11,11 +11,11 @@ use serde::Serialize;
 use crate::engine::hello::{self, Credential, Decision, Hello, Refusal};
 use crate::http::limit::RateLimiter;
 use crate::http::{ApiError, AppState};
-use crate::model::{Mac, Node, RawInventory};
+use crate::model::{InventoryError, Mac, Node};
 use crate::store::{HelloTarget, HelloWrite, TokenCheck};
 
-/// Largest inventory document accepted, far above a real server's (a few KiB).
-pub const MAX_HELLO_BYTES: usize = 256 * 1024;
+/// Largest inventory document accepted (the model's bound).
+pub const MAX_HELLO_BYTES: usize = crate::model::MAX_INVENTORY_BYTES;
 
 #[derive(Serialize)]
 struct HelloReply {
@@ -26,37 +26,13 @@ struct HelloReply {
     agent_token: Option<String>,
 }
 
-/// Parse an inventory document, naming the field at fault for type errors as well as for
-/// semantic ones.
-pub fn parse_inventory(body: &[u8]) -> Result<crate::model::Inventory, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let raw: RawInventory = serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::InvalidJson(inner.to_string())
-        } else if path == "." {
-            ApiError::InvalidInput {
-                what: "inventory",
-                fields: vec![crate::model::FieldError {
-                    field: "$".to_string(),
-                    message: format!("the document must be a JSON object ({inner})"),
-                }],
-            }
-        } else {
-            ApiError::InvalidInput {
-                what: "inventory",
-                fields: vec![crate::model::FieldError {
-                    field: path,
-                    message: inner.to_string(),
-                }],
-            }
-        }
-    })?;
-    raw.validate().map_err(|fields| ApiError::InvalidInput {
-        what: "inventory",
-        fields,
-    })
+/// An inventory document's problems as the API's error: `invalid_json` for a document that
+/// is not JSON, `invalid_input` naming every field at fault in `what`.
+pub(super) fn inventory_error(err: InventoryError, what: &'static str) -> ApiError {
+    match err {
+        InventoryError::Json(message) => ApiError::InvalidJson(message),
+        InventoryError::Fields(fields) => ApiError::InvalidInput { what, fields },
+    }
 }
 
 /// Refuse a discovery call from a client that made too many lately (per client address).
@@ -171,7 +147,8 @@ pub async fn hello(
         )));
     }
     rate_limit(&state, &req)?;
-    let inventory = parse_inventory(&body)?;
+    let inventory =
+        crate::model::parse_inventory(&body).map_err(|e| inventory_error(e, "inventory"))?;
     let now = crate::clock::now();
     let presented = bearer(&req).map(|t| crate::http::node::boot::hash_token(&t));
     let (new_token, new_hash) = crate::http::node::boot::new_token()?;
