@@ -87,6 +87,12 @@ struct Body<'a> {
 }
 
 impl ApiError {
+    /// A request body as `T`, or `invalid_json` saying why (serde_json bounds the nesting
+    /// depth at 128).
+    pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))
+    }
+
     /// The stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self {

@@ -300,7 +300,7 @@ async fn account_page(
 async fn account_refusal(
     state: &AppState,
     caller: &Caller,
-    refusal: crate::http::ApiError,
+    refusal: ApiError,
 ) -> Result<HttpResponse, PageError> {
     let status = actix_web::ResponseError::status_code(&refusal);
     account_page(state, caller, status, Notice::Problem(refusal.to_string())).await
@@ -338,13 +338,7 @@ pub async fn create_token(
             Ok(n) => Some(n),
             Err(_) => {
                 let msg = format!("Expiry must be a number of days, not {d:?}.");
-                return account_page(
-                    &state,
-                    &caller,
-                    StatusCode::BAD_REQUEST,
-                    Notice::Problem(msg),
-                )
-                .await;
+                return account_refusal(&state, &caller, ApiError::BadRequest(msg)).await;
             }
         },
     };
@@ -401,13 +395,7 @@ pub async fn change_password(
     let form = form.into_inner();
     if form.new != form.confirm {
         let msg = "The new password and its confirmation differ.".to_string();
-        return account_page(
-            &state,
-            &caller,
-            StatusCode::BAD_REQUEST,
-            Notice::Problem(msg),
-        )
-        .await;
+        return account_refusal(&state, &caller, ApiError::BadRequest(msg)).await;
     }
     let change = crate::http::access::users::UserChange {
         password: Some(form.new),

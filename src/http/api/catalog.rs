@@ -182,8 +182,7 @@ pub struct NewCluster {
 
 /// Validate a create-environment document, naming every bad field.
 pub fn parse_new_cluster(body: &[u8]) -> Result<NewCluster, ApiError> {
-    let raw: RawNewCluster =
-        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let raw: RawNewCluster = ApiError::parse(body)?;
     let mut fields = Vec::new();
     let mut bad = |field: &str, message: &str| {
         fields.push(FieldError {

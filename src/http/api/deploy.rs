@@ -211,12 +211,7 @@ pub async fn abort(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "deployment")?;
-    let now = crate::clock::now();
-    let (d, runs) = state
-        .store(move |s| s.write(|tx| Ok((tx.abort_deployment(id, now)?, tx.read().runs(id)?))))
-        .await?;
-    Ok(HttpResponse::Ok().json(deployment_json(&d, &runs)))
+    change(&state, &path, |tx, id, now| tx.abort_deployment(id, now)).await
 }
 
 /// `POST /api/v1/deployments/{id}/retry`: failed runs again, the rest where they were.
@@ -224,10 +219,19 @@ pub async fn retry(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "deployment")?;
+    change(&state, &path, |tx, id, now| tx.retry_deployment(id, now)).await
+}
+
+/// Apply `f` (abort or retry) to deployment `path` and answer with it and its runs.
+async fn change(
+    state: &AppState,
+    path: &str,
+    f: fn(&crate::store::WriteTxn<'_>, i64, i64) -> crate::store::Result<crate::store::Deployment>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(path, "deployment")?;
     let now = crate::clock::now();
     let (d, runs) = state
-        .store(move |s| s.write(|tx| Ok((tx.retry_deployment(id, now)?, tx.read().runs(id)?))))
+        .store(move |s| s.write(|tx| Ok((f(tx, id, now)?, tx.read().runs(id)?))))
         .await?;
     Ok(HttpResponse::Ok().json(deployment_json(&d, &runs)))
 }

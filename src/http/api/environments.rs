@@ -45,8 +45,7 @@ struct Assign {
 
 /// Roles from `{"roles": ["controller", ...]}`: non-empty names, no duplicates.
 pub fn parse_roles(body: &[u8]) -> Result<Vec<String>, ApiError> {
-    let a: Assign =
-        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let a: Assign = ApiError::parse(body)?;
     roles_of(a.roles.as_ref(), "roles")
 }
 
@@ -117,8 +116,7 @@ pub async fn check_roles(
 /// The node list of Nailgun's `assignment` and `unassignment` bodies, `[{"id": 1, ...}, ...]`,
 /// with each node's roles when `with_roles`.
 fn node_list(body: &[u8], with_roles: bool) -> Result<Vec<(i64, Vec<String>)>, ApiError> {
-    let items: Vec<Value> =
-        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let items: Vec<Value> = ApiError::parse(body)?;
     if items.is_empty() {
         return Err(ApiError::BadRequest(
             "expected at least one node".to_string(),
@@ -256,8 +254,7 @@ pub async fn put_settings(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
-    let value: Value =
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let value: Value = ApiError::parse(&body)?;
     if !value.is_object() {
         return Err(ApiError::BadRequest(
             "settings: expected a JSON object".to_string(),

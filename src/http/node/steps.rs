@@ -83,8 +83,7 @@ pub async fn next(
     let claimed: Option<i64> = if body.is_empty() {
         None
     } else {
-        let b: NextBody =
-            serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        let b: NextBody = ApiError::parse(&body)?;
         b.node_id
     };
     let now = crate::clock::now();
@@ -144,8 +143,7 @@ pub async fn result(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let b: ResultBody =
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let b: ResultBody = ApiError::parse(&body)?;
     let result = RunResult {
         attempt: b.attempt,
         ok: b.ok,
@@ -190,8 +188,7 @@ pub async fn output(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let b: OutputBody =
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let b: OutputBody = ApiError::parse(&body)?;
     as_agent(&state, &req, move |tx, node| {
         tx.run_output(id, node, b.attempt, &b.tail)
     })
