@@ -118,16 +118,9 @@ struct Inputs {
 fn read_inputs(store: &Store, cluster_id: i64) -> Result<Inputs, PlanningError> {
     store
         .read(|r| {
-            let cluster = r.cluster(cluster_id)?;
-            let Some(cluster) = cluster else {
+            let Some((cluster, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
             };
-            let release = r
-                .release(cluster.release_id)?
-                .ok_or_else(|| StoreError::NotFound {
-                    entity: "release",
-                    id: cluster.release_id.to_string(),
-                })?;
             Ok(Some(Inputs {
                 nodes: r.cluster_nodes(cluster_id)?,
                 settings: r.cluster_settings(cluster_id)?,
@@ -449,15 +442,9 @@ fn role_names(roles_metadata: &J) -> impl Iterator<Item = String> + '_ {
 pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accepts, PlanningError> {
     let (release, sections, settings, plugins) = store
         .read(|r| {
-            let Some(cluster) = r.cluster(cluster_id)? else {
+            let Some((_, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
             };
-            let release = r
-                .release(cluster.release_id)?
-                .ok_or_else(|| StoreError::NotFound {
-                    entity: "release",
-                    id: cluster.release_id.to_string(),
-                })?;
             let sections = r.release_roles_and_attributes(release.id)?;
             let settings = r.cluster_settings(cluster_id)?;
             let plugins = r.plugin_paths()?;

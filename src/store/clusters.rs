@@ -5,7 +5,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
-use crate::model::Cluster;
+use crate::model::{Cluster, Release};
 
 /// What an operator reads when no release is installed, wherever they try to create an
 /// environment.
@@ -60,6 +60,21 @@ impl ReadTxn<'_> {
             .conn
             .query_row(&sql, [id], cluster_from_row)
             .optional()?)
+    }
+
+    /// The environment and its release; `None` when there is no such environment. A release
+    /// that is gone (the schema forbids it) is `NotFound`.
+    pub fn cluster_with_release(&self, id: i64) -> Result<Option<(Cluster, Release)>> {
+        let Some(cluster) = self.cluster(id)? else {
+            return Ok(None);
+        };
+        let release = self
+            .release(cluster.release_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "release",
+                id: cluster.release_id.to_string(),
+            })?;
+        Ok(Some((cluster, release)))
     }
 }
 
