@@ -43,29 +43,23 @@ fn embedded_tftp_files(
 /// The host of `http.public_url`, without brackets or port.
 fn public_host(config: &Config) -> Option<String> {
     let url = config.http_public_url.as_deref()?;
-    let authority = url.split_once("://").map_or(url, |(_, r)| r);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => authority.split(':').next().unwrap_or(authority),
-    };
-    Some(host.to_string())
+    let host = http::transport::url_host(url);
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
 }
 
-/// The plain-HTTP base URL iPXE uses (the DHCP answer's boot file, TFTP's `stoker.ipxe`):
-/// `http.public_url` (its host on the boot listener's port under TLS), else `host` on that
-/// port.
+/// The plain-HTTP base URL iPXE uses for the DHCP answer's boot file and TFTP's
+/// `stoker.ipxe` ([`http::transport::boot_base`]).
 fn boot_base(config: &Config, host: &str, boot_port: u16) -> String {
-    match (&config.http_public_url, config.http_tls.is_on()) {
-        (Some(url), false) => url.clone(),
-        (Some(_), true) => {
-            let host = public_host(config).unwrap_or_default();
-            match host.parse::<std::net::Ipv6Addr>() {
-                Ok(_) => format!("http://[{host}]:{boot_port}"),
-                Err(_) => format!("http://{host}:{boot_port}"),
-            }
-        }
-        (None, _) => format!("http://{host}:{boot_port}"),
-    }
+    http::transport::boot_base(
+        config.http_public_url.as_deref(),
+        config.http_tls.is_on(),
+        host,
+        boot_port,
+    )
 }
 
 /// The names a self-signed certificate is made for: loopback, `http.public_url`'s host, the

@@ -40,6 +40,28 @@ pub fn https_base(public_url: Option<&str>, tls: &TlsInfo, local: SocketAddr) ->
     }
 }
 
+/// The host of a URL, an IPv6 address in its brackets: `https://master.lab:8443/x` gives
+/// `master.lab`, `http://[fd00::2]:80` gives `[fd00::2]`.
+pub fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if authority.starts_with('[') {
+        return authority.split_inclusive(']').next().unwrap_or(authority);
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+/// The plain-HTTP base URL iPXE fetches from (boot scripts, the DHCP answer's boot file,
+/// TFTP's `stoker.ipxe`): `http.public_url` itself without TLS; under TLS its host on the
+/// boot listener's port; without one, `host` (an IPv6 address in brackets) on that port.
+pub fn boot_base(public_url: Option<&str>, tls: bool, host: &str, boot_port: u16) -> String {
+    match (public_url, tls) {
+        (Some(url), false) => url.to_string(),
+        (Some(url), true) => format!("http://{}:{boot_port}", url_host(url)),
+        (None, _) => format!("http://{host}:{boot_port}"),
+    }
+}
+
 /// Only `/boot/` in clear when TLS is on; HSTS on every answer over TLS.
 pub async fn listener_policy(
     req: ServiceRequest,

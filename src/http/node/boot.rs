@@ -58,30 +58,25 @@ pub fn hash_token(token: &str) -> String {
     hex(&sha2::Sha256::digest(token.as_bytes()))
 }
 
-/// The host part of a URL: `https://master.lab:8443` gives `master.lab`, `http://[fd00::2]`
-/// gives `[fd00::2]`.
-fn host_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split('/').next().unwrap_or(rest);
-    if authority.starts_with('[') {
-        return authority.split_inclusive(']').next().unwrap_or(authority);
-    }
-    authority.split(':').next().unwrap_or(authority)
-}
-
 /// The two URLs of a boot script: (where iPXE fetches files, the master's URL for the agent).
-fn bases(boot: &crate::http::BootSettings, local: std::net::SocketAddr) -> (String, String) {
-    use std::net::SocketAddr;
-    match (&boot.public_url, &boot.tls) {
-        (Some(url), None) => (url.clone(), url.clone()),
-        (Some(url), Some(tls)) => (
-            format!("http://{}:{}", host_of(url), tls.boot_port),
-            url.clone(),
-        ),
-        (None, None) => (format!("http://{local}"), format!("http://{local}")),
-        (None, Some(tls)) => (
-            format!("http://{}", SocketAddr::new(local.ip(), tls.boot_port)),
-            crate::http::transport::https_base(None, tls, local),
+pub(crate) fn bases(
+    boot: &crate::http::BootSettings,
+    local: std::net::SocketAddr,
+) -> (String, String) {
+    use crate::http::transport::{boot_base, https_base};
+    let host = match local.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    let public = boot.public_url.as_deref();
+    match &boot.tls {
+        None => {
+            let base = boot_base(public, false, &host, local.port());
+            (base.clone(), base)
+        }
+        Some(tls) => (
+            boot_base(public, true, &host, tls.boot_port),
+            https_base(public, tls, local),
         ),
     }
 }
