@@ -165,9 +165,9 @@ pub fn plugin_settings(p: &PluginGraph) -> J {
         "enabled": true,
     });
     if let Some(m) = attrs.get("metadata").filter(|m| m.is_object()) {
-        deep_merge_shallow(&mut metadata, m);
+        dict_update(&mut metadata, m);
     }
-    deep_merge_shallow(
+    dict_update(
         &mut metadata,
         &json!({
             "plugin_id": p.id,
@@ -181,7 +181,7 @@ pub fn plugin_settings(p: &PluginGraph) -> J {
 }
 
 /// Python's `dict.update`: `over`'s keys replace `base`'s.
-fn deep_merge_shallow(base: &mut J, over: &J) {
+fn dict_update(base: &mut J, over: &J) {
     if let (Some(b), Some(o)) = (base.as_object_mut(), over.as_object()) {
         for (k, v) in o {
             b.insert(k.clone(), v.clone());
