@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::common::TestDaemon;
-use crate::common::bin::stoker;
+use crate::common::bin::{run_ok, stoker};
 
 /// A small but realistic /proc and /sys tree: two NICs (one virtual), a disk, a loop device.
 pub fn fake_root(root: &Path, cmdline: &str) {
@@ -51,17 +51,10 @@ fn agent_registers_with_token_from_kernel_command_line() {
             "initrd=initrd.img stoker.master={base} stoker.token={token} BOOTIF=01-52-54-00-77-00-21\n"
         ),
     );
-    let out = stoker(root.path())
-        .args(["agent", "--register-only", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        stoker(root.path())
+            .args(["agent", "--register-only", "--root"])
+            .arg(root.path()),
     );
     assert!(
         stdout
@@ -95,17 +88,10 @@ fn agent_registers_with_token_from_kernel_command_line() {
         std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let out = stoker(root.path())
-        .args(["agent", "--register-only", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        stoker(root.path())
+            .args(["agent", "--register-only", "--root"])
+            .arg(root.path()),
     );
     assert!(
         stdout.contains("node=1 mac=52:54:00:77:00:21 status=discover created=false"),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::common::bin::stoker;
+use crate::common::bin::{run_ok, stoker};
 
 /// Requests as (path, JSON body).
 type Log = Arc<Mutex<Vec<(String, Value)>>>;
@@ -95,20 +95,13 @@ fn agent_deploys_into_a_sandbox_and_exits_after_reboot_to_disk() {
     );
     let dir = tempfile::tempdir().unwrap();
     let sandbox = dir.path().join("node");
-    let out = stoker(dir.path())
-        .args(["agent", "--master", &base, "--root"])
-        .arg(dir.path())
-        .arg("--sandbox")
-        .arg(&sandbox)
-        .arg("--run-commands")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        stoker(dir.path())
+            .args(["agent", "--master", &base, "--root"])
+            .arg(dir.path())
+            .arg("--sandbox")
+            .arg(&sandbox)
+            .arg("--run-commands"),
     );
     assert!(stdout.contains("STOKER-AGENT ok node=5"), "{stdout}");
     assert!(

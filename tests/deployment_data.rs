@@ -11,59 +11,18 @@
 //! - `legacy-chain`: legacy `tasks.yaml` tasks shaped like fuel-plugin-external-zabbix's, one in
 //!   the middle of each stage's chain on a role no node has: the chain still holds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use stoker::package::{archive, dir::DirFiles};
 
-use crate::common::{TestDaemon, inventory};
+use crate::common::TestDaemon;
+use crate::common::plan::{step, waits};
 
-/// Install fixture plugin `name` through the API.
-fn install(d: &TestDaemon, name: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deployment-data");
-    let files = DirFiles::new(&root.join(name)).unwrap();
-    let bytes = archive::build(&files, name, 0, &mut |_, _| {}).unwrap();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut r = agent
-        .post(&d.url("/api/v1/plugins"))
-        .header("content-type", "application/gzip")
-        .header("authorization", format!("Bearer {}", d.admin_token()))
-        .send(&bytes[..])
-        .unwrap();
-    let body = r.body_mut().read_to_string().unwrap();
-    assert_eq!(r.status().as_u16(), 201, "{body}");
-}
-
-/// An environment of the bundled release with one discovered node per role of `roles`,
-/// assigned that role. Returns its id and the node ids.
-fn environment(d: &TestDaemon, roles: &[&str]) -> (i64, Vec<i64>) {
-    let http = d.http();
-    let release = http.get("/api/v1/releases").json()[0]["id"]
-        .as_i64()
-        .unwrap();
-    let r = http.post(
-        "/api/v1/clusters",
-        &json!({"name": "env", "release_id": release}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let cluster = r.json()["id"].as_i64().unwrap();
-    let mut ids = Vec::new();
-    for (i, role) in roles.iter().enumerate() {
-        let mac = format!("52:54:00:00:70:{i:02x}");
-        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
-        assert_eq!(r.status, 201, "{}", r.body);
-        let id = r.json()["node"]["id"].as_i64().unwrap();
-        let r = http.put(
-            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
-            &json!({"roles": [role]}).to_string(),
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        ids.push(id);
-    }
-    (cluster, ids)
+/// Fixture plugin `name`'s folder.
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/deployment-data")
+        .join(name)
 }
 
 /// Replace the environment's settings.
@@ -81,48 +40,14 @@ fn plan(d: &TestDaemon, cluster: i64) -> Value {
     r.json()
 }
 
-fn step<'a>(plan: &'a Value, uid: i64, task: &str) -> &'a Value {
-    plan["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["uid"].as_str() == Some(uid.to_string().as_str()))
-        .and_then(|n| {
-            n["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|t| t["id"] == task)
-        })
-        .unwrap_or_else(|| panic!("no task {task} on node {uid}"))
-}
-
-/// What a step waits for, as `task@node`, sorted.
-fn waits(plan: &Value, uid: i64, task: &str) -> Vec<String> {
-    let mut w: Vec<String> = step(plan, uid, task)["requires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            format!(
-                "{}@{}",
-                r["task"].as_str().unwrap(),
-                r["node"].as_str().unwrap()
-            )
-        })
-        .collect();
-    w.sort();
-    w
-}
-
 /// Seed 000's chain: with one controller, the task for `controller` matches no node, and the
 /// one after it still waits for the one before; with no cinder node, the second pre-deployment
 /// task waits for the stage's end marker.
 #[test]
 fn a_legacy_chain_holds_when_a_task_runs_nowhere() {
     let d = TestDaemon::start_bundled("install");
-    install(&d, "legacy-chain");
-    let (cluster, ids) = environment(&d, &["controller", "compute"]);
+    d.install_fixture(&fixture("legacy-chain"));
+    let (cluster, ids) = d.environment(&["controller", "compute"], 2);
     let (controller, compute) = (ids[0], ids[1]);
     set(
         &d,
@@ -180,7 +105,7 @@ fn a_legacy_chain_holds_when_a_task_runs_nowhere() {
 #[test]
 fn plugin_settings_and_nailgun_keys_reach_the_plan() {
     let d = TestDaemon::start_bundled("install");
-    install(&d, "odl_fixture");
+    d.install_fixture(&fixture("odl_fixture"));
     let plugin_id = d
         .http()
         .get("/api/v1/plugins")
@@ -192,7 +117,7 @@ fn plugin_settings_and_nailgun_keys_reach_the_plan() {
         .unwrap()["id"]
         .as_i64()
         .unwrap();
-    let (cluster, ids) = environment(&d, &["controller", "compute"]);
+    let (cluster, ids) = d.environment(&["controller", "compute"], 2);
     let (controller, compute) = (ids[0], ids[1]);
     set(
         &d,
@@ -268,7 +193,7 @@ fn plugin_settings_and_nailgun_keys_reach_the_plan() {
     let host = format!("node-{controller}");
     assert_eq!(c["uid"], controller.to_string());
     assert_eq!(c["fqdn"], format!("{host}.domain.tld"));
-    assert_eq!(c["user_node_name"], "Untitled (70:00)");
+    assert_eq!(c["user_node_name"], "Untitled (40:00)");
     assert_eq!(c["roles"], json!(["primary-controller"]));
     assert_eq!(c["fail_if_error"], true);
     assert_eq!(c["online"], true);

@@ -2,35 +2,14 @@
 //! of them over the API, with the bundled release's real graph. (Incremental redeploys, which
 //! need a deployment to have run, are in `deploy.rs`.)
 
+use crate::common::plan::step;
 use crate::common::{TestDaemon, inventory};
 
 /// A daemon with the bundled release, an environment and `roles.len()` discovered nodes
 /// assigned with those roles. Returns the daemon, the environment id and the node ids.
 fn environment(roles: &[&str]) -> (TestDaemon, i64, Vec<i64>) {
     let d = TestDaemon::start_bundled("install");
-    let http = d.http();
-    let releases = http.get("/api/v1/releases").json();
-    let release = releases[0]["id"].as_i64().unwrap();
-    let r = http.post(
-        "/api/v1/clusters",
-        &format!(r#"{{"name": "env-a", "release_id": {release}}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let cluster = r.json()["id"].as_i64().unwrap();
-    let mut ids = Vec::new();
-    for (i, role) in roles.iter().enumerate() {
-        let mac = format!("52:54:00:00:10:{i:02x}");
-        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
-        assert_eq!(r.status, 201, "{}", r.body);
-        let id = r.json()["node"]["id"].as_i64().unwrap();
-        let r = http.put(
-            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
-            &format!(r#"{{"roles": ["{role}"]}}"#),
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(r.json()["cluster_id"], cluster);
-        ids.push(id);
-    }
+    let (cluster, ids) = d.environment(roles, roles.len());
     (d, cluster, ids)
 }
 
@@ -43,13 +22,6 @@ fn steps<'a>(plan: &'a serde_json::Value, uid: &str) -> &'a Vec<serde_json::Valu
         .unwrap_or_else(|| panic!("no node {uid} in plan"))["tasks"]
         .as_array()
         .unwrap()
-}
-
-fn step<'a>(plan: &'a serde_json::Value, uid: &str, task: &str) -> &'a serde_json::Value {
-    steps(plan, uid)
-        .iter()
-        .find(|t| t["id"] == task)
-        .unwrap_or_else(|| panic!("no task {task} on node {uid}"))
 }
 
 #[test]

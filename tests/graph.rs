@@ -9,6 +9,7 @@ use std::process::Output;
 use serde_json::Value as J;
 
 use crate::common::bin::stoker;
+use crate::common::plan::{ids, node, step, waits};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,50 +53,6 @@ fn json_plan(extra: &[&str]) -> J {
     let mut args = vec!["--format", "json"];
     args.extend_from_slice(extra);
     serde_json::from_str(&ok(&mini(&args))).unwrap()
-}
-
-fn node<'a>(plan: &'a J, uid: &str) -> &'a J {
-    plan["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["uid"] == uid)
-        .unwrap()
-}
-
-fn step<'a>(plan: &'a J, uid: &str, id: &str) -> &'a J {
-    node(plan, uid)["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["id"] == id)
-        .unwrap_or_else(|| panic!("no {id} on {uid}"))
-}
-
-fn ids(plan: &J, uid: &str) -> Vec<String> {
-    node(plan, uid)["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn waits(plan: &J, uid: &str, id: &str) -> Vec<String> {
-    let mut w: Vec<String> = step(plan, uid, id)["requires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            format!(
-                "{}@{}",
-                r["task"].as_str().unwrap(),
-                r["node"].as_str().unwrap()
-            )
-        })
-        .collect();
-    w.sort();
-    w
 }
 
 #[test]

@@ -414,24 +414,6 @@ fn builds_are_byte_identical_and_validate_prints_like_a_compiler() {
     );
 }
 
-fn post_package(d: &TestDaemon, bytes: &[u8]) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut r = agent
-        .post(&d.url("/api/v1/plugins"))
-        .header("authorization", &format!("Bearer {}", d.admin_token()))
-        .header("content-type", "application/gzip")
-        .send(bytes)
-        .unwrap();
-    let status = r.status().as_u16();
-    (
-        status,
-        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap(),
-    )
-}
-
 fn built(name: &str) -> Vec<u8> {
     let files = DirFiles::new(&fixture(name)).unwrap();
     archive::build(&files, name, 0, &mut |_, _| {}).unwrap()
@@ -442,7 +424,7 @@ fn install_sync_and_remove_through_the_api() {
     let d = TestDaemon::start();
     let plugins_dir = d.db_path().parent().unwrap().join("plugins");
 
-    let (status, body) = post_package(&d, &built("v5-release-mixed-roots"));
+    let (status, body) = d.post_package(&built("v5-release-mixed-roots"));
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "invalid_plugin");
     assert!(
@@ -456,7 +438,7 @@ fn install_sync_and_remove_through_the_api() {
         .unwrap_or_default();
     assert!(left.is_empty(), "a refused install leaves nothing behind");
 
-    let (status, body) = post_package(&d, &built("v5-release-valid"));
+    let (status, body) = d.post_package(&built("v5-release-valid"));
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["releases"], json!(["Fixture Release"]));
     assert!(
@@ -485,13 +467,13 @@ fn install_sync_and_remove_through_the_api() {
             .contains("release_name is accepted as an alias")
     );
 
-    let (status, body) = post_package(&d, &built("v5-release-valid"));
+    let (status, body) = d.post_package(&built("v5-release-valid"));
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("conflict")),
         "{body}"
     );
-    let (status, _) = post_package(&d, b"not an archive");
+    let (status, _) = d.post_package(b"not an archive");
     assert_eq!(status, 400);
 
     // An environment can now be created from it.

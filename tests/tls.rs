@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use stoker::tls::{Fingerprint, anchor, client_config, pinned};
 
-use crate::common::bin::{Served, stoker};
+use crate::common::bin::{Served, run_err, run_ok, stoker};
 
 const MAC: &str = "52:54:00:77:00:21";
 
@@ -203,17 +203,10 @@ fn a_self_signed_master_serves_https_and_only_boot_files_in_clear() {
         root.path(),
         &format!("{} BOOTIF=01-52-54-00-77-00-21\n", args.join(" ")),
     );
-    let out = stoker(root.path())
-        .args(["agent", "--register-only", "--attempts", "2", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        stoker(root.path())
+            .args(["agent", "--register-only", "--attempts", "2", "--root"])
+            .arg(root.path()),
     );
     assert!(
         stdout.contains(&format!("STOKER-AGENT ok node=1 mac={MAC}")),
@@ -242,9 +235,7 @@ fn a_self_signed_master_serves_https_and_only_boot_files_in_clear() {
         if let Some(f) = &flag {
             cmd.args(["--fingerprint", f]);
         }
-        let out = cmd.output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        let (_, stderr) = run_err(&mut cmd);
         assert!(stderr.contains(expect), "{stderr}");
         if flag.is_some() {
             assert!(stderr.contains(&fp.to_string()), "{stderr}");
@@ -253,25 +244,14 @@ fn a_self_signed_master_serves_https_and_only_boot_files_in_clear() {
 
     // The CLI from elsewhere: by fingerprint; without one, told how.
     let elsewhere = tempfile::tempdir().unwrap();
-    let out = stoker(elsewhere.path())
-        .args(["user", "list", "--url", &base, "--token", &token])
-        .env("STOKER_FINGERPRINT", fp.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        stoker(elsewhere.path())
+            .args(["user", "list", "--url", &base, "--token", &token])
+            .env("STOKER_FINGERPRINT", fp.to_string()),
     );
     assert!(stdout.contains("admin"), "{stdout}");
-    let out = stoker(elsewhere.path())
-        .args(["user", "list", "--url", &base, "--token", &token])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0));
+    let (_, stderr) =
+        run_err(stoker(elsewhere.path()).args(["user", "list", "--url", &base, "--token", &token]));
     assert!(stderr.contains("--fingerprint"), "{stderr}");
     // The CLI on the master itself trusts the master's own certificate file.
     let out = stoker(dir.path())
@@ -362,24 +342,22 @@ fn an_operators_chain_is_served_and_a_foreign_key_is_refused_at_start() {
     // Another key: the daemon refuses to start, naming the files.
     let (_, other_key, _) = operator_chain();
     std::fs::write(dir.path().join("other.pem"), other_key).unwrap();
-    let out = stoker(dir.path())
-        .args([
-            "serve",
-            "--data-dir",
-            "data",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--http-tls-cert",
-            "chain.pem",
-            "--http-tls-key",
-            "other.pem",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0));
+    let (_, stderr) = run_err(
+        stoker(dir.path())
+            .args([
+                "serve",
+                "--data-dir",
+                "data",
+                "--http-listen",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--http-tls-cert",
+                "chain.pem",
+                "--http-tls-key",
+                "other.pem",
+            ]),
+    );
     assert!(
         stderr.contains("chain.pem")
             && stderr.contains("other.pem")

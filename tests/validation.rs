@@ -9,11 +9,17 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use stoker::config::Layers;
-use stoker::package::{archive, dir::DirFiles};
 
-use crate::common::{Http, TestDaemon, inventory};
+use crate::common::{Http, TestDaemon};
 
 const PLUGIN: &str = "slow-conditions";
+
+/// The fixture plugin's folder.
+fn plugin_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/validation")
+        .join(PLUGIN)
+}
 
 /// A daemon with the bundled release (and `plan.yaql_budget` = `budget` when given).
 fn daemon(budget: Option<u64>) -> TestDaemon {
@@ -27,56 +33,6 @@ fn daemon(budget: Option<u64>) -> TestDaemon {
         layers = layers.with_flag("plan.yaql_budget", b.to_string());
     }
     TestDaemon::start_with(layers.resolve().unwrap(), dir)
-}
-
-/// Install the fixture plugin through the API.
-fn install_plugin(d: &TestDaemon) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/validation");
-    let files = DirFiles::new(&root.join(PLUGIN)).unwrap();
-    let bytes = archive::build(&files, PLUGIN, 0, &mut |_, _| {}).unwrap();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut r = agent
-        .post(&d.url("/api/v1/plugins"))
-        .header("content-type", "application/gzip")
-        .header("authorization", format!("Bearer {}", d.admin_token()))
-        .send(&bytes[..])
-        .unwrap();
-    let body = r.body_mut().read_to_string().unwrap();
-    assert_eq!(r.status().as_u16(), 201, "{body}");
-}
-
-/// An environment of the bundled release and `n` discovered nodes, the first `roles.len()` of
-/// them assigned with those roles. Returns its id and the node ids.
-fn environment(d: &TestDaemon, roles: &[&str], n: usize) -> (i64, Vec<i64>) {
-    let http = d.http();
-    let release = http.get("/api/v1/releases").json()[0]["id"]
-        .as_i64()
-        .unwrap();
-    let r = http.post(
-        "/api/v1/clusters",
-        &json!({"name": "env", "release_id": release}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let cluster = r.json()["id"].as_i64().unwrap();
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let mac = format!("52:54:00:00:40:{i:02x}");
-        let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
-        assert_eq!(r.status, 201, "{}", r.body);
-        let id = r.json()["node"]["id"].as_i64().unwrap();
-        if let Some(role) = roles.get(i) {
-            let r = http.put(
-                &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
-                &json!({"roles": [role]}).to_string(),
-            );
-            assert_eq!(r.status, 200, "{}", r.body);
-        }
-        ids.push(id);
-    }
-    (cluster, ids)
 }
 
 /// What an environment is, as the API shows it: its nodes (with roles), every node, its
@@ -119,8 +75,8 @@ fn header(d: &TestDaemon, path: &str, name: &str) -> (u16, String, String) {
 #[test]
 fn unknown_roles_are_refused_by_every_surface_and_nothing_is_written() {
     let d = daemon(None);
-    install_plugin(&d);
-    let (cluster, ids) = environment(&d, &["controller"], 3);
+    d.install_fixture(&plugin_dir());
+    let (cluster, ids) = d.environment(&["controller"], 3);
     let http = d.http();
     let before = state(&d, cluster);
 
@@ -189,7 +145,7 @@ fn unknown_roles_are_refused_by_every_surface_and_nothing_is_written() {
 #[test]
 fn deploy_step_arguments_of_the_wrong_type_start_nothing() {
     let d = daemon(None);
-    let (cluster, _) = environment(&d, &["controller", "compute"], 2);
+    let (cluster, _) = d.environment(&["controller", "compute"], 2);
     let http = d.http();
     let before = state(&d, cluster);
     let deploy = |body: Value| {
@@ -248,8 +204,8 @@ fn deploy_step_arguments_of_the_wrong_type_start_nothing() {
 #[test]
 fn settings_are_checked_against_the_release_and_plugin_attributes() {
     let d = daemon(None);
-    install_plugin(&d);
-    let (cluster, _) = environment(&d, &["controller"], 1);
+    d.install_fixture(&plugin_dir());
+    let (cluster, _) = d.environment(&["controller"], 1);
     let http = d.http();
     let path = format!("/api/v1/clusters/{cluster}/settings");
     let good = json!({
@@ -340,8 +296,8 @@ fn spent(message: &str) -> u64 {
 fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
     const BUDGET: u64 = 2_000_000;
     let d = daemon(Some(BUDGET));
-    install_plugin(&d);
-    let (cluster, _) = environment(&d, &["controller", "compute"], 2);
+    d.install_fixture(&plugin_dir());
+    let (cluster, _) = d.environment(&["controller", "compute"], 2);
     let http = d.http();
     let settings = format!("/api/v1/clusters/{cluster}/settings");
     let plan = format!("/api/v1/clusters/{cluster}/plan");

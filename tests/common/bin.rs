@@ -109,3 +109,24 @@ impl Drop for Served {
         }
     }
 }
+
+/// Run `cmd`, which must exit 0 (else the test fails showing both outputs); its standard output.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Run `cmd`, which must fail; its exit code and standard error.
+pub fn run_err(cmd: &mut Command) -> (Option<i32>, String) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    (out.status.code(), stderr)
+}

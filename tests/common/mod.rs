@@ -2,6 +2,7 @@
 //! data directory, and [`Http`] is a small blocking client that never treats a status as an error.
 
 pub mod bin;
+pub mod plan;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -110,6 +111,66 @@ impl TestDaemon {
         credentials(&self.url(""))
             .map(|c| c.token)
             .expect("signed in at start")
+    }
+
+    /// POST a plugin package as the admin: the status and the JSON answer.
+    pub fn post_package(&self, bytes: &[u8]) -> (u16, serde_json::Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut r = agent
+            .post(&self.url("/api/v1/plugins"))
+            .header("authorization", &format!("Bearer {}", self.admin_token()))
+            .header("content-type", "application/gzip")
+            .send(bytes)
+            .unwrap();
+        let status = r.status().as_u16();
+        let body = r.body_mut().read_to_string().unwrap();
+        let json = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("HTTP {status}, not JSON ({e}): {body}"));
+        (status, json)
+    }
+
+    /// Build the fixture plugin in folder `dir` (named by its last component) and install it.
+    pub fn install_fixture(&self, dir: &std::path::Path) {
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        let files = stoker::package::dir::DirFiles::new(dir).unwrap();
+        let bytes = stoker::package::archive::build(&files, name, 0, &mut |_, _| {}).unwrap();
+        let (status, body) = self.post_package(&bytes);
+        assert_eq!(status, 201, "{body}");
+    }
+
+    /// An environment of the first release and `n` discovered nodes, the first `roles.len()`
+    /// of them assigned those roles (one each). Returns its id and the node ids.
+    pub fn environment(&self, roles: &[&str], n: usize) -> (i64, Vec<i64>) {
+        let http = self.http();
+        let release = http.get("/api/v1/releases").json()[0]["id"]
+            .as_i64()
+            .unwrap();
+        let r = http.post(
+            "/api/v1/clusters",
+            &serde_json::json!({"name": "env", "release_id": release}).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let cluster = r.json()["id"].as_i64().unwrap();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let mac = format!("52:54:00:00:40:{i:02x}");
+            let r = http.post("/api/v1/agent/hello", &inventory(&mac).to_string());
+            assert_eq!(r.status, 201, "{}", r.body);
+            let id = r.json()["node"]["id"].as_i64().unwrap();
+            if let Some(role) = roles.get(i) {
+                let r = http.put(
+                    &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
+                    &serde_json::json!({"roles": [role]}).to_string(),
+                );
+                assert_eq!(r.status, 200, "{}", r.body);
+                assert_eq!(r.json()["cluster_id"], cluster);
+            }
+            ids.push(id);
+        }
+        (cluster, ids)
     }
 
     /// Stop gracefully; hand back the data directory so the test can inspect what is left.
