@@ -315,11 +315,22 @@ impl DhcpServer {
         let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
         for bytes in packets {
             bump(&self.stats.received);
-            let msg = match reply::decode(bytes) {
-                Ok(msg) => msg,
-                Err(err) => {
+            // A packet that trips a bug in the decoder (dhcproto's, or `decode`'s checks in
+            // front of it) costs that packet, not the DHCP service: the same guard as `handle`.
+            let decoded = std::panic::catch_unwind(|| reply::decode(bytes));
+            let msg = match decoded {
+                Ok(Ok(msg)) => msg,
+                Ok(Err(err)) => {
                     bump(&self.stats.malformed);
                     tracing::debug!(%err, len = bytes.len(), "malformed DHCP packet dropped");
+                    continue;
+                }
+                Err(_) => {
+                    bump(&self.stats.malformed);
+                    tracing::error!(
+                        len = bytes.len(),
+                        "a DHCP packet made the decoder panic; dropped"
+                    );
                     continue;
                 }
             };
@@ -338,7 +349,7 @@ impl DhcpServer {
                 bump(&self.stats.malformed);
                 tracing::error!(
                     xid = msg.xid(),
-                    "a DHCP packet made the decoder panic; dropped"
+                    "a DHCP packet made the reply logic panic; dropped"
                 );
                 continue;
             };
