@@ -59,23 +59,27 @@ impl DeployError {
     }
 }
 
-/// Plan `cluster_id` (afresh, its YAQL work within `budget` steps) and start deploying it.
+/// Plan `cluster_id` through `plans` (the kept plan when nothing it is made from changed since
+/// the environment's page showed it, else a new one within the plan budget) and start deploying
+/// it.
 pub fn start(
     store: &Store,
     data_dir: &Path,
     cluster_id: i64,
     user_steps: &[UserStep],
     settings: &DeploySettings,
-    budget: u64,
+    plans: &planner::Plans,
     now: i64,
-) -> Result<Deployment, DeployError> {
+) -> Result<Started, DeployError> {
     // The user steps first: a refusal of the request costs nothing and plans nothing.
     let defs = steps::builtins(
         settings.image_url.as_deref(),
         settings.image_checksum.as_deref(),
     );
     let planned: Vec<PlannedStep> = steps::plan(&defs, user_steps)?;
-    let env = planner::plan_environment(store, data_dir, cluster_id, "default", budget)?;
+    let env_plan = plans.plan(store, data_dir, cluster_id, "default", now)?;
+    let plan_cached = env_plan.cached;
+    let env = env_plan.plan.map_err(PlanningError::Kept)?;
     let ids: BTreeMap<String, i64> = env.nodes.iter().map(|n| (n.id.to_string(), n.id)).collect();
     let names: BTreeMap<i64, (String, Vec<String>)> = env
         .nodes
@@ -115,5 +119,18 @@ pub fn start(
         out
     };
     let runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
-    Ok(store.write(|tx| tx.create_deployment(cluster_id, &runs, &env.plan, now))?)
+    let deployment = store.write(|tx| tx.create_deployment(cluster_id, &runs, &env.plan, now))?;
+    Ok(Started {
+        deployment,
+        plan_cached,
+    })
+}
+
+/// A deployment just started, and whether its plan was the kept one.
+#[derive(Debug)]
+pub struct Started {
+    pub deployment: Deployment,
+    /// The plan was the one kept since the environment was last planned (nothing it is made
+    /// from changed), not made again.
+    pub plan_cached: bool,
 }

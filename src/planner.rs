@@ -133,23 +133,8 @@ fn read_inputs(store: &Store, cluster_id: i64) -> Result<Inputs, PlanningError> 
         .ok_or(PlanningError::NoCluster(cluster_id))
 }
 
-/// Plan an environment's `graph` (`default`, `provisioning`, ...), its YAQL work within
-/// `budget` steps ([`graph::build`]'s budget).
-pub fn plan_environment(
-    store: &Store,
-    data_dir: &Path,
-    cluster_id: i64,
-    graph_type: &str,
-    budget: u64,
-) -> Result<EnvironmentPlan, PlanningError> {
-    plan_inputs(
-        read_inputs(store, cluster_id)?,
-        data_dir,
-        graph_type,
-        budget,
-    )
-}
-
+/// Plan an environment's `graph` (`default`, `provisioning`, ...) from what the store holds,
+/// its YAQL work within `budget` steps ([`graph::build`]'s budget). [`Plans`] calls it.
 fn plan_inputs(
     inputs: Inputs,
     data_dir: &Path,

@@ -356,12 +356,13 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
         html.contains(&format!("over its budget of {BUDGET} steps")) && html.contains("slow-1"),
         "{html}"
     );
-    // Deploying plans afresh, within the same budget, and starts nothing.
+    // Deploying answers the kept refusal and starts nothing.
     let r = http.post(&format!("/api/v1/clusters/{cluster}/deploy"), "{}");
     assert_eq!(
         (r.status, r.json()["code"].clone()),
         (422, json!("plan_failed"))
     );
+    assert_eq!(r.json()["message"], answer["message"]);
     assert_eq!(
         http.get(&format!("/api/v1/clusters/{cluster}/deployments"))
             .json(),
@@ -395,4 +396,23 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
     assert_eq!(r.status, 200, "{}", r.body);
     let (_, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
     assert_eq!(cached, "false");
+
+    // Deploy takes the plan the environment's view just made instead of planning again.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let r = agent
+        .post(&d.url(&format!("/api/v1/clusters/{cluster}/deploy")))
+        .header("authorization", &format!("Bearer {}", d.admin_token()))
+        .header("content-type", "application/json")
+        .send("{}")
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    assert_eq!(
+        r.headers()
+            .get("x-stoker-plan-cached")
+            .and_then(|v| v.to_str().ok()),
+        Some("true")
+    );
 }

@@ -133,9 +133,13 @@ pub async fn deploy(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
     let body = parse_body(&body)?;
-    let d = start(&state, id, body.steps).await?;
+    let started = start(&state, id, body.steps).await?;
+    let d = started.deployment;
     let runs = state.store(move |s| s.read(|r| r.runs(d.id))).await?;
-    Ok(HttpResponse::Accepted().json(deployment_json(&d, &runs)))
+    Ok(HttpResponse::Accepted()
+        // As the plan's own answer says it: whether the plan was the kept one.
+        .insert_header(("x-stoker-plan-cached", started.plan_cached.to_string()))
+        .json(deployment_json(&d, &runs)))
 }
 
 /// Start deploying environment `id` off the async runtime (planning takes a while); shared by
@@ -144,18 +148,23 @@ pub async fn start(
     state: &AppState,
     id: i64,
     steps: Vec<UserStep>,
-) -> Result<Deployment, ApiError> {
+) -> Result<crate::deployer::Started, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
-    let budget = state.plans.budget();
+    let plans = std::sync::Arc::clone(&state.plans);
     let now = crate::clock::now();
     let d = web::block(move || {
-        crate::deployer::start(&store, &data_dir, id, &steps, &settings, budget, now)
+        crate::deployer::start(&store, &data_dir, id, &steps, &settings, &plans, now)
     })
     .await
     .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
-    tracing::info!(cluster = id, deployment = d.id, "deployment started");
+    tracing::info!(
+        cluster = id,
+        deployment = d.deployment.id,
+        plan_cached = d.plan_cached,
+        "deployment started"
+    );
     Ok(d)
 }
 
