@@ -264,19 +264,9 @@ impl Layers {
 
     /// `http.tls`, `http.tls_cert` and `http.tls_key` resolved: `auto` is on for any
     /// `http.listen` but a loopback address; a certificate needs its key and the other way round.
-    fn tls_mode(
-        take: &mut impl FnMut(&str) -> Option<Parsed>,
-        listen: SocketAddr,
-    ) -> Result<TlsMode, ConfigError> {
-        let mode = match take("http.tls") {
-            Some(Parsed::Text(t)) => t,
-            _ => unreachable!("http.tls is declared as a choice"),
-        };
-        let mut path = |key: &str| match take(key) {
-            Some(Parsed::OptPath(p)) => p,
-            _ => unreachable!("{key} is declared as an optional path"),
-        };
-        let files = match (path("http.tls_cert"), path("http.tls_key")) {
+    fn tls_mode(v: &mut Values, listen: SocketAddr) -> Result<TlsMode, ConfigError> {
+        let mode = v.text("http.tls");
+        let files = match (v.opt_path("http.tls_cert"), v.opt_path("http.tls_key")) {
             (Some(cert), Some(key)) => Some(TlsMode::Files { cert, key }),
             (None, None) => None,
             (Some(_), None) => {
@@ -319,30 +309,15 @@ impl Layers {
             values.insert(opt.key, parsed);
             origins.insert(opt.key, (raw, source));
         }
-        let mut take = |key: &str| values.remove(key);
+        let mut v = Values(values);
+        let v = &mut v;
         let dhcp = {
-            let enabled = matches!(take("dhcp.enabled"), Some(Parsed::Bool(true)));
-            let listen = match take("dhcp.listen") {
-                Some(Parsed::Addr(a)) => a,
-                _ => unreachable!("dhcp.listen is declared as a socket address"),
-            };
-            let server_ip = match take("dhcp.server_ip") {
-                Some(Parsed::Ip(ip)) => ip,
-                _ => unreachable!("dhcp.server_ip is declared as an optional IPv4 address"),
-            };
-            let interface = match take("dhcp.interface") {
-                Some(Parsed::Text(t)) if t.is_empty() => None,
-                Some(Parsed::Text(t)) => Some(t),
-                _ => unreachable!("dhcp.interface is declared as text"),
-            };
-            let mut subnets = match take("dhcp.subnets") {
-                Some(Parsed::Subnets(s)) => s,
-                _ => unreachable!("dhcp.subnets is declared as subnets"),
-            };
-            let reservations = match take("dhcp.reservations") {
-                Some(Parsed::Reservations(r)) => r,
-                _ => unreachable!("dhcp.reservations is declared as reservations"),
-            };
+            let enabled = v.bool("dhcp.enabled");
+            let listen = v.addr("dhcp.listen");
+            let server_ip = v.ip("dhcp.server_ip");
+            let interface = v.opt_text("dhcp.interface");
+            let mut subnets = v.subnets("dhcp.subnets");
+            let reservations = v.reservations("dhcp.reservations");
             spec::attach_reservations(&mut subnets, reservations).map_err(|detail| {
                 let (value, origin) = origins
                     .get("dhcp.reservations")
@@ -355,15 +330,12 @@ impl Layers {
                     expected: format!("{} ({detail})", Kind::Reservations.expected()),
                 }
             })?;
-            let mode = match take("dhcp.mode") {
-                Some(Parsed::Text(t)) if t == "reservation-only" => DhcpMode::ReservationOnly,
-                Some(Parsed::Text(_)) => DhcpMode::Authoritative,
-                _ => unreachable!("dhcp.mode is declared as a choice"),
+            let mode = if v.text("dhcp.mode") == "reservation-only" {
+                DhcpMode::ReservationOnly
+            } else {
+                DhcpMode::Authoritative
             };
-            let reply_to = match take("dhcp.reply_to") {
-                Some(Parsed::OptAddr(a)) => a,
-                _ => unreachable!("dhcp.reply_to is declared as an optional socket address"),
-            };
+            let reply_to = v.opt_addr("dhcp.reply_to");
             if enabled && server_ip.is_none() {
                 return Err(ConfigError::Missing {
                     key: "dhcp.server_ip",
@@ -387,77 +359,39 @@ impl Layers {
             }
         };
         let tftp = TftpSettings {
-            enabled: matches!(take("tftp.enabled"), Some(Parsed::Bool(true))),
-            listen: match take("tftp.listen") {
-                Some(Parsed::Addr(a)) => a,
-                _ => unreachable!("tftp.listen is declared as a socket address"),
-            },
-            root: match take("tftp.root") {
-                Some(Parsed::OptPath(p)) => p,
-                _ => unreachable!("tftp.root is declared as an optional path"),
-            },
-            max_transfers: match take("tftp.max_transfers") {
-                Some(Parsed::Count(n)) => usize::try_from(n).unwrap_or(usize::MAX),
-                _ => unreachable!("tftp.max_transfers is declared as a count"),
-            },
+            enabled: v.bool("tftp.enabled"),
+            listen: v.addr("tftp.listen"),
+            root: v.opt_path("tftp.root"),
+            max_transfers: usize::try_from(v.count("tftp.max_transfers")).unwrap_or(usize::MAX),
             // IP (20) + UDP (8) + TFTP (4) headers; RFC 2348 allows 8..=65464.
-            max_blksize: match take("tftp.mtu") {
-                Some(Parsed::Count(mtu)) => {
-                    u16::try_from(mtu.saturating_sub(32).clamp(8, 65464)).unwrap_or(1468)
-                }
-                _ => unreachable!("tftp.mtu is declared as a count"),
-            },
+            max_blksize: u16::try_from(v.count("tftp.mtu").saturating_sub(32).clamp(8, 65464))
+                .unwrap_or(1468),
         };
-        let secs = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let secs = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let auth = AuthConfig {
-            session_idle: match take("auth.session_idle") {
-                Some(Parsed::Seconds(s)) => secs(s),
-                _ => unreachable!("auth.session_idle is declared as seconds"),
-            },
-            session_lifetime: match take("auth.session_lifetime") {
-                Some(Parsed::Seconds(s)) => secs(s),
-                _ => unreachable!("auth.session_lifetime is declared as seconds"),
-            },
-            login_token_lifetime: match take("auth.login_token_lifetime") {
-                Some(Parsed::Seconds(s)) => secs(s),
-                _ => unreachable!("auth.login_token_lifetime is declared as seconds"),
-            },
-            audit_retention_days: match take("audit.retention_days") {
-                Some(Parsed::Count(n)) => secs(n),
-                _ => unreachable!("audit.retention_days is declared as a count"),
-            },
+            session_idle: secs(v.seconds("auth.session_idle")),
+            session_lifetime: secs(v.seconds("auth.session_lifetime")),
+            login_token_lifetime: secs(v.seconds("auth.login_token_lifetime")),
+            audit_retention_days: secs(v.count("audit.retention_days")),
         };
-        let boot_token_binding = match take("boot.token_binding") {
-            Some(Parsed::Text(t)) => match t.as_str() {
-                "lease" => Binding::Lease,
-                "address" => Binding::Address,
-                "none" => Binding::None,
-                _ if dhcp.enabled => Binding::Lease,
-                _ => Binding::Address,
-            },
-            _ => unreachable!("boot.token_binding is declared as a choice"),
+        let boot_token_binding = match v.text("boot.token_binding").as_str() {
+            "lease" => Binding::Lease,
+            "address" => Binding::Address,
+            "none" => Binding::None,
+            _ if dhcp.enabled => Binding::Lease,
+            _ => Binding::Address,
         };
         let discovery = DiscoverySettings {
-            approval: match take("discovery.approval") {
-                Some(Parsed::Text(t)) if t == "manual" => Approval::Manual,
-                Some(Parsed::Text(_)) => Approval::Auto,
-                _ => unreachable!("discovery.approval is declared as a choice"),
+            approval: if v.text("discovery.approval") == "manual" {
+                Approval::Manual
+            } else {
+                Approval::Auto
             },
-            max_nodes: match take("discovery.max_nodes") {
-                Some(Parsed::Count(n)) => n,
-                _ => unreachable!("discovery.max_nodes is declared as a count"),
-            },
+            max_nodes: v.count("discovery.max_nodes"),
         };
-        let http_listen = match take("http.listen") {
-            Some(Parsed::Addr(a)) => a,
-            _ => unreachable!("http.listen is declared as a socket address"),
-        };
-        let http_public_url = match take("http.public_url") {
-            Some(Parsed::Text(t)) if t.is_empty() => None,
-            Some(Parsed::Text(t)) => Some(t),
-            _ => unreachable!("http.public_url is declared as an optional URL"),
-        };
-        let http_tls = Self::tls_mode(&mut take, http_listen)?;
+        let http_listen = v.addr("http.listen");
+        let http_public_url = v.opt_text("http.public_url");
+        let http_tls = Self::tls_mode(v, http_listen)?;
         if http_tls.is_on()
             && let Some(url) = http_public_url
                 .as_ref()
@@ -470,14 +404,12 @@ impl Layers {
                 expected: "an https:// URL: the master serves HTTPS (http.tls)".to_string(),
             });
         }
-        let http_boot_listen = match take("http.boot_listen") {
-            Some(Parsed::OptAddr(Some(a))) => a,
-            Some(Parsed::OptAddr(None)) => SocketAddr::new(
+        let http_boot_listen = v.opt_addr("http.boot_listen").unwrap_or_else(|| {
+            SocketAddr::new(
                 http_listen.ip(),
                 if http_listen.port() == 0 { 0 } else { 8080 },
-            ),
-            _ => unreachable!("http.boot_listen is declared as an optional socket address"),
-        };
+            )
+        });
         if http_tls.is_on()
             && http_boot_listen.port() != 0
             && http_boot_listen.port() == http_listen.port()
@@ -505,74 +437,80 @@ impl Layers {
             discovery,
             dhcp,
             tftp,
-            data_dir: match take("data_dir") {
-                Some(Parsed::Path(p)) => p,
-                _ => unreachable!("data_dir is declared as a path"),
+            data_dir: v.path("data_dir"),
+            http_shutdown_timeout: v.seconds("http.shutdown_timeout"),
+            boot_kernel_args: v.text("boot.kernel_args"),
+            log_format: if v.text("log.format") == "json" {
+                LogFormat::Json
+            } else {
+                LogFormat::Human
             },
-            http_shutdown_timeout: match take("http.shutdown_timeout") {
-                Some(Parsed::Seconds(s)) => s,
-                _ => unreachable!("http.shutdown_timeout is declared as seconds"),
+            log_level: v.text("log.level"),
+            install_bundled: v.text("plugins.bundled") == "install",
+            package_limits: crate::package::PackageLimits {
+                max_upload: v.count("plugins.max_upload_bytes"),
+                archive: crate::package::archive::Limits {
+                    max_unpacked: v.count("plugins.max_unpacked_bytes"),
+                    max_file: v.count("plugins.max_file_bytes"),
+                    max_entries: v.count("plugins.max_entries"),
+                    max_ratio: v.count("plugins.max_ratio"),
+                },
             },
-            boot_kernel_args: match take("boot.kernel_args") {
-                Some(Parsed::Text(t)) => t,
-                _ => unreachable!("boot.kernel_args is declared as text"),
-            },
-            log_format: match take("log.format") {
-                Some(Parsed::Text(t)) if t == "json" => LogFormat::Json,
-                Some(Parsed::Text(_)) => LogFormat::Human,
-                _ => unreachable!("log.format is declared as a choice"),
-            },
-            log_level: match take("log.level") {
-                Some(Parsed::Text(t)) => t,
-                _ => unreachable!("log.level is declared as a filter"),
-            },
-            install_bundled: match take("plugins.bundled") {
-                Some(Parsed::Text(t)) => t == "install",
-                _ => unreachable!("plugins.bundled is declared as a choice"),
-            },
-            package_limits: {
-                let mut count = |key: &str| match take(key) {
-                    Some(Parsed::Count(n)) => n,
-                    _ => unreachable!("{key} is declared as a count or a size"),
-                };
-                crate::package::PackageLimits {
-                    max_upload: count("plugins.max_upload_bytes"),
-                    archive: crate::package::archive::Limits {
-                        max_unpacked: count("plugins.max_unpacked_bytes"),
-                        max_file: count("plugins.max_file_bytes"),
-                        max_entries: count("plugins.max_entries"),
-                        max_ratio: count("plugins.max_ratio"),
-                    },
-                }
-            },
-            plan_yaql_budget: match take("plan.yaql_budget") {
-                Some(Parsed::Count(n)) => n,
-                _ => unreachable!("plan.yaql_budget is declared as a count"),
-            },
+            plan_yaql_budget: v.count("plan.yaql_budget"),
             deploy: crate::deployer::DeploySettings {
-                image_url: match take("deploy.image_url") {
-                    Some(Parsed::Text(t)) if t.is_empty() => None,
-                    Some(Parsed::Text(t)) => Some(t),
-                    _ => unreachable!("deploy.image_url is declared as an optional file URL"),
-                },
-                image_checksum: match take("deploy.image_checksum") {
-                    Some(Parsed::Text(t)) if t.is_empty() => None,
-                    Some(Parsed::Text(t)) => Some(t),
-                    _ => unreachable!("deploy.image_checksum is declared as a checksum"),
-                },
+                image_url: v.opt_text("deploy.image_url"),
+                image_checksum: v.opt_text("deploy.image_checksum"),
                 runs: crate::engine::orchestrate::RunOptions {
-                    default_timeout_s: match take("deploy.step_timeout") {
-                        Some(Parsed::Seconds(s)) => s,
-                        _ => unreachable!("deploy.step_timeout is declared as seconds"),
-                    },
-                    max_provisioning: match take("deploy.max_provisioning") {
-                        Some(Parsed::Count(n)) => n,
-                        _ => unreachable!("deploy.max_provisioning is declared as a count"),
-                    },
+                    default_timeout_s: v.seconds("deploy.step_timeout"),
+                    max_provisioning: v.count("deploy.max_provisioning"),
                     ..crate::engine::orchestrate::RunOptions::default()
                 },
             },
         })
+    }
+}
+
+/// The parsed options, each taken once, as the kind [`OPTIONS`] declares it. A key taken twice,
+/// or as another kind than its declaration, is a bug in this file: it panics, naming the key.
+struct Values(BTreeMap<&'static str, Parsed>);
+
+macro_rules! typed {
+    ($($name:ident: $variant:ident => $ty:ty, $kind:literal;)*) => {
+        impl Values {
+            $(
+                fn $name(&mut self, key: &str) -> $ty {
+                    match self.0.remove(key) {
+                        Some(Parsed::$variant(x)) => x,
+                        other => unreachable!(
+                            "option {key} is not declared as {} (or was taken twice): {}",
+                            $kind,
+                            if other.is_some() { "another kind" } else { "absent" }
+                        ),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+typed! {
+    addr: Addr => SocketAddr, "a socket address";
+    opt_addr: OptAddr => Option<SocketAddr>, "an optional socket address";
+    ip: Ip => Option<std::net::Ipv4Addr>, "an optional IPv4 address";
+    path: Path => PathBuf, "a path";
+    opt_path: OptPath => Option<PathBuf>, "an optional path";
+    seconds: Seconds => u64, "seconds";
+    count: Count => u64, "a count or a size";
+    bool: Bool => bool, "a boolean";
+    text: Text => String, "text or a choice";
+    subnets: Subnets => Vec<crate::dhcp::reply::Subnet>, "subnets";
+    reservations: Reservations => Vec<(crate::model::Mac, std::net::Ipv4Addr)>, "reservations";
+}
+
+impl Values {
+    /// Text where empty means "not set".
+    fn opt_text(&mut self, key: &str) -> Option<String> {
+        Some(self.text(key)).filter(|t| !t.is_empty())
     }
 }
 
