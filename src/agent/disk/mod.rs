@@ -14,6 +14,7 @@
 //! read from the disk is bounded before it is used: a hostile or corrupt image gets an error
 //! naming the disk and what was found, never a panic or a large allocation.
 
+pub mod config_drive;
 pub mod fs;
 mod gpt;
 pub mod table;
@@ -25,6 +26,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+pub use config_drive::{Contents, Flavor};
 pub use fs::{FsInfo, FsKind, ROOT_LABELS, find_root};
 pub use gpt::Guid;
 pub use table::{Append, PartKind, Partition, Scheme, Table, append};

@@ -4,6 +4,7 @@
 //! mounted. The tools are part of the base system (util-linux, e2fsprogs, dosfstools,
 //! mtools); a missing one fails its test with the package to install, it is never skipped.
 
+mod config_drive;
 mod fs;
 mod table;
 
