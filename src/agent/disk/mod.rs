@@ -17,6 +17,7 @@
 pub mod config_drive;
 pub mod fs;
 mod gpt;
+pub mod mount;
 pub mod table;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 pub use config_drive::{Contents, Flavor};
 pub use fs::{FsInfo, FsKind, ROOT_LABELS, find_root};
 pub use gpt::Guid;
+pub use mount::{Mounted, NewFile, mount, write_files};
 pub use table::{Append, PartKind, Partition, Scheme, Table, append};
 
 /// What went wrong with the disk, its table, its filesystems or the config drive. `disk` is the

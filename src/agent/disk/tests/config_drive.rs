@@ -41,7 +41,10 @@ fn check_image(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&
     assert_eq!(fs::fat_dir_label(root).as_deref(), Some(label));
 
     let listing = tool("mdir", &["-i", &file, &format!("::/{dir}")]);
-    assert!(listing.contains("1980-01-01"), "timestamps are FAT's epoch: {listing}");
+    assert!(
+        listing.contains("1980-01-01"),
+        "timestamps are FAT's epoch: {listing}"
+    );
     for (name, bytes) in files {
         let short = name.rsplit('/').next().unwrap();
         assert!(

@@ -6,6 +6,7 @@
 
 mod config_drive;
 mod fs;
+mod mount;
 mod table;
 
 use std::io::Write;
