@@ -404,7 +404,8 @@ pub(super) fn append(
     };
     // The new backup's entries array sits right before the last LBA; the usable area ends
     // before it.
-    let backup_entries_lba = last_lba - entries_sectors;
+    // (read() checked the entries array fits before the first usable LBA, so this is small.)
+    let backup_entries_lba = last_lba.saturating_sub(entries_sectors);
     let new_last_usable = backup_entries_lba.saturating_sub(1);
     let after = parts
         .iter()
@@ -522,7 +523,18 @@ fn write_table(disk: &Disk, gpt: &Gpt, entries: &[u8], backup_lba: u64) -> Resul
     let crc = crc32fast::hash(entries);
     let mut array = entries.to_vec();
     array.resize((entries_sectors * sector) as usize, 0);
-    let backup_entries_lba = backup_lba - entries_sectors;
+    let Some(backup_entries_lba) = backup_lba
+        .checked_sub(entries_sectors)
+        .filter(|&lba| lba > gpt.last_usable)
+    else {
+        return Err(corrupt(
+            disk,
+            format!(
+                "no room for the backup entries array ({entries_sectors} sectors) before LBA                  {backup_lba} after the last usable LBA {}",
+                gpt.last_usable
+            ),
+        ));
+    };
     // The primary's entries array: where the primary had it, or LBA 2 when rebuilding the
     // primary from a backup.
     let primary_entries_lba = if gpt.is_backup() { 2 } else { gpt.entries_lba };

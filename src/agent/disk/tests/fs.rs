@@ -245,3 +245,27 @@ fn no_root_lists_every_partition() {
         "{text}"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    /// Whatever a partition starts with, probing it and locating and reading a FAT root
+    /// directory return without panicking, and a located directory is within 64 KiB.
+    #[test]
+    fn any_head_probes_without_panic(
+        mut head in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..70_000),
+        fat in proptest::prelude::any::<bool>(),
+    ) {
+        if fat && head.len() >= 512 {
+            head[510] = 0x55;
+            head[511] = 0xAA;
+            head[54..62].copy_from_slice(b"FAT16   ");
+            head[11..13].copy_from_slice(&512u16.to_le_bytes());
+            head[13] = 1 << (head[13] % 8);
+        }
+        let _ = fs::probe(&head);
+        if let Some((_, len)) = fs::fat_root_dir(&head) {
+            proptest::prop_assert!(len <= 65536);
+        }
+        let _ = fs::fat_dir_label(&head);
+    }
+}
