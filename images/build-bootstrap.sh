@@ -8,9 +8,12 @@
 #                  which `stoker serve` serves at /boot/images/)
 #   --tftp DIR     where Debian's iPXE binaries go: undionly.kpxe (BIOS), ipxe.efi and
 #                  snponly.efi (UEFI) (default: stoker-data/tftp)
-#   --modules '…'  kernel modules to include with their dependencies; each is loaded at boot
-#                  only when a device of the machine matches one of its aliases
-#                  (default: NIC drivers for QEMU and common servers, plus disk controllers)
+#   --modules '…'  kernel modules to include with their dependencies; each driver is loaded at
+#                  boot only when a device of the machine matches one of its aliases, each
+#                  filesystem when something mounts it (default: NIC drivers for QEMU and common
+#                  servers, disk controllers, and ext4 and vfat, which the configure step mounts
+#                  to write into an installed OS; add xfs for images whose root is xfs: it is
+#                  about three times ext4's size)
 #
 # Packages: the kernel that linux-image-amd64 depends on, busybox-static and ipxe, fetched
 # with `apt-get download` (run `apt-get update` once first) and cached in DIR/.debs, or in
@@ -25,7 +28,10 @@ IMG_TOOL=build-bootstrap
 STOKER=$here/target/release/stoker
 OUT=$here/stoker-data/images
 TFTP=$here/stoker-data/tftp
-MODULES="virtio_pci virtio_net e1000 e1000e igb ixgbe i40e tg3 bnxt_en virtio_blk virtio_scsi sd_mod ahci nvme"
+MODULES="virtio_pci virtio_net e1000 e1000e igb ixgbe i40e tg3 bnxt_en virtio_blk virtio_scsi sd_mod ahci nvme ext4 vfat nls_cp437 nls_utf8"
+# Added when the kernel has them as modules: ext4's checksums need a crc32c ("softdep", which
+# add_mod's depends= does not follow); the name changed across kernels.
+OPTIONAL_MODULES="crc32c_generic crc32c_intel crc32c_cryptoapi"
 while [ $# -gt 0 ]; do
   case $1 in
     --stoker) STOKER=$2; shift 2 ;;
@@ -72,6 +78,14 @@ cp "$work/busybox/bin/busybox" "$root/bin/busybox"
 for applet in $("$root/bin/busybox" --list); do
   [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
+# The agent's disk work runs these (src/agent/disk/mount.rs): re-read a partition table, load a
+# filesystem module, mount, flush, unmount.
+for applet in blockdev modprobe mount sync umount; do
+  [ -e "$root/bin/$applet" ] || die "$(basename "$bdeb") has no $applet applet, which the agent needs"
+done
+# The kernel runs /sbin/modprobe itself to load what a mount needs (fs-ext4, crypto-crc32c, the
+# nls codepages of vfat).
+ln -s ../bin/busybox "$root/sbin/modprobe"
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
 echo "root:x:0:" > "$root/etc/group"
 
@@ -88,7 +102,14 @@ add_mod() { # module name: add its dependencies, then itself, once
   for d in $(unpack "$f" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do add_mod "$d"; done
   order+=("$f")
 }
+have_mod() { # built in or in the kernel package
+  local n=${1//-/_} pat
+  pat=${n//_/[_-]}
+  grep -qE "/${pat}\.ko(\.[a-z]+)?\$" "$kmod/modules.builtin" 2>/dev/null ||
+    [ -n "$(find "$kmod/kernel" -regextype posix-extended -regex ".*/${pat}\.ko(\.xz|\.zst|\.gz)?" | head -n1)" ]
+}
 for m in $MODULES; do add_mod "$m"; done
+for m in $OPTIONAL_MODULES; do if have_mod "$m"; then add_mod "$m"; fi; done
 for f in "${order[@]}"; do
   rel=${f#"$kmod"/}; rel=${rel%.xz}; rel=${rel%.zst}; rel=${rel%.gz}
   mkdir -p "$root/lib/modules/$kver/$(dirname "$rel")"
@@ -211,7 +232,7 @@ esac
   echo "busybox: $(basename "$bdeb")"
   echo "ipxe: $(basename "$ideb") -> $TFTP: undionly.kpxe ipxe.efi snponly.efi"
   echo "stoker: $("$STOKER" --version) ($(grep -q '=>' <<<"$libs" && echo dynamic || echo static))"
-  echo "modules: ${#order[@]} (loaded at boot by device modalias)"
+  echo "modules: ${#order[@]} (drivers loaded at boot by device modalias, filesystems when mounted)"
   echo "vmlinuz: $(stat -c %s "$OUT/vmlinuz") bytes sha256 $(sha256sum < "$OUT/vmlinuz" | cut -d' ' -f1)"
   echo "initrd.img: $(stat -c %s "$OUT/initrd.img") bytes sha256 $(sha256sum < "$OUT/initrd.img" | cut -d' ' -f1)"
 } > "$OUT/manifest.txt"

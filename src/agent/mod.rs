@@ -8,6 +8,7 @@
 pub mod client;
 pub mod cmdline;
 pub mod deploy;
+pub mod disk;
 pub mod exec;
 #[cfg(test)]
 mod http_tests;

@@ -1,0 +1,154 @@
+//! Config drives built by [`config_drive::build`], checked by the tools cloud-init's hosts
+//! have: `blkid` (type and label, what cloud-init searches by), mtools (the files and their
+//! exact bytes) and `fsck.vfat -n` (a clean filesystem); and one appended to a disk.
+
+use serde_json::json;
+
+use super::*;
+use crate::agent::disk::config_drive::{self, Contents, Flavor};
+use crate::agent::disk::fs::{self, FsKind};
+use crate::agent::disk::table::{self, Append};
+use crate::agent::disk::{Disk, PartKind};
+
+fn contents() -> Contents {
+    Contents {
+        meta_data: json!({
+            "uuid": "0f3b1a2c-5d6e-4f70-8192-a3b4c5d6e7f8",
+            "instance-id": "node-7",
+            "hostname": "node-7",
+            "local-hostname": "node-7",
+        }),
+        user_data: b"#cloud-config\nwrite_files:\n- path: /etc/stoker/agent.toml\n  content: |\n    master = \"https://10.20.0.2\"\n".to_vec(),
+        network_data: Some(json!({"links": [], "networks": [], "services": []})),
+    }
+}
+
+/// Writes the image to a file and checks what cloud-init's hosts would see.
+fn check_image(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&str, Vec<u8>)]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("drive.img");
+    std::fs::write(&path, image).unwrap();
+    let file = path.display().to_string();
+
+    let b = blkid(&path, 0);
+    assert_eq!(b["TYPE"], "vfat", "{b:?}");
+    assert_eq!(b["LABEL"], label, "{b:?}");
+    // The probe of this module says the same.
+    let info = fs::probe(image).unwrap();
+    assert_eq!(info.kind, FsKind::Vfat);
+    let (at, len) = fs::fat_root_dir(image).unwrap();
+    let root = &image[at as usize..(at + len) as usize];
+    assert_eq!(fs::fat_dir_label(root).as_deref(), Some(label));
+
+    let listing = tool("mdir", &["-i", &file, &format!("::/{dir}")]);
+    assert!(
+        listing.contains("1980-01-01"),
+        "timestamps are FAT's epoch: {listing}"
+    );
+    for (name, bytes) in files {
+        let short = name.rsplit('/').next().unwrap();
+        assert!(
+            listing.contains(short),
+            "{flavor:?}: {short} not in\n{listing}"
+        );
+        let out = std::process::Command::new("mtype")
+            .args(["-i", &file, &format!("::/{name}")])
+            .env("MTOOLS_SKIP_CHECK", "1")
+            .output()
+            .expect("mtype (package mtools) is needed; this test does not skip");
+        assert!(out.status.success(), "mtype {name}: {out:?}");
+        assert!(
+            out.stdout == *bytes,
+            "{flavor:?}: {name} read back {} bytes, {} written",
+            out.stdout.len(),
+            bytes.len()
+        );
+    }
+    let (fsck, _) = tool_io("fsck.vfat", &["-n", &file], b"");
+    assert!(
+        !fsck.contains("differ") && !fsck.contains("ree cluster"),
+        "{fsck}"
+    );
+}
+
+#[test]
+fn config_two_is_what_cloud_init_reads() {
+    let c = contents();
+    let image = config_drive::build(Flavor::ConfigTwo, &c).unwrap();
+    let meta = serde_json::to_vec_pretty(&c.meta_data).unwrap();
+    let net = serde_json::to_vec_pretty(c.network_data.as_ref().unwrap()).unwrap();
+    check_image(
+        Flavor::ConfigTwo,
+        &image,
+        "config-2",
+        "openstack/latest",
+        &[
+            ("openstack/latest/meta_data.json", meta.clone()),
+            ("openstack/latest/user_data", c.user_data.clone()),
+            ("openstack/latest/network_data.json", net),
+        ],
+    );
+    // The JSON read back is the JSON given.
+    let back: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    assert_eq!(back, c.meta_data);
+}
+
+#[test]
+fn nocloud_is_what_cloud_init_reads() {
+    let mut c = contents();
+    c.network_data = None;
+    let image = config_drive::build(Flavor::NoCloud, &c).unwrap();
+    let meta = serde_json::to_vec_pretty(&c.meta_data).unwrap();
+    check_image(
+        Flavor::NoCloud,
+        &image,
+        "cidata",
+        "",
+        &[("meta-data", meta), ("user-data", c.user_data.clone())],
+    );
+    let file_list = {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("d.img");
+        std::fs::write(&path, &image).unwrap();
+        tool("mdir", &["-b", "-i", &path.display().to_string(), "::/"])
+    };
+    assert!(!file_list.contains("network-config"), "{file_list}");
+}
+
+#[test]
+fn a_large_drive_is_still_clean() {
+    let mut c = contents();
+    c.user_data = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let image = config_drive::build(Flavor::NoCloud, &c).unwrap();
+    assert!(image.len() as u64 >= 4 * MIB);
+    check_image(
+        Flavor::NoCloud,
+        &image,
+        "cidata",
+        "",
+        &[("user-data", c.user_data.clone())],
+    );
+}
+
+#[test]
+fn a_config_drive_appended_to_a_gpt_disk_is_found_by_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = blank(dir.path(), "disk.img", 8 * MIB);
+    sfdisk(&img, "label: gpt\n,4MiB,L\n");
+    resize(&img, 16 * MIB);
+    let drive = config_drive::build(Flavor::ConfigTwo, &contents()).unwrap();
+    let disk = Disk::open(&img).unwrap();
+    let part = table::append(&disk, &drive, &Append::fat(Flavor::ConfigTwo.label())).unwrap();
+    let b = blkid(&img, part.start);
+    assert_eq!(
+        (b["TYPE"].as_str(), b["LABEL"].as_str()),
+        ("vfat", "config-2")
+    );
+    let PartKind::Gpt { name, .. } = &part.kind else {
+        panic!("{part:?}")
+    };
+    assert_eq!(name, "config-2");
+    let info = fs::probe_partition(&disk, &part).unwrap().unwrap();
+    assert_eq!(info.label.as_deref(), Some("config-2"));
+    assert!(sfdisk_verify(&img).contains("No errors detected"));
+}
