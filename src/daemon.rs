@@ -271,6 +271,7 @@ impl Daemon {
             )),
             package_limits: config.package_limits,
             plans: Arc::new(crate::planner::Plans::new(config.plan_yaql_budget)),
+            agent_binary: std::env::current_exe().ok(),
         };
         let tls = identity
             .as_ref()

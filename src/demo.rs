@@ -4,7 +4,11 @@
 //! file when those services run, then its iPXE script over HTTP (which carries its one-time boot
 //! token; asked for from the leased address when that is a loopback one), then the agent itself ([`crate::agent::deploy::simulate`]) in a sandbox directory
 //! under the data directory: hello with the boot token, and the deploy loop. Shell commands of
-//! the release are recorded, not run (they are written for real nodes).
+//! the release are recorded, not run (they are written for real nodes). The demo serves a small
+//! OS image of its own ([`write_os_image`]) unless `deploy.image_url` names one; after
+//! `reboot_to_disk` a node "boots its installed OS" ([`crate::agent::deploy::installed_os`]):
+//! the service agent starts in the root filesystem `deploy.configure` wrote, with the
+//! credential installed there, and takes the later deployments (day 2).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -98,6 +102,42 @@ fn node(i: usize, services: &Services, sandbox: &Path, stop: Arc<AtomicBool>) {
         Ok(end) => tracing::info!(%mac, ?end, "demo node finished"),
         Err(e) => tracing::warn!(%mac, "demo node stopped: {e}"),
     }
+}
+
+/// The demo's OS image: a sparse 16 MiB disk with an MBR and one 11 MiB partition holding the
+/// superblock of an ext4 filesystem labelled `stoker-root` (no more of a filesystem: in a
+/// sandbox the root filesystem "mounted" by `deploy.configure` is a directory beside the
+/// disk). Served under `/boot/images/` so the demo's nodes run `deploy.write_image` for real.
+pub fn write_os_image(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const SECTOR: u64 = 512;
+    const START: u64 = 2048;
+    const SIZE: u64 = 16 * 1024 * 1024;
+    // The root partition ends 4 MiB before the image does: a sandbox's disk is only as large
+    // as the image written to it, and the config drive goes after the last partition.
+    let sectors = (SIZE - 4 * 1024 * 1024) / SECTOR - START;
+    let mut mbr = [0u8; 512];
+    let entry = &mut mbr[446..462];
+    entry[4] = 0x83;
+    entry[8..12].copy_from_slice(&(START as u32).to_le_bytes());
+    entry[12..16].copy_from_slice(&(sectors as u32).to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xAA;
+    let mut sb = [0u8; 1024];
+    sb[56..58].copy_from_slice(&0xEF53u16.to_le_bytes());
+    // extents: an ext4 feature.
+    sb[0x60..0x64].copy_from_slice(&0x40u32.to_le_bytes());
+    sb[120..131].copy_from_slice(b"stoker-root");
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let f = std::fs::File::create(&tmp)?;
+    f.set_len(SIZE)?;
+    f.write_all_at(&mbr, 0)?;
+    f.write_all_at(&sb, START * SECTOR + 1024)?;
+    f.sync_all()?;
+    std::fs::rename(tmp, path)
 }
 
 /// `GET /boot/{mac}.ipxe` over plain HTTP/1.0, from `from` when given (any 127/8 address is

@@ -21,6 +21,8 @@ pub struct DeploySettings {
     /// The operating system image `deploy.write_image` writes (none: the step is off).
     pub image_url: Option<String>,
     pub image_checksum: Option<String>,
+    /// How `deploy.configure` puts the service agent onto the installed OS.
+    pub agent_install: steps::AgentInstall,
     pub runs: RunOptions,
 }
 
@@ -72,9 +74,10 @@ pub fn start(
     now: i64,
 ) -> Result<Started, DeployError> {
     // The user steps first: a refusal of the request costs nothing and plans nothing.
-    let defs = steps::builtins(
+    let defs = steps::builtins_with(
         settings.image_url.as_deref(),
         settings.image_checksum.as_deref(),
+        settings.agent_install,
     );
     let planned: Vec<PlannedStep> = steps::plan(&defs, user_steps)?;
     let env_plan = plans.plan(store, data_dir, cluster_id, "default", now)?;
@@ -98,7 +101,7 @@ pub fn start(
     let per_node = |node: i64| -> Vec<PlannedStep> {
         let mut out = planned.clone();
         if provisioned.contains(&node) {
-            out.retain(|s| Phase::of_step(&s.step) != Phase::Provision);
+            out.retain(|s| s.runs_on.phase() != Phase::Provision);
         }
         for s in &mut out {
             if s.step == "configure" {

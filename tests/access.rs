@@ -170,6 +170,7 @@ fn every_route_refuses_missing_and_weaker_credentials() {
         assert!(
             p.starts_with("/boot/")
                 || p == "/api/v1/agent/hello"
+                || p == "/api/v1/agent/service/hello"
                 || p.starts_with("/api/nodes")
                 || p == "/api/v1/version"
                 || p == "/api/v1/login"

@@ -2,7 +2,9 @@
 //! one at a time, in order, waiting across nodes; results are idempotent by run and attempt; a
 //! failed step stops the deployment and a retry runs only it again; a master killed with -9
 //! mid-deployment finishes it after a restart without running a succeeded step again. The
-//! agent side is played by this test over HTTP, exactly as the protocol says.
+//! agent side is played by this test over HTTP, exactly as the protocol says: the bootstrap's
+//! agent with its agent token until `power.reboot_to_disk`, then the installed OS's service
+//! agent with the credential `deploy.configure` was handed.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -14,7 +16,49 @@ use crate::common::{Http, Resp, TestDaemon, inventory};
 
 struct Node {
     id: i64,
+    mac: String,
+    /// The bootstrap agent's token.
     token: String,
+    /// The service credential handed out with `deploy.configure`.
+    service: std::cell::RefCell<Option<String>>,
+    /// The service agent's token, from its hello with that credential once the node runs its
+    /// installed OS (after `reboot_to_disk` reported ok).
+    os_token: std::cell::RefCell<Option<String>>,
+}
+
+impl Node {
+    fn new(id: i64, mac: &str, token: String) -> Node {
+        Node {
+            id,
+            mac: mac.to_string(),
+            token,
+            service: Default::default(),
+            os_token: Default::default(),
+        }
+    }
+
+    /// What the agent now running on the node authenticates with.
+    fn bearer(&self) -> String {
+        self.os_token
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| self.token.clone())
+    }
+
+    /// The installed OS booted: its service agent says hello with the credential.
+    fn boot_os(&self, base: &str) {
+        let credential = self.service.borrow().clone().expect("configure ran");
+        let r = Http::raw_post(
+            &format!("{base}/api/v1/agent/service/hello"),
+            &json!({"node_id": self.id, "credential": credential,
+                    "version": env!("CARGO_PKG_VERSION"), "macs": [self.mac]})
+            .to_string(),
+            &[],
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let token = r.json()["agent_token"].as_str().unwrap().to_string();
+        *self.os_token.borrow_mut() = Some(token);
+    }
 }
 
 fn post(base: &str, path: &str, token: &str, body: &Value) -> Resp {
@@ -53,7 +97,7 @@ fn setup(base: &str, roles: &[&str]) -> (i64, Vec<Node>) {
             &json!({"roles": [role]}).to_string(),
         );
         assert_eq!(r.status, 200, "{}", r.body);
-        nodes.push(Node { id, token });
+        nodes.push(Node::new(id, &mac, token));
     }
     (cluster, nodes)
 }
@@ -63,26 +107,39 @@ fn next(base: &str, node: &Node) -> Option<Value> {
     let r = post(
         base,
         "/api/v1/agent/next",
-        &node.token,
+        &node.bearer(),
         &json!({"node_id": node.id}),
     );
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     match v["action"].as_str() {
-        Some("run") => Some(v["run"].clone()),
+        Some("run") => {
+            let run = &v["run"];
+            if run_name(run) == "deploy.configure" {
+                let credential = run["step"]["args"]["os_agent"]["config"]["credential"]
+                    .as_str()
+                    .expect("configure carries the service credential");
+                *node.service.borrow_mut() = Some(credential.to_string());
+            }
+            Some(run.clone())
+        }
         Some("wait") => None,
         other => panic!("unexpected action {other:?}: {v}"),
     }
 }
 
 fn report(base: &str, node: &Node, run: &Value, ok: bool) -> Resp {
-    post(
+    let r = post(
         base,
         &format!("/api/v1/agent/runs/{}/result", run["id"]),
-        &node.token,
+        &node.bearer(),
         &json!({"attempt": run["attempt"], "ok": ok, "exit_code": if ok {0} else {1},
                 "output_tail": format!("ran {}", run_name(run)), "error": if ok {Value::Null} else {json!("exit 1")}}),
-    )
+    );
+    if ok && r.status == 200 && run_name(run) == "power.reboot_to_disk" {
+        node.boot_os(base);
+    }
+    r
 }
 
 fn run_name(run: &Value) -> String {
@@ -145,16 +202,20 @@ fn a_deployment_runs_every_node_to_ready_in_order() {
     let d1 = deployment(&base, dep);
     assert_eq!(d1["status"], "done", "{d1}");
     assert_eq!(d1["runs"]["failed"], 0);
-    // Each node: configure first, its graph tasks, reboot to disk last.
+    // Each node: provisioning in the bootstrap (configure, reboot to disk), then its graph
+    // tasks on the installed OS.
     for n in &nodes {
         let mine: Vec<&str> = ran
             .iter()
             .filter(|r| r.0 == n.id)
             .map(|r| r.1.as_str())
             .collect();
-        assert_eq!(mine.first(), Some(&"deploy.configure"), "{mine:?}");
-        assert_eq!(mine.last(), Some(&"power.reboot_to_disk"), "{mine:?}");
-        assert!(mine.contains(&"netconfig"), "{mine:?}");
+        assert_eq!(
+            mine[..2],
+            ["deploy.configure", "power.reboot_to_disk"],
+            "{mine:?}"
+        );
+        assert!(mine[2..].contains(&"netconfig"), "{mine:?}");
         let node = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
         assert_eq!(node["status"], "ready", "{node}");
     }
@@ -210,7 +271,7 @@ fn results_are_idempotent_and_tokens_checked() {
     assert_eq!(first["attempt"], 1);
     // The node shows the step running now, Ironic-style.
     let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
-    assert_eq!(detail["status"], "deploying", "{detail}");
+    assert_eq!(detail["status"], "provisioning", "{detail}");
     assert_eq!(detail["provision_state"], "wait call-back");
     assert_eq!(detail["deploy_step"]["step"], first["step"]["name"]);
     assert_eq!(detail["driver_internal_info"]["deploy_step_index"], 0);
@@ -236,10 +297,7 @@ fn results_are_idempotent_and_tokens_checked() {
         "the next step, not the finished one again"
     );
     // A forged token gets nothing and is refused.
-    let forged = Node {
-        id: n.id,
-        token: "forged".into(),
-    };
+    let forged = Node::new(n.id, &n.mac, "forged".into());
     let r = post(
         &base,
         "/api/v1/agent/next",
@@ -427,10 +485,7 @@ fn each_deployment_rotates_the_agent_token() {
     );
     assert_eq!(again.status, 200);
     let fresh = again.json()["agent_token"].as_str().unwrap().to_string();
-    let new = Node {
-        id: old.id,
-        token: fresh,
-    };
+    let new = Node::new(old.id, &old.mac, fresh);
     let run = next(&base, &new).expect("the new token works");
     assert_eq!(report(&base, &new, &run, true).status, 200);
     // Once used, the old one is refused.
@@ -553,8 +608,18 @@ fn node_states_follow_the_table_and_a_deployed_node_keeps_its_disk() {
     assert_eq!(report(&base, n, &run, true).status, 200);
     let run = next(&base, n).unwrap();
     assert_eq!(run_name(&run), "deploy.configure");
-    assert_eq!(node()["status"], "deploying");
+    assert_eq!(node()["status"], "provisioning");
     assert_eq!(report(&base, n, &run, true).status, 200);
+    let run = next(&base, n).unwrap();
+    assert_eq!(run_name(&run), "power.reboot_to_disk");
+    assert_eq!(report(&base, n, &run, true).status, 200);
+    // Rebooted into its installed OS: provisioned until its service agent takes a task.
+    assert_eq!(node()["status"], "provisioned");
+    assert!(
+        next(&base, n).is_some(),
+        "the service agent takes the first graph task"
+    );
+    assert_eq!(node()["status"], "deploying");
     drive(&base, &nodes, &|_| false, 1000);
     assert_eq!(deployment(&base, dep)["status"], "done");
     assert_eq!(node()["status"], "ready");

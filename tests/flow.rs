@@ -1,6 +1,7 @@
 //! The whole flow in one process: the real daemon, and simulated nodes (the real agent with a
-//! sandbox executor) that discover themselves, get roles in an environment, deploy with an
-//! image written to their disk and graph tasks run, and end ready. The engine's state is
+//! sandbox executor) that discover themselves, get roles in an environment, are provisioned in
+//! the bootstrap (an OS image written to their disk, a config drive added, reboot), boot that
+//! OS, whose service agent runs their graph tasks, and end ready. The engine's state is
 //! snapshotted as text after each event and compared with what it must be.
 
 use std::sync::Arc;
@@ -90,8 +91,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     // The operating system image the nodes write, served by the master.
     let data = d.db_path().parent().unwrap().to_path_buf();
     std::fs::create_dir_all(data.join("images")).unwrap();
-    let image: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    std::fs::write(data.join("images/os.img"), &image).unwrap();
+    stoker::demo::write_os_image(&data.join("images/os.img")).unwrap();
+    let image = std::fs::read(data.join("images/os.img")).unwrap();
     let sum = hex(&sha2::Sha256::digest(&image));
 
     let release = http.get("/api/v1/releases").json()[0]["id"]
@@ -180,20 +181,35 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     for (i, sim) in sims.into_iter().enumerate() {
         let root = dir.path().join(format!("node{i}"));
         let mut sim = sim;
+        // The service agent keeps running on the installed OS until told to stop.
+        sim.stop.store(true, Ordering::Relaxed);
         let end = sim.thread.take().unwrap().join().unwrap();
-        assert_eq!(end, "RebootedToDisk", "node {i}");
+        assert_eq!(end, "Stopped", "node {i}");
+        // The image's own partition is as written; a config drive was added after it.
+        let disk = std::fs::read(root.join("dev/vda")).unwrap();
         assert_eq!(
-            std::fs::read(root.join("dev/vda")).unwrap()[..image.len()],
-            image[..]
+            disk[446..462],
+            image[446..462],
+            "partition 1 is the image's"
         );
-        let host = std::fs::read_to_string(root.join("etc/hostname")).unwrap();
+        assert_ne!(disk[462..478], [0u8; 16], "partition 2, the config drive");
+        // The installed OS (partition 1, a directory in the sandbox) got its host name and
+        // the agent's files from the config drive, and the graph's tasks ran there.
+        let os = root.join("installed/vda-part1");
+        let host = std::fs::read_to_string(os.join("etc/hostname")).unwrap();
         assert_eq!(host.trim(), format!("node-{}", ids[i]));
-        let astute = std::fs::read_to_string(root.join("etc/astute.yaml")).unwrap();
+        let agent = std::fs::read_to_string(os.join("etc/stoker/agent.json")).unwrap();
+        assert!(agent.contains("skn_"), "{agent}");
+        let astute = std::fs::read_to_string(os.join("etc/astute.yaml")).unwrap();
         assert!(astute.contains("roles"), "{astute}");
         assert!(
-            root.join("etc/fuel/plugins/ubuntu-newton/netconfig.sh")
+            os.join("etc/fuel/plugins/ubuntu-newton/netconfig.sh")
                 .exists(),
             "sync fetched the release's scripts"
+        );
+        assert!(
+            !root.join("etc/astute.yaml").exists(),
+            "no graph task ran in the bootstrap"
         );
         assert!(root.join("var/lib/stoker/rebooted-to-disk").exists());
     }

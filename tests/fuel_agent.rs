@@ -126,7 +126,7 @@ fn fuel_agents_register_and_refresh_discovered_nodes_only() {
     );
     assert_eq!(r.json()["action"], "run", "{}", r.body);
     let before = Http::raw_get_json(&format!("{base}/api/v1/nodes/{id2}"));
-    assert_eq!(before["status"], "deploying");
+    assert_eq!(before["status"], "provisioning");
     let r = Http::raw_put(
         &format!("{base}/api/nodes/agent"),
         &fuel_node(mac2, 1 << 30).to_string(),

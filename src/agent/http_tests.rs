@@ -334,7 +334,7 @@ fn the_loop_over_http_writes_the_image_syncs_copies_and_reboots_to_disk() {
 }
 
 #[test]
-fn a_simulated_node_registers_writes_its_default_disk_and_ends() {
+fn a_simulated_node_registers_writes_its_default_disk_and_says_why_it_cannot_boot_it() {
     let image = b"simulated disk image\n".repeat(1000);
     let script = Arc::new(Script {
         runs: Mutex::new(VecDeque::new()),
@@ -361,15 +361,19 @@ fn a_simulated_node_registers_writes_its_default_disk_and_ends() {
         run(3, "power", "reboot_to_disk", json!({}), Value::Null),
     ]);
     let dir = tempfile::tempdir().unwrap();
+    // After reboot_to_disk a simulated node boots what is on its disk; this image is no OS, so
+    // the node stops there and names the disk and what it found.
     let end = simulate_with(
         &base,
         dir.path(),
         "52:54:00:00:00:03",
         script.stop.clone(),
         true,
-    )
-    .unwrap();
-    assert_eq!(end, LoopEnd::RebootedToDisk);
+    );
+    let Err(super::deploy::DeployError::InstalledOs { detail, .. }) = end else {
+        panic!("expected the installed OS to be refused: {end:?}");
+    };
+    assert!(detail.contains("dev/vda: no partition table"), "{detail}");
     assert_eq!(
         std::fs::read(dir.path().join("dev/vda")).unwrap(),
         script.image

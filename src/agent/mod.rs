@@ -2,11 +2,13 @@
 //! hand). It reads the kernel command-line contract ([`cmdline`]), gathers the hardware
 //! inventory from /proc and /sys ([`inventory`]) and says hello to the master ([`client`]),
 //! retrying with backoff until the master answers. Then it asks for deploy steps and runs them
-//! ([`deploy`], [`steps`], [`exec`], [`image`]) over the wire types of [`protocol`]. It never
-//! sees YAQL, plugins or the database.
+//! ([`deploy`], [`steps`], [`exec`], [`image`]) over the wire types of [`protocol`]. On the
+//! installed OS the same binary runs as a service ([`service`]) with the credential its node
+//! was given at provisioning. It never sees YAQL, plugins or the database.
 
 pub mod client;
 pub mod cmdline;
+pub mod configure;
 pub mod deploy;
 pub mod disk;
 pub mod exec;
@@ -15,6 +17,7 @@ mod http_tests;
 pub mod image;
 pub mod inventory;
 pub mod protocol;
+pub mod service;
 pub mod steps;
 
 pub use client::{

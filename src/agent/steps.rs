@@ -1,5 +1,5 @@
 //! The built-in deploy steps a node executes, by `interface.name`: `deploy.write_image`,
-//! `deploy.configure`, `deploy.run_tasks` (one graph task, through the [`Executor`]),
+//! `deploy.configure` ([`super::configure`]), `deploy.run_tasks` (one graph task, through the [`Executor`]),
 //! `deploy.collect_logs` and `power.reboot_to_disk`. Each returns an [`Outcome`]; none reports
 //! to the master or decides what runs next (that is `deploy`'s loop), and the reboot after
 //! `reboot_to_disk` is left to the loop too, since it must report first.
@@ -47,7 +47,7 @@ impl Executor {
 
     /// The disk to write: `target` from the args, else the first non-removable disk of the
     /// inventory gathered under the root; resolved under the root.
-    fn image_target(&self, args: &Value) -> Result<PathBuf, String> {
+    pub(crate) fn image_target(&self, args: &Value) -> Result<PathBuf, String> {
         let path = match args.get("target").and_then(Value::as_str) {
             Some(t) => t.to_string(),
             None => {
@@ -116,63 +116,6 @@ impl Executor {
             Ok(_) => Outcome::done(cx.tail),
             Err(e) => Outcome::failed_with(cx.tail, e.to_string()),
         }
-    }
-
-    fn configure(&self, args: &Value, tail: &Tail) -> Outcome {
-        let Some(hostname) = args.get("hostname").and_then(Value::as_str) else {
-            return Outcome::failed_with(tail, "configure needs args.hostname".to_string());
-        };
-        if hostname.is_empty()
-            || hostname.len() > 253
-            || !hostname
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-        {
-            return Outcome::failed_with(tail, format!("hostname {hostname:?} is not valid"));
-        }
-        let mut facts = match args.get("facts") {
-            Some(Value::Object(m)) => m.clone(),
-            None | Some(Value::Null) => serde_json::Map::new(),
-            Some(other) => {
-                return Outcome::failed_with(tail, format!("facts {other} is not an object"));
-            }
-        };
-        facts
-            .entry("hostname")
-            .or_insert_with(|| Value::from(hostname));
-        if let Some(fqdn) = args.get("fqdn").and_then(Value::as_str) {
-            facts.entry("fqdn").or_insert_with(|| Value::from(fqdn));
-        }
-        let write = || -> Result<(), String> {
-            let etc = self.resolve("/etc/stoker")?;
-            std::fs::create_dir_all(&etc).map_err(|e| format!("cannot create /etc/stoker: {e}"))?;
-            let hostname_file = self.resolve("/etc/hostname")?;
-            std::fs::write(&hostname_file, format!("{hostname}\n"))
-                .map_err(|e| format!("cannot write /etc/hostname: {e}"))?;
-            let text = serde_json::to_string_pretty(&Value::Object(facts))
-                .map_err(|e| format!("cannot encode the facts: {e}"))?;
-            std::fs::write(etc.join("facts.json"), text + "\n")
-                .map_err(|e| format!("cannot write /etc/stoker/facts.json: {e}"))
-        };
-        if let Err(e) = write() {
-            return Outcome::failed_with(tail, e);
-        }
-        tail.line(&format!(
-            "wrote /etc/hostname ({hostname}) and /etc/stoker/facts.json"
-        ));
-        if !self.is_sandbox() {
-            let set = run_shell(
-                &format!("hostname {hostname}"),
-                self.root(),
-                self.root(),
-                std::time::Duration::from_secs(10),
-                tail,
-            );
-            if !set.ok {
-                return set;
-            }
-        }
-        Outcome::done(tail)
     }
 
     fn collect_logs(&self, tail: &Tail) -> Outcome {

@@ -21,6 +21,11 @@ use crate::agent::{
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// Master URL, like http://10.20.0.2:8000 (default: stoker.master= on the kernel command line)
+    /// Run as the installed OS's service agent with this configuration (what the configure
+    /// step installed, /etc/stoker/agent.json): hello with the node's credential, then run
+    /// deployment tasks until stopped.
+    #[arg(long, value_name = "CONFIG", conflicts_with_all = ["register_only", "token"])]
+    service: Option<PathBuf>,
     #[arg(long)]
     master: Option<String>,
     /// Boot token (default: stoker.token= on the kernel command line)
@@ -94,6 +99,9 @@ fn mode(args: &AgentArgs, boot: &BootParams) -> Mode {
 }
 
 pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
+    if let Some(config) = &args.service {
+        return service(args, config);
+    }
     let inventory = inventory::gather(&args.root);
     if args.print_inventory {
         println!("{}", serde_json::to_string_pretty(&inventory)?);
@@ -195,6 +203,25 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Later hellos refresh the node with its agent token (and pick up a rotated one).
+/// `stoker agent --service CONFIG`: the installed OS's agent, until stopped.
+fn service(args: &AgentArgs, config: &Path) -> anyhow::Result<ExitCode> {
+    use crate::agent::service::{self, ServiceConfig, ServiceOptions};
+    let cfg = ServiceConfig::load(config)?;
+    let opts = ServiceOptions {
+        root: args.sandbox.clone().unwrap_or_else(|| args.root.clone()),
+        sandbox: args.sandbox.is_some(),
+        run_commands: args.run_commands,
+        refused_wait: Duration::from_secs(60),
+        max_backoff: Duration::from_secs(args.max_backoff.max(1)),
+    };
+    let stop = AtomicBool::new(false);
+    match service::run(&cfg, &opts, &stop)? {
+        LoopEnd::Rebooted => println!("STOKER-AGENT rebooting node={}", cfg.node_id),
+        LoopEnd::RebootedToDisk | LoopEnd::Stopped => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn heartbeat(
     master: &Master,
     root: &Path,

@@ -55,13 +55,24 @@ fn notify(state: sd_notify::NotifyState<'_>) {
     }
 }
 
+/// The demo's OS image, under the images directory.
+const DEMO_IMAGE: &str = "demo-os.img";
+
 /// `stoker serve`
 pub fn run(args: &ConfigArgs, demo_nodes: usize) -> ExitCode {
-    let config = match resolve(args) {
+    let mut config = match resolve(args) {
         Ok(c) => c,
         Err(code) => return code,
     };
     init_logging(&config);
+    if demo_nodes > 0 && config.deploy.image_url.is_none() {
+        // The demo's nodes write a small image of the demo's own, from the master.
+        let image = config.images_dir().join(DEMO_IMAGE);
+        match crate::demo::write_os_image(&image) {
+            Ok(()) => config.deploy.image_url = Some(format!("/boot/images/{DEMO_IMAGE}")),
+            Err(e) => tracing::warn!("cannot write the demo's OS image {}: {e}", image.display()),
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("stoker")

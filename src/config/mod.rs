@@ -460,6 +460,10 @@ impl Layers {
             deploy: crate::deployer::DeploySettings {
                 image_url: v.opt_text("deploy.image_url"),
                 image_checksum: v.opt_text("deploy.image_checksum"),
+                agent_install: crate::engine::steps::AgentInstall::parse(
+                    &v.text("deploy.agent_install"),
+                )
+                .unwrap_or_default(),
                 runs: crate::engine::orchestrate::RunOptions {
                     default_timeout_s: v.seconds("deploy.step_timeout"),
                     max_provisioning: v.count("deploy.max_provisioning"),

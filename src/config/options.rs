@@ -90,6 +90,8 @@ pub struct OptionSpec {
 
 pub const LOG_FORMATS: &[&str] = &["human", "json"];
 pub const DHCP_MODES: &[&str] = &["authoritative", "reservation-only"];
+/// `deploy.agent_install`'s values (`engine::steps::AgentInstall`).
+pub const AGENT_INSTALLS: &[&str] = &["config-2", "nocloud", "inject"];
 /// `http.tls` values.
 pub const TLS_MODES: &[&str] = &["auto", "on", "off"];
 
@@ -318,6 +320,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         default: "",
         kind: Kind::OptionalChecksum,
         help: "Checksum of that image, sha256:HEX or md5:HEX; empty: not verified",
+    },
+    OptionSpec {
+        key: "deploy.agent_install",
+        env: "STOKER_DEPLOY_AGENT_INSTALL",
+        flag: "deploy-agent-install",
+        default: "config-2",
+        kind: Kind::Choice(AGENT_INSTALLS),
+        help: "How deploy.configure puts the service agent onto the installed OS: a config drive for the image's cloud-init (config-2 or nocloud), or inject (into the image's root filesystem, for images without cloud-init)",
     },
     OptionSpec {
         key: "deploy.max_provisioning",

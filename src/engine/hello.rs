@@ -537,3 +537,103 @@ mod tests {
         );
     }
 }
+
+/// The installed OS's service agent says hello with the credential its node was given at
+/// provisioning. What the caller found for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceHello<'a> {
+    /// The node the agent says it is.
+    pub claimed: NodeId,
+    /// Whether the presented credential is the one bound to `claimed`.
+    pub matches: bool,
+    /// The node the credential is bound to, when it is not `claimed`'s.
+    pub bound_to: Option<NodeId>,
+    /// Which nodes own the MACs the agent reported, as `(mac, node)`.
+    pub owners: &'a [(Mac, NodeId)],
+    /// The agent's version and the one the master needs.
+    pub version: &'a str,
+    pub required: &'a str,
+}
+
+/// Why a service agent is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceRefusal {
+    /// No node has this credential.
+    Unknown,
+    /// The credential is another node's.
+    OtherNode { bound_to: NodeId },
+    /// The credential is the node's, but the machine presenting it has none of its MACs.
+    NotThisMachine,
+    /// The agent must update itself from the master first.
+    Outdated,
+}
+
+/// Whether a service agent's hello is accepted: the credential must be the one bound to the
+/// node it names, presented from a machine with one of that node's MACs, by an agent of the
+/// master's version.
+pub fn service_hello(h: &ServiceHello<'_>) -> Result<(), ServiceRefusal> {
+    if !h.matches {
+        return Err(match h.bound_to {
+            Some(other) => ServiceRefusal::OtherNode { bound_to: other },
+            None => ServiceRefusal::Unknown,
+        });
+    }
+    if !h.owners.iter().any(|(_, n)| *n == h.claimed) {
+        return Err(ServiceRefusal::NotThisMachine);
+    }
+    if h.version != h.required {
+        return Err(ServiceRefusal::Outdated);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod service_tests {
+    use super::*;
+
+    fn mac(s: &str) -> Mac {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_service_agent_needs_its_nodes_credential_one_of_its_macs_and_the_masters_version() {
+        let owners = [(mac("52:54:00:00:00:07"), 7)];
+        let base = ServiceHello {
+            claimed: 7,
+            matches: true,
+            bound_to: None,
+            owners: &owners,
+            version: "1.0",
+            required: "1.0",
+        };
+        assert_eq!(service_hello(&base), Ok(()));
+        let other = ServiceHello {
+            matches: false,
+            bound_to: Some(5),
+            ..base.clone()
+        };
+        assert_eq!(
+            service_hello(&other),
+            Err(ServiceRefusal::OtherNode { bound_to: 5 })
+        );
+        let unknown = ServiceHello {
+            matches: false,
+            ..base.clone()
+        };
+        assert_eq!(service_hello(&unknown), Err(ServiceRefusal::Unknown));
+        let elsewhere_owners = [(mac("52:54:00:00:00:05"), 5)];
+        let elsewhere = ServiceHello {
+            owners: &elsewhere_owners,
+            ..base.clone()
+        };
+        assert_eq!(
+            service_hello(&elsewhere),
+            Err(ServiceRefusal::NotThisMachine)
+        );
+        let old = ServiceHello {
+            version: "0.9",
+            ..base.clone()
+        };
+        assert_eq!(service_hello(&old), Err(ServiceRefusal::Outdated));
+    }
+}

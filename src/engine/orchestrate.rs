@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Value as J, json};
 
 use super::graph::{Plan, Status, Step};
-use super::steps::PlannedStep;
+use super::steps::{Location, PlannedStep};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,6 +74,8 @@ pub struct NewRun {
     pub timeout_s: u64,
     pub status: RunStatus,
     pub reason: Option<String>,
+    /// Where it runs: which agent of the node may take it (the master completes its own).
+    pub runs_on: Location,
 }
 
 /// Knobs of [`runs_for`].
@@ -142,6 +144,11 @@ fn task_run(
         timeout_s: timeout_of(params, opts.default_timeout_s),
         status,
         reason,
+        runs_on: if node.is_some() {
+            Location::Os
+        } else {
+            Location::Master
+        },
     };
     // Same-node order comes from `seq`; on the sync node every wait is a dependency.
     let waits = t
@@ -174,6 +181,7 @@ fn step_run(node: i64, s: &PlannedStep, seq: u32, opts: &RunOptions) -> NewRun {
         },
         status: RunStatus::Pending,
         reason: None,
+        runs_on: s.runs_on,
     }
 }
 
@@ -320,8 +328,8 @@ mod tests {
             s(&[
                 (0, "write_image"),
                 (1, "configure"),
-                (2, "db"),
-                (3, "reboot_to_disk")
+                (2, "reboot_to_disk"),
+                (3, "db")
             ])
         );
         assert_eq!(
@@ -329,11 +337,21 @@ mod tests {
             s(&[
                 (0, "write_image"),
                 (1, "configure"),
-                (2, "agent"),
-                (3, "off"),
-                (4, "reboot_to_disk")
+                (2, "reboot_to_disk"),
+                (3, "agent"),
+                (4, "off")
             ])
         );
+        // Provisioning runs in the ramdisk, the graph's tasks on the installed OS.
+        let on = |n: i64, t: &str| {
+            runs.iter()
+                .find(|r| r.node == Some(n) && name(r) == t)
+                .map(|r| r.runs_on)
+        };
+        assert_eq!(on(1, "configure"), Some(steps::Location::Ramdisk));
+        assert_eq!(on(1, "reboot_to_disk"), Some(steps::Location::Ramdisk));
+        assert_eq!(on(1, "db"), Some(steps::Location::Os));
+        assert_eq!(on(2, "off"), Some(steps::Location::Os));
         assert_eq!(of(None), s(&[(0, "start")]));
         let find = |n: i64, t: &str| {
             runs.iter()

@@ -246,23 +246,14 @@ pub fn next(from: NodeState, event: Event) -> Result<NodeState, InvalidTransitio
         .ok_or(InvalidTransition { from, event })
 }
 
-/// Which part of a node's life a step belongs to: writing the image is provisioning, every
-/// other step deploying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which part of a node's life a step belongs to, as in Fuel: provisioning (in the bootstrap
+/// ramdisk, or on the master against the BMC: the image written, the OS configured, the reboot
+/// to disk) and then deploying (the graph's tasks on the installed OS). A step's location says
+/// its phase ([`crate::engine::steps::Location::phase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
     Provision,
     Deploy,
-}
-
-impl Phase {
-    /// The phase of the step `name` (Ironic's step name, like `write_image`).
-    pub fn of_step(name: &str) -> Phase {
-        if name == "write_image" {
-            Phase::Provision
-        } else {
-            Phase::Deploy
-        }
-    }
 }
 
 /// Walk `events` through the table from `from`.
@@ -303,6 +294,16 @@ pub fn finish(from: NodeState) -> Result<NodeState, InvalidTransition> {
         // Only provisioning steps ran: provisioned, as Fuel's "provision only".
         S::Provisioning | S::ProvisionWait => walk(S::Provisioning, &[E::LastStepDone]),
         other => walk(enter(other, Phase::Deploy)?, &[E::LastStepDone]),
+    }
+}
+
+/// The state of a node in `from` whose provisioning steps of the deployment are all done
+/// (`reboot_to_disk` reported): provisioned, until its installed OS's agent takes a
+/// deployment step ([`enter`]). A node in any other state stays there.
+pub fn provisioning_done(from: NodeState) -> Result<NodeState, InvalidTransition> {
+    match from {
+        S::Provisioning | S::ProvisionWait => walk(S::Provisioning, &[E::LastStepDone]),
+        other => Ok(other),
     }
 }
 

@@ -18,6 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::state::Phase;
 use crate::model::FieldError;
 
 /// The driver interface a step belongs to.
@@ -81,6 +82,63 @@ impl Interface {
 }
 
 impl fmt::Display for Interface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a step runs: in the bootstrap ramdisk (Ironic's deploy steps, through the agent that
+/// booted from the network), on the installed operating system (Fuel's deployment tasks, through
+/// the agent that runs there as a service), or on the master itself (against the node's BMC).
+/// The location decides the phase: the ramdisk's and the master's steps provision, the installed
+/// OS's deploy ([`Location::phase`]).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Location {
+    #[default]
+    Ramdisk,
+    Os,
+    Master,
+}
+
+impl Location {
+    pub const ALL: [Location; 3] = [Location::Ramdisk, Location::Os, Location::Master];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Location::Ramdisk => "ramdisk",
+            Location::Os => "os",
+            Location::Master => "master",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Location> {
+        Location::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The phase a step at this location belongs to: the installed OS's steps deploy, every
+    /// other step provisions (the master's BMC steps, like RAID and BIOS settings, prepare the
+    /// machine before its image is written).
+    pub fn phase(self) -> Phase {
+        match self {
+            Location::Os => Phase::Deploy,
+            Location::Ramdisk | Location::Master => Phase::Provision,
+        }
+    }
+
+    /// How the master's messages name the place: "the bootstrap ramdisk".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Location::Ramdisk => "the bootstrap ramdisk",
+            Location::Os => "the installed operating system",
+            Location::Master => "the master",
+        }
+    }
+}
+
+impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -164,6 +222,9 @@ pub struct ArgInfo {
     /// The JSON type of the value; absent: any value (an Ironic-style `argsinfo`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub ty: Option<ArgType>,
+    /// The values a string argument may take; absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<String>>,
 }
 
 /// Where a step definition came from.
@@ -200,6 +261,9 @@ pub struct StepDef {
     /// A core step may be disabled but not given another priority.
     #[serde(default)]
     pub core: bool,
+    /// Where it runs; a release's or plugin's step runs in the ramdisk unless it says otherwise.
+    #[serde(default)]
+    pub runs_on: Location,
     pub source: Source,
 }
 
@@ -221,6 +285,7 @@ pub struct PlannedStep {
     pub priority: u32,
     pub args: serde_json::Map<String, serde_json::Value>,
     pub argsinfo: BTreeMap<String, ArgInfo>,
+    pub runs_on: Location,
     pub source: Source,
 }
 
@@ -344,12 +409,19 @@ pub fn plan(defs: &[StepDef], user: &[UserStep]) -> Result<Vec<PlannedStep>, Ste
                 priority,
                 args,
                 argsinfo: def.argsinfo.clone(),
+                runs_on: def.runs_on,
                 source: def.source.clone(),
             })
         })
         .collect();
+    // Provisioning before deploying, as in Fuel; within a phase the highest priority first.
     // Stable: steps equal in priority and interface keep their definition order.
-    planned.sort_by_key(|s| std::cmp::Reverse((s.priority, s.interface.rank())));
+    planned.sort_by_key(|s| {
+        (
+            s.runs_on.phase(),
+            std::cmp::Reverse((s.priority, s.interface.rank())),
+        )
+    });
     Ok(planned)
 }
 
@@ -385,20 +457,75 @@ fn check_args(field: &str, uid: &str, def: &StepDef, u: &UserStep, errors: &mut 
                     describe(value)
                 ),
             ));
+        } else if let (Some(choices), Some(v)) = (&info.choices, value.as_str())
+            && !choices.iter().any(|c| c == v)
+        {
+            errors.push(problem(
+                at,
+                format!("{v:?} is not one of: {}", choices.join(", ")),
+            ));
         }
     }
 }
 
-/// stoker's built-in deploy steps, as every node runs them unless a user step says otherwise:
-/// `deploy.write_image` (80; on only when an image is given, since a node without one keeps the
-/// operating system it has), `deploy.configure` (70), `deploy.run_tasks` (60, the node's graph
-/// tasks), `power.reboot_to_disk` (10), and `deploy.collect_logs` (0: off unless enabled).
+/// stoker's built-in deploy steps, as every node runs them unless a user step says otherwise.
+/// Provisioning, in the ramdisk: `deploy.write_image` (80; on only when an image is given, since
+/// a node without one keeps the operating system it has), `deploy.configure` (70: host name,
+/// facts, and the service agent put onto the installed OS by a config drive or by injection,
+/// `agent_install`), `power.reboot_to_disk` (10). Deploying, on the installed OS:
+/// `deploy.run_tasks` (60, the node's graph tasks) and `deploy.collect_logs` (0: off unless
+/// enabled).
 pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<StepDef> {
+    builtins_with(image_url, image_checksum, AgentInstall::default())
+}
+
+/// How `deploy.configure` puts the service agent onto the installed OS.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentInstall {
+    /// An OpenStack `config-2` config drive for the image's cloud-init.
+    #[default]
+    #[serde(rename = "config-2")]
+    ConfigTwo,
+    /// A NoCloud `cidata` config drive for the image's cloud-init.
+    #[serde(rename = "nocloud")]
+    NoCloud,
+    /// Into the image's root filesystem, for images without cloud-init.
+    #[serde(rename = "inject")]
+    Inject,
+}
+
+impl AgentInstall {
+    pub const ALL: [AgentInstall; 3] = [
+        AgentInstall::ConfigTwo,
+        AgentInstall::NoCloud,
+        AgentInstall::Inject,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentInstall::ConfigTwo => "config-2",
+            AgentInstall::NoCloud => "nocloud",
+            AgentInstall::Inject => "inject",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AgentInstall> {
+        AgentInstall::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// [`builtins`] with the way the master's image takes its agent (`deploy.agent_install`).
+pub fn builtins_with(
+    image_url: Option<&str>,
+    image_checksum: Option<&str>,
+    install: AgentInstall,
+) -> Vec<StepDef> {
     fn arg(description: &str, required: bool, ty: ArgType) -> ArgInfo {
         ArgInfo {
             description: description.to_string(),
             required,
             ty: Some(ty),
+            choices: None,
         }
     }
     let base = |interface, step: &str, priority, core| StepDef {
@@ -408,6 +535,7 @@ pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<St
         argsinfo: BTreeMap::new(),
         args: serde_json::Map::new(),
         core,
+        runs_on: Location::Ramdisk,
         source: Source::Builtin,
     };
     let mut write = base(
@@ -460,6 +588,26 @@ pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<St
         arg("the node's fully qualified name", false, ArgType::String),
     );
     configure.argsinfo.insert(
+        "agent_install".into(),
+        arg(
+            "how the service agent reaches the installed OS: config-2 or nocloud (a config \
+             drive for cloud-init), or inject (into the image's root filesystem)",
+            false,
+            ArgType::String,
+        ),
+    );
+    if let Some(info) = configure.argsinfo.get_mut("agent_install") {
+        info.choices = Some(
+            AgentInstall::ALL
+                .iter()
+                .map(|a| a.as_str().to_string())
+                .collect(),
+        );
+    }
+    configure
+        .args
+        .insert("agent_install".into(), install.as_str().into());
+    configure.argsinfo.insert(
         "facts".into(),
         arg(
             "facts written to /etc/stoker/facts.json",
@@ -467,12 +615,16 @@ pub fn builtins(image_url: Option<&str>, image_checksum: Option<&str>) -> Vec<St
             ArgType::Object,
         ),
     );
+    let on_os = |mut s: StepDef| {
+        s.runs_on = Location::Os;
+        s
+    };
     vec![
         write,
         configure,
-        base(Interface::Deploy, "run_tasks", 60, true),
         base(Interface::Power, "reboot_to_disk", 10, false),
-        base(Interface::Deploy, "collect_logs", 0, false),
+        on_os(base(Interface::Deploy, "run_tasks", 60, true)),
+        on_os(base(Interface::Deploy, "collect_logs", 0, false)),
     ]
 }
 
@@ -489,6 +641,11 @@ mod tests {
             argsinfo: BTreeMap::new(),
             args: serde_json::Map::new(),
             core: false,
+            runs_on: if step == "run_tasks" || step == "collect_logs" {
+                Location::Os
+            } else {
+                Location::Ramdisk
+            },
             source: Source::Builtin,
         }
     }
@@ -515,6 +672,7 @@ mod tests {
                 description: "HTTP URL of a raw or qcow2 image".into(),
                 required: true,
                 ty: Some(ArgType::String),
+                choices: None,
             },
         );
         write
@@ -527,6 +685,7 @@ mod tests {
                 description: "BIOS settings to apply".into(),
                 required: true,
                 ty: None,
+                choices: None,
             },
         );
         vec![
@@ -548,8 +707,8 @@ mod tests {
             [
                 "deploy.write_image",
                 "deploy.configure",
-                "deploy.run_tasks",
                 "power.reboot_to_disk",
+                "deploy.run_tasks",
                 "deploy.collect_logs"
             ]
         );
@@ -572,14 +731,16 @@ mod tests {
             ],
         )
         .unwrap();
+        // run_tasks at 75 outranks configure (70) but stays in its phase: the installed OS's
+        // steps come after every provisioning step, whatever their priorities.
         assert_eq!(
             ids(&steps),
             [
                 "bios.apply_configuration",
                 "deploy.write_image",
-                "deploy.run_tasks",
                 "deploy.configure",
-                "power.reboot_to_disk"
+                "power.reboot_to_disk",
+                "deploy.run_tasks"
             ]
         );
         assert_eq!(steps[0].args["settings"][0]["name"], "HT");

@@ -48,6 +48,15 @@ pub enum ApiError {
     UnsupportedMediaType { found: String, expected: String },
     #[error("{0}")]
     MisdirectedRequest(String),
+    /// A service agent of another version than the master's: 426, with the version it needs,
+    /// where to fetch it and the binary's SHA-256.
+    #[error("{message}")]
+    UpgradeRequired {
+        message: String,
+        required: &'static str,
+        binary: &'static str,
+        sha256: Option<String>,
+    },
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -84,6 +93,8 @@ struct Body<'a> {
     message: String,
     #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
     fields: &'a [FieldError],
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -109,6 +120,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::MisdirectedRequest(_) => "misdirected_request",
+            ApiError::UpgradeRequired { .. } => "agent_outdated",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
             ApiError::Planning(e) => e.code(),
@@ -126,6 +138,7 @@ impl ResponseError for ApiError {
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "forbidden" | "awaiting_approval" | "discovery_full" => StatusCode::FORBIDDEN,
             "misdirected_request" => StatusCode::MISDIRECTED_REQUEST,
+            "agent_outdated" => StatusCode::UPGRADE_REQUIRED,
             "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,
             "conflict" | "no_release" | "no_nodes" => StatusCode::CONFLICT,
@@ -149,10 +162,23 @@ impl ResponseError for ApiError {
         if let ApiError::RateLimited { retry_after, .. } = self {
             response.insert_header(("Retry-After", retry_after.to_string()));
         }
+        let mut extra = serde_json::Map::new();
+        if let ApiError::UpgradeRequired {
+            required,
+            binary,
+            sha256,
+            ..
+        } = self
+        {
+            extra.insert("required_version".into(), (*required).into());
+            extra.insert("binary".into(), (*binary).into());
+            extra.insert("sha256".into(), sha256.clone().into());
+        }
         response.json(Body {
             code: self.code(),
             message: self.to_string(),
             fields,
+            extra,
         })
     }
 }

@@ -17,7 +17,7 @@ pub mod transport;
 
 use access::{login, users};
 use api::{catalog, deploy, environments, nodes, plugins, pxe};
-use node::{agent, boot, fuel_agent, steps};
+use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
 use std::net::TcpListener;
@@ -60,6 +60,8 @@ pub struct AppState {
     pub package_limits: crate::package::PackageLimits,
     /// Planning within the YAQL budget, with each environment's last plan kept.
     pub plans: Arc<crate::planner::Plans>,
+    /// The agent binary served to installed OSes (`agent.binary`; default: this executable).
+    pub agent_binary: Option<std::path::PathBuf>,
 }
 
 /// What access control needs from the configuration.
@@ -181,6 +183,8 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/boot/{mac}.ipxe", Public, boot::ipxe_script);
     r.get("/boot/tls/chain.pem", Public, boot::tls_chain);
     r.post("/api/v1/agent/hello", Public, agent::hello);
+    r.post("/api/v1/agent/service/hello", Public, service::hello);
+    r.get(service::BINARY_PATH, Agent, service::binary);
     r.post("/api/nodes", Public, fuel_agent::register);
     r.put("/api/nodes/agent", Public, fuel_agent::update);
     r.get("/api/v1/agent/sync", Agent, steps::sync);

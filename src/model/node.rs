@@ -431,6 +431,19 @@ pub struct Node {
     pub address: Option<String>,
 }
 
+impl Node {
+    /// Whether the node has an installed OS to boot at its next network boot: once provisioned
+    /// (also while deploying, when ready, and when deploying failed), but not while discovered,
+    /// provisioning, or after provisioning failed.
+    pub fn boots_from_disk(&self) -> bool {
+        match self.status {
+            NodeStatus::Provisioned | NodeStatus::Deploying | NodeStatus::Ready => true,
+            NodeStatus::Error => self.error_type.as_deref() == Some("deploy"),
+            NodeStatus::Discover | NodeStatus::Provisioning => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,8 @@ use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::graph::{Deployed, Plan};
 use crate::engine::orchestrate::{NewRun, Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
-use crate::engine::state::{self, Event, NodeState, Phase};
+use crate::engine::state::{self, Event, NodeState};
+use crate::engine::steps::Location;
 
 /// A deployment row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -55,6 +56,20 @@ pub struct Run {
     pub exit_code: Option<i32>,
     pub output_tail: String,
     pub error: Option<String>,
+    /// Where it runs (`ramdisk`, `os`, `master`).
+    pub runs_on: Location,
+}
+
+/// What an agent's poll finds.
+#[derive(Debug)]
+pub enum Claim {
+    /// Nothing to run now.
+    Idle,
+    /// A run, now running.
+    Run(Box<Run>),
+    /// The node's next run is due but runs elsewhere than this agent: on the installed OS
+    /// while the node answers from the ramdisk, or the other way round.
+    Elsewhere { run_id: i64, runs_on: Location },
 }
 
 impl Run {
@@ -122,6 +137,7 @@ struct RunHead {
     status: String,
     /// The task, or `interface.step`.
     label: String,
+    runs_on: Location,
 }
 
 /// What an agent reported about a run.
@@ -148,7 +164,7 @@ pub enum Report {
 const DEPLOYMENT_COLUMNS: &str = "id, cluster_id, status, created_at, finished_at";
 const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
-     exit_code, output_tail, error";
+     exit_code, output_tail, error, runs_on";
 
 fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     Ok(Deployment {
@@ -186,6 +202,16 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         exit_code: r.get(17)?,
         output_tail: r.get(18)?,
         error: r.get(19)?,
+        runs_on: {
+            let at: String = r.get(20)?;
+            Location::parse(&at).ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    20,
+                    rusqlite::types::Type::Text,
+                    format!("runs_on {at:?} is not ramdisk, os or master").into(),
+                )
+            })?
+        },
     })
 }
 
@@ -365,8 +391,8 @@ impl WriteTxn<'_> {
         {
             let mut stmt = self.conn.prepare_cached(
                 "INSERT INTO step_runs (deployment, node_id, seq, interface, step, task, args,
-                   deps, concurrency, max_parallel, timeout_s, status, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?9, ?10, ?11, ?12)",
+                   deps, concurrency, max_parallel, timeout_s, status, reason, runs_on)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?9, ?10, ?11, ?12, ?13)",
             )?;
             for r in runs {
                 stmt.execute(params![
@@ -382,6 +408,7 @@ impl WriteTxn<'_> {
                     r.timeout_s.min(i64::MAX as u64) as i64,
                     r.status.as_str(),
                     r.reason,
+                    r.runs_on.as_str(),
                 ])?;
                 ids.push(self.conn.last_insert_rowid());
             }
@@ -422,7 +449,7 @@ impl WriteTxn<'_> {
     /// Hand `node_id` its next run, if its environment is deploying and the run may start.
     /// A run the master still thinks is running on the node (its agent restarted) is handed
     /// again with the next attempt number.
-    pub fn claim_run(&self, node_id: i64, now: i64) -> Result<Option<Run>> {
+    pub fn claim_run(&self, node_id: i64, agent: Location, now: i64) -> Result<Claim> {
         // Only what is needed: this runs on every poll of every agent.
         let (cluster, status, error_type): (Option<i64>, String, Option<String>) = self
             .conn
@@ -434,14 +461,25 @@ impl WriteTxn<'_> {
                 id: node_id.to_string(),
             })?;
         let Some(cluster) = cluster else {
-            return Ok(None);
+            return Ok(Claim::Idle);
         };
         let Some(dep) = self.read().running_deployment(cluster)? else {
-            return Ok(None);
+            return Ok(Claim::Idle);
         };
         let Some(run_id) = self.with_schedule(dep.id, |s| s.next_for(node_id))? else {
-            return Ok(None);
+            return Ok(Claim::Idle);
         };
+        let runs_on: String = self
+            .conn
+            .prepare_cached("SELECT runs_on FROM step_runs WHERE id = ?1")?
+            .query_row([run_id], |r| r.get(0))?;
+        let runs_on = Location::parse(&runs_on).unwrap_or_default();
+        if runs_on != agent {
+            // The run is for the node's other agent: the OS's while the node is still in the
+            // bootstrap (it booted from the network instead of its disk), or the ramdisk's
+            // while the installed OS answers (its disk was not rewritten).
+            return Ok(Claim::Elsewhere { run_id, runs_on });
+        }
         self.conn
             .prepare_cached(
                 "UPDATE step_runs SET status = 'running', attempt = attempt + 1, started_at = ?1,
@@ -458,10 +496,8 @@ impl WriteTxn<'_> {
                 id: run_id.to_string(),
             })?;
         let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
-        self.move_node_from(node_id, from, now, |s| {
-            state::enter(s, Phase::of_step(&run.step))
-        })?;
-        Ok(Some(run))
+        self.move_node_from(node_id, from, now, |s| state::enter(s, run.runs_on.phase()))?;
+        Ok(Claim::Run(Box::new(run)))
     }
 
     /// Record an agent's result for a run of `node_id`.
@@ -476,7 +512,7 @@ impl WriteTxn<'_> {
         let head = self
             .conn
             .prepare_cached(
-                "SELECT deployment, node_id, attempt, status, interface, step, task
+                "SELECT deployment, node_id, attempt, status, interface, step, task, runs_on
                  FROM step_runs WHERE id = ?1",
             )?
             .query_row([run_id], |r| {
@@ -490,6 +526,7 @@ impl WriteTxn<'_> {
                         r.get_ref(4)?.as_str()?,
                         r.get_ref(5)?.as_str()?,
                     ),
+                    runs_on: Location::parse(r.get_ref(7)?.as_str()?).unwrap_or_default(),
                 })
             })
             .optional()?;
@@ -535,6 +572,20 @@ impl WriteTxn<'_> {
         if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
             self.fail_node(run.node_id, &run.label, why, now)?;
+        } else if run.runs_on.phase() == state::Phase::Provision {
+            // The node's last provisioning step (reboot_to_disk): it is provisioned while
+            // its installed OS boots, before its agent there takes a deployment step.
+            let left: i64 = self
+                .conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM step_runs
+                     WHERE deployment = ?1 AND node_id = ?2 AND runs_on IN ('ramdisk', 'master')
+                       AND status NOT IN ('ok', 'skipped')",
+                )?
+                .query_row(params![run.deployment, node_id], |r| r.get(0))?;
+            if left == 0 {
+                self.move_node(node_id, now, state::provisioning_done)?;
+            }
         }
         self.advance(run.deployment, Some(node_id), now)?;
         Ok(Report::Accepted)

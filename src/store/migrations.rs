@@ -334,6 +334,26 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX boot_tokens_by_age ON boot_tokens (issued_at);
         ",
     },
+    Migration {
+        version: 15,
+        name: "node_lifecycle",
+        sql: "
+            -- Where a run runs: the bootstrap ramdisk, the installed OS (the service agent) or
+            -- the master. Runs made before this all ran in the ramdisk.
+            ALTER TABLE step_runs ADD COLUMN runs_on TEXT NOT NULL DEFAULT 'ramdisk'
+              CHECK (runs_on IN ('ramdisk', 'os', 'master'));
+            -- Which of the node's agents holds its agent token: the bootstrap's or the
+            -- installed OS's service agent.
+            ALTER TABLE nodes ADD COLUMN agent_kind TEXT NOT NULL DEFAULT 'ramdisk'
+              CHECK (agent_kind IN ('ramdisk', 'os'));
+            -- The hash of the service agent's credential, bound to the node when its
+            -- configure step was handed out; NULL: none (never provisioned, or removed).
+            ALTER TABLE nodes ADD COLUMN os_credential_hash TEXT;
+            CREATE INDEX nodes_by_os_credential ON nodes (os_credential_hash);
+            -- The version the service agent last said hello with.
+            ALTER TABLE nodes ADD COLUMN agent_version TEXT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

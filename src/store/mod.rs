@@ -35,7 +35,7 @@ pub use audit::AuditEntry;
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use clusters::NO_RELEASE_MESSAGE;
-pub use deployments::{Deployment, Report, Run, RunCounts, RunResult};
+pub use deployments::{Claim, Deployment, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
 pub use group::GroupWriter;
 pub use history::HistoryEntry;

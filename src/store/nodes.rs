@@ -8,6 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::hello::{Known, Macs};
 use crate::engine::state::{ErrorType, InvalidTransition, NodeState};
+use crate::engine::steps::Location;
 use crate::model::{Inventory, Mac, Node, NodeId, NodeStatus};
 
 /// Whether a hello created a node or refreshed a known one.
@@ -98,6 +99,26 @@ impl NodeRow {
 }
 
 impl ReadTxn<'_> {
+    /// The node whose service-agent credential hashes to `hash`.
+    pub fn node_by_os_credential(&self, hash: &str) -> Result<Option<NodeId>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT id FROM nodes WHERE os_credential_hash = ?1")?
+            .query_row([hash], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The hash of the node's service-agent credential, if one is bound; `None` also when there
+    /// is no such node.
+    pub fn os_credential_hash(&self, id: NodeId) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT os_credential_hash FROM nodes WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?
+            .flatten())
+    }
+
     pub fn node(&self, id: NodeId) -> Result<Option<Node>> {
         let sql = format!("SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE n.id = ?1");
         self.conn
@@ -363,7 +384,8 @@ impl WriteTxn<'_> {
         };
         if let Some(hash) = w.token_hash {
             self.conn.execute(
-                "UPDATE nodes SET agent_token_hash = ?1 WHERE id = ?2",
+                "UPDATE nodes SET agent_token_hash = ?1, agent_token_pending_hash = NULL,
+                   agent_kind = 'ramdisk' WHERE id = ?2",
                 params![hash, id],
             )?;
         }
@@ -482,12 +504,106 @@ impl WriteTxn<'_> {
 
     /// The node whose agent token (current or pending) hashes to `token_hash`; when the agent
     /// used its pending token, that one becomes its token and the old one stops working.
-    pub fn authenticate_agent(&self, token_hash: &str, now: i64) -> Result<Option<NodeId>> {
-        let found = self.read().node_by_agent_token(token_hash)?;
-        if let Some((id, true)) = found {
+    /// Every call also marks the node seen (at most one write a second).
+    pub fn authenticate_agent(
+        &self,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Option<(NodeId, Location)>> {
+        let found: Option<(NodeId, bool, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, agent_token_pending_hash = ?1, agent_kind FROM nodes
+                 WHERE agent_token_hash = ?1 OR agent_token_pending_hash = ?1",
+            )?
+            .query_row([token_hash], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get::<_, Option<bool>>(1)?.unwrap_or(false),
+                    r.get(2)?,
+                ))
+            })
+            .optional()?;
+        let Some((id, pending, kind)) = found else {
+            return Ok(None);
+        };
+        if pending {
             self.promote_agent_token(id, now)?;
         }
-        Ok(found.map(|(id, _)| id))
+        self.conn
+            .prepare_cached(
+                "UPDATE nodes SET last_seen_at = ?2 WHERE id = ?1 AND last_seen_at < ?2",
+            )?
+            .execute(params![id, now])?;
+        let kind = if kind == "os" {
+            Location::Os
+        } else {
+            Location::Ramdisk
+        };
+        Ok(Some((id, kind)))
+    }
+
+    /// Bind a service-agent credential to the node (its hash): the one its configure step is
+    /// installing. The last one bound is the only one that works.
+    pub fn bind_os_credential(&self, id: NodeId, hash: &str, now: i64) -> Result<()> {
+        let n = self.conn.execute(
+            "UPDATE nodes SET os_credential_hash = ?1 WHERE id = ?2 AND os_credential_hash IS NOT ?1",
+            params![hash, id],
+        )?;
+        if n > 0 {
+            self.add_history(
+                now,
+                Some(id),
+                "node.credential",
+                "service-agent credential bound for the installed OS",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Forget the node's service-agent credential (the node was removed from its environment):
+    /// the agent on its old OS can no longer call.
+    pub fn erase_os_credential(&self, id: NodeId, now: i64) -> Result<()> {
+        let n = self.conn.execute(
+            "UPDATE nodes SET os_credential_hash = NULL,
+               agent_token_hash = CASE agent_kind WHEN 'os' THEN NULL ELSE agent_token_hash END,
+               agent_token_pending_hash = CASE agent_kind WHEN 'os' THEN NULL
+                 ELSE agent_token_pending_hash END
+             WHERE id = ?1 AND os_credential_hash IS NOT NULL",
+            [id],
+        )?;
+        if n > 0 {
+            self.add_history(
+                now,
+                Some(id),
+                "node.credential",
+                "service-agent credential erased",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The service agent said hello with the node's credential: it gets the node's agent token
+    /// (`token_hash`), replacing the ramdisk agent's, and its version is kept.
+    pub fn service_hello(
+        &self,
+        id: NodeId,
+        token_hash: &str,
+        version: &str,
+        now: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE nodes SET agent_token_hash = ?1, agent_token_pending_hash = NULL,
+               agent_kind = 'os', agent_version = ?2, last_seen_at = MAX(last_seen_at, ?3)
+             WHERE id = ?4",
+            params![token_hash, version, now, id],
+        )?;
+        self.add_history(
+            now,
+            Some(id),
+            "node.service",
+            &format!("service agent {version} said hello from the installed OS"),
+        )
     }
 
     /// The agent used its pending token: it becomes the node's token, the old one stops working.

@@ -28,6 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::DiskError;
+use super::table::Partition;
 
 /// The largest config drive: Ironic's limit.
 pub const MAX_BYTES: u64 = 64 << 20;
@@ -60,6 +61,25 @@ impl Flavor {
             Flavor::NoCloud => "cidata",
         }
     }
+}
+
+/// The config drive already on `disk`: the last vfat partition labelled `config-2` or `cidata`
+/// (either case, as cloud-init matches them), with its flavor.
+pub fn find(disk: &super::Disk) -> Result<Option<(Partition, Flavor)>, DiskError> {
+    let mut found = None;
+    for p in super::table::read(disk)?.partitions {
+        if let Some(fs) = super::fs::probe_partition(disk, &p)?
+            && fs.kind == super::fs::FsKind::Vfat
+            && let Some(label) = fs.label.as_deref()
+        {
+            if label.eq_ignore_ascii_case("config-2") {
+                found = Some((p, Flavor::ConfigTwo));
+            } else if label.eq_ignore_ascii_case("cidata") {
+                found = Some((p, Flavor::NoCloud));
+            }
+        }
+    }
+    Ok(found)
 }
 
 impl std::str::FromStr for Flavor {

@@ -14,6 +14,7 @@
 //! read from the disk is bounded before it is used: a hostile or corrupt image gets an error
 //! naming the disk and what was found, never a panic or a large allocation.
 
+pub mod cloud;
 pub mod config_drive;
 pub mod fs;
 mod gpt;

@@ -19,7 +19,7 @@ use askama::Template;
 
 use crate::engine::hello::{self, BootAsk, BootRefusal};
 use crate::http::{ApiError, AppState};
-use crate::model::{Mac, NodeStatus, hex};
+use crate::model::{Mac, hex};
 
 #[derive(Template)]
 #[template(path = "boot/bootstrap.ipxe", escape = "none")]
@@ -143,7 +143,10 @@ pub async fn ipxe_script(
                 let r = tx.read();
                 let node = r.node_by_mac(&asked)?;
                 if let Some(node) = &node {
-                    if node.status == NodeStatus::Ready {
+                    // A node with an installed OS boots it: provisioned, deploying, ready, or
+                    // failed while deploying (its disk is fine; a retry reaches its service
+                    // agent). Only discovery and provisioning need the bootstrap.
+                    if node.boots_from_disk() {
                         return Ok(Script::Local(node.id));
                     }
                     if !node.approved {

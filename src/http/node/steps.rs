@@ -10,8 +10,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::engine::steps::Location;
 use crate::http::{ApiError, AppState};
-use crate::store::{Report, Run, RunResult};
+use crate::store::{Claim, Report, Run, RunResult};
 
 /// How long an agent waits before asking again when nothing is runnable.
 const RETRY_AFTER_MS: u64 = 1000;
@@ -36,7 +37,9 @@ fn refused(req: &HttpRequest) -> ApiError {
 /// call is one trip to the store, committed with the other agents' calls of the moment).
 async fn as_agent<T, F>(state: &AppState, req: &HttpRequest, f: F) -> Result<(i64, T), ApiError>
 where
-    F: FnOnce(&crate::store::WriteTxn<'_>, i64) -> crate::store::Result<T> + Send + 'static,
+    F: FnOnce(&crate::store::WriteTxn<'_>, i64, Location) -> crate::store::Result<T>
+        + Send
+        + 'static,
     T: Send + 'static,
 {
     let hash = token_hash(req)?;
@@ -44,7 +47,7 @@ where
     let done = state
         .writer
         .write(move |tx| match tx.authenticate_agent(&hash, now)? {
-            Some(node) => Ok(Some((node, f(tx, node)?))),
+            Some((node, kind)) => Ok(Some((node, f(tx, node, kind)?))),
             None => Ok(None),
         })
         .await?;
@@ -53,7 +56,9 @@ where
 
 /// The node the request's agent token belongs to.
 async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<i64, ApiError> {
-    as_agent(state, req, |_, _| Ok(())).await.map(|(n, ())| n)
+    as_agent(state, req, |_, _, _| Ok(()))
+        .await
+        .map(|(n, ())| n)
 }
 
 /// What an agent gets to run.
@@ -64,7 +69,8 @@ pub fn run_json(run: &Run) -> Value {
         "attempt": run.attempt,
         "deployment": run.deployment,
         "timeout_s": run.timeout_s,
-        "step": {"interface": run.interface, "name": run.step, "args": run.step_args()},
+        "step": {"interface": run.interface, "name": run.step, "args": run.step_args(),
+                 "runs_on": run.runs_on.as_str()},
         "task": task,
     })
 }
@@ -88,25 +94,46 @@ pub async fn next(
     };
     let now = crate::clock::now();
     let (new_token, new_hash) = crate::http::node::boot::new_token()?;
-    let (node, outcome) = as_agent(&state, &req, move |tx, node| {
+    let (credential, credential_hash) = crate::http::node::service::new_credential()?;
+    let (node, outcome) = as_agent(&state, &req, move |tx, node, kind| {
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);
         }
-        let run = tx.claim_run(node, now)?;
-        let rotated = match &run {
-            Some(r) => tx.rotate_agent_token(node, r.deployment, &new_hash)?,
-            None => false,
+        let claim = tx.claim_run(node, kind, now)?;
+        let rotated = match &claim {
+            Claim::Run(r) => {
+                if r.interface == "deploy" && r.step == "configure" {
+                    // The installed OS's agent gets its own credential, bound to this node
+                    // now; only the agent that runs this configure ever sees it.
+                    tx.bind_os_credential(node, &credential_hash, now)?;
+                }
+                tx.rotate_agent_token(node, r.deployment, &new_hash)?
+            }
+            Claim::Idle | Claim::Elsewhere { .. } => false,
         };
-        Ok(Some((run, rotated)))
+        Ok(Some((claim, rotated, kind)))
     })
     .await?;
-    let (run, rotated) = outcome
+    let (claim, rotated, kind) = outcome
         .ok_or_else(|| ApiError::Unauthorized("node_id does not match the agent token".into()))?;
-    Ok(HttpResponse::Ok().json(match run {
-        Some(run) => {
+    let idle_ms = match kind {
+        Location::Os => crate::http::node::service::HEARTBEAT_S * 1000,
+        _ => RETRY_AFTER_MS,
+    };
+    Ok(HttpResponse::Ok().json(match claim {
+        Claim::Run(run) => {
             tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
                 task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
-            let mut reply = json!({"action": "run", "run": run_json(&run)});
+            let mut json_run = run_json(&run);
+            if run.interface == "deploy" && run.step == "configure" {
+                json_run["step"]["args"]["os_agent"] = crate::http::node::service::os_agent(
+                    &state,
+                    req.app_config().local_addr(),
+                    node,
+                    &credential,
+                );
+            }
+            let mut reply = json!({"action": "run", "run": json_run});
             if rotated {
                 // Each deployment gets the node a new token; the current one works until the
                 // agent first uses this one.
@@ -114,7 +141,16 @@ pub async fn next(
             }
             reply
         }
-        None => json!({"action": "wait", "retry_after_ms": RETRY_AFTER_MS}),
+        Claim::Idle => json!({"action": "wait", "retry_after_ms": idle_ms}),
+        Claim::Elsewhere { run_id, runs_on } => {
+            let why = format!(
+                "run {run_id} is due on {}, and this agent runs on {}",
+                runs_on.describe(),
+                kind.describe()
+            );
+            tracing::info!(node, run = run_id, "{why}");
+            json!({"action": "wait", "retry_after_ms": idle_ms, "reason": why})
+        }
     }))
 }
 
@@ -152,7 +188,7 @@ pub async fn result(
         error: b.error.clone(),
     };
     let now = crate::clock::now();
-    let (node, report) = as_agent(&state, &req, move |tx, node| {
+    let (node, report) = as_agent(&state, &req, move |tx, node, _| {
         tx.report_run(id, node, &result, now)
     })
     .await?;
@@ -189,7 +225,7 @@ pub async fn output(
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let b: OutputBody = ApiError::parse(&body)?;
-    as_agent(&state, &req, move |tx, node| {
+    as_agent(&state, &req, move |tx, node, _| {
         tx.run_output(id, node, b.attempt, &b.tail)
     })
     .await?;

@@ -1,0 +1,311 @@
+//! The agent as a service on the installed OS (`stoker agent --service /etc/stoker/agent.json`,
+//! started by systemd at every boot): it says hello with the credential its node was given at
+//! provisioning (installed by `deploy.configure`), gets the node's agent token, and then keeps
+//! the same deploy loop as the ramdisk's ([`super::deploy`]) forever: its polls are its
+//! heartbeat. A master that needs another version is answered by fetching that version's
+//! binary from the master (with the credential), checking its SHA-256, replacing this
+//! executable and starting it again. A refused credential is retried slowly, never in a hot
+//! loop: the node may have been removed, or provisioned again with a new one.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::client::{Backoff, Master};
+use super::deploy::{DeployError, HttpMaster, LoopConfig, LoopEnd, drive};
+use super::exec::Executor;
+use super::inventory;
+
+/// The version this agent reports.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where the service agent's state lives between boots, under the root.
+pub const STATE_DIR: &str = "var/lib/stoker";
+
+/// The file the service agent reads: what `deploy.configure` installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    pub master: String,
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    pub node_id: i64,
+    pub credential: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("cannot read the service agent's configuration {path}: {source}")]
+    Config {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the service agent's configuration {path} is not valid: {detail}")]
+    BadConfig { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Master(#[from] super::AgentError),
+    #[error(transparent)]
+    Deploy(#[from] DeployError),
+    #[error("cannot update the agent from {url}: {detail}")]
+    Update { url: String, detail: String },
+}
+
+impl ServiceConfig {
+    pub fn load(path: &Path) -> Result<ServiceConfig, ServiceError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ServiceError::Config {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| ServiceError::BadConfig {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })
+    }
+}
+
+/// What the master answered a service hello.
+#[derive(Debug)]
+enum Hello {
+    Token(String),
+    /// 426: fetch `binary` (whose SHA-256 is `sha256`) and run it instead.
+    Outdated {
+        required: String,
+        binary: String,
+        sha256: Option<String>,
+    },
+    /// 401/403: the credential is not (or no longer) this node's.
+    Refused(u16, String),
+    /// Unreachable, 5xx, 429: try again soon.
+    Retry(String),
+}
+
+fn say_hello(master: &Master, cfg: &ServiceConfig, root: &Path) -> Hello {
+    let url = format!("{}/api/v1/agent/service/hello", master.url());
+    let agent = master.agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30))),
+    );
+    let inv = inventory::gather(root);
+    let macs: Vec<Value> = inv["interfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.get("mac").cloned())
+        .collect();
+    let body = json!({
+        "node_id": cfg.node_id,
+        "credential": cfg.credential,
+        "version": claimed_version(),
+        "macs": macs,
+    });
+    let mut resp = match agent
+        .post(&url)
+        .header("content-type", "application/json")
+        .send(body.to_string())
+    {
+        Ok(r) => r,
+        Err(e) => return Hello::Retry(e.to_string()),
+    };
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let message = v["message"].as_str().unwrap_or(&text).to_string();
+    match status {
+        200 => match v["agent_token"].as_str() {
+            Some(t) => Hello::Token(t.to_string()),
+            None => Hello::Retry("the master's answer has no agent_token".into()),
+        },
+        426 => Hello::Outdated {
+            required: v["required_version"].as_str().unwrap_or("?").to_string(),
+            binary: v["binary"]
+                .as_str()
+                .unwrap_or("/api/v1/agent/service/binary")
+                .to_string(),
+            sha256: v["sha256"].as_str().map(str::to_string),
+        },
+        401 | 403 => Hello::Refused(status, message),
+        _ => Hello::Retry(format!("HTTP {status}: {message}")),
+    }
+}
+
+/// The version this agent says it runs. `STOKER_AGENT_CLAIM_VERSION` makes a test's agent
+/// claim an older one (it is dropped before the updated binary starts).
+fn claimed_version() -> String {
+    std::env::var("STOKER_AGENT_CLAIM_VERSION").unwrap_or_else(|_| VERSION.to_string())
+}
+
+/// Fetch the master's agent binary with the node's credential, check its SHA-256 and put it
+/// in place of `exe` (a new file renamed over it, so a failure leaves the old one).
+fn update(
+    master: &Master,
+    cfg: &ServiceConfig,
+    path: &str,
+    sha256: Option<&str>,
+    exe: &Path,
+) -> Result<(), ServiceError> {
+    use sha2::Digest;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let url = format!("{}{path}", master.url());
+    let fail = |detail: String| ServiceError::Update {
+        url: url.clone(),
+        detail,
+    };
+    let agent = master.agent(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(600))),
+    );
+    let mut resp = agent
+        .get(&url)
+        .header("authorization", &format!("Bearer {}", cfg.credential))
+        .call()
+        .map_err(|e| fail(e.to_string()))?;
+    if resp.status().as_u16() != 200 {
+        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
+    }
+    let tmp = exe.with_extension("new");
+    let mut out = std::fs::File::create(&tmp)
+        .map_err(|e| fail(format!("cannot create {}: {e}", tmp.display())))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut reader = resp.body_mut().with_config().limit(1 << 30).reader();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| fail(format!("download: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .map_err(|e| fail(format!("cannot write {}: {e}", tmp.display())))?;
+    }
+    out.sync_all()
+        .map_err(|e| fail(format!("cannot sync {}: {e}", tmp.display())))?;
+    let got = crate::model::hex(&hasher.finalize());
+    if let Some(want) = sha256
+        && !want.eq_ignore_ascii_case(&got)
+    {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(format!(
+            "the download's SHA-256 is {got}, the master said {want}"
+        )));
+    }
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| fail(format!("cannot make {} executable: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, exe).map_err(|e| fail(format!("cannot replace {}: {e}", exe.display())))
+}
+
+/// Replace this process with `exe` and the same arguments, without the claimed version.
+fn restart(exe: &Path) -> ServiceError {
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env_remove("STOKER_AGENT_CLAIM_VERSION")
+        .exec();
+    ServiceError::Update {
+        url: exe.display().to_string(),
+        detail: format!("cannot start the updated agent: {err}"),
+    }
+}
+
+/// How the service runs: where its OS's root is (`/` on a node, the installed root in a
+/// sandbox), its state, how long a refused credential waits.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    pub root: PathBuf,
+    pub sandbox: bool,
+    pub run_commands: bool,
+    pub refused_wait: Duration,
+    pub max_backoff: Duration,
+}
+
+/// Serve the node from its installed OS until `stop` is set or a `reboot` task reboots it.
+pub fn run(
+    cfg: &ServiceConfig,
+    opts: &ServiceOptions,
+    stop: &AtomicBool,
+) -> Result<LoopEnd, ServiceError> {
+    let master = Master::connect(&cfg.master, cfg.fingerprint.as_deref(), 0, opts.max_backoff)?;
+    let executor = if opts.sandbox {
+        Executor::sandbox(opts.root.clone()).running_commands(opts.run_commands)
+    } else {
+        Executor::node()
+    };
+    let state_dir = opts.root.join(STATE_DIR);
+    std::fs::create_dir_all(&state_dir).map_err(|source| ServiceError::Config {
+        path: state_dir.clone(),
+        source,
+    })?;
+    let mut backoff = Backoff::new(Duration::from_secs(1), opts.max_backoff);
+    while !stop.load(Ordering::Relaxed) {
+        match say_hello(&master, cfg, &opts.root) {
+            Hello::Token(token) => {
+                backoff.reset();
+                println!(
+                    "STOKER-AGENT service node={} version={VERSION}",
+                    cfg.node_id
+                );
+                let api = HttpMaster::new(&master, &token, None);
+                match drive(
+                    &api,
+                    cfg.node_id,
+                    &executor,
+                    &state_dir,
+                    stop,
+                    &LoopConfig::default(),
+                ) {
+                    Ok(end) => return Ok(end),
+                    // The token was refused (the node was removed, or another agent took it):
+                    // say hello again, which tells.
+                    Err(DeployError::Unauthorized { message, .. }) => {
+                        tracing::warn!("agent token refused: {message}; saying hello again");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Hello::Outdated {
+                required,
+                binary,
+                sha256,
+            } => {
+                if opts.sandbox {
+                    return Err(ServiceError::Update {
+                        url: binary,
+                        detail: format!(
+                            "the master needs version {required}; a sandbox cannot update itself"
+                        ),
+                    });
+                }
+                let exe = std::env::current_exe().map_err(|e| ServiceError::Update {
+                    url: binary.clone(),
+                    detail: format!("cannot find this executable: {e}"),
+                })?;
+                tracing::info!(%required, "the master needs agent {required}; updating {}", exe.display());
+                update(&master, cfg, &binary, sha256.as_deref(), &exe)?;
+                println!("STOKER-AGENT updated to {required}; restarting");
+                return Err(restart(&exe));
+            }
+            Hello::Refused(status, message) => {
+                tracing::warn!(
+                    status,
+                    "service hello refused: {message}; trying again in {:?}",
+                    opts.refused_wait
+                );
+                eprintln!("stoker-agent: the master refused this node's credential: {message}");
+                super::deploy::nap(opts.refused_wait, stop);
+            }
+            Hello::Retry(why) => {
+                let delay = backoff.next_delay();
+                tracing::warn!("service hello failed: {why}; retrying in {delay:?}");
+                super::deploy::nap(delay, stop);
+            }
+        }
+    }
+    Ok(LoopEnd::Stopped)
+}
