@@ -34,6 +34,13 @@ pub enum DeployError {
     Steps(#[from] StepsError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Every node's every run would be skipped: a deployment would do nothing.
+    #[error(
+        "nothing to run: all {skipped} tasks of the {nodes} nodes are skipped, their conditions \
+         (changed(), new()) saying nothing they watch changed since the last deployment; change \
+         a setting or the nodes first"
+    )]
+    NothingToRun { skipped: usize, nodes: usize },
 }
 
 impl From<PlanningError> for DeployError {
@@ -57,6 +64,7 @@ impl DeployError {
             DeployError::Planning(e) => e.code(),
             DeployError::Steps(_) => "invalid_steps",
             DeployError::Store(e) => e.code(),
+            DeployError::NothingToRun { .. } => "nothing_to_run",
         }
     }
 }
@@ -122,6 +130,17 @@ pub fn start(
         out
     };
     let runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
+    let node_runs = runs.iter().filter(|r| r.node.is_some());
+    if !runs.is_empty()
+        && node_runs
+            .clone()
+            .all(|r| r.status == orchestrate::RunStatus::Skipped)
+    {
+        return Err(DeployError::NothingToRun {
+            skipped: node_runs.count(),
+            nodes: ids.len(),
+        });
+    }
     let deployment = store.write(|tx| tx.create_deployment(cluster_id, &runs, &env.plan, now))?;
     Ok(Started {
         deployment,

@@ -534,17 +534,22 @@ fn redeploys_run_only_what_changed() {
     drive(&base, &nodes, &|_| false, 1000);
     assert_eq!(deployment(&base, dep)["status"], "done");
 
-    // Nothing changed: the changed() task is skipped, the plan says why and against which
-    // deployment it compared.
+    // Nothing changed: every task is skipped (each watches what it uses, as Fuel's LCM tasks
+    // do), the plan says why and against which deployment it compared.
     let second = plan();
     let s = step(&second, "setup_repositories");
     assert_eq!(s["status"], "skipped", "{s}");
     assert!(s["reason"].as_str().unwrap().contains("changed"), "{s}");
     assert_eq!(s["compared_with"], dep.to_string());
-    // Tasks without a condition run every time, as in Fuel.
-    assert_eq!(step(&second, "netconfig")["status"], "run");
+    assert_eq!(step(&second, "netconfig")["status"], "skipped");
+    // ... and Deploy says there is nothing to run instead of starting an empty deployment.
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["code"], "nothing_to_run", "{}", r.body);
+    assert!(r.body.contains("nothing to run"), "{}", r.body);
 
-    // Change the setting the condition watches: exactly that task comes back.
+    // Change the setting the condition watches: that task comes back, with the configuration
+    // upload, whose condition watches every setting.
     let mut settings = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/settings"));
     settings["repo_setup"] = json!({"repos": [{"name": "extra", "uri": "http://mirror/"}]});
     let r = Http::raw_put(
@@ -559,7 +564,26 @@ fn redeploys_run_only_what_changed() {
         .filter(|(a, b)| a["status"] != b["status"])
         .map(|(a, _)| a["id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(changed, ["setup_repositories"]);
+    assert_eq!(changed, ["upload_configuration", "setup_repositories"]);
+    // Deployed: the ready nodes' service agents run exactly those, and nothing provisions.
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let day2 = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    let mut names: Vec<(i64, &str)> = ran.iter().map(|r| (r.0, r.1.as_str())).collect();
+    names.sort();
+    let (controller, compute) = (nodes[0].id, nodes[1].id);
+    let mut expected = vec![
+        (controller, "setup_repositories"),
+        (controller, "smoke-check"),
+        (controller, "upload_configuration"),
+        (compute, "setup_repositories"),
+        (compute, "upload_configuration"),
+    ];
+    expected.sort();
+    assert_eq!(names, expected);
+    assert!(nodes.iter().all(|n| n.os_token.borrow().is_some()));
+    assert_eq!(deployment(&base, day2)["status"], "done");
 }
 
 /// Node statuses move through the state machine: provisioning while the image is written
@@ -624,7 +648,14 @@ fn node_states_follow_the_table_and_a_deployed_node_keeps_its_disk() {
     assert_eq!(deployment(&base, dep)["status"], "done");
     assert_eq!(node()["status"], "ready");
 
-    // Deployed again: the ready node is not provisioned again.
+    // Deployed again after a settings change: the ready node is not provisioned again.
+    let mut settings = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/settings"));
+    settings["external_ntp"] = json!({"ntp_list": ["ntp.example.org"]});
+    let r = Http::raw_put(
+        &format!("{base}/api/v1/clusters/{cluster}/settings"),
+        &settings.to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
     let again = deploy();
     let ran = drive(&base, &nodes, &|_| false, 1000);
     assert!(!ran.is_empty());
@@ -634,4 +665,120 @@ fn node_states_follow_the_table_and_a_deployed_node_keeps_its_disk() {
     );
     assert_eq!(deployment(&base, again)["status"], "done");
     assert_eq!(node()["status"], "ready");
+}
+
+/// A node whose agent never comes for its due steps fails them at their timeout, saying whether
+/// no agent called at all or only the node's other agent did; Retry makes them due again.
+#[test]
+fn an_offline_node_fails_its_due_steps_at_the_timeout_and_retry_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stoker::config::Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("plugins.bundled", "install".to_string())
+        .with_flag("deploy.step_timeout", "2".to_string())
+        .resolve()
+        .unwrap();
+    let d = TestDaemon::start_with(config, dir);
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let n = &nodes[0];
+    // collect_logs first on the installed OS: a step with the master's 2 s default timeout.
+    let steps = json!({"steps": [{"interface": "deploy", "step": "collect_logs", "priority": 90,
+                                  "args": {}}]});
+    let r = Http::raw_post(
+        &format!("{base}/api/v1/clusters/{cluster}/deploy"),
+        &steps.to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    for want in ["deploy.configure", "power.reboot_to_disk"] {
+        let run = next(&base, n).unwrap();
+        assert_eq!(run_name(&run), want);
+        // Report without the service agent's hello: the node's OS never comes up.
+        let r = post(
+            &base,
+            &format!("/api/v1/agent/runs/{}/result", run["id"]),
+            &n.token,
+            &json!({"attempt": run["attempt"], "ok": true}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(
+        Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id))["status"],
+        "provisioned"
+    );
+    let failed_run = |want: &str| -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let d1 = deployment(&base, dep);
+            if d1["status"] == "error" {
+                let f = d1["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["status"] == "failed")
+                    .cloned()
+                    .unwrap();
+                let e = f["error"].as_str().unwrap();
+                assert!(e.contains(want), "{e}");
+                return f;
+            }
+            assert!(start.elapsed().as_secs() < 20, "not failed: {d1}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    // Nobody calls: it fails after its timeout, naming the node and since when.
+    let f = failed_run("has not called since");
+    assert_eq!(f["step"], "collect_logs");
+    assert!(
+        f["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("node-{}", n.id))
+    );
+    let node = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+    assert_eq!(
+        (node["status"].as_str(), node["error_type"].as_str()),
+        (Some("error"), Some("deploy")),
+        "{node}"
+    );
+    // Retry; only the bootstrap's agent calls (the node booted the network again): the step
+    // is not its to take, it says so while it waits, and fails saying which agent called.
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/retry"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let start = std::time::Instant::now();
+    while start.elapsed().as_secs() < 4 {
+        let r = post(
+            &base,
+            "/api/v1/agent/next",
+            &n.token,
+            &json!({"node_id": n.id}),
+        );
+        let v = r.json();
+        assert_eq!(v["action"], "wait", "{v}");
+        if deployment(&base, dep)["status"] == "error" {
+            break;
+        }
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("installed operating system"),
+            "{v}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    failed_run("calls from the bootstrap ramdisk");
+    // Retry once more with the OS up: its service agent takes it and the deployment ends.
+    let r = Http::raw_post(&format!("{base}/api/v1/deployments/{dep}/retry"), "", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    n.boot_os(&base);
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+    assert_eq!(
+        Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id))["status"],
+        "ready"
+    );
 }

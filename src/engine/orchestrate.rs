@@ -250,6 +250,8 @@ pub struct RunView {
     pub deps: Vec<i64>,
     pub concurrency: Option<String>,
     pub max_parallel: Option<u64>,
+    /// Its timeout: also how long it may wait, due, for its agent to take it.
+    pub timeout_s: u64,
 }
 
 /// Where a deployment stands ([`super::schedule::Schedule::progress`]).

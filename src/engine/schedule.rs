@@ -23,6 +23,7 @@ struct Slot {
     deps: Vec<i64>,
     concurrency: Option<String>,
     max_parallel: Option<u64>,
+    timeout_s: u64,
 }
 
 /// The scheduling state of one deployment.
@@ -42,6 +43,9 @@ pub struct Schedule {
     running_by_key: HashMap<String, u64>,
     not_done: usize,
     running: usize,
+    /// Node runs that may start but no agent has taken, and since when (the `now` of the
+    /// first [`Schedule::overdue`] that saw them due).
+    due: HashMap<i64, i64>,
 }
 
 impl Schedule {
@@ -63,6 +67,7 @@ impl Schedule {
                     deps: v.deps,
                     concurrency: v.concurrency,
                     max_parallel: v.max_parallel,
+                    timeout_s: v.timeout_s,
                 },
             );
         }
@@ -279,6 +284,32 @@ impl Schedule {
         out
     }
 
+    /// Node runs that have been due (free to start, waiting only for their node's agent to
+    /// take them) for longer than their timeout at `now`, with since when: an agent that is
+    /// gone, or the wrong agent (the bootstrap's when the step runs on the installed OS), never
+    /// takes them, and they must fail rather than wait forever. The first call that sees a run
+    /// due starts its clock; a schedule built again (after a restart) starts them again,
+    /// which only gives the agents more time.
+    pub fn overdue(&mut self, now: i64) -> Vec<(i64, i64)> {
+        let due: Vec<i64> = self
+            .runnable()
+            .into_iter()
+            .filter(|id| self.runs.get(id).is_some_and(|s| s.node.is_some()))
+            .collect();
+        let mut kept = HashMap::with_capacity(due.len());
+        let mut out = Vec::new();
+        for id in due {
+            let since = self.due.get(&id).copied().unwrap_or(now);
+            kept.insert(id, since);
+            let timeout = self.runs.get(&id).map_or(0, |s| s.timeout_s);
+            if now.saturating_sub(since) > timeout as i64 {
+                out.push((id, since));
+            }
+        }
+        self.due = kept;
+        out
+    }
+
     /// Where the deployment stands. Cheap while something runs; otherwise it looks for a run
     /// that may start.
     pub fn progress(&self) -> Progress {
@@ -315,6 +346,7 @@ mod tests {
             deps: deps.to_vec(),
             concurrency: None,
             max_parallel: None,
+            timeout_s: 10,
         }
     }
 
@@ -521,5 +553,26 @@ mod tests {
         let runs = [v(1, Some(1), 0, Ok, &[]), v(2, Some(1), 1, Skipped, &[])];
         assert_eq!(progress(&runs), Progress::Done);
         assert!(runnable(&runs).is_empty());
+    }
+
+    #[test]
+    fn a_due_run_nobody_takes_is_overdue_after_its_timeout_and_a_taken_one_never() {
+        let mut s = Schedule::new(vec![
+            v(1, Some(7), 0, Pending, &[]),
+            v(2, Some(7), 1, Pending, &[]),
+            v(3, Some(8), 0, Pending, &[]),
+            v(4, None, 0, Pending, &[1]),
+        ]);
+        // Runs 1 and 3 are due from t=100; 2 waits behind 1, the stage waits for 1.
+        assert!(s.overdue(100).is_empty());
+        assert!(s.overdue(110).is_empty(), "10 s is within the timeout");
+        s.set(3, Running);
+        assert_eq!(s.overdue(111), [(1, 100)], "3 was taken; 1 is overdue");
+        // Failed and retried: due again from the retry, not from the first time.
+        s.set(1, Failed);
+        assert!(s.overdue(112).is_empty());
+        s.set(1, Pending);
+        assert!(s.overdue(113).is_empty());
+        assert_eq!(s.overdue(124), [(1, 113)]);
     }
 }

@@ -274,7 +274,7 @@ impl ReadTxn<'_> {
     /// orchestrator reads this on every claim and report, so it stays small.
     pub fn run_views(&self, deployment: i64) -> Result<Vec<RunView>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, node_id, seq, status, deps, concurrency, max_parallel
+            "SELECT id, node_id, seq, status, deps, concurrency, max_parallel, timeout_s
              FROM step_runs WHERE deployment = ?1",
         )?;
         let rows = stmt.query_map([deployment], |r| {
@@ -292,6 +292,7 @@ impl ReadTxn<'_> {
                 },
                 concurrency: r.get(5)?,
                 max_parallel: r.get::<_, Option<i64>>(6)?.map(|m| m.max(0) as u64),
+                timeout_s: r.get::<_, i64>(7)?.max(0) as u64,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -622,7 +623,75 @@ impl WriteTxn<'_> {
             self.fail_node(run.node_id, &run.label(), &why, now)?;
             self.advance(run.deployment, run.node_id, now)?;
         }
-        Ok(late.len())
+        Ok(late.len() + self.expire_untaken(now)?)
+    }
+
+    /// Fail every run that has been due longer than its timeout without its node's agent
+    /// taking it ([`Schedule::overdue`]), saying why: the agent has not called since it was
+    /// due (offline, or cannot reach the master), or the agent that calls is the node's other
+    /// one. A retry makes them due again. Returns how many.
+    fn expire_untaken(&self, now: i64) -> Result<usize> {
+        let running: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM deployments WHERE status = 'running'")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut failed = 0;
+        for dep in running {
+            for (run_id, since) in self.with_schedule(dep, |s| s.overdue(now))? {
+                let Some(run) = self.read().run(run_id)? else {
+                    continue;
+                };
+                let Some(node) = run.node_id else { continue };
+                let (last_seen, kind): (i64, String) = self
+                    .conn
+                    .prepare_cached("SELECT last_seen_at, agent_kind FROM nodes WHERE id = ?1")?
+                    .query_row([node], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let kind = Location::parse(&kind).unwrap_or_default();
+                let why = if last_seen <= since {
+                    format!(
+                        "node-{node}'s agent has not called since {} UTC; the step was due from \
+                         {} UTC and was not taken within its {} s timeout (the node is off, \
+                         hung, or cannot reach the master)",
+                        clock_utc(last_seen),
+                        clock_utc(since),
+                        run.timeout_s
+                    )
+                } else {
+                    format!(
+                        "the step runs on {} but node-{node}'s agent calls from {}; it was due \
+                         from {} UTC and was not taken within its {} s timeout (did the node \
+                         boot its installed OS?)",
+                        run.runs_on.describe(),
+                        kind.describe(),
+                        clock_utc(since),
+                        run.timeout_s
+                    )
+                };
+                self.conn.execute(
+                    "UPDATE step_runs SET status = 'failed', finished_at = ?1, error = ?2
+                     WHERE id = ?3 AND status = 'pending'",
+                    params![now, why, run.id],
+                )?;
+                self.mirror(dep, run.id, RunStatus::Failed);
+                // The node never entered the step's phase (nobody took the step): it fails in
+                // that phase, as if it had.
+                let phase = run.runs_on.phase();
+                self.move_node(node, now, |s| match s {
+                    NodeState::Error(_) => Ok(s),
+                    s => state::next(state::enter(s, phase)?, Event::StepFailed),
+                })?;
+                self.add_history(
+                    now,
+                    Some(node),
+                    "node.error",
+                    &format!("{} failed: {why}", run.label()),
+                )?;
+                self.advance(dep, Some(node), now)?;
+                failed += 1;
+            }
+        }
+        Ok(failed)
     }
 
     /// Stop handing out runs; what runs finishes and is recorded, nothing else starts. The
@@ -866,4 +935,11 @@ fn tail(s: &str) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+/// A Unix time as the UTC time of day, `HH:MM:SS`: enough to find it in logs beside the
+/// date the dashboard shows.
+fn clock_utc(ts: i64) -> String {
+    let t = ts.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
 }
