@@ -121,6 +121,9 @@ pub enum LoopEnd {
     /// A graph task of type `reboot` was reported: the node is rebooting, and comes back
     /// through the network boot to carry on with its next run.
     Rebooted,
+    /// An `erase_node` task (the deletion graph) was reported: the node's disk has no OS
+    /// left; it reboots into the network boot and is discovered again.
+    Erased,
 }
 
 /// The last run's result, kept until the master acknowledged it and then as a guard against
@@ -138,6 +141,13 @@ struct Kept {
     /// The reboot is a graph task's, not the last step's.
     #[serde(default)]
     task_reboot: bool,
+    /// A `reboot` task's result waits, unreported, for the node to come back: the boot id
+    /// before the reboot. Once the agent starts under another one, it reports the task done.
+    #[serde(default)]
+    boot_before: Option<String>,
+    /// An `erase_node` task: once reported, the node reboots into the network boot.
+    #[serde(default)]
+    erase: bool,
 }
 
 struct StateDir {
@@ -362,6 +372,35 @@ impl<M: MasterApi> Driver<'_, M> {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(LoopEnd::Stopped);
             }
+            // A reboot task's result is reported from the next boot, which proves the node
+            // came back; in the same boot, the reboot has not happened yet.
+            if let Some(k) = kept
+                .as_mut()
+                .filter(|k| !k.reported && k.boot_before.is_some())
+            {
+                let now = self.executor.boot_id();
+                if now.is_some() && now == k.boot_before {
+                    let out = self.executor.reboot_now();
+                    if !out.ok {
+                        k.result.ok = false;
+                        k.result.error = out.error.or(Some("the reboot failed".into()));
+                        k.boot_before = None;
+                        k.reboot = false;
+                        self.state.save(k)?;
+                        continue;
+                    }
+                    return Ok(LoopEnd::Rebooted);
+                }
+                let line = format!(
+                    "back after the reboot (boot {} → {})\n",
+                    k.boot_before.as_deref().unwrap_or("?"),
+                    now.as_deref().unwrap_or("unknown")
+                );
+                k.result.output_tail.push_str(&line);
+                k.boot_before = None;
+                k.reboot = false;
+                self.state.save(k)?;
+            }
             // A result the master has not acknowledged goes first, before asking for more.
             if let Some(k) = kept.as_mut().filter(|k| !k.reported) {
                 if let Reported::Stopped = self.report(k)? {
@@ -369,6 +408,9 @@ impl<M: MasterApi> Driver<'_, M> {
                 }
                 if k.reboot {
                     self.executor.reboot_now();
+                    if k.erase {
+                        return Ok(LoopEnd::Erased);
+                    }
                     return Ok(if k.task_reboot {
                         LoopEnd::Rebooted
                     } else {
@@ -407,17 +449,24 @@ impl<M: MasterApi> Driver<'_, M> {
                     let to_disk = result.ok
                         && run.step.interface == "power"
                         && run.step.name == "reboot_to_disk";
-                    // A sandbox records a reboot task and goes on.
-                    let task_reboot = result.ok
-                        && !self.executor.is_sandbox()
-                        && run.task.as_ref().is_some_and(|t| t.kind == "reboot");
+                    let task_reboot =
+                        result.ok && run.task.as_ref().is_some_and(|t| t.kind == "reboot");
+                    let erase =
+                        result.ok && run.task.as_ref().is_some_and(|t| t.kind == "erase_node");
+                    let boot_before = if task_reboot {
+                        self.executor.boot_id().or_else(|| Some("unknown".into()))
+                    } else {
+                        None
+                    };
                     let k = Kept {
                         run_id: run.id,
                         attempt: run.attempt,
                         result,
                         reported: false,
-                        reboot: to_disk || task_reboot,
+                        reboot: to_disk || task_reboot || erase,
                         task_reboot,
+                        boot_before,
+                        erase,
                     };
                     self.state.save(&k)?;
                     kept = Some(k);
@@ -695,6 +744,22 @@ pub fn simulate(
     simulate_with(master, sandbox, mac, stop, false)
 }
 
+/// What `erase_node` does to a real disk, done to the sandbox's `dev/vda` (the installed OS's
+/// agent sees only its root): the first MiB zeroed, so nothing boots from it, and the
+/// installed root removed.
+fn erase_sandbox_disk(sandbox: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let disk = sandbox.join("dev/vda");
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&disk) {
+        f.write_all_at(&vec![0u8; 1 << 20], 0)?;
+        f.sync_all()?;
+    }
+    match std::fs::remove_dir_all(sandbox.join("installed")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// [`simulate`], choosing whether shell and puppet commands run for real inside the sandbox
 /// (see [`Executor::running_commands`]).
 pub fn simulate_with(
@@ -746,7 +811,16 @@ pub fn simulate_with(
     match run_loop(master, &token, reply.node.id, &executor, &state_dir, &stop)? {
         LoopEnd::RebootedToDisk => {
             tracing::info!(%mac, "simulated node rebooted to disk; booting its installed OS");
-            installed_os(sandbox, mac, &stop, run_commands)
+            match installed_os(sandbox, mac, &stop, run_commands)? {
+                LoopEnd::Erased => {
+                    // Its deletion graph erased it: the disk's tables go, and it boots from
+                    // the network again, to be discovered.
+                    tracing::info!(%mac, "simulated node erased; booting from the network");
+                    erase_sandbox_disk(sandbox).map_err(state_err)?;
+                    simulate_with(master.url(), sandbox, mac, stop.clone(), run_commands)
+                }
+                end => Ok(end),
+            }
         }
         end => Ok(end),
     }
@@ -789,7 +863,16 @@ pub fn installed_os(
         refused_wait: Duration::from_secs(5),
         max_backoff: Duration::from_secs(5),
     };
-    crate::agent::service::run(&cfg, &opts, stop).map_err(|e| os(e.to_string()))
+    // A `reboot` task "reboots" the sandbox: the service agent starts again, as systemd would
+    // start it on the next boot.
+    loop {
+        match crate::agent::service::run(&cfg, &opts, stop).map_err(|e| os(e.to_string()))? {
+            LoopEnd::Rebooted if !stop.load(Ordering::Relaxed) => {
+                tracing::info!(%mac, "simulated node rebooted; its service agent starts again");
+            }
+            end => return Ok(end),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1033,6 +1116,67 @@ mod tests {
         );
     }
 
+    fn reboot_task(id: i64) -> Call<NextReply> {
+        let Call::Ok(NextReply::Run { mut run, .. }) = shell(id, 1, "") else {
+            unreachable!()
+        };
+        run.task = Some(TaskSpec {
+            id: "reboot".into(),
+            kind: "reboot".into(),
+            parameters: json!({"timeout": 900}),
+        });
+        Call::Ok(NextReply::Run {
+            agent_token: None,
+            run,
+        })
+    }
+
+    #[test]
+    fn a_reboot_task_is_reported_from_the_next_boot_never_before() {
+        let n = node();
+        let fake = Fake::new(vec![shell(1, 1, COUNT), reboot_task(2)], vec![]);
+        let boot = |n: &Node| n.ex.boot_id().unwrap();
+        let first = boot(&n);
+        // The reboot happens with its result kept, not reported: the master's run stays
+        // running until the node is back.
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::Rebooted);
+        assert_eq!(fake.stored(), vec![(1, 1, true)]);
+        let second = boot(&n);
+        assert_ne!(first, second, "the sandbox rebooted");
+        // The agent starts again on the new boot: the reboot's result goes first.
+        let fake2 = Fake::new(vec![shell(3, 1, COUNT)], vec![]);
+        assert_eq!(n.drive(&fake2).unwrap(), LoopEnd::Stopped);
+        assert_eq!(fake2.stored(), vec![(2, 1, true), (3, 1, true)]);
+        let stored = fake2.stored.lock().unwrap();
+        assert!(
+            stored[0]
+                .1
+                .output_tail
+                .contains(&format!("back after the reboot (boot {first} → {second})")),
+            "{:?}",
+            stored[0].1.output_tail
+        );
+        drop(stored);
+        // An agent restarted in the same boot (it crashed before the reboot) reboots first.
+        let n = node();
+        let fake = Fake::new(vec![reboot_task(4)], vec![]);
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::Rebooted);
+        let state: Kept = serde_json::from_str(
+            &std::fs::read_to_string(n.dir.path().join("state").join(RUN_STATE_FILE)).unwrap(),
+        )
+        .unwrap();
+        assert!(!state.reported && state.boot_before.is_some());
+        // Pretend the reboot never happened: restore the old boot id.
+        std::fs::write(
+            n.dir.path().join("root/proc/sys/kernel/random/boot_id"),
+            state.boot_before.clone().unwrap(),
+        )
+        .unwrap();
+        let fake2 = Fake::new(vec![], vec![]);
+        assert_eq!(n.drive(&fake2).unwrap(), LoopEnd::Rebooted);
+        assert!(fake2.stored().is_empty(), "not reported from the same boot");
+    }
+
     #[test]
     fn a_lost_answer_is_resent_and_the_step_runs_once() {
         let n = node();
@@ -1088,7 +1232,8 @@ mod tests {
                 Call::Retry("HTTP 503".into()),
                 shell(1, 1, COUNT),
             ],
-            vec![OnResult::Down, OnResult::Down],
+            // Down until the agent is stopped, however late the stopper runs.
+            vec![OnResult::Down; 10_000],
         );
         // Stop the agent while the master is down and the result not yet delivered.
         let stopper = {

@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+/// Where the kernel says which boot this is, relative to the root.
+const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
+
 use serde_json::Value;
 
 use crate::agent::exec::{Context, Executor, Outcome, Tail, run_shell};
@@ -155,9 +158,41 @@ impl Executor {
     }
 
     /// On a node, after `reboot_to_disk` was reported: reboot now.
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`, under the root in a sandbox): a
+    /// reboot changes it, which is how an agent knows, after a `reboot` task, that the node
+    /// really rebooted.
+    pub fn boot_id(&self) -> Option<String> {
+        let read = || {
+            std::fs::read_to_string(self.root().join(BOOT_ID))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        match read() {
+            // A sandbox's first boot.
+            None if self.is_sandbox() => self.new_sandbox_boot().ok().and_then(|()| read()),
+            id => id,
+        }
+    }
+
+    /// A sandbox's new boot: a new random boot id.
+    fn new_sandbox_boot(&self) -> std::io::Result<()> {
+        let mut id = [0u8; 16];
+        getrandom::fill(&mut id).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let path = self.root().join(BOOT_ID);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, crate::model::hex(&id) + "\n")
+    }
+
     pub fn reboot_now(&self) -> Outcome {
         if self.is_sandbox() {
-            return Outcome::done(&Tail::default());
+            // A sandboxed node "reboots" by getting a new boot id; its loop starts again.
+            return match self.new_sandbox_boot() {
+                Ok(()) => Outcome::done(&Tail::default()),
+                Err(e) => Outcome::failed_with(&Tail::default(), format!("cannot reboot: {e}")),
+            };
         }
         run_shell(
             "sync; reboot -f",
