@@ -91,7 +91,19 @@ pub fn start(
     let env_plan = plans.plan(store, data_dir, cluster_id, "default", now)?;
     let plan_cached = env_plan.cached;
     let env = env_plan.plan.map_err(PlanningError::Kept)?;
-    let ids: BTreeMap<String, i64> = env.nodes.iter().map(|n| (n.id.to_string(), n.id)).collect();
+    // Nodes pending deletion run none of the deployment graph: the deletion graph instead.
+    let pending: BTreeSet<i64> = env
+        .nodes
+        .iter()
+        .filter(|n| n.pending_deletion)
+        .map(|n| n.id)
+        .collect();
+    let ids: BTreeMap<String, i64> = env
+        .nodes
+        .iter()
+        .filter(|n| !n.pending_deletion)
+        .map(|n| (n.id.to_string(), n.id))
+        .collect();
     let names: BTreeMap<i64, (String, Vec<String>)> = env
         .nodes
         .iter()
@@ -129,9 +141,24 @@ pub fn start(
         }
         out
     };
-    let runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
+    let mut runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
+    let erase = deletion_runs(
+        store, data_dir, cluster_id, &pending, &planned, settings, plans, now,
+    )?;
+    // Pending nodes the release has no deletion graph for are released at once.
+    let release_now: Vec<i64> = pending
+        .iter()
+        .copied()
+        .filter(|n| !erase.iter().any(|r| r.node == Some(*n)))
+        .collect();
+    let offset = runs.len();
+    runs.extend(erase.into_iter().map(|mut r| {
+        r.deps.iter_mut().for_each(|d| *d += offset);
+        r
+    }));
     let node_runs = runs.iter().filter(|r| r.node.is_some());
-    if !runs.is_empty()
+    if pending.is_empty()
+        && !runs.is_empty()
         && node_runs
             .clone()
             .all(|r| r.status == orchestrate::RunStatus::Skipped)
@@ -141,11 +168,72 @@ pub fn start(
             nodes: ids.len(),
         });
     }
-    let deployment = store.write(|tx| tx.create_deployment(cluster_id, &runs, &env.plan, now))?;
+    let deployment = store.write(|tx| {
+        let d = tx.create_deployment(cluster_id, &runs, &env.plan, now)?;
+        for &node in &release_now {
+            tx.release_node(node, now)?;
+        }
+        Ok(d)
+    })?;
     Ok(Started {
         deployment,
         plan_cached,
     })
+}
+
+/// The runs of the release's deletion graph (Fuel's `erase_node` and whatever else it holds)
+/// on the nodes pending deletion, on their installed OS: the sync node's stages are left out
+/// (the deployment's own stages order the rest) and the waits on them dropped. None when no
+/// node is pending or the release has no deletion graph.
+#[allow(clippy::too_many_arguments)]
+fn deletion_runs(
+    store: &Store,
+    data_dir: &Path,
+    cluster_id: i64,
+    pending: &BTreeSet<i64>,
+    planned: &[PlannedStep],
+    settings: &DeploySettings,
+    plans: &planner::Plans,
+    now: i64,
+) -> Result<Vec<orchestrate::NewRun>, DeployError> {
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plan = match plans.plan(store, data_dir, cluster_id, "deletion", now) {
+        Ok(p) => match p.plan {
+            Ok(plan) => plan,
+            // No deletion graph in the release (or nothing of it for these nodes).
+            Err(_) => return Ok(Vec::new()),
+        },
+        Err(PlanningError::Release { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let ids: BTreeMap<String, i64> = pending.iter().map(|n| (n.to_string(), *n)).collect();
+    let tasks_only: Vec<PlannedStep> = planned
+        .iter()
+        .filter(|s| s.step == "run_tasks")
+        .cloned()
+        .collect();
+    let all = orchestrate::runs_for(&plan.plan, &ids, &|_| tasks_only.clone(), &settings.runs);
+    // Keep the node runs, renumbering their waits.
+    let kept: Vec<usize> = (0..all.len()).filter(|&i| all[i].node.is_some()).collect();
+    let index: BTreeMap<usize, usize> = kept
+        .iter()
+        .enumerate()
+        .map(|(new, &old)| (old, new))
+        .collect();
+    Ok(kept
+        .iter()
+        .map(|&i| {
+            let mut r = all[i].clone();
+            r.deps = r
+                .deps
+                .iter()
+                .filter_map(|d| index.get(d).copied())
+                .collect();
+            r
+        })
+        .collect())
 }
 
 /// A deployment just started, and whether its plan was the kept one.

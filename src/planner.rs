@@ -93,6 +93,7 @@ fn spec_of(node: &Node) -> NodeSpec {
     spec.user_node_name = Some(node.name.clone());
     spec.status = node.status.as_str().to_string();
     spec.pending_addition = node.status == NodeStatus::Discover;
+    spec.pending_deletion = node.pending_deletion;
     spec
 }
 

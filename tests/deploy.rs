@@ -24,6 +24,9 @@ struct Node {
     /// The service agent's token, from its hello with that credential once the node runs its
     /// installed OS (after `reboot_to_disk` reported ok).
     os_token: std::cell::RefCell<Option<String>>,
+    /// Its deletion graph's `erase_node` ran: the node rebooted into the network boot and
+    /// asks nothing more of this environment.
+    erased: std::cell::Cell<bool>,
 }
 
 impl Node {
@@ -34,6 +37,7 @@ impl Node {
             token,
             service: Default::default(),
             os_token: Default::default(),
+            erased: Default::default(),
         }
     }
 
@@ -102,8 +106,11 @@ fn setup(base: &str, roles: &[&str]) -> (i64, Vec<Node>) {
     (cluster, nodes)
 }
 
-/// Ask for a run as `node`; `None` when told to wait.
+/// Ask for a run as `node`; `None` when told to wait (or the node was erased).
 fn next(base: &str, node: &Node) -> Option<Value> {
+    if node.erased.get() {
+        return None;
+    }
     let r = post(
         base,
         "/api/v1/agent/next",
@@ -138,6 +145,9 @@ fn report(base: &str, node: &Node, run: &Value, ok: bool) -> Resp {
     );
     if ok && r.status == 200 && run_name(run) == "power.reboot_to_disk" {
         node.boot_os(base);
+    }
+    if ok && r.status == 200 && run_name(run) == "erase_node" {
+        node.erased.set(true);
     }
     r
 }
@@ -272,6 +282,7 @@ fn results_are_idempotent_and_tokens_checked() {
     // The node shows the step running now, Ironic-style.
     let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
     assert_eq!(detail["status"], "provisioning", "{detail}");
+    assert_eq!(detail["online"], true, "its agent just called");
     assert_eq!(detail["provision_state"], "wait call-back");
     assert_eq!(detail["deploy_step"]["step"], first["step"]["name"]);
     assert_eq!(detail["driver_internal_info"]["deploy_step_index"], 0);
@@ -781,4 +792,101 @@ fn an_offline_node_fails_its_due_steps_at_the_timeout_and_retry_resumes() {
         Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id))["status"],
         "ready"
     );
+}
+
+/// Removing a deployed node, as in Nailgun: it stays, `pending_deletion`, until the next
+/// Deploy runs the release's deletion graph (`erase_node`) on it through its service agent;
+/// then it leaves the environment, its credential no longer works, and it is in `discover`,
+/// to be found again at its next network boot. The others redeploy what its leaving changed.
+#[test]
+fn a_removed_node_is_erased_by_the_next_deploy_and_returns_to_discover() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+    let gone = &nodes[2];
+    let node = |id: i64| Http::raw_get_json(&format!("{base}/api/v1/nodes/{id}"));
+
+    let r = d
+        .http()
+        .delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", gone.id));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let v = node(gone.id);
+    assert_eq!(v["pending_deletion"], true, "{v}");
+    assert_eq!(v["cluster"], cluster, "it stays until the next Deploy");
+    assert_eq!(v["status"], "ready");
+
+    let script = d.http().get(&format!("/boot/{}.ipxe", gone.mac)).body;
+    assert!(
+        !script.contains("stoker.token"),
+        "a deployed node boots its disk: {script}"
+    );
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep2 = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    let on = |id: i64| -> Vec<&str> {
+        ran.iter()
+            .filter(|r| r.0 == id)
+            .map(|r| r.1.as_str())
+            .collect()
+    };
+    assert_eq!(on(gone.id), ["erase_node"], "{ran:?}");
+    // The others' hosts changed (a node left): that comes back there, provisioning does not.
+    assert!(on(nodes[0].id).contains(&"hosts"), "{ran:?}");
+    assert!(
+        !ran.iter()
+            .any(|r| r.1.starts_with("deploy.") || r.1.starts_with("power."))
+    );
+    assert_eq!(deployment(&base, dep2)["status"], "done");
+
+    let v = node(gone.id);
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["pending_deletion"].as_bool(),
+            &v["cluster"]
+        ),
+        (Some("discover"), Some(false), &Value::Null),
+        "{v}"
+    );
+    // Its OS agent's token and credential are gone.
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &gone.bearer(),
+        &json!({"node_id": gone.id}),
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    let credential = gone.service.borrow().clone().unwrap();
+    let r = Http::raw_post(
+        &format!("{base}/api/v1/agent/service/hello"),
+        &json!({"node_id": gone.id, "credential": credential,
+                "version": env!("CARGO_PKG_VERSION"), "macs": [gone.mac]})
+        .to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    // Its next network boot finds it again: the boot script is the bootstrap's again (it was
+    // its local disk's while the node was deployed), with a boot token for its hello.
+    let script = d.http().get(&format!("/boot/{}.ipxe", gone.mac)).body;
+    let token = script
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("stoker.token="))
+        .unwrap_or_else(|| panic!("a bootstrap script: {script}"))
+        .to_string();
+    let r = Http::raw_post(
+        &format!("{base}/api/v1/agent/hello"),
+        &inventory(&gone.mac).to_string(),
+        &[("authorization", &format!("Bearer {token}"))],
+    );
+    assert!(r.status == 200 || r.status == 201, "{}", r.body);
+    assert_eq!(r.json()["node"]["id"], gone.id);
+    assert_eq!(node(gone.id)["status"], "discover");
+    // The environment's nodes are the two left.
+    let members = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/nodes"));
+    assert_eq!(members.as_array().unwrap().len(), 2, "{members}");
 }

@@ -232,6 +232,7 @@ impl Executor {
             "sync" => self.sync(p, cx),
             "copy_files" => self.copy_files(p, cx),
             "reboot" => self.reboot(p, cx.tail),
+            "erase_node" => self.erase_node(cx.tail),
             "puppet" => self.puppet(p, cx),
             // Types whose work happens on the master, or that do nothing on a node.
             "skipped" | "stage" | "group" => Outcome::done(cx.tail),
@@ -430,6 +431,53 @@ impl Executor {
         // --detailed-exitcodes: 2 means "changes applied", a success.
         let cmd = format!("{cmd}; rc=$?; [ $rc -eq 2 ] && rc=0; exit $rc");
         self.shell_with_retries(&cmd, p, cx)
+    }
+
+    /// Fuel's `erase_node`: the node's boot disk loses its partition tables (its first and
+    /// last MiB, where MBR and both GPTs live), so its next boot is from the network and it is
+    /// discovered again; the deploy loop reboots it once the result is reported. A sandbox
+    /// without a disk under its root records it.
+    fn erase_node(&self, tail: &Tail) -> Outcome {
+        let disk = match self.image_target(&Value::Null) {
+            Ok(d) => d,
+            Err(e) if self.sandbox => {
+                tail.line(&format!("no disk to erase in the sandbox ({e}); recorded"));
+                return Outcome::done(tail);
+            }
+            Err(e) => return Outcome::failed_with(tail, e),
+        };
+        if self.sandbox && !disk.exists() {
+            tail.line(&format!(
+                "no disk {} in the sandbox; the erase is recorded",
+                disk.display()
+            ));
+            return Outcome::done(tail);
+        }
+        let wipe = || -> std::io::Result<u64> {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(&disk)?;
+            let size = std::io::Seek::seek(&mut &f, std::io::SeekFrom::End(0))?;
+            let mib = 1u64 << 20;
+            let zeros = vec![0u8; mib.min(size) as usize];
+            f.write_all_at(&zeros, 0)?;
+            if size > mib {
+                let tail_len = mib.min(size - mib);
+                f.write_all_at(&zeros[..tail_len as usize], size - tail_len)?;
+            }
+            f.sync_all()?;
+            Ok(size)
+        };
+        match wipe() {
+            Ok(size) => {
+                tail.line(&format!(
+                    "erased the partition tables of {} ({size} bytes): the node boots from the \
+                     network next",
+                    disk.display()
+                ));
+                Outcome::done(tail)
+            }
+            Err(e) => Outcome::failed_with(tail, format!("cannot erase {}: {e}", disk.display())),
+        }
     }
 
     fn reboot(&self, _p: &Value, tail: &Tail) -> Outcome {

@@ -195,6 +195,7 @@ pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
                     println!("STOKER-AGENT rebooted-to-disk node={}", reply.node.id)
                 }
                 LoopEnd::Rebooted => println!("STOKER-AGENT rebooting node={}", reply.node.id),
+                LoopEnd::Erased => println!("STOKER-AGENT erased node={}", reply.node.id),
                 LoopEnd::Stopped => {}
             }
             Ok(ExitCode::SUCCESS)
@@ -217,6 +218,7 @@ fn service(args: &AgentArgs, config: &Path) -> anyhow::Result<ExitCode> {
     let stop = AtomicBool::new(false);
     match service::run(&cfg, &opts, &stop)? {
         LoopEnd::Rebooted => println!("STOKER-AGENT rebooting node={}", cfg.node_id),
+        LoopEnd::Erased => println!("STOKER-AGENT erased node={}", cfg.node_id),
         LoopEnd::RebootedToDisk | LoopEnd::Stopped => {}
     }
     Ok(ExitCode::SUCCESS)

@@ -297,6 +297,18 @@ pub fn finish(from: NodeState) -> Result<NodeState, InvalidTransition> {
     }
 }
 
+/// The state of a node that leaves its environment for good (its deletion graph ran, it had
+/// none, or the environment was deleted): back in discover, from wherever it was.
+pub fn released(from: NodeState) -> Result<NodeState, InvalidTransition> {
+    match from {
+        S::Discover => Ok(S::Discover),
+        S::Provisioning | S::ProvisionWait | S::Deploying | S::DeployWait => {
+            walk(from, &[E::Abort, E::Remove, E::LastStepDone])
+        }
+        other => walk(other, &[E::Remove, E::LastStepDone]),
+    }
+}
+
 /// The state of a node in `from` whose provisioning steps of the deployment are all done
 /// (`reboot_to_disk` reported): provisioned, until its installed OS's agent takes a
 /// deployment step ([`enter`]). A node in any other state stays there.

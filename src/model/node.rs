@@ -429,9 +429,19 @@ pub struct Node {
     /// The address its agent last said hello from, if it has since stoker recorded that.
     #[serde(default)]
     pub address: Option<String>,
+    /// Removed from its environment while it has an installed OS: the next Deploy erases it
+    /// (the release's deletion graph) and returns it to discover (Nailgun's flag).
+    #[serde(default)]
+    pub pending_deletion: bool,
 }
 
 impl Node {
+    /// Whether the node's agent (the bootstrap's or the installed OS's service agent, whose
+    /// calls are its heartbeat) called within [`ONLINE_WINDOW_S`] of `now`.
+    pub fn online(&self, now: i64) -> bool {
+        now.saturating_sub(self.last_seen_at) <= ONLINE_WINDOW_S
+    }
+
     /// Whether the node has an installed OS to boot at its next network boot: once provisioned
     /// (also while deploying, when ready, and when deploying failed), but not while discovered,
     /// provisioning, or after provisioning failed.
@@ -444,9 +454,38 @@ impl Node {
     }
 }
 
+/// How recently a node's agent must have called for the node to count as online: six of the
+/// service agent's 5 s heartbeats, so a lost call or two does not flap it.
+pub const ONLINE_WINDOW_S: i64 = 30;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_online_while_its_agent_calls() {
+        let node = Node {
+            id: 1,
+            mac: "52:54:00:00:00:01".parse().unwrap(),
+            name: "n".into(),
+            status: NodeStatus::Ready,
+            inventory: parse_inventory(
+                br#"{"interfaces": [{"name": "eth0", "mac": "52:54:00:00:00:01"}],
+                     "cpu": {"count": 1}, "memory_bytes": 1}"#,
+            )
+            .unwrap(),
+            created_at: 0,
+            last_seen_at: 1_000,
+            cluster_id: None,
+            roles: vec![],
+            error_type: None,
+            approved: true,
+            address: None,
+            pending_deletion: false,
+        };
+        assert!(node.online(1_000 + ONLINE_WINDOW_S));
+        assert!(!node.online(1_001 + ONLINE_WINDOW_S));
+    }
 
     fn raw(json: &str) -> RawInventory {
         serde_json::from_str(json).unwrap()

@@ -142,7 +142,7 @@ impl WriteTxn<'_> {
             )));
         }
         for node in self.read().cluster_nodes(id)? {
-            self.unassign_node(node.id, now)?;
+            self.release_node(node.id, now)?;
         }
         self.conn
             .execute("DELETE FROM clusters WHERE id = ?1", [id])?;
@@ -223,8 +223,9 @@ impl WriteTxn<'_> {
             what: "node roles",
             detail: e.to_string(),
         })?;
+        // Assigned again before the Deploy that would have erased it: it stays (Nailgun).
         self.conn.execute(
-            "UPDATE nodes SET cluster_id = ?1, roles = ?2 WHERE id = ?3",
+            "UPDATE nodes SET cluster_id = ?1, roles = ?2, pending_deletion = 0 WHERE id = ?3",
             params![cluster_id, roles_json, node_id],
         )?;
         self.add_history(
@@ -258,7 +259,9 @@ impl WriteTxn<'_> {
         self.unassign_node(node_id, now)
     }
 
-    /// Take a node out of its environment; what it ran there is forgotten.
+    /// Take a node out of its environment, as Nailgun does: a node with an installed OS is
+    /// marked `pending_deletion` and stays until the next Deploy erases it (the release's
+    /// deletion graph) and releases it; any other node is released at once.
     pub fn unassign_node(&self, node_id: i64, now: i64) -> Result<()> {
         let node = self
             .read()
@@ -270,10 +273,48 @@ impl WriteTxn<'_> {
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
+        if node.pending_deletion {
+            return Ok(());
+        }
+        if node.boots_from_disk() {
+            self.conn.execute(
+                "UPDATE nodes SET pending_deletion = 1 WHERE id = ?1",
+                [node_id],
+            )?;
+            return self.add_history(
+                now,
+                Some(node_id),
+                "node.pending_deletion",
+                &format!(
+                    "{} is pending deletion from environment {cluster_id}: the next Deploy \
+                     erases it and returns it to discover",
+                    node.name
+                ),
+            );
+        }
+        self.release_node(node_id, now)
+    }
+
+    /// The node leaves its environment for good: its roles, what it ran there, its service
+    /// agent's credential (the agent on its old OS can no longer call) and its pending flag go,
+    /// and it is in `discover`: its next network boot finds it again.
+    pub fn release_node(&self, node_id: i64, now: i64) -> Result<()> {
+        let node = self
+            .read()
+            .node(node_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "node",
+                id: node_id.to_string(),
+            })?;
+        let Some(cluster_id) = node.cluster_id else {
+            return Ok(());
+        };
         self.conn.execute(
-            "UPDATE nodes SET cluster_id = NULL, roles = '[]' WHERE id = ?1",
+            "UPDATE nodes SET cluster_id = NULL, roles = '[]', pending_deletion = 0 WHERE id = ?1",
             [node_id],
         )?;
+        self.erase_os_credential(node_id, now)?;
+        self.move_node(node_id, now, crate::engine::state::released)?;
         self.conn.execute(
             "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
             params![cluster_id, node_id.to_string()],

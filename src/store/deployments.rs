@@ -865,7 +865,18 @@ impl WriteTxn<'_> {
         };
         for n in nodes {
             if self.with_schedule(dep, |s| s.node_done(n))? {
-                self.move_node(n, now, state::finish)?;
+                let pending: bool = self
+                    .conn
+                    .prepare_cached("SELECT pending_deletion FROM nodes WHERE id = ?1")?
+                    .query_row([n], |r| r.get(0))
+                    .optional()?
+                    .unwrap_or(false);
+                if pending {
+                    // Its deletion graph ran: it leaves the environment.
+                    self.release_node(n, now)?;
+                } else {
+                    self.move_node(n, now, state::finish)?;
+                }
             }
         }
         if d.status != "running" {
@@ -881,11 +892,20 @@ impl WriteTxn<'_> {
                     [dep],
                     |r| r.get(0),
                 )?;
-                let after: Deployed =
+                let mut after: Deployed =
                     serde_json::from_str(&after).map_err(|e| StoreError::Corrupt {
                         what: "deployed state",
                         detail: format!("deployment {dep}: {e}"),
                     })?;
+                // Nodes that left (erased) keep nothing: back in an environment, they are new.
+                let members: std::collections::BTreeSet<String> = self
+                    .read()
+                    .cluster_nodes(d.cluster_id)?
+                    .iter()
+                    .filter(|n| !n.pending_deletion)
+                    .map(|n| n.id.to_string())
+                    .collect();
+                after.tasks.retain(|uid, _| members.contains(uid));
                 self.save_deployed(d.cluster_id, &after)?;
                 self.conn.execute(
                     "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",

@@ -352,6 +352,10 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX nodes_by_os_credential ON nodes (os_credential_hash);
             -- The version the service agent last said hello with.
             ALTER TABLE nodes ADD COLUMN agent_version TEXT;
+            -- Nailgun's pending_deletion: removed from its environment while it has an
+            -- installed OS; the next Deploy runs the release's deletion graph on it and
+            -- returns it to discover.
+            ALTER TABLE nodes ADD COLUMN pending_deletion INTEGER NOT NULL DEFAULT 0;
         ",
     },
 ];

@@ -35,7 +35,8 @@ impl NodeCounts {
 }
 
 const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
-     n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address";
+     n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address, \
+     n.pending_deletion";
 
 /// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
 const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
@@ -54,6 +55,7 @@ struct NodeRow {
     error_type: Option<String>,
     approved: bool,
     address: Option<String>,
+    pending_deletion: bool,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -70,6 +72,7 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         error_type: row.get(9)?,
         approved: row.get(10)?,
         address: row.get(11)?,
+        pending_deletion: row.get(12)?,
     })
 }
 
@@ -94,6 +97,7 @@ impl NodeRow {
             error_type: self.error_type,
             approved: self.approved,
             address: self.address,
+            pending_deletion: self.pending_deletion,
         })
     }
 }

@@ -58,7 +58,8 @@ pub fn node_json(node: &Node) -> Value {
             ("platform_name", json!(system.product)),
             ("pending_roles", json!([])),
             ("pending_addition", json!(false)),
-            ("pending_deletion", json!(false)),
+            ("pending_deletion", json!(node.pending_deletion)),
+            ("online", json!(node.online(crate::clock::now()))),
         ] {
             o.insert(key.to_string(), value);
         }

@@ -79,6 +79,8 @@ pub struct NodeRow {
     pub vendor: String,
     pub last_seen: String,
     pub last_seen_utc: String,
+    /// Its agent called recently ([`Node::online`]).
+    pub online: bool,
 }
 
 impl NodeRow {
@@ -110,6 +112,7 @@ impl NodeRow {
             vendor,
             last_seen: ago(node.last_seen_at, now),
             last_seen_utc: utc(node.last_seen_at),
+            online: node.online(now),
         }
     }
 }
