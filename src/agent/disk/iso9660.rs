@@ -19,7 +19,8 @@
 //! name lowercased without `;1`. A hostile image cannot make it loop or allocate: extents are
 //! checked against the image (files are borrowed slices of it), directories are at most
 //! [`MAX_DIR_BYTES`], a directory seen twice or deeper than [`MAX_DEPTH`] is an error, as are
-//! more than [`MAX_RECORDS`] records in all and more than [`MAX_CONTINUATIONS`] `CE` hops.
+//! more than [`MAX_RECORDS`] records in all, a listing over [`MAX_LISTING_BYTES`] and more than
+//! [`MAX_CONTINUATIONS`] `CE` hops.
 
 use std::collections::HashSet;
 
@@ -34,7 +35,9 @@ pub const MAX_DEPTH: usize = 8;
 /// The largest directory read.
 pub const MAX_DIR_BYTES: u32 = 1 << 20;
 /// The most directory records read in one walk or lookup.
-pub const MAX_RECORDS: usize = 100_000;
+pub const MAX_RECORDS: usize = 10_000;
+/// The most bytes of paths [`Image::files`] lists.
+pub const MAX_LISTING_BYTES: usize = 1 << 20;
 /// The most Rock Ridge continuation areas followed for one record.
 pub const MAX_CONTINUATIONS: usize = 8;
 
@@ -293,12 +296,18 @@ fn name_children(dirs: &mut [Dir], leaves: &mut [Leaf<'_>]) {
             .collect();
         children.sort_by(|a, b| a.1.cmp(&b.1));
         let mut used = HashSet::new();
+        // Where the search for a free number starts, per plain name: many names that shorten
+        // to the same one cost one try each, not one per name before them.
+        let mut next = std::collections::HashMap::new();
         for (c, name) in &children {
             let is_dir = matches!(c, Child::Dir(_));
-            let id = (0..)
-                .map(|n| iso_name(name, is_dir, n))
-                .find(|id| !used.contains(id))
+            let plain = iso_name(name, is_dir, 0);
+            let from = next.get(&plain).copied().unwrap_or(0);
+            let (n, id) = (from..)
+                .map(|n| (n, iso_name(name, is_dir, n)))
+                .find(|(_, id)| !used.contains(id))
                 .unwrap_or_default();
+            next.insert(plain, n + 1);
             used.insert(id.clone());
             match *c {
                 Child::Dir(i) => dirs[i].iso = id,
@@ -763,6 +772,7 @@ impl<'a> Image<'a> {
     pub fn files(&self) -> Result<Vec<(String, u32)>, DiskError> {
         let mut out = Vec::new();
         let mut budget = MAX_RECORDS;
+        let mut listed = 0usize;
         let mut seen = HashSet::from([self.root.0]);
         let mut stack = vec![(String::new(), self.root, 0usize)];
         while let Some((path, (extent, size), depth)) = stack.pop() {
@@ -772,6 +782,12 @@ impl<'a> Image<'a> {
                 } else {
                     format!("{path}/{}", e.name)
                 };
+                listed += p.len();
+                if listed > MAX_LISTING_BYTES {
+                    return Err(bad(format!(
+                        "the file list is over {MAX_LISTING_BYTES} bytes"
+                    )));
+                }
                 if !e.is_dir {
                     out.push((p, e.size));
                     continue;

@@ -176,6 +176,31 @@ fn the_tools_see_the_volume_label_and_the_exact_rock_ridge_names() {
 }
 
 #[test]
+fn many_names_that_shorten_alike_stay_unique() {
+    let files: Vec<(String, Vec<u8>)> = (0..3000)
+        .map(|i| (format!("d/user_data_{i}.json"), vec![i as u8]))
+        .collect();
+    let image = iso9660::build("config-2", &files, MAX).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let img = write(dir.path(), "many.iso", &image);
+    let plain = isoinfo_paths(&img, false);
+    assert_eq!(plain.len(), 3001, "unique ISO names");
+    assert!(plain.contains(&"D/USER_DAT.JSO;1".to_string()));
+    assert!(
+        plain.contains(&"D/USER2999.JSO;1".to_string()),
+        "{:?}",
+        &plain[..5]
+    );
+    assert_eq!(isoinfo_paths(&img, true), paths_with_dirs(&files));
+    assert!(tool("isovfy", &[&img]).contains("No errors found"));
+    let iso = Image::open(&image).unwrap();
+    assert_eq!(
+        iso.read("d/user_data_2999.json").unwrap(),
+        Some(&[2999u32 as u8][..])
+    );
+}
+
+#[test]
 fn the_same_files_give_the_same_bytes_in_any_order() {
     let mut files = files();
     let a = iso9660::build("config-2", &files, MAX).unwrap();
@@ -460,6 +485,17 @@ fn hostile_images_are_errors_not_panics() {
         .unwrap();
     dotdot[nm + 5..nm + 8].copy_from_slice(b"../");
     assert!(err(&dotdot).contains("\"../\""));
+
+    // More records than a config drive ever has: refused, not walked for ever.
+    let many: Vec<(String, Vec<u8>)> = (0..=iso9660::MAX_RECORDS)
+        .map(|i| (format!("{}/{i}", ["a", "b"][i % 2]), Vec::new()))
+        .collect();
+    let image = iso9660::build("config-2", &many, MAX).unwrap();
+    let e = err(&image);
+    assert!(e.contains("more than 10000 directory records"), "{e}");
+    // A lookup reads only the directories on its way.
+    let iso = Image::open(&image).unwrap();
+    assert_eq!(iso.read("b/9999").unwrap(), Some(&[][..]));
 
     // Every prefix of the image, by 512 bytes: an error or the files, never a panic.
     for len in (0..good.len()).step_by(512) {
