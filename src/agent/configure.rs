@@ -222,16 +222,24 @@ fn config_drive_install(
     };
     let image = config_drive::build(flavor, &contents).map_err(|e| e.to_string())?;
     // A retried configure (or a redeploy that provisions again) finds its own drive: it is
-    // rewritten in place when the new one fits, so the disk never collects stale drives.
+    // rewritten in place when the new one fits, so the disk never collects stale drives that
+    // cloud-init could find instead. (A drive of the other flavor is replaced too: its
+    // partition keeps its type and GPT name, which cloud-init does not look at.)
     let part = match config_drive::find(disk).map_err(|e| e.to_string())? {
-        Some((part, _)) if image.len() as u64 <= part.size => {
+        Some((part, found)) if image.len() as u64 <= part.size => {
+            if found != flavor {
+                tail.line(&format!(
+                    "replacing the {} config drive of partition {}",
+                    found.label(),
+                    part.number
+                ));
+            }
             disk.write_at(part.start, &image, "rewriting the config drive")
                 .and_then(|()| disk.sync("rewriting the config drive"))
                 .map_err(|e| e.to_string())?;
             part
         }
-        _ => table::append(disk, &image, &table::Append::fat(flavor.label()))
-            .map_err(|e| e.to_string())?,
+        _ => table::append(disk, &image, &flavor.append()).map_err(|e| e.to_string())?,
     };
     tail.line(&format!(
         "config drive {} ({} bytes) written as partition {} at byte {}",
@@ -305,9 +313,18 @@ mod tests {
 
     #[test]
     fn a_config_drive_carries_the_agent_and_is_rewritten_not_stacked_on_a_retry() {
-        for (install, flavor) in [
-            ("config-2", config_drive::Flavor::ConfigTwo),
-            ("nocloud", config_drive::Flavor::NoCloud),
+        use crate::agent::disk::{FsKind, PartKind};
+        for (install, flavor, kind) in [
+            (
+                "config-2",
+                config_drive::Flavor::ConfigTwo,
+                (FsKind::Iso9660, PartKind::Mbr(0x83)),
+            ),
+            (
+                "nocloud",
+                config_drive::Flavor::NoCloud,
+                (FsKind::Vfat, PartKind::Mbr(0x0c)),
+            ),
         ] {
             let (dir, ex) = node();
             let disk_path = dir.path().join("dev/vda");
@@ -316,6 +333,9 @@ mod tests {
             let disk = Disk::open_read_only(&disk_path).unwrap();
             let (part, found) = config_drive::find(&disk).unwrap().unwrap();
             assert_eq!((part.number, found), (2, flavor));
+            // config-2 as Nova and Ironic write it: ISO 9660 in a Linux partition; NoCloud FAT.
+            let fs = fs::probe_partition(&disk, &part).unwrap().unwrap();
+            assert_eq!((fs.kind, part.kind.clone()), kind);
             // What cloud-init would do with it: the agent's files, host name and facts.
             let root = dir.path().join("booted");
             std::fs::create_dir(&root).unwrap();
@@ -331,7 +351,31 @@ mod tests {
             assert!(log.contains("as partition 2"), "{log}");
             let disk = Disk::open_read_only(&disk_path).unwrap();
             assert_eq!(table::read(&disk).unwrap().partitions.len(), 2);
+            assert_eq!(config_drive::find(&disk).unwrap().unwrap().1, flavor);
         }
+    }
+
+    #[test]
+    fn the_other_flavor_replaces_the_drive_in_place() {
+        let (dir, ex) = node();
+        let disk_path = dir.path().join("dev/vda");
+        configure(&ex, &args("nocloud")).unwrap();
+        let log = configure(&ex, &args("config-2")).unwrap();
+        assert!(
+            log.contains("replacing the cidata config drive of partition 2"),
+            "{log}"
+        );
+        let disk = Disk::open_read_only(&disk_path).unwrap();
+        assert_eq!(table::read(&disk).unwrap().partitions.len(), 2);
+        let (part, found) = config_drive::find(&disk).unwrap().unwrap();
+        assert_eq!((part.number, found), (2, config_drive::Flavor::ConfigTwo));
+        let root = dir.path().join("booted");
+        std::fs::create_dir(&root).unwrap();
+        cloud::first_boot(&disk_path, &root).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("etc/hostname")).unwrap(),
+            "node-7\n"
+        );
     }
 
     #[test]

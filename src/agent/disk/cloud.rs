@@ -1,7 +1,8 @@
 //! A stand-in for cloud-init's first boot, for sandboxed nodes (the demo and tests), which have
-//! no OS to boot: find the config drive on the disk (a vfat partition labelled `config-2` or
-//! `cidata`), read its user data (`openstack/latest/user_data` or `user-data`) with a real FAT
-//! reader, and do what its `write_files` say under the installed root. Only `write_files` of a
+//! no OS to boot: find the config drive on the disk (an iso9660 or vfat partition labelled
+//! `config-2` or `cidata`), read its user data (`openstack/latest/user_data` or `user-data`)
+//! with [`super::iso9660::Image`] or a real FAT reader, and do what its `write_files` say under
+//! the installed root. Only `write_files` of a
 //! JSON `#cloud-config` (what stoker writes); `runcmd` is left to the real cloud-init. It proves
 //! the drive on the disk holds what the OS needs.
 
@@ -11,6 +12,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::config_drive;
+use super::fs::{self, FsKind};
+use super::iso9660;
 use super::mount::{NewFile, write_files};
 use super::{Disk, DiskError};
 
@@ -28,7 +31,7 @@ fn bad(problem: impl Into<String>) -> DiskError {
 pub fn first_boot(disk: &Path, root: &Path) -> Result<Vec<String>, DiskError> {
     let disk = Disk::open_read_only(disk)?;
     let (part, _) = config_drive::find(&disk)?
-        .ok_or_else(|| bad("no config drive (vfat config-2 or cidata) on the disk"))?;
+        .ok_or_else(|| bad("no config drive (iso9660 or vfat config-2 or cidata) on the disk"))?;
     if part.size > MAX_DRIVE {
         return Err(bad(format!(
             "the config drive partition is {} bytes, over {MAX_DRIVE}",
@@ -37,28 +40,10 @@ pub fn first_boot(disk: &Path, root: &Path) -> Result<Vec<String>, DiskError> {
     }
     let mut bytes = vec![0u8; part.size as usize];
     disk.read_at(part.start, &mut bytes, "reading the config drive")?;
-    let fat = fatfs::FileSystem::new(Cursor::new(bytes), fatfs::FsOptions::new()).map_err(|e| {
-        DiskError::Fat {
-            what: "opening the config drive".into(),
-            source: e,
-        }
-    })?;
-    let root_dir = fat.root_dir();
-    let mut text = String::new();
-    let mut found = false;
-    for name in ["openstack/latest/user_data", "user-data"] {
-        if let Ok(mut f) = root_dir.open_file(name) {
-            f.read_to_string(&mut text).map_err(|e| DiskError::Fat {
-                what: format!("reading {name}"),
-                source: e,
-            })?;
-            found = true;
-            break;
-        }
-    }
-    if !found {
-        return Err(bad("the config drive has no user data"));
-    }
+    let text = match fs::probe(&bytes).map(|f| f.kind) {
+        Some(FsKind::Iso9660) => iso_user_data(&bytes)?,
+        _ => fat_user_data(bytes)?,
+    };
     let doc: Value = serde_json::from_str(
         text.strip_prefix("#cloud-config\n")
             .ok_or_else(|| bad("not a #cloud-config document"))?,
@@ -87,4 +72,39 @@ pub fn first_boot(disk: &Path, root: &Path) -> Result<Vec<String>, DiskError> {
         .collect::<Result<Vec<_>, DiskError>>()?;
     write_files(root, &files)?;
     Ok(files.into_iter().map(|f| f.path).collect())
+}
+
+const USER_DATA: [&str; 2] = ["openstack/latest/user_data", "user-data"];
+
+/// The user data of an ISO 9660 drive, read by its Rock Ridge name.
+fn iso_user_data(bytes: &[u8]) -> Result<String, DiskError> {
+    let image = iso9660::Image::open(bytes)?;
+    for name in USER_DATA {
+        if let Some(data) = image.read(name)? {
+            return Ok(String::from_utf8_lossy(data).into_owned());
+        }
+    }
+    Err(bad("the config drive has no user data"))
+}
+
+/// The user data of a FAT drive.
+fn fat_user_data(bytes: Vec<u8>) -> Result<String, DiskError> {
+    let fat = fatfs::FileSystem::new(Cursor::new(bytes), fatfs::FsOptions::new()).map_err(|e| {
+        DiskError::Fat {
+            what: "opening the config drive".into(),
+            source: e,
+        }
+    })?;
+    let root_dir = fat.root_dir();
+    for name in USER_DATA {
+        if let Ok(mut f) = root_dir.open_file(name) {
+            let mut text = String::new();
+            f.read_to_string(&mut text).map_err(|e| DiskError::Fat {
+                what: format!("reading {name}"),
+                source: e,
+            })?;
+            return Ok(text);
+        }
+    }
+    Err(bad("the config drive has no user data"))
 }

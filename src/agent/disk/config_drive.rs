@@ -1,22 +1,24 @@
-//! The config drive: a FAT filesystem image, built in memory with the `fatfs` crate, that
-//! cloud-init reads at first boot.
+//! The config drive that cloud-init reads at first boot: an ISO 9660 image for OpenStack's
+//! `config-2` (as Nova and Ironic write it, [`super::iso9660`]), a FAT image for NoCloud's
+//! `cidata` (as cloud-localds can, built with the `fatfs` crate), both in memory.
 //!
 //! - [`Flavor::ConfigTwo`]: OpenStack's config drive, volume label `config-2` (cloud-init's
 //!   ConfigDrive datasource looks for `config-2` or `CONFIG-2`, vfat or iso9660), files
 //!   `openstack/latest/meta_data.json` (which must hold a `uuid`: cloud-init takes the
 //!   instance id from it and refuses a drive without one), `openstack/latest/user_data` when
 //!   there is user data, `openstack/latest/network_data.json` when there is network data (in
-//!   OpenStack's network_data format).
+//!   OpenStack's network_data format). ISO 9660 with Rock Ridge names, as
+//!   `genisoimage -r -V config-2` makes it; appended as a Linux partition ([`Flavor::append`]).
 //! - [`Flavor::NoCloud`]: cloud-init's NoCloud, volume label `cidata` (as cloud-localds makes
 //!   it; the datasource's `fs_label` default, matched in upper or lower case), files
 //!   `meta-data` (YAML; the JSON written is valid YAML), `user-data` (always: NoCloud requires
 //!   the file even when empty) and `network-config` when there is network data (in cloud-init's
 //!   network config v1/v2 format).
 //!
-//! The image is the smallest whole number of MiB, at least 1 MiB, that holds the files with a
-//! quarter to spare, and at most 64 MiB (Ironic's cap on a config drive). Its bytes depend only
-//! on the files: every timestamp is FAT's epoch (1980-01-01) and the volume serial comes from
-//! the files' SHA-256.
+//! Either image is the smallest whole number of MiB, at least 1 MiB, that holds the files (the
+//! FAT one with a quarter to spare), and at most 64 MiB (Ironic's cap on a config drive). Its
+//! bytes depend only on the files: every timestamp is 1980-01-01 (FAT's epoch) and the FAT
+//! volume serial comes from the files' SHA-256.
 //!
 //! fatfs 0.3.6, the crate's last release, writes long-name entries before every new
 //! directory's `.` and `..` (fixed only on its unreleased master); [`build`] moves `.` and `..`
@@ -28,7 +30,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::DiskError;
-use super::table::Partition;
+use super::fs::FsKind;
+use super::iso9660;
+use super::table::{Append, Partition};
 
 /// The largest config drive: Ironic's limit.
 pub const MAX_BYTES: u64 = 64 << 20;
@@ -61,15 +65,26 @@ impl Flavor {
             Flavor::NoCloud => "cidata",
         }
     }
+
+    /// The partition the drive is appended as: Linux filesystem data (GPT) or 0x83 (MBR) for
+    /// the ISO 9660 `config-2`, Microsoft basic data or 0x0c for the FAT `cidata`; named with
+    /// the label on GPT.
+    pub fn append(self) -> Append {
+        match self {
+            Flavor::ConfigTwo => Append::linux(self.label()),
+            Flavor::NoCloud => Append::fat(self.label()),
+        }
+    }
 }
 
-/// The config drive already on `disk`: the last vfat partition labelled `config-2` or `cidata`
-/// (either case, as cloud-init matches them), with its flavor.
+/// The config drive already on `disk`: the last vfat or iso9660 partition labelled `config-2`
+/// or `cidata` (either case, as cloud-init matches them, whichever filesystem it has), with its
+/// flavor.
 pub fn find(disk: &super::Disk) -> Result<Option<(Partition, Flavor)>, DiskError> {
     let mut found = None;
     for p in super::table::read(disk)?.partitions {
         if let Some(fs) = super::fs::probe_partition(disk, &p)?
-            && fs.kind == super::fs::FsKind::Vfat
+            && matches!(fs.kind, FsKind::Vfat | FsKind::Iso9660)
             && let Some(label) = fs.label.as_deref()
         {
             if label.eq_ignore_ascii_case("config-2") {
@@ -160,9 +175,17 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// The drive as a FAT filesystem image (see the module's documentation for its layout and size).
+/// The drive's image: ISO 9660 for config-2, FAT for NoCloud (see the module's documentation).
 pub fn build(flavor: Flavor, contents: &Contents) -> Result<Vec<u8>, DiskError> {
     let files = files(flavor, contents)?;
+    match flavor {
+        Flavor::ConfigTwo => iso9660::build(flavor.label(), &files, MAX_BYTES),
+        Flavor::NoCloud => build_fat(flavor, files),
+    }
+}
+
+/// The drive as a FAT filesystem image.
+fn build_fat(flavor: Flavor, files: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, DiskError> {
     let bytes: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
     if bytes > MAX_BYTES {
         return Err(DiskError::ConfigDriveTooBig {
@@ -457,6 +480,16 @@ mod tests {
     }
 
     #[test]
+    fn config_two_is_iso_9660_and_nocloud_fat() {
+        let iso = build(Flavor::ConfigTwo, &contents()).unwrap();
+        assert_eq!(&iso[32769..32774], b"CD001");
+        let fat = build(Flavor::NoCloud, &contents()).unwrap();
+        assert_eq!(&fat[510..512], [0x55, 0xAA]);
+        assert_eq!(Flavor::ConfigTwo.append().mbr_type, 0x83);
+        assert_eq!(Flavor::NoCloud.append().mbr_type, 0x0c);
+    }
+
+    #[test]
     fn size_is_at_least_a_mib_and_grows_with_the_files() {
         let small = build(Flavor::ConfigTwo, &contents()).unwrap();
         assert_eq!(small.len() as u64, MIN_BYTES);
@@ -484,11 +517,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Just under the cap in content still does not fit once FAT's own space is counted.
+        // Just under the cap in content still does not fit once FAT's or ISO 9660's own space
+        // is counted.
         c.user_data = vec![0; (MAX_BYTES - 1000) as usize];
-        assert!(matches!(
-            build(Flavor::NoCloud, &c),
-            Err(DiskError::ConfigDriveTooBig { .. })
-        ));
+        for flavor in [Flavor::NoCloud, Flavor::ConfigTwo] {
+            assert!(
+                matches!(build(flavor, &c), Err(DiskError::ConfigDriveTooBig { .. })),
+                "{flavor:?}"
+            );
+        }
+        c.user_data = vec![0; (MAX_BYTES + 1) as usize];
+        let err = build(Flavor::ConfigTwo, &c).unwrap_err().to_string();
+        assert!(err.contains("67108864-byte limit"), "{err}");
     }
 }

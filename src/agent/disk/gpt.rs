@@ -27,6 +27,14 @@ impl Guid {
         0x4433,
         [0x87, 0xC0, 0x68, 0xB6, 0xB7, 0x26, 0x99, 0xC7],
     );
+    /// Linux filesystem data: what `sgdisk` and `sfdisk` give a Linux partition by default
+    /// (and so an ISO 9660 config drive).
+    pub const LINUX_FILESYSTEM: Guid = Guid::from_fields(
+        0x0FC63DAF,
+        0x8483,
+        0x4772,
+        [0x8E, 0x79, 0x3D, 0x69, 0xD8, 0x47, 0x7D, 0xE4],
+    );
     /// Linux root (x86-64), from the Discoverable Partitions Specification.
     pub const LINUX_ROOT_X86_64: Guid = Guid::from_fields(
         0x4F68BCE3,

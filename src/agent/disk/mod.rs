@@ -1,7 +1,8 @@
 //! The target disk after `write_image`: what the configure step needs to get the agent onto the
 //! installed OS. Two ways, both built here as a library the step calls:
-//! - a *config drive*: [`config_drive::build`] makes an OpenStack `config-2` or NoCloud
-//!   `cidata` FAT image in memory, and [`table::append`] adds it to the disk as a new partition
+//! - a *config drive*: [`config_drive::build`] makes an OpenStack `config-2` ISO 9660 image
+//!   ([`iso9660`]) or a NoCloud `cidata` FAT image in memory, and [`table::append`] adds it to
+//!   the disk as a new partition
 //!   after the image's last one (moving a GPT's backup to the end of a disk larger than the
 //!   image); cloud-init finds it by label at first boot;
 //! - *injection*, for images without cloud-init: [`fs::find_root`] finds the OS's root
@@ -18,6 +19,7 @@ pub mod cloud;
 pub mod config_drive;
 pub mod fs;
 mod gpt;
+pub mod iso9660;
 pub mod mount;
 pub mod table;
 #[cfg(test)]
@@ -107,6 +109,8 @@ pub enum DiskError {
         what: String,
         source: std::io::Error,
     },
+    #[error("ISO 9660 image: {0}")]
+    Iso(String),
     #[error("{disk} partition {number}: {detail}")]
     Mount {
         disk: String,

@@ -22,6 +22,9 @@ pub const ALIGN: u64 = 1 << 20;
 /// The MBR type of FAT32 with LBA addressing: what an appended FAT partition gets on MBR.
 pub const MBR_FAT32_LBA: u8 = 0x0c;
 
+/// The MBR type of a Linux filesystem: what an appended ISO 9660 partition gets on MBR.
+pub const MBR_LINUX: u8 = 0x83;
+
 const MBR_GPT_PROTECTIVE: u8 = 0xEE;
 const MBR_EXTENDED: [u8; 3] = [0x05, 0x0f, 0x85];
 
@@ -105,6 +108,16 @@ impl Append {
             name: name.to_string(),
             gpt_type: Guid::MICROSOFT_BASIC_DATA,
             mbr_type: MBR_FAT32_LBA,
+        }
+    }
+
+    /// Any other filesystem named `name` (an ISO 9660 config drive): GPT Linux filesystem
+    /// data, MBR 0x83, as `sgdisk` and `sfdisk` make a partition by default.
+    pub fn linux(name: &str) -> Append {
+        Append {
+            name: name.to_string(),
+            gpt_type: Guid::LINUX_FILESYSTEM,
+            mbr_type: MBR_LINUX,
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Config drives built by [`config_drive::build`], checked by the tools cloud-init's hosts
-//! have: `blkid` (type and label, what cloud-init searches by), mtools (the files and their
-//! exact bytes) and `fsck.vfat -n` (a clean filesystem); and one appended to a disk.
+//! have: `blkid` (type and label, what cloud-init searches by); for config-2's ISO 9660,
+//! `isoinfo` (the Rock Ridge names and the files' exact bytes) and `isovfy`; for NoCloud's FAT,
+//! mtools (the files and their exact bytes) and `fsck.vfat -n` (a clean filesystem); and
+//! drives appended to GPT and MBR disks, found again by [`config_drive::find`].
 
 use serde_json::json;
 
 use super::*;
 use crate::agent::disk::config_drive::{self, Contents, Flavor};
 use crate::agent::disk::fs::{self, FsKind};
-use crate::agent::disk::table::{self, Append};
-use crate::agent::disk::{Disk, PartKind};
+use crate::agent::disk::iso9660::Image;
+use crate::agent::disk::table;
+use crate::agent::disk::{Disk, Guid, PartKind};
 
 fn contents() -> Contents {
     Contents {
@@ -23,8 +26,8 @@ fn contents() -> Contents {
     }
 }
 
-/// Writes the image to a file and checks what cloud-init's hosts would see.
-fn check_image(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&str, Vec<u8>)]) {
+/// Writes the FAT image to a file and checks what cloud-init's hosts would see.
+fn check_fat(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&str, Vec<u8>)]) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("drive.img");
     std::fs::write(&path, image).unwrap();
@@ -72,25 +75,67 @@ fn check_image(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&
 }
 
 #[test]
-fn config_two_is_what_cloud_init_reads() {
+fn config_two_is_an_iso_with_the_names_cloud_init_reads() {
     let c = contents();
     let image = config_drive::build(Flavor::ConfigTwo, &c).unwrap();
+    assert_eq!(image.len() as u64, MIB);
     let meta = serde_json::to_vec_pretty(&c.meta_data).unwrap();
     let net = serde_json::to_vec_pretty(c.network_data.as_ref().unwrap()).unwrap();
-    check_image(
-        Flavor::ConfigTwo,
-        &image,
-        "config-2",
-        "openstack/latest",
-        &[
-            ("openstack/latest/meta_data.json", meta.clone()),
-            ("openstack/latest/user_data", c.user_data.clone()),
-            ("openstack/latest/network_data.json", net),
-        ],
+    let files = [
+        ("openstack/latest/meta_data.json", meta.clone()),
+        ("openstack/latest/user_data", c.user_data.clone()),
+        ("openstack/latest/network_data.json", net),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("drive.iso");
+    std::fs::write(&path, &image).unwrap();
+    let file = path.display().to_string();
+
+    let b = blkid(&path, 0);
+    assert_eq!(
+        (b["TYPE"].as_str(), b["LABEL"].as_str()),
+        ("iso9660", "config-2"),
+        "{b:?}"
     );
+    let info = fs::probe(&image).unwrap();
+    assert_eq!(
+        (info.kind, info.label.as_deref()),
+        (FsKind::Iso9660, Some("config-2"))
+    );
+    let listed = tool("isoinfo", &["-R", "-f", "-i", &file]);
+    let mut listed: Vec<&str> = listed.lines().collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "/openstack",
+            "/openstack/latest",
+            "/openstack/latest/meta_data.json",
+            "/openstack/latest/network_data.json",
+            "/openstack/latest/user_data",
+        ]
+    );
+    let iso = Image::open(&image).unwrap();
+    for (name, bytes) in &files {
+        let out = std::process::Command::new("isoinfo")
+            .args(["-R", "-i", &file, "-x", &format!("/{name}")])
+            .output()
+            .expect("isoinfo (package genisoimage) is needed; this test does not skip");
+        assert!(out.status.success(), "isoinfo -x {name}: {out:?}");
+        assert!(
+            out.stdout == *bytes,
+            "{name}: isoinfo read {} bytes, {} written",
+            out.stdout.len(),
+            bytes.len()
+        );
+        assert_eq!(iso.read(name).unwrap(), Some(&bytes[..]), "{name}");
+    }
+    assert!(tool("isovfy", &[&file]).contains("No errors found"));
     // The JSON read back is the JSON given.
     let back: serde_json::Value = serde_json::from_slice(&meta).unwrap();
     assert_eq!(back, c.meta_data);
+    // Same contents, same bytes.
+    assert!(config_drive::build(Flavor::ConfigTwo, &c).unwrap() == image);
 }
 
 #[test]
@@ -99,7 +144,7 @@ fn nocloud_is_what_cloud_init_reads() {
     c.network_data = None;
     let image = config_drive::build(Flavor::NoCloud, &c).unwrap();
     let meta = serde_json::to_vec_pretty(&c.meta_data).unwrap();
-    check_image(
+    check_fat(
         Flavor::NoCloud,
         &image,
         "cidata",
@@ -121,7 +166,7 @@ fn a_large_drive_is_still_clean() {
     c.user_data = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
     let image = config_drive::build(Flavor::NoCloud, &c).unwrap();
     assert!(image.len() as u64 >= 4 * MIB);
-    check_image(
+    check_fat(
         Flavor::NoCloud,
         &image,
         "cidata",
@@ -138,17 +183,65 @@ fn a_config_drive_appended_to_a_gpt_disk_is_found_by_label() {
     resize(&img, 16 * MIB);
     let drive = config_drive::build(Flavor::ConfigTwo, &contents()).unwrap();
     let disk = Disk::open(&img).unwrap();
-    let part = table::append(&disk, &drive, &Append::fat(Flavor::ConfigTwo.label())).unwrap();
+    let part = table::append(&disk, &drive, &Flavor::ConfigTwo.append()).unwrap();
     let b = blkid(&img, part.start);
     assert_eq!(
         (b["TYPE"].as_str(), b["LABEL"].as_str()),
-        ("vfat", "config-2")
+        ("iso9660", "config-2")
     );
-    let PartKind::Gpt { name, .. } = &part.kind else {
+    let PartKind::Gpt {
+        name, type_guid, ..
+    } = &part.kind
+    else {
         panic!("{part:?}")
     };
-    assert_eq!(name, "config-2");
+    assert_eq!(
+        (name.as_str(), *type_guid),
+        ("config-2", Guid::LINUX_FILESYSTEM)
+    );
+    let t = sfdisk_json(&img);
+    assert_eq!(
+        t["partitions"][1]["type"], "0FC63DAF-8483-4772-8E79-3D69D8477DE4",
+        "{t}"
+    );
     let info = fs::probe_partition(&disk, &part).unwrap().unwrap();
     assert_eq!(info.label.as_deref(), Some("config-2"));
+    assert_eq!(
+        config_drive::find(&disk).unwrap(),
+        Some((part, Flavor::ConfigTwo))
+    );
     assert!(sfdisk_verify(&img).contains("No errors detected"));
+}
+
+#[test]
+fn on_mbr_config_two_is_a_linux_partition_and_nocloud_a_fat_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = blank(dir.path(), "disk.img", 16 * MIB);
+    sfdisk(&img, "label: dos\n,4MiB,L\n");
+    let disk = Disk::open(&img).unwrap();
+    assert_eq!(config_drive::find(&disk).unwrap(), None);
+    let mut c = contents();
+    let iso = config_drive::build(Flavor::ConfigTwo, &c).unwrap();
+    let p2 = table::append(&disk, &iso, &Flavor::ConfigTwo.append()).unwrap();
+    assert_eq!(p2.kind, PartKind::Mbr(0x83));
+    c.network_data = None;
+    let fat = config_drive::build(Flavor::NoCloud, &c).unwrap();
+    let p3 = table::append(&disk, &fat, &Flavor::NoCloud.append()).unwrap();
+    assert_eq!(p3.kind, PartKind::Mbr(0x0c));
+    let t = sfdisk_json(&img);
+    assert_eq!(
+        (
+            t["partitions"][1]["type"].as_str(),
+            t["partitions"][2]["type"].as_str()
+        ),
+        (Some("83"), Some("c")),
+        "{t}"
+    );
+    assert_eq!(blkid(&img, p2.start)["TYPE"], "iso9660");
+    assert_eq!(blkid(&img, p3.start)["TYPE"], "vfat");
+    // The last drive is the one found.
+    assert_eq!(
+        config_drive::find(&disk).unwrap(),
+        Some((p3, Flavor::NoCloud))
+    );
 }

@@ -1,11 +1,13 @@
 //! Tests of the disk work against the real tools: tables made and read back by `sfdisk`,
 //! filesystems made by `mke2fs`, `mkfs.vfat` and `mkswap` and identified by `blkid`, config
-//! drives listed and read by mtools and checked by `fsck.vfat`, and (as root) a loop device
-//! mounted. The tools are part of the base system (util-linux, e2fsprogs, dosfstools,
-//! mtools); a missing one fails its test with the package to install, it is never skipped.
+//! drives listed and read by mtools and checked by `fsck.vfat` (FAT) or listed and read by
+//! `isoinfo` and `xorriso` (ISO 9660), and (as root) loop devices mounted. The tools are
+//! Debian packages (util-linux, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); a
+//! missing one fails its test with the package to install, it is never skipped.
 
 mod config_drive;
 mod fs;
+mod iso9660;
 mod mount;
 mod table;
 
@@ -21,6 +23,8 @@ fn package_of(program: &str) -> &'static str {
         "mke2fs" | "debugfs" | "e2fsck" => "e2fsprogs",
         "mkfs.vfat" | "fsck.vfat" => "dosfstools",
         "mdir" | "mtype" => "mtools",
+        "isoinfo" | "isovfy" | "genisoimage" => "genisoimage",
+        "xorriso" => "xorriso",
         _ => "util-linux",
     }
 }
