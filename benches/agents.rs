@@ -232,6 +232,24 @@ fn cpu_s(pid: u32) -> f64 {
     ticks / 100.0
 }
 
+/// The machine's busy and total CPU seconds so far (all cores; /proc/stat), so a phase can
+/// tell how much of the machine other processes took.
+fn machine_s() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let total: f64 = f.iter().sum();
+    // idle and iowait
+    let idle = f.get(3).copied().unwrap_or(0.0) + f.get(4).copied().unwrap_or(0.0);
+    ((total - idle) / 100.0, total / 100.0)
+}
+
 /// A `/proc/PID/status` figure in kB (`VmHWM`, `VmRSS`).
 fn status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -535,6 +553,8 @@ struct Phase {
     end: f64,
     cpu: f64,
     own: f64,
+    /// The whole machine's busy CPU seconds over the phase.
+    busy: f64,
     pacing: Pacing,
     /// The deployment's summary at the end, for a deployment phase.
     summary: Option<Value>,
@@ -638,11 +658,16 @@ fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64
     }
     let per = |cpu: f64| cpu * 1e6 / calls.len().max(1) as f64;
     let used = (p.cpu + p.own) / secs;
+    let busy = p.busy / secs;
     println!(
-        "daemon CPU {:.1} s = {:.0} µs per call (the agents: {:.0} µs); daemon + agents used {used:.2} of {cores} cores",
+        "daemon CPU {:.1} s = {:.0} µs per call (the agents: {:.0} µs); of the machine's {cores} cores \
+         {busy:.2} were busy: daemon {:.2}, agents {:.2}, other processes {:.2}",
         p.cpu,
         per(p.cpu),
-        per(p.own)
+        per(p.own),
+        p.cpu / secs,
+        p.own / secs,
+        (busy - used).max(0.0)
     );
     println!(
         "daemon RSS: peak (VmHWM) {} MB, now {} MB",
@@ -652,9 +677,10 @@ fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64
     let bound = if share >= 0.9 {
         "the agents' pacing: the rate says nothing about the daemon (its latency and CPU per call do)"
             .to_string()
-    } else if used >= 0.85 * cores {
+    } else if busy >= 0.9 * cores {
         format!(
-            "CPU: the daemon and the {agents} client threads share {cores} cores and use {used:.2}"
+            "CPU: the daemon, the {agents} client threads and the machine's other processes \
+             keep its {cores} cores busy (daemon + agents {used:.2})"
         )
     } else {
         "the daemon's latency (neither the pacing nor the CPU is used up)".to_string()
@@ -870,18 +896,19 @@ fn main() {
         retry_ms: AtomicU64::new(0),
     });
     let mut phases = Vec::new();
-    let phase = |name, start: f64, cpu0: (f64, f64), pacing, summary| Phase {
+    let phase = |name, start: f64, cpu0: (f64, f64, f64), pacing, summary| Phase {
         name,
         start,
         end: shared.at(),
         cpu: cpu_s(pid) - cpu0.0,
         own: cpu_s(std::process::id()) - cpu0.1,
+        busy: machine_s().0 - cpu0.2,
         pacing,
         summary,
         hwm_kb: status_kb(pid, "VmHWM:"),
         rss_kb: status_kb(pid, "VmRSS:"),
     };
-    let cpus = || (cpu_s(pid), cpu_s(std::process::id()));
+    let cpus = || (cpu_s(pid), cpu_s(std::process::id()), machine_s().0);
 
     // The first deployment: the agents start after Deploy, their first asks spread over the
     // second they were polling in before (the bootstrap agent's retry_after_ms).
@@ -905,7 +932,7 @@ fn main() {
         "first deployment",
         start,
         cpu0,
-        Pacing::Steps(", their first asks spread over 1 s".into()),
+        Pacing::Steps(", their first asks spread over 1 s, the service hellos backing off".into()),
         Some(summary),
     ));
 
