@@ -1,74 +1,95 @@
-//! Agents benchmark (issue 7, item 9): N simulated agents on loopback against one `stoker
-//! serve` (the built binary): each says hello, gets the compute role of a release whose graph
-//! gives every node 20 steps (configure, 18 shell tasks, reboot_to_disk; installed as a plugin
-//! package built from the test fixture release), and after Deploy loops next → result through
-//! its steps, as the protocol says. A step is not
-//! executed; the agent spends STEP_MS on it on average (from half to one and a half of it; a
-//! real step takes seconds), so the agents offer at most AGENTS × 2 / STEP_MS messages a second; STEP_MS 0 is a closed loop that finds the
-//! daemon's ceiling (and, by Little's law, latency ≈ AGENTS / throughput). Reports messages per
-//! second, p50/p99 latency of the agent calls and the daemon's peak RSS.
+//! Agents benchmark (issue 7 item 9, issue 14 item 9): N simulated nodes on loopback against
+//! one `stoker serve` (the built binary), each playing both of its agents as the protocol says.
+//! Each node says hello and gets the compute role of a release whose graph gives it 20 steps:
+//! provisioning in the bootstrap ramdisk (`deploy.configure`, `power.reboot_to_disk`) with the
+//! bootstrap agent's token, then 18 chained shell tasks on the installed OS through the service
+//! agent, which says hello with the credential `deploy.configure` carried (the release is the
+//! test fixture release built and installed as a plugin package). A step is not executed: the
+//! agent spends STEP_MS on it on average (from half to one and a half of it; a real step takes
+//! seconds). STEP_MS 0 is a closed loop that finds the daemon's ceiling (and, by Little's law,
+//! latency ≈ AGENTS / throughput).
 //!
-//! `cargo bench --bench agents -- [AGENTS] [STEP_MS]` (default 1000 agents, 250 ms). Not part
-//! of CI.
+//! `day2` adds what a deployed environment sees: every node ready, its service agent calling
+//! each `retry_after_ms` (the heartbeat) while idle, then one setting changed that one task's
+//! `changed()` condition watches (the others watch a setting that stays), and Deploy again: the
+//! service agents pick up only that task.
+//!
+//! Each phase reports messages per second beside the agents' own pacing ceiling (what an
+//! infinitely fast daemon would reach given the step times and the waits the agents were told),
+//! p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
+//! /proc/PID/stat over the phase) and its peak RSS (VmHWM), and names what bounds the rate.
+//!
+//! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2]` (default 1000 agents, 250 ms).
+//! Not part of CI.
 
 use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// Shell tasks per node in the bench release's graph.
+const TASKS: usize = 18;
+/// Steps per node in a first deployment: configure, the tasks, reboot_to_disk.
+const FIRST_STEPS: usize = TASKS + 2;
+/// The task whose condition watches `bench_marker`, the setting day 2 changes.
+const DAY2_TASK: usize = 9;
+/// How long the day-2 mode watches the ready nodes' heartbeats before changing the setting.
+const IDLE_S: u64 = 10;
+
+/// The operator's side: plain JSON calls with the admin's API token.
+struct Api {
+    agent: ureq::Agent,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let auth = format!("Bearer {}", self.token);
+        let sent = match (method, body) {
+            ("GET", _) => self.agent.get(&url).header("authorization", &auth).call(),
+            ("PUT", b) => self
+                .agent
+                .put(&url)
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .send(b.map(Value::to_string).unwrap_or_default()),
+            (_, b) => self
+                .agent
+                .post(&url)
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .send(b.map(Value::to_string).unwrap_or_default()),
+        };
+        match sent {
+            Ok(mut r) => {
+                let status = r.status().as_u16();
+                let text = r.body_mut().read_to_string().unwrap_or_default();
+                (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+            }
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
+    fn get(&self, path: &str) -> Value {
+        let (status, v) = self.call("GET", path, None);
+        assert_eq!(status, 200, "GET {path}: {v}");
+        v
+    }
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
+        .timeout_global(Some(Duration::from_secs(120)))
         .build()
         .into()
 }
-
-fn post(a: &ureq::Agent, url: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
-    let mut req = a.post(url).header("content-type", "application/json");
-    if let Some(t) = token {
-        req = req.header("authorization", &format!("Bearer {t}"));
-    }
-    match req.send(body.to_string()) {
-        Ok(mut r) => {
-            let status = r.status().as_u16();
-            let text = r.body_mut().read_to_string().unwrap_or_default();
-            (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-        }
-        Err(e) => panic!("{url}: {e}"),
-    }
-}
-
-/// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are.
-fn timeline(calls: &[(f64, f64, bool)]) {
-    let end = calls.iter().map(|c| c.0).fold(0.0, f64::max);
-    let mut w = 0.0;
-    while w <= end {
-        for (kind, result) in [("next", false), ("result", true)] {
-            let mut l: Vec<f64> = calls
-                .iter()
-                .filter(|c| c.2 == result && c.0 >= w && c.0 < w + 0.5)
-                .map(|c| c.1 * 1000.0)
-                .collect();
-            if l.is_empty() {
-                continue;
-            }
-            l.sort_by(f64::total_cmp);
-            let at = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)];
-            eprintln!(
-                "{w:5.1} s {kind:6} {:5} calls  p50 {:6.1}  p99 {:6.1}  max {:6.1} ms",
-                l.len(),
-                at(0.5),
-                at(0.99),
-                l[l.len() - 1]
-            );
-        }
-        w += 0.5;
-    }
-}
-
 /// What a typical storage-heavy server reports: four NICs, twelve disks, its DMI identity.
 fn server_inventory(i: usize, mac: &str) -> Value {
     let nics: Vec<Value> = (0..4)
@@ -98,9 +119,9 @@ fn server_inventory(i: usize, mac: &str) -> Value {
            "boot_mode": "uefi"})
 }
 
-/// POST a hello from a loopback address of the agent's own (the hello is rate-limited per
-/// client address), over a plain HTTP/1.1 connection.
-fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
+/// POST `body` to `path` from a loopback address of the node's own (the hellos are
+/// rate-limited per client address), over a plain HTTP/1.1 connection.
+fn post_from(addr: &str, src: Ipv4Addr, path: &str, body: &Value) -> Value {
     use std::io::{Read, Write};
     let sock =
         socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
@@ -111,7 +132,7 @@ fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
     let mut stream: std::net::TcpStream = sock.into();
     let body = body.to_string();
     let req = format!(
-        "POST /api/v1/agent/hello HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(req.as_bytes()).expect("send");
@@ -127,6 +148,9 @@ fn hello_from(addr: &str, src: std::net::Ipv4Addr, body: &Value) -> Value {
 struct Conn {
     addr: String,
     stream: Option<BufReader<std::net::TcpStream>>,
+    /// When the connection was last used: the daemon closes one idle for 5 s (actix's
+    /// keep-alive), as long as a ready node's heartbeat, so one idle for 4 s is not reused.
+    used: Instant,
 }
 
 impl Conn {
@@ -134,12 +158,17 @@ impl Conn {
         Conn {
             addr: addr.to_string(),
             stream: None,
+            used: Instant::now(),
         }
     }
 
     fn post(&mut self, path: &str, token: &str, body: &str) -> Value {
+        if self.used.elapsed() > Duration::from_secs(4) {
+            self.stream = None;
+        }
         for _ in 0..3 {
             if let Some(v) = self.try_post(path, token, body) {
+                self.used = Instant::now();
                 return v;
             }
             // The connection broke: open another one.
@@ -203,12 +232,31 @@ fn cpu_s(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-fn rss_kb(pid: u32) -> u64 {
+/// The machine's busy and total CPU seconds so far (all cores; /proc/stat), so a phase can
+/// tell how much of the machine other processes took.
+fn machine_s() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let total: f64 = f.iter().sum();
+    // idle and iowait
+    let idle = f.get(3).copied().unwrap_or(0.0) + f.get(4).copied().unwrap_or(0.0);
+    ((total - idle) / 100.0, total / 100.0)
+}
+
+/// A `/proc/PID/status` figure in kB (`VmHWM`, `VmRSS`).
+fn status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
@@ -216,27 +264,43 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 /// A release for the benchmark, as a plugin package: the test fixture release with a graph of
-/// `tasks` chained shell tasks for the `compute` role and nothing across nodes, so every agent
-/// has the same steps (configure, the tasks, reboot_to_disk) and none waits for another node.
-fn bench_release(dir: &std::path::Path, tasks: usize) -> Vec<u8> {
+/// `TASKS` chained shell tasks for the `compute` role and nothing across nodes, so every agent
+/// has the same steps (configure, reboot_to_disk, the tasks) and none waits for another node.
+/// Each task runs only when a setting changed, as day-2 tasks do: task `DAY2_TASK` watches
+/// `bench_marker`, the others `bench_static`, which nothing changes. A first deployment runs
+/// them all (nothing was deployed to compare with).
+fn bench_release(dir: &std::path::Path) -> Vec<u8> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/plugins/v5-release-valid");
     let dst = dir.join("bench-release");
     copy_dir(&src, &dst);
     let mut yaml = String::new();
-    for i in 1..=tasks {
+    for i in 1..=TASKS {
         let requires = if i == 1 {
             "deploy_start".to_string()
         } else {
             format!("bench-{:02}", i - 1)
         };
+        let watches = if i == DAY2_TASK {
+            "bench_marker"
+        } else {
+            "bench_static"
+        };
         yaml.push_str(&format!(
             "- {{id: bench-{i:02}, type: shell, version: 2.1.0, roles: [compute], \
              requires: [{requires}], required_for: [deploy_end], \
+             condition: {{yaql_exp: 'changed($.{watches})'}}, \
              parameters: {{cmd: 'true', timeout: 60}}}}\n"
         ));
     }
     std::fs::write(dst.join("graphs/default/b-keystone.yaml"), yaml).expect("graph");
+    std::fs::write(
+        dst.join("attributes.yaml"),
+        "editable:\n  common:\n    debug: {value: false, label: Debug, type: checkbox, weight: 10}\n    \
+         bench_marker: {value: first, label: Changed on day 2, type: text, weight: 20}\n    \
+         bench_static: {value: same, label: Never changed, type: text, weight: 30}\n",
+    )
+    .expect("attributes");
     std::fs::write(
         dst.join("roles/a-controller.yaml"),
         "controller:\n  name: Controller\n  description: Not used here\n",
@@ -287,13 +351,429 @@ impl Drop for Daemon {
     }
 }
 
-fn main() {
-    let nums: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Next,
+    Result,
+    /// The service agent's hello once the node runs its installed OS.
+    Hello,
+}
+
+/// One agent call: when it started (s since the bench's start), how long it took (s).
+#[derive(Clone, Copy)]
+struct Call {
+    at: f64,
+    secs: f64,
+    kind: Kind,
+}
+
+/// What an agent did: its calls, and its pauses (start, length in s) for steps and waits.
+#[derive(Default)]
+struct Record {
+    calls: Vec<Call>,
+    pauses: Vec<(f64, f64)>,
+}
+
+/// What the agent threads share with the bench.
+struct Shared {
+    t0: Instant,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    /// Results the master accepted, all agents, all phases.
+    results: AtomicUsize,
+    /// The last `retry_after_ms` an agent was told (a ready node's: its heartbeat).
+    retry_ms: AtomicU64,
+}
+
+impl Shared {
+    fn at(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// Sleep `d` unless the bench stops meanwhile; false once it has.
+    fn pause(&self, d: Duration) -> bool {
+        let stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+        let (stop, _) = self
+            .wake
+            .wait_timeout_while(stop, d, |s| !*s)
+            .unwrap_or_else(PoisonError::into_inner);
+        !*stop
+    }
+
+    fn end(&self) {
+        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
+}
+
+/// One simulated node.
+struct Sim {
+    id: i64,
+    mac: String,
+    /// The node's own loopback address, which its hellos come from.
+    src: Ipv4Addr,
+    /// The bootstrap agent's token.
+    token: String,
+}
+
+/// The node's agents until the bench stops: the bootstrap agent asks for runs and reports
+/// them; after `power.reboot_to_disk` the installed OS's service agent says hello with the
+/// credential `deploy.configure` carried and goes on with its own token, calling again each
+/// `retry_after_ms` while it has nothing to run. The first ask comes after `first`.
+fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared) -> Record {
+    let mut rec = Record::default();
+    let mut c = Conn::new(addr);
+    let mut token = sim.token;
+    let mut credential = None;
+    let ask = json!({"node_id": sim.id}).to_string();
+    // Steps take STEP_MS on average, from half to one and a half of it (a fixed pseudo-random
+    // sequence per node): real steps differ, and identical ones would keep a thousand agents
+    // marching in step.
+    let mut seed = (sim.id as u64)
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut step_time = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let unit = (seed >> 33) as f64 / (1u64 << 31) as f64;
+        Duration::from_secs_f64(step_ms as f64 / 1000.0 * (0.5 + unit))
+    };
+    let pause = |rec: &mut Record, d: Duration| {
+        rec.pauses.push((shared.at(), d.as_secs_f64()));
+        shared.pause(d)
+    };
+    let call = |rec: &mut Record, kind: Kind, f: &mut dyn FnMut() -> Value| {
+        let at = shared.at();
+        let v = f();
+        rec.calls.push(Call {
+            at,
+            secs: shared.at() - at,
+            kind,
+        });
+        v
+    };
+    if !pause(&mut rec, first) {
+        return rec;
+    }
+    loop {
+        let reply = call(&mut rec, Kind::Next, &mut || {
+            c.post("/api/v1/agent/next", &token, &ask)
+        });
+        if let Some(t) = reply["agent_token"].as_str() {
+            token = t.to_string();
+        }
+        match reply["action"].as_str() {
+            Some("run") => {
+                let run = &reply["run"];
+                let step = format!(
+                    "{}.{}",
+                    run["step"]["interface"].as_str().unwrap_or(""),
+                    run["step"]["name"].as_str().unwrap_or("")
+                );
+                if step == "deploy.configure" {
+                    credential = run["step"]["args"]["os_agent"]["config"]["credential"]
+                        .as_str()
+                        .map(str::to_string);
+                }
+                if !pause(&mut rec, step_time()) {
+                    return rec;
+                }
+                let done = json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
+                                  "output_tail": "ok"})
+                .to_string();
+                let path = format!("/api/v1/agent/runs/{}/result", run["id"]);
+                let r = call(&mut rec, Kind::Result, &mut || c.post(&path, &token, &done));
+                if r["accepted"] != true {
+                    eprintln!("node {}: result of {step} refused: {r}", sim.id);
+                    return rec;
+                }
+                shared.results.fetch_add(1, Ordering::Relaxed);
+                if step == "power.reboot_to_disk" {
+                    // The machine boots its installed OS; its service agent is another
+                    // process, on a connection of its own.
+                    let Some(cred) = credential.clone() else {
+                        eprintln!("node {}: rebooted without a credential", sim.id);
+                        return rec;
+                    };
+                    let body = json!({"node_id": sim.id, "credential": cred,
+                                      "version": env!("CARGO_PKG_VERSION"), "macs": [sim.mac]});
+                    // Refused for the rate (a thousand nodes rebooting within a second),
+                    // it tries again after 1 s, 2 s, 4 s ... as `stoker agent --service` does.
+                    let mut backoff = Duration::from_secs(1);
+                    let hello = loop {
+                        let r = call(&mut rec, Kind::Hello, &mut || {
+                            post_from(addr, sim.src, "/api/v1/agent/service/hello", &body)
+                        });
+                        if r["code"] != "rate_limited" {
+                            break r;
+                        }
+                        if !pause(&mut rec, backoff) {
+                            return rec;
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(60));
+                    };
+                    let Some(t) = hello["agent_token"].as_str() else {
+                        eprintln!("node {}: service hello refused: {hello}", sim.id);
+                        return rec;
+                    };
+                    token = t.to_string();
+                    c = Conn::new(addr);
+                }
+            }
+            Some("wait") => {
+                let ms = reply["retry_after_ms"].as_u64().unwrap_or(1000).max(20);
+                shared.retry_ms.store(ms, Ordering::Relaxed);
+                if !pause(&mut rec, Duration::from_millis(ms)) {
+                    return rec;
+                }
+            }
+            _ => {
+                eprintln!("node {}: unexpected answer to next: {reply}", sim.id);
+                return rec;
+            }
+        }
+    }
+}
+
+/// What the agents were doing in a phase, which decides its pacing ceiling.
+enum Pacing {
+    /// Deploying: every agent steps (2 calls a step, STEP_MS each on average), after what
+    /// the note says.
+    Steps(String),
+    /// Idle: every agent calls once per heartbeat.
+    Heartbeat(u64),
+}
+
+/// One measured stretch of the run: [start, end) in s since the bench's start, and the
+/// daemon's and the bench's CPU seconds over it.
+struct Phase {
+    name: &'static str,
+    start: f64,
+    end: f64,
+    cpu: f64,
+    own: f64,
+    /// The whole machine's busy CPU seconds over the phase.
+    busy: f64,
+    pacing: Pacing,
+    /// The deployment's summary at the end, for a deployment phase.
+    summary: Option<Value>,
+    hwm_kb: u64,
+    rss_kb: u64,
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0)
+        * 1000.0
+}
+
+fn latency(calls: &[&Call], kind: Option<Kind>) -> String {
+    let mut l: Vec<f64> = calls
+        .iter()
+        .filter(|c| kind.is_none_or(|k| c.kind == k))
+        .map(|c| c.secs)
         .collect();
+    if l.is_empty() {
+        return "none".into();
+    }
+    l.sort_by(f64::total_cmp);
+    format!(
+        "{} calls, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        l.len(),
+        pct(&l, 0.5),
+        pct(&l, 0.99),
+        l[l.len() - 1] * 1000.0
+    )
+}
+
+/// The phase's figures, with its ceiling and what bounds it.
+fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64) {
+    let secs = p.end - p.start;
+    let calls: Vec<&Call> = records
+        .iter()
+        .flat_map(|r| &r.calls)
+        .filter(|c| c.at >= p.start && c.at < p.end)
+        .collect();
+    let rate = calls.len() as f64 / secs;
+    println!("\n== {} ({secs:.1} s)", p.name);
+    if let Some(s) = &p.summary {
+        println!(
+            "deployment {}: {} runs ({} ok, {} skipped)",
+            s["status"], s["runs"]["total"], s["runs"]["ok"], s["runs"]["skipped"]
+        );
+    }
+    // What an infinitely fast daemon would give: each agent's calls take no time, so it is
+    // done once its pauses in the phase (steps, waits it was told) have passed.
+    let (ceiling, how) = match p.pacing {
+        Pacing::Heartbeat(ms) => (
+            agents as f64 * 1000.0 / ms as f64,
+            format!("{agents} agents / {ms} ms heartbeat"),
+        ),
+        Pacing::Steps(ref note) => {
+            let ideal = records
+                .iter()
+                .map(|r| {
+                    let last = r
+                        .calls
+                        .iter()
+                        .filter(|c| c.kind == Kind::Result && c.at >= p.start && c.at < p.end)
+                        .map(|c| c.at)
+                        .fold(p.start, f64::max);
+                    r.pauses
+                        .iter()
+                        .map(|&(s, d)| ((s + d).min(last) - s.max(p.start)).max(0.0))
+                        .sum::<f64>()
+                })
+                .fold(0.0, f64::max);
+            let steady = if step_ms == 0 {
+                "unbounded (closed loop)".to_string()
+            } else {
+                format!(
+                    "{:.0} msg/s ({agents} agents × 2 calls / {step_ms} ms)",
+                    agents as f64 * 2000.0 / step_ms as f64
+                )
+            };
+            (
+                calls.len() as f64 / ideal.max(1e-3),
+                format!(
+                    "the agents' pauses alone take {ideal:.1} s{note}; while all step: {steady}"
+                ),
+            )
+        }
+    };
+    let share = rate / ceiling;
+    println!(
+        "agent calls: {} = {rate:.0} messages/s; pacing ceiling {ceiling:.0} msg/s ({how}): {:.0}% of it",
+        calls.len(),
+        share * 100.0
+    );
+    println!("latency, all calls: {}", latency(&calls, None));
+    println!("  next: {}", latency(&calls, Some(Kind::Next)));
+    println!("  result: {}", latency(&calls, Some(Kind::Result)));
+    if calls.iter().any(|c| c.kind == Kind::Hello) {
+        println!("  service hello: {}", latency(&calls, Some(Kind::Hello)));
+    }
+    let per = |cpu: f64| cpu * 1e6 / calls.len().max(1) as f64;
+    let used = (p.cpu + p.own) / secs;
+    let busy = p.busy / secs;
+    println!(
+        "daemon CPU {:.1} s = {:.0} µs per call (the agents: {:.0} µs); of the machine's {cores} cores \
+         {busy:.2} were busy: daemon {:.2}, agents {:.2}, other processes {:.2}",
+        p.cpu,
+        per(p.cpu),
+        per(p.own),
+        p.cpu / secs,
+        p.own / secs,
+        (busy - used).max(0.0)
+    );
+    println!(
+        "daemon RSS: peak (VmHWM) {} MB, now {} MB",
+        p.hwm_kb / 1024,
+        p.rss_kb / 1024
+    );
+    let bound = if share >= 0.9 {
+        "the agents' pacing: the rate says nothing about the daemon (its latency and CPU per call do)"
+            .to_string()
+    } else if busy >= 0.9 * cores {
+        format!(
+            "CPU: the daemon, the {agents} client threads and the machine's other processes \
+             keep its {cores} cores busy (daemon + agents {used:.2})"
+        )
+    } else {
+        "the daemon's latency (neither the pacing nor the CPU is used up)".to_string()
+    };
+    println!("bound: {bound}");
+}
+
+/// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are.
+fn timeline(records: &[Record]) {
+    let calls: Vec<&Call> = records.iter().flat_map(|r| &r.calls).collect();
+    let end = calls.iter().map(|c| c.at).fold(0.0, f64::max);
+    let mut w = calls.iter().map(|c| c.at).fold(f64::MAX, f64::min);
+    while w <= end {
+        for (name, kind) in [
+            ("next", Kind::Next),
+            ("result", Kind::Result),
+            ("hello", Kind::Hello),
+        ] {
+            let mut l: Vec<f64> = calls
+                .iter()
+                .filter(|c| c.kind == kind && c.at >= w && c.at < w + 0.5)
+                .map(|c| c.secs)
+                .collect();
+            if l.is_empty() {
+                continue;
+            }
+            l.sort_by(f64::total_cmp);
+            eprintln!(
+                "{w:6.1} s {name:6} {:5} calls  p50 {:6.1}  p99 {:6.1}  max {:6.1} ms",
+                l.len(),
+                pct(&l, 0.5),
+                pct(&l, 0.99),
+                l[l.len() - 1] * 1000.0
+            );
+        }
+        w += 0.5;
+    }
+}
+
+/// Deploy the environment; returns the deployment's id and how long the call took.
+fn deploy(api: &Api, cluster: i64) -> (i64, f64) {
+    let t = Instant::now();
+    let (status, dep) = api.call(
+        "POST",
+        &format!("/api/v1/clusters/{cluster}/deploy"),
+        Some(&json!({})),
+    );
+    assert_eq!(status, 202, "deploy: {dep}");
+    (
+        dep["id"].as_i64().expect("deployment id"),
+        t.elapsed().as_secs_f64(),
+    )
+}
+
+/// Wait until the agents' accepted results reach `results` and deployment `id` is done;
+/// returns its summary. Gives up (and says so) when no result comes for 60 s.
+fn wait_done(api: &Api, shared: &Shared, cluster: i64, id: i64, results: usize) -> Value {
+    let mut seen = (shared.results.load(Ordering::Relaxed), Instant::now());
+    loop {
+        let now = shared.results.load(Ordering::Relaxed);
+        if now >= results {
+            break;
+        }
+        if now != seen.0 {
+            seen = (now, Instant::now());
+        } else if seen.1.elapsed() > Duration::from_secs(60) {
+            eprintln!("no result for 60 s: {now} of {results}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    loop {
+        let all = api.get(&format!("/api/v1/clusters/{cluster}/deployments"));
+        let d = all
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["id"] == id))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if d["status"] != "running" || t.elapsed() > Duration::from_secs(30) {
+            return d;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let nums: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let day2 = args.iter().any(|a| a == "day2");
     let n = nums.first().copied().unwrap_or(1000) as usize;
     let step_ms = nums.get(1).copied().unwrap_or(250);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = Daemon(
         Command::new(env!("CARGO_BIN_EXE_stoker"))
@@ -310,6 +790,7 @@ fn main() {
             .spawn()
             .expect("stoker serve"),
     );
+    let pid = child.0.id();
     let stderr = child.0.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
     let addr = loop {
@@ -320,11 +801,27 @@ fn main() {
     };
     std::thread::spawn(move || for _ in lines {});
     let base = format!("http://{addr}");
-    let a = agent();
-    let package = bench_release(dir.path(), 18);
+    let password = std::fs::read_to_string(dir.path().join("stoker-data/initial-admin-password"))
+        .expect("initial-admin-password");
+    let mut api = Api {
+        agent: agent(),
+        base: base.clone(),
+        token: String::new(),
+    };
+    let (status, login) = api.call(
+        "POST",
+        "/api/v1/login",
+        Some(&json!({"username": "admin", "password": password.trim()})),
+    );
+    assert_eq!(status, 201, "sign-in: {login}");
+    api.token = login["token"].as_str().expect("token").to_string();
+
+    let package = bench_release(dir.path());
     let installed: Value = {
-        let mut r = a
+        let mut r = api
+            .agent
             .post(format!("{base}/api/v1/plugins"))
+            .header("authorization", &format!("Bearer {}", api.token))
             .header("content-type", "application/octet-stream")
             .send(&package[..])
             .expect("install the bench release");
@@ -335,31 +832,23 @@ fn main() {
         installed["releases"][0] == "Bench Release",
         "bench release not installed: {installed}"
     );
-    let releases: Value = {
-        let mut r = a
-            .get(format!("{base}/api/v1/releases"))
-            .call()
-            .expect("releases");
-        serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default())
-            .unwrap_or(Value::Null)
-    };
+    let releases = api.get("/api/v1/releases");
     let release = releases
         .as_array()
         .and_then(|rs| rs.iter().find(|r| r["name"] == "Bench Release"))
         .and_then(|r| r["id"].as_i64())
         .unwrap_or_else(|| panic!("no Bench Release in {releases}"));
-    let (_, c) = post(
-        &a,
-        &format!("{base}/api/v1/clusters"),
-        None,
-        &json!({"name": "bench", "release_id": release}),
+    let (_, c) = api.call(
+        "POST",
+        "/api/v1/clusters",
+        Some(&json!({"name": "bench", "release_id": release})),
     );
     let cluster = c["id"].as_i64().expect("cluster");
 
-    // Hello, one by one; the hello is rate-limited per client address, so each agent comes from
-    // a 127.0.0.0/8 address of its own.
+    // Hello, one by one; the hello is rate-limited per client address, so each node comes
+    // from a 127.0.0.0/8 address of its own.
     let started = Instant::now();
-    let mut nodes = Vec::new();
+    let mut sims = Vec::new();
     for i in 0..n {
         let mac = format!(
             "52:54:01:{:02x}:{:02x}:{:02x}",
@@ -368,11 +857,11 @@ fn main() {
             i & 0xff
         );
         let inv = server_inventory(i, &mac);
-        let src = std::net::Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
-        let mut reply = hello_from(&addr, src, &inv);
+        let src = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
+        let mut reply = post_from(&addr, src, "/api/v1/agent/hello", &inv);
         while reply["node"]["id"].as_i64().is_none() && reply["code"] == "rate_limited" {
             std::thread::sleep(Duration::from_millis(50));
-            reply = hello_from(&addr, src, &inv);
+            reply = post_from(&addr, src, "/api/v1/agent/hello", &inv);
         }
         let id = reply["node"]["id"].as_i64().unwrap_or(0);
         let token = reply["agent_token"].as_str().unwrap_or("").to_string();
@@ -380,141 +869,115 @@ fn main() {
             eprintln!("hello {i} refused: {reply}; continuing with fewer agents");
             continue;
         }
-        let roles = json!(["compute"]);
-        let mut r = a
-            .put(format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"))
-            .header("content-type", "application/json")
-            .send(json!({"roles": roles}).to_string())
-            .expect("assign");
-        let _ = r.body_mut().read_to_string();
-        nodes.push((id, token));
+        let (status, r) = api.call(
+            "PUT",
+            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
+            Some(&json!({"roles": ["compute"]})),
+        );
+        assert_eq!(status, 200, "assign: {r}");
+        sims.push(Sim {
+            id,
+            mac,
+            src,
+            token,
+        });
     }
-    let hello_s = started.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let (status, dep) = post(
-        &a,
-        &format!("{base}/api/v1/clusters/{cluster}/deploy"),
-        None,
-        &json!({}),
+    let n = sims.len();
+    println!(
+        "agents: {n}, each step {step_ms} ms; hello+assign {:.1} s",
+        started.elapsed().as_secs_f64()
     );
-    assert_eq!(status, 202, "deploy: {dep}");
-    let plan_s = t.elapsed().as_secs_f64();
 
-    let latencies = Arc::new(Mutex::new(Vec::<(f64, f64, bool)>::new()));
-    let cpu0 = cpu_s(child.0.id());
-    let own0 = cpu_s(std::process::id());
-    let t = Instant::now();
-    let threads: Vec<_> = nodes
+    let shared = Arc::new(Shared {
+        t0: Instant::now(),
+        stop: Mutex::new(false),
+        wake: Condvar::new(),
+        results: AtomicUsize::new(0),
+        retry_ms: AtomicU64::new(0),
+    });
+    let mut phases = Vec::new();
+    let phase = |name, start: f64, cpu0: (f64, f64, f64), pacing, summary| Phase {
+        name,
+        start,
+        end: shared.at(),
+        cpu: cpu_s(pid) - cpu0.0,
+        own: cpu_s(std::process::id()) - cpu0.1,
+        busy: machine_s().0 - cpu0.2,
+        pacing,
+        summary,
+        hwm_kb: status_kb(pid, "VmHWM:"),
+        rss_kb: status_kb(pid, "VmRSS:"),
+    };
+    let cpus = || (cpu_s(pid), cpu_s(std::process::id()), machine_s().0);
+
+    // The first deployment: the agents start after Deploy, their first asks spread over the
+    // second they were polling in before (the bootstrap agent's retry_after_ms).
+    let (dep, plan_s) = deploy(&api, cluster);
+    println!("first Deploy (plan + runs stored) {plan_s:.2} s");
+    let (start, cpu0) = (shared.at(), cpus());
+    let threads: Vec<_> = sims
         .into_iter()
-        .map(|(id, token)| {
+        .map(|sim| {
             let addr = addr.clone();
-            let latencies = Arc::clone(&latencies);
+            let shared = Arc::clone(&shared);
+            let first = Duration::from_millis((sim.id as u64).wrapping_mul(7919) % 1000);
             std::thread::Builder::new()
                 .stack_size(256 * 1024)
-                .spawn(move || {
-                    let mut c = Conn::new(&addr);
-                    let mut token = token;
-                    let mut mine = Vec::new();
-                    let ask = json!({"node_id": id}).to_string();
-                    // Steps take STEP_MS on average, from half to one and a half of it (a fixed
-                    // pseudo-random sequence per agent): real steps differ, and identical ones
-                    // would keep a thousand agents marching in step.
-                    let mut seed = (id as u64)
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    let mut step_time = move || {
-                        seed = seed
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        let unit = (seed >> 33) as f64 / (1u64 << 31) as f64;
-                        Duration::from_secs_f64(step_ms as f64 / 1000.0 * (0.5 + unit))
-                    };
-                    // Before Deploy the agents were polling once a second (the master's
-                    // retry_after_ms), so their first asks arrive spread over that second.
-                    std::thread::sleep(Duration::from_millis(
-                        (id as u64).wrapping_mul(7919) % 1000,
-                    ));
-                    loop {
-                        let s = Instant::now();
-                        let reply = c.post("/api/v1/agent/next", &token, &ask);
-                        mine.push(((s - t).as_secs_f64(), s.elapsed().as_secs_f64(), false));
-                        if let Some(t) = reply["agent_token"].as_str() {
-                            token = t.to_string();
-                        }
-                        match reply["action"].as_str() {
-                            Some("run") => {
-                                let run = &reply["run"];
-                                std::thread::sleep(step_time());
-                                let s = Instant::now();
-                                let done =
-                                    json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
-                                              "output_tail": "ok"})
-                                    .to_string();
-                                c.post(
-                                    &format!("/api/v1/agent/runs/{}/result", run["id"]),
-                                    &token,
-                                    &done,
-                                );
-                                mine.push(((s - t).as_secs_f64(), s.elapsed().as_secs_f64(), true));
-                                if run["step"]["name"] == "reboot_to_disk" {
-                                    break;
-                                }
-                            }
-                            _ => std::thread::sleep(Duration::from_millis(
-                                reply["retry_after_ms"].as_u64().unwrap_or(1000).min(200),
-                            )),
-                        }
-                    }
-                    latencies.lock().map(|mut l| l.extend(mine)).ok();
-                })
+                .spawn(move || run_node(sim, &addr, step_ms, first, &shared))
                 .expect("agent thread")
         })
         .collect();
-    for t in threads {
-        let _ = t.join();
+    let summary = wait_done(&api, &shared, cluster, dep, n * FIRST_STEPS);
+    phases.push(phase(
+        "first deployment",
+        start,
+        cpu0,
+        Pacing::Steps(", their first asks spread over 1 s, the service hellos backing off".into()),
+        Some(summary),
+    ));
+
+    if day2 {
+        // Every node ready, its service agent calling once per heartbeat.
+        let (start, cpu0) = (shared.at(), cpus());
+        std::thread::sleep(Duration::from_secs(IDLE_S));
+        let heartbeat = shared.retry_ms.load(Ordering::Relaxed);
+        phases.push(phase(
+            "ready, idle (heartbeats)",
+            start,
+            cpu0,
+            Pacing::Heartbeat(heartbeat),
+            None,
+        ));
+        // Day 2: one setting changes; only the task watching it runs again, on every node.
+        let path = format!("/api/v1/clusters/{cluster}/settings");
+        let mut settings = api.get(&path);
+        settings["bench_marker"] = json!("day 2");
+        let (status, r) = api.call("PUT", &path, Some(&settings));
+        assert_eq!(status, 200, "settings: {r}");
+        let (start, cpu0) = (shared.at(), cpus());
+        let before = shared.results.load(Ordering::Relaxed);
+        let (dep, plan_s) = deploy(&api, cluster);
+        println!("\nday-2 Deploy (plan + runs stored) {plan_s:.2} s, within the redeploy phase");
+        let summary = wait_done(&api, &shared, cluster, dep, before + n);
+        phases.push(phase(
+            "redeploy after one setting changed",
+            start,
+            cpu0,
+            Pacing::Steps(format!(
+                ": up to a heartbeat ({heartbeat} ms) before each asks, then its one step"
+            )),
+            Some(summary),
+        ));
     }
-    let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_s(child.0.id()) - cpu0;
-    let own = cpu_s(std::process::id()) - own0;
-    let calls = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    shared.end();
+    let records: Vec<Record> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap_or_else(|_| Record::default()))
+        .collect();
     if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
-        timeline(&calls);
+        timeline(&records);
     }
-    let mut l: Vec<f64> = calls.iter().map(|c| c.1).collect();
-    l.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0.0)
-            * 1000.0
-    };
-    let rss = rss_kb(child.0.id());
-    println!(
-        "daemon CPU {cpu:.1} s over the deployment = {:.0} µs per agent call (the agents: {:.0} µs)",
-        cpu * 1e6 / l.len().max(1) as f64,
-        own * 1e6 / l.len().max(1) as f64
-    );
-    let d = {
-        let mut r = a
-            .get(format!("{base}/api/v1/clusters/{cluster}/deployments"))
-            .call()
-            .expect("deployments");
-        serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap_or_default())
-            .unwrap_or(Value::Null)
-    };
-    println!(
-        "agents: {n}, each step {step_ms} ms; hello+assign {hello_s:.1} s; plan+deploy start {plan_s:.2} s"
-    );
-    println!(
-        "deployment {}: {} runs ({} ok, {} skipped) in {secs:.1} s",
-        d[0]["status"], d[0]["runs"]["total"], d[0]["runs"]["ok"], d[0]["runs"]["skipped"]
-    );
-    println!(
-        "agent calls: {} in {secs:.1} s = {:.0} messages/s; latency p50 {:.1} ms, p99 {:.1} ms; daemon peak RSS {} MB",
-        l.len(),
-        l.len() as f64 / secs,
-        pct(0.50),
-        pct(0.99),
-        rss / 1024
-    );
+    for p in &phases {
+        report(p, &records, n, step_ms, cores);
+    }
 }
