@@ -365,6 +365,9 @@ pub fn serve(
             )
     })
     .disable_signals()
+    // Longer than the service agents' 5 s heartbeat: with actix's default 5 s, each heartbeat
+    // raced the idle close of its own connection and paid a new one.
+    .keep_alive(std::time::Duration::from_secs(30))
     .shutdown_timeout(shutdown_timeout.as_secs())
     .workers(std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8)));
     let server = match listeners.tls {

@@ -388,15 +388,34 @@ impl WriteTxn<'_> {
             "INSERT INTO deployment_states (deployment, after) VALUES (?1, ?2)",
             params![dep, after],
         )?;
-        let mut ids = Vec::with_capacity(runs.len());
+        // The runs' ids are known before they are written (one writer: the next rowids), so
+        // each row is written once, its waits included; no second pass over 10,000s of rows
+        // while every agent's call waits for this transaction.
+        let first: i64 =
+            self.conn
+                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs", [], |r| {
+                    r.get(0)
+                })?;
         {
             let mut stmt = self.conn.prepare_cached(
-                "INSERT INTO step_runs (deployment, node_id, seq, interface, step, task, args,
+                "INSERT INTO step_runs (id, deployment, node_id, seq, interface, step, task, args,
                    deps, concurrency, max_parallel, timeout_s, status, reason, runs_on)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '[]', ?8, ?9, ?10, ?11, ?12, ?13)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             )?;
-            for r in runs {
+            for (i, r) in runs.iter().enumerate() {
+                let deps = if r.deps.is_empty() {
+                    "[]".to_string()
+                } else {
+                    let ids: Vec<i64> = r
+                        .deps
+                        .iter()
+                        .filter(|&&d| d < runs.len())
+                        .map(|&d| first + d as i64)
+                        .collect();
+                    J::from(ids).to_string()
+                };
                 stmt.execute(params![
+                    first + i as i64,
                     dep,
                     r.node,
                     r.seq,
@@ -404,6 +423,7 @@ impl WriteTxn<'_> {
                     r.step,
                     r.task,
                     r.args.to_string(),
+                    deps,
                     r.concurrency,
                     r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
                     r.timeout_s.min(i64::MAX as u64) as i64,
@@ -411,17 +431,6 @@ impl WriteTxn<'_> {
                     r.reason,
                     r.runs_on.as_str(),
                 ])?;
-                ids.push(self.conn.last_insert_rowid());
-            }
-            let mut upd = self
-                .conn
-                .prepare_cached("UPDATE step_runs SET deps = ?1 WHERE id = ?2")?;
-            for (r, id) in runs.iter().zip(&ids) {
-                if r.deps.is_empty() {
-                    continue;
-                }
-                let deps: Vec<i64> = r.deps.iter().filter_map(|&i| ids.get(i).copied()).collect();
-                upd.execute(params![J::from(deps).to_string(), id])?;
             }
         }
         self.conn.execute(
