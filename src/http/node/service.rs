@@ -211,7 +211,7 @@ pub async fn binary(
     .map_err(|e| ApiError::Internal(e.to_string()))?;
     let Some((path, sha)) = digest else {
         return Err(ApiError::NotFound(
-            "the master has no agent binary to serve (agent.binary)".into(),
+            "the master has no agent binary to serve (deploy.agent_binary)".into(),
         ));
     };
     tracing::info!(node, "agent binary fetched");
