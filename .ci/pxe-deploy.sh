@@ -156,6 +156,11 @@ cat >"$rel/graphs/deployment.yaml" <<EOF
 EOF
 "$bin" plugin validate "$rel" >"$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "the test release is invalid"; }
 
+# The service agent a config drive's user data fetches from the master: the bootstrap's binary,
+# stripped as build-bootstrap.sh packs it (a release build with its line tables is ~130 MB, more
+# than the image's free space), the same binary `inject` copies into the OS.
+if command -v strip >/dev/null; then strip -o "$work/agent.bin" "$agent_bin"; else cp "$agent_bin" "$work/agent.bin"; fi
+
 "$lab/lab-down.sh" >/dev/null 2>&1 || true
 "$lab/lab-up.sh" >"$work/lab.log" 2>&1 || { cat "$work/lab.log"; exit 1; }
 # Not loopback, so HTTPS (a self-signed certificate) on 8443, and iPXE's files in clear on 8080.
@@ -168,7 +173,7 @@ ip netns exec pxelab "$bin" serve --data-dir "$work/data" --http-listen 10.77.0.
   --dhcp-subnets '10.77.0.0/24 pool=10.77.0.100-10.77.0.199 router=10.77.0.1 lease=600' \
   --tftp-enabled true --plugins-bundled skip \
   --deploy-image-url "$boot_url/boot/images/lab-os.img" --deploy-image-checksum "sha256:$sum" \
-  --deploy-agent-install "$install" \
+  --deploy-agent-install "$install" --deploy-agent-binary "$work/agent.bin" \
   >"$work/stoker.log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do
