@@ -64,7 +64,9 @@ UUID=$(cat /proc/sys/kernel/random/uuid)   # the root filesystem's: the initramf
 # BIOS, slowly under TCG, and the udev in it cost another 4 s there. It mounts root=UUID=.
 # dbus: systemd-logind needs it.
 PACKAGES="systemd-sysv udev dbus e2fsprogs linux-image-cloud-amd64 tiny-initramfs"
-[ "$VARIANT" = cloud-init ] && PACKAGES+=" cloud-init"
+# curl: the user data of stoker's config drive fetches the service agent with it (as cloud
+# images, which all have curl, do); cloud-init itself does not bring it.
+[ "$VARIANT" = cloud-init ] && PACKAGES+=" cloud-init curl"
 # Disk drivers only: the root filesystem's own (ext4) is built into the kernel; ata_piix (IDE)
 # is left out, its probe of an emulated controller's empty channels is slow.
 INITRD_MODULES="virtio_pci virtio_blk virtio_scsi sd_mod ahci nvme"

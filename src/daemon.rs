@@ -271,7 +271,10 @@ impl Daemon {
             )),
             package_limits: config.package_limits,
             plans: Arc::new(crate::planner::Plans::new(config.plan_yaql_budget)),
-            agent_binary: std::env::current_exe().ok(),
+            agent_binary: config
+                .agent_binary
+                .clone()
+                .or_else(|| std::env::current_exe().ok()),
         };
         let tls = identity
             .as_ref()

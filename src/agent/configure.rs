@@ -22,6 +22,13 @@ use super::exec::{Executor, Outcome, Tail};
 /// Where the agent binary goes in the installed OS (the unit's `ExecStart`).
 pub const AGENT_PATH: &str = "/usr/local/bin/stoker";
 
+/// The service agent's unit in the installed OS.
+const UNIT_PATH: &str = "/etc/systemd/system/stoker-agent.service";
+
+/// The unit enabled, as `systemctl enable` does it: a symlink (systemd ignores a `.wants`
+/// entry that is a regular file, so a copy of the unit there left the agent stopped).
+const UNIT_WANTS: &str = "/etc/systemd/system/multi-user.target.wants/stoker-agent.service";
+
 /// A host name the OS can take: 1 to 253 letters, digits, `-` and `.`.
 fn valid_hostname(h: &str) -> bool {
     !h.is_empty()
@@ -60,13 +67,7 @@ fn os_files(hostname: &str, facts: &Value, os_agent: &Value) -> Result<Vec<NewFi
             contents: config.into_bytes(),
         },
         NewFile {
-            path: "/etc/systemd/system/stoker-agent.service".into(),
-            mode: 0o644,
-            contents: unit.as_bytes().to_vec(),
-        },
-        // Enabled: systemd reads only the names in a .wants directory.
-        NewFile {
-            path: "/etc/systemd/system/multi-user.target.wants/stoker-agent.service".into(),
+            path: UNIT_PATH.into(),
             mode: 0o644,
             contents: unit.as_bytes().to_vec(),
         },
@@ -158,11 +159,13 @@ impl Executor {
             });
         }
         mount::write_files(mounted.path(), &all).map_err(|e| e.to_string())?;
+        mount::write_symlink(mounted.path(), UNIT_WANTS, UNIT_PATH).map_err(|e| e.to_string())?;
         mounted.finish().map_err(|e| e.to_string())?;
         tail.line(&format!(
             "injected the service agent into the root filesystem: {}",
             all.iter()
                 .map(|f| f.path.as_str())
+                .chain([UNIT_WANTS])
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -390,9 +393,12 @@ mod tests {
         assert!(read("etc/stoker/agent.json").contains("skn_secret"));
         assert_eq!(read("etc/hostname"), "node-7\n");
         assert_eq!(read("etc/systemd/system/stoker-agent.service"), "[Unit]\n");
-        assert!(
-            root.join("etc/systemd/system/multi-user.target.wants/stoker-agent.service")
-                .exists()
+        // Enabled by a symlink, as systemd wants it (a regular file there is ignored).
+        let wants = root.join("etc/systemd/system/multi-user.target.wants/stoker-agent.service");
+        assert!(std::fs::symlink_metadata(&wants).unwrap().is_symlink());
+        assert_eq!(
+            std::fs::read_link(&wants).unwrap(),
+            Path::new("/etc/systemd/system/stoker-agent.service")
         );
         assert!(root.join(AGENT_PATH.trim_start_matches('/')).exists());
         use std::os::unix::fs::PermissionsExt;

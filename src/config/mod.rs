@@ -106,6 +106,8 @@ pub struct Config {
     pub deploy: crate::deployer::DeploySettings,
     /// `plan.yaql_budget`: the YAQL steps one plan may take in all.
     pub plan_yaql_budget: u64,
+    /// `deploy.agent_binary`: the service agent's binary, when not the master's own.
+    pub agent_binary: Option<PathBuf>,
     pub auth: AuthConfig,
 }
 
@@ -457,6 +459,7 @@ impl Layers {
                 },
             },
             plan_yaql_budget: v.count("plan.yaql_budget"),
+            agent_binary: v.opt_path("deploy.agent_binary"),
             deploy: crate::deployer::DeploySettings {
                 image_url: v.opt_text("deploy.image_url"),
                 image_checksum: v.opt_text("deploy.image_checksum"),

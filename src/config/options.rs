@@ -330,6 +330,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "How deploy.configure puts the service agent onto the installed OS: a config drive for the image's cloud-init (config-2 or nocloud), or inject (into the image's root filesystem, for images without cloud-init)",
     },
     OptionSpec {
+        key: "deploy.agent_binary",
+        env: "STOKER_DEPLOY_AGENT_BINARY",
+        flag: "deploy-agent-binary",
+        default: "",
+        kind: Kind::OptionalPath,
+        help: "The stoker binary served to installed OSes as their service agent (GET /api/v1/agent/service/binary; a config drive's user data fetches it), of the master's version; empty: the master's own executable (which may carry debug information: a release build's is ~130 MB)",
+    },
+    OptionSpec {
         key: "deploy.max_provisioning",
         env: "STOKER_DEPLOY_MAX_PROVISIONING",
         flag: "deploy-max-provisioning",

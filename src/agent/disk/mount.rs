@@ -276,12 +276,14 @@ pub fn write_files(root: &Path, files: &[NewFile]) -> Result<(), DiskError> {
     Ok(())
 }
 
-fn write_file(root: &Path, file: &NewFile) -> Result<(), DiskError> {
+/// The directory (under `root`) that will hold `path` and the file's name, its missing parents
+/// created (mode 0755); refuses relative paths, `..`, and a symlink or non-directory on the way.
+fn parent_dir(root: &Path, path_in_os: &str) -> Result<(PathBuf, std::ffi::OsString), DiskError> {
     let refuse = |reason: String| DiskError::BadPath {
-        path: file.path.clone(),
+        path: path_in_os.to_string(),
         reason,
     };
-    let path = Path::new(&file.path);
+    let path = Path::new(path_in_os);
     if !path.has_root() {
         return Err(refuse("not an absolute path inside the OS".into()));
     }
@@ -296,13 +298,6 @@ fn write_file(root: &Path, file: &NewFile) -> Result<(), DiskError> {
     }
     let Some((name, parents)) = names.split_last() else {
         return Err(refuse("it names no file".into()));
-    };
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| DiskError::Write {
-            path: p.display().to_string(),
-            source,
-        }
     };
     let mut dir = root.to_path_buf();
     let mut inside = PathBuf::from("/");
@@ -331,13 +326,32 @@ fn write_file(root: &Path, file: &NewFile) -> Result<(), DiskError> {
                 DirBuilder::new()
                     .mode(0o755)
                     .create(&dir)
-                    .map_err(io(&dir))?;
-                fs::set_permissions(&dir, Permissions::from_mode(0o755)).map_err(io(&dir))?;
+                    .map_err(write_error(&dir))?;
+                fs::set_permissions(&dir, Permissions::from_mode(0o755))
+                    .map_err(write_error(&dir))?;
             }
-            Err(e) => return Err(io(&dir)(e)),
+            Err(e) => return Err(write_error(&dir)(e)),
         }
     }
-    let target = dir.join(name);
+    Ok((dir, name.to_os_string()))
+}
+
+fn write_error(p: &Path) -> impl FnOnce(std::io::Error) -> DiskError + use<> {
+    let p = p.to_path_buf();
+    move |source| DiskError::Write {
+        path: p.display().to_string(),
+        source,
+    }
+}
+
+fn write_file(root: &Path, file: &NewFile) -> Result<(), DiskError> {
+    let refuse = |reason: String| DiskError::BadPath {
+        path: file.path.clone(),
+        reason,
+    };
+    let io = write_error;
+    let (dir, name) = parent_dir(root, &file.path)?;
+    let target = dir.join(&name);
     if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
         return Err(refuse("it is a directory in the installed OS".into()));
     }
@@ -366,4 +380,32 @@ fn write_file(root: &Path, file: &NewFile) -> Result<(), DiskError> {
     fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .map_err(io(&dir))
+}
+
+/// Makes `path` (absolute inside the OS) a symlink to `to` under `root`, replacing a file or
+/// link there, with the same checks on the way as [`write_files`]. systemd, for one, reads a
+/// unit's enablement (`*.wants/`) only from symlinks.
+pub fn write_symlink(root: &Path, path: &str, to: &str) -> Result<(), DiskError> {
+    let (dir, name) = parent_dir(root, path)?;
+    let target = dir.join(&name);
+    if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+        return Err(DiskError::BadPath {
+            path: path.to_string(),
+            reason: "it is a directory in the installed OS".into(),
+        });
+    }
+    let temp = dir.join(format!(".{}.stoker-new", name.to_string_lossy()));
+    match fs::remove_file(&temp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(write_error(&temp)(e)),
+    }
+    std::os::unix::fs::symlink(to, &temp).map_err(write_error(&temp))?;
+    if let Err(e) = fs::rename(&temp, &target) {
+        let _ = fs::remove_file(&temp);
+        return Err(write_error(&target)(e));
+    }
+    fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(write_error(&dir))
 }

@@ -211,7 +211,7 @@ pub async fn binary(
     .map_err(|e| ApiError::Internal(e.to_string()))?;
     let Some((path, sha)) = digest else {
         return Err(ApiError::NotFound(
-            "the master has no agent binary to serve (agent.binary)".into(),
+            "the master has no agent binary to serve (deploy.agent_binary)".into(),
         ));
     };
     tracing::info!(node, "agent binary fetched");
@@ -243,6 +243,9 @@ After=network-online.target
 ExecStart=/usr/local/bin/stoker agent --service /etc/stoker/agent.json
 Restart=always
 RestartSec=5
+# Its status lines on the console too, as the bootstrap agent's are: what an operator (and the
+# PXE lab's serial log) sees of a node that does not come back.
+StandardOutput=journal+console
 
 [Install]
 WantedBy=multi-user.target
