@@ -890,3 +890,145 @@ fn a_removed_node_is_erased_by_the_next_deploy_and_returns_to_discover() {
     let members = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/nodes"));
     assert_eq!(members.as_array().unwrap().len(), 2, "{members}");
 }
+
+/// The installed OS's agent gets in only with its own node's credential, from a machine with
+/// one of that node's MACs, at the master's version (else 426 says which version and where to
+/// get it); the binary is served for a node's credential only.
+#[test]
+fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("agent-binary");
+    std::fs::write(&binary, b"a small stand-in for the agent binary\n").unwrap();
+    let config = stoker::config::Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("plugins.bundled", "install".to_string())
+        .with_flag("deploy.agent_binary", binary.display().to_string())
+        .resolve()
+        .unwrap();
+    let d = TestDaemon::start_with(config, tempfile::tempdir().unwrap());
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    drive(&base, &nodes, &|_| false, 1000);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let credential = a.service.borrow().clone().unwrap();
+    let hello = |node_id: i64, macs: &[&str], version: &str| {
+        Http::raw_post(
+            &format!("{base}/api/v1/agent/service/hello"),
+            &json!({"node_id": node_id, "credential": credential, "version": version,
+                    "macs": macs})
+            .to_string(),
+            &[],
+        )
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    // Another node's credential: refused, naming whose it is.
+    let r = hello(b.id, &[&b.mac], version);
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(
+        r.body.contains(&format!("belongs to node-{}", a.id)),
+        "{}",
+        r.body
+    );
+    // From a machine with none of the node's MACs.
+    let r = hello(a.id, &["52:54:00:ff:ff:01"], version);
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("none of its MACs"), "{}", r.body);
+    // An older agent: 426, the version needed, where the binary is and its digest.
+    let r = hello(a.id, &[&a.mac], "0.0.1");
+    assert_eq!(r.status, 426, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["code"], "agent_outdated", "{v}");
+    assert_eq!(v["required_version"], version, "{v}");
+    assert_eq!(v["binary"], "/api/v1/agent/service/binary", "{v}");
+    let want = {
+        use sha2::Digest;
+        let bytes = std::fs::read(&binary).unwrap();
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert_eq!(v["sha256"], want.as_str(), "{v}");
+    // The binary: only for a node's credential.
+    let url = format!("{base}/api/v1/agent/service/binary");
+    let (status, _, _) = Http::get_bytes(&url, &[]);
+    assert_eq!(status, 401);
+    let (status, _, _) = Http::get_bytes(&url, &[("authorization", "Bearer skn_forged")]);
+    assert_eq!(status, 401);
+    let auth = format!("Bearer {credential}");
+    let (status, body, _) = Http::get_bytes(&url, &[("authorization", &auth)]);
+    assert_eq!(status, 200);
+    assert_eq!(body, std::fs::read(&binary).unwrap());
+    // Its own hello still works.
+    assert_eq!(hello(a.id, &[&a.mac], version).status, 200);
+}
+
+/// Adding a node to an operational environment provisions only that node; the others, on
+/// their service agents, run only what its arrival changed for them (the hosts file, the
+/// network data), and nothing is provisioned again.
+#[test]
+fn an_added_node_is_provisioned_alone_and_the_others_redeploy_what_it_changed() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, mut nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    let dep = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+
+    // A third node boots and is given the compute role.
+    let mac = "52:54:00:00:30:09";
+    let reply = Http::raw_post(
+        &format!("{base}/api/v1/agent/hello"),
+        &inventory(mac).to_string(),
+        &[],
+    )
+    .json();
+    let id = reply["node"]["id"].as_i64().unwrap();
+    let token = reply["agent_token"].as_str().unwrap().to_string();
+    let r = Http::raw_put(
+        &format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"),
+        &json!({"roles": ["compute"]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    nodes.push(Node::new(id, mac, token));
+
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep2 = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep2)["status"], "done");
+    let on = |id: i64| -> Vec<&str> {
+        ran.iter()
+            .filter(|r| r.0 == id)
+            .map(|r| r.1.as_str())
+            .collect()
+    };
+    let new = on(id);
+    assert_eq!(
+        new[..2],
+        ["deploy.configure", "power.reboot_to_disk"],
+        "{new:?}"
+    );
+    assert!(new.contains(&"nova-compute"), "{new:?}");
+    for old in &nodes[..2] {
+        let mine = on(old.id);
+        assert!(mine.contains(&"hosts"), "{mine:?}");
+        assert!(
+            !mine
+                .iter()
+                .any(|t| t.starts_with("deploy.") || t.starts_with("power.")),
+            "an operational node was provisioned again: {mine:?}"
+        );
+        assert!(
+            !mine.contains(&"setup_repositories"),
+            "the repositories did not change: {mine:?}"
+        );
+    }
+    for n in &nodes {
+        let v = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+        assert_eq!(v["status"], "ready", "{v}");
+    }
+}

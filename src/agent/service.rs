@@ -309,3 +309,81 @@ pub fn run(
     }
     Ok(LoopEnd::Stopped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+
+    /// A one-request HTTP server answering `status` with `body`; returns its URL and a handle
+    /// giving the Authorization header it saw.
+    fn serve_once(status: u16, body: Vec<u8>) -> (String, std::thread::JoinHandle<String>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("authorization:") {
+                    auth = v.trim().to_string();
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(&body).unwrap();
+            auth
+        });
+        (url, handle)
+    }
+
+    fn cfg(master: &str) -> ServiceConfig {
+        ServiceConfig {
+            master: master.to_string(),
+            fingerprint: None,
+            node_id: 7,
+            credential: "skn_secret".into(),
+        }
+    }
+
+    #[test]
+    fn an_outdated_agent_replaces_itself_with_the_masters_binary_checked_by_digest() {
+        use sha2::Digest;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("stoker");
+        std::fs::write(&exe, b"old agent").unwrap();
+        let new = b"#!/bin/sh\necho new agent\n".to_vec();
+        let sum = crate::model::hex(&sha2::Sha256::digest(&new));
+
+        // The download's digest is not the one the master announced: refused, old one kept.
+        let (url, seen) = serve_once(200, new.clone());
+        let master = Master::plain(&url);
+        let err = update(&master, &cfg(&url), "/bin", Some(&"0".repeat(64)), &exe).unwrap_err();
+        assert!(err.to_string().contains("SHA-256"), "{err}");
+        assert_eq!(seen.join().unwrap(), "bearer skn_secret");
+        assert_eq!(std::fs::read(&exe).unwrap(), b"old agent");
+        assert!(!exe.with_extension("new").exists());
+
+        // The master refuses the credential: refused, old one kept.
+        let (url, _) = serve_once(401, b"{}".to_vec());
+        let err = update(&Master::plain(&url), &cfg(&url), "/bin", Some(&sum), &exe).unwrap_err();
+        assert!(err.to_string().contains("HTTP 401"), "{err}");
+        assert_eq!(std::fs::read(&exe).unwrap(), b"old agent");
+
+        // The right one: in place, executable.
+        let (url, _) = serve_once(200, new.clone());
+        update(&Master::plain(&url), &cfg(&url), "/bin", Some(&sum), &exe).unwrap();
+        assert_eq!(std::fs::read(&exe).unwrap(), new);
+        let mode = std::fs::metadata(&exe).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+}

@@ -7,7 +7,6 @@
 //! authenticate, let `engine::hello` decide, call the store, answer.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
@@ -154,24 +153,39 @@ pub async fn hello(
                     ),
                     required: REQUIRED_VERSION,
                     binary: BINARY_PATH,
-                    sha256: binary_digest(&state).map(|(_, d)| d.clone()),
+                    sha256: binary_digest(&state).map(|(_, d)| d),
                 },
             })
         }
     }
 }
 
-/// The agent binary the master serves and its SHA-256, computed once.
-fn binary_digest(state: &AppState) -> Option<&'static (PathBuf, String)> {
-    static DIGEST: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
-    DIGEST
-        .get_or_init(|| {
-            let path = state.agent_binary.clone()?;
-            let bytes = std::fs::read(&path).ok()?;
-            use sha2::Digest;
-            Some((path, crate::model::hex(&sha2::Sha256::digest(&bytes))))
-        })
-        .as_ref()
+/// The agent binary the master serves and its SHA-256, computed once per binary (a test
+/// process runs several daemons, each with its own).
+fn binary_digest(state: &AppState) -> Option<(PathBuf, String)> {
+    static DIGESTS: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+    let path = state.agent_binary.clone()?;
+    let mut known = DIGESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = known.iter().find(|(p, _)| *p == path) {
+        return Some(found.clone());
+    }
+    use sha2::Digest;
+    use std::io::Read;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = std::fs::File::open(&path).ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let found = (path, crate::model::hex(&hasher.finalize()));
+    known.push(found.clone());
+    Some(found)
 }
 
 /// `GET /api/v1/agent/service/binary`: the agent binary, for a caller with a node's service
@@ -205,7 +219,7 @@ pub async fn binary(
     };
     let digest = web::block({
         let state = state.clone();
-        move || binary_digest(&state).cloned()
+        move || binary_digest(&state)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))?;
