@@ -252,6 +252,8 @@ pub struct RunView {
     pub max_parallel: Option<u64>,
     /// Its timeout: also how long it may wait, due, for its agent to take it.
     pub timeout_s: u64,
+    /// Which agent may take it.
+    pub runs_on: Location,
 }
 
 /// Where a deployment stands ([`super::schedule::Schedule::progress`]).

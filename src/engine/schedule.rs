@@ -13,6 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::orchestrate::{Progress, RunStatus, RunView};
+use super::state::Phase;
+use super::steps::Location;
 
 #[derive(Debug, Clone)]
 struct Slot {
@@ -24,6 +26,7 @@ struct Slot {
     concurrency: Option<String>,
     max_parallel: Option<u64>,
     timeout_s: u64,
+    runs_on: Location,
 }
 
 /// The scheduling state of one deployment.
@@ -68,6 +71,7 @@ impl Schedule {
                     concurrency: v.concurrency,
                     max_parallel: v.max_parallel,
                     timeout_s: v.timeout_s,
+                    runs_on: v.runs_on,
                 },
             );
         }
@@ -173,6 +177,18 @@ impl Schedule {
         } else {
             None
         }
+    }
+
+    /// Which agent may take run `id`.
+    pub fn runs_on(&self, id: i64) -> Option<Location> {
+        self.runs.get(&id).map(|s| s.runs_on)
+    }
+
+    /// Whether every provisioning run of `node` is done: a node's runs are ordered phase
+    /// first, so its first unfinished run, if any, is a deployment run.
+    pub fn provisioned(&self, node: i64) -> bool {
+        self.head(node)
+            .is_none_or(|(_, slot)| slot.runs_on.phase() == Phase::Deploy)
     }
 
     /// Record a run's new status.
@@ -347,6 +363,7 @@ mod tests {
             concurrency: None,
             max_parallel: None,
             timeout_s: 10,
+            runs_on: Location::Os,
         }
     }
 
@@ -574,5 +591,27 @@ mod tests {
         s.set(1, Pending);
         assert!(s.overdue(113).is_empty());
         assert_eq!(s.overdue(124), [(1, 113)]);
+    }
+
+    #[test]
+    fn a_node_is_provisioned_once_its_first_unfinished_run_is_a_deployment_run() {
+        let ramdisk = |mut r: RunView| {
+            r.runs_on = Location::Ramdisk;
+            r
+        };
+        let mut s = Schedule::new(vec![
+            ramdisk(v(1, Some(7), 0, Pending, &[])),
+            ramdisk(v(2, Some(7), 1, Pending, &[])),
+            v(3, Some(7), 2, Pending, &[]),
+        ]);
+        assert_eq!(s.runs_on(1), Some(Location::Ramdisk));
+        assert_eq!(s.runs_on(3), Some(Location::Os));
+        assert!(!s.provisioned(7));
+        s.set(1, Ok);
+        assert!(!s.provisioned(7));
+        s.set(2, Ok);
+        assert!(s.provisioned(7));
+        s.set(3, Ok);
+        assert!(s.provisioned(7), "a node with nothing left");
     }
 }

@@ -274,7 +274,7 @@ impl ReadTxn<'_> {
     /// orchestrator reads this on every claim and report, so it stays small.
     pub fn run_views(&self, deployment: i64) -> Result<Vec<RunView>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, node_id, seq, status, deps, concurrency, max_parallel, timeout_s
+            "SELECT id, node_id, seq, status, deps, concurrency, max_parallel, timeout_s, runs_on
              FROM step_runs WHERE deployment = ?1",
         )?;
         let rows = stmt.query_map([deployment], |r| {
@@ -293,6 +293,7 @@ impl ReadTxn<'_> {
                 concurrency: r.get(5)?,
                 max_parallel: r.get::<_, Option<i64>>(6)?.map(|m| m.max(0) as u64),
                 timeout_s: r.get::<_, i64>(7)?.max(0) as u64,
+                runs_on: Location::parse(r.get_ref(8)?.as_str()?).unwrap_or_default(),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -476,14 +477,13 @@ impl WriteTxn<'_> {
         let Some(dep) = self.read().running_deployment(cluster)? else {
             return Ok(Claim::Idle);
         };
-        let Some(run_id) = self.with_schedule(dep.id, |s| s.next_for(node_id))? else {
+        let Some((run_id, runs_on)) = self.with_schedule(dep.id, |s| {
+            s.next_for(node_id)
+                .map(|id| (id, s.runs_on(id).unwrap_or_default()))
+        })?
+        else {
             return Ok(Claim::Idle);
         };
-        let runs_on: String = self
-            .conn
-            .prepare_cached("SELECT runs_on FROM step_runs WHERE id = ?1")?
-            .query_row([run_id], |r| r.get(0))?;
-        let runs_on = Location::parse(&runs_on).unwrap_or_default();
         if runs_on != agent {
             // The run is for the node's other agent: the OS's while the node is still in the
             // bootstrap (it booted from the network instead of its disk), or the ramdisk's
@@ -582,20 +582,12 @@ impl WriteTxn<'_> {
         if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
             self.fail_node(run.node_id, &run.label, why, now)?;
-        } else if run.runs_on.phase() == state::Phase::Provision {
+        } else if run.runs_on.phase() == state::Phase::Provision
+            && self.with_schedule(run.deployment, |s| s.provisioned(node_id))?
+        {
             // The node's last provisioning step (reboot_to_disk): it is provisioned while
             // its installed OS boots, before its agent there takes a deployment step.
-            let left: i64 = self
-                .conn
-                .prepare_cached(
-                    "SELECT COUNT(*) FROM step_runs
-                     WHERE deployment = ?1 AND node_id = ?2 AND runs_on IN ('ramdisk', 'master')
-                       AND status NOT IN ('ok', 'skipped')",
-                )?
-                .query_row(params![run.deployment, node_id], |r| r.get(0))?;
-            if left == 0 {
-                self.move_node(node_id, now, state::provisioning_done)?;
-            }
+            self.move_node(node_id, now, state::provisioning_done)?;
         }
         self.advance(run.deployment, Some(node_id), now)?;
         Ok(Report::Accepted)
