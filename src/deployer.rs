@@ -142,9 +142,7 @@ pub fn start(
         out
     };
     let mut runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
-    let erase = deletion_runs(
-        store, data_dir, cluster_id, &pending, &planned, settings, plans, now,
-    )?;
+    let erase = deletion_runs(store, data_dir, cluster_id, &pending, settings, plans, now)?;
     // Pending nodes the release has no deletion graph for are released at once.
     let release_now: Vec<i64> = pending
         .iter()
@@ -185,13 +183,11 @@ pub fn start(
 /// on the nodes pending deletion, on their installed OS: the sync node's stages are left out
 /// (the deployment's own stages order the rest) and the waits on them dropped. None when no
 /// node is pending or the release has no deletion graph.
-#[allow(clippy::too_many_arguments)]
 fn deletion_runs(
     store: &Store,
     data_dir: &Path,
     cluster_id: i64,
     pending: &BTreeSet<i64>,
-    planned: &[PlannedStep],
     settings: &DeploySettings,
     plans: &planner::Plans,
     now: i64,
@@ -200,19 +196,16 @@ fn deletion_runs(
         return Ok(Vec::new());
     }
     let plan = match plans.plan(store, data_dir, cluster_id, "deletion", now) {
-        Ok(p) => match p.plan {
-            Ok(plan) => plan,
-            // No deletion graph in the release (or nothing of it for these nodes).
-            Err(_) => return Ok(Vec::new()),
-        },
-        Err(PlanningError::Release { .. }) => return Ok(Vec::new()),
+        Ok(p) => p.plan.map_err(PlanningError::Kept)?,
+        // The release has none: the nodes are released without one.
+        Err(e) if e.is_missing_graph() => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
     let ids: BTreeMap<String, i64> = pending.iter().map(|n| (n.to_string(), *n)).collect();
-    let tasks_only: Vec<PlannedStep> = planned
-        .iter()
+    // The graph's tasks, whatever user steps the deployment has (they are about deploying).
+    let tasks_only: Vec<PlannedStep> = steps::plan(&steps::builtins(None, None), &[])?
+        .into_iter()
         .filter(|s| s.step == "run_tasks")
-        .cloned()
         .collect();
     let all = orchestrate::runs_for(&plan.plan, &ids, &|_| tasks_only.clone(), &settings.runs);
     // Keep the node runs, renumbering their waits.

@@ -73,6 +73,20 @@ impl PlanningError {
             PlanningError::Kept(e) => e.code(),
         }
     }
+
+    /// The release has no graph of the type asked for (a release may have no deletion graph).
+    pub fn is_missing_graph(&self) -> bool {
+        matches!(
+            self,
+            PlanningError::Release {
+                source: GraphSourceError::Source {
+                    source: graph::source::SourceError::NoGraph { .. },
+                    ..
+                },
+                ..
+            }
+        )
+    }
 }
 
 /// Everything a plan was made from, kept so a successful run can be recorded against it.
@@ -215,6 +229,9 @@ struct Cached {
     made_at: i64,
 }
 
+/// One environment's kept plan of one graph type, locked while it is made.
+type Slot = Arc<Mutex<Option<Cached>>>;
+
 /// Planning as the daemon does it: within the configured YAQL budget, and with the last plan
 /// of each environment kept, so pages do not plan again on every view.
 ///
@@ -229,7 +246,9 @@ struct Cached {
 /// An environment that is gone loses its entry on its next call.
 pub struct Plans {
     budget: u64,
-    slots: Mutex<HashMap<i64, Arc<Mutex<Option<Cached>>>>>,
+    /// Per environment and graph type: a Deploy that plans the deletion graph does not throw
+    /// away the deployment graph's plan the environment's page keeps using.
+    slots: Mutex<HashMap<(i64, String), Slot>>,
     made: AtomicU64,
 }
 
@@ -279,13 +298,17 @@ impl Plans {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, PlanningError::NoCluster(_)) {
-                    lock(&self.slots).remove(&cluster_id);
+                    lock(&self.slots).retain(|(c, _), _| *c != cluster_id);
                 }
                 return Err(e);
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        let slot = Arc::clone(lock(&self.slots).entry(cluster_id).or_default());
+        let slot = Arc::clone(
+            lock(&self.slots)
+                .entry((cluster_id, graph_type.to_string()))
+                .or_default(),
+        );
         let mut kept = lock(&slot);
         if let Some(c) = kept.as_ref()
             && c.key == key
@@ -480,6 +503,32 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_graph_the_release_lacks_counts_as_missing() {
+        let release = |graph: &str| {
+            open_release("ubuntu-newton", None, graph, None).map_err(|source| {
+                PlanningError::Release {
+                    release: "ubuntu-newton".into(),
+                    source,
+                }
+            })
+        };
+        assert!(release("deletion").is_ok(), "the bundled release has one");
+        let Err(e) = release("no-such-graph") else {
+            panic!("a graph the release lacks")
+        };
+        assert!(e.is_missing_graph(), "{e}");
+        let Err(e) = open_release("no-such-release", None, "deletion", None).map_err(|source| {
+            PlanningError::Release {
+                release: "x".into(),
+                source,
+            }
+        }) else {
+            panic!("an unknown release")
+        };
+        assert!(!e.is_missing_graph(), "{e}");
+    }
 
     #[test]
     fn a_plugin_is_enabled_by_its_metadata() {
