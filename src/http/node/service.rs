@@ -132,6 +132,10 @@ pub async fn hello(
         }
         Err(why) => {
             tracing::warn!(node = claimed, ?why, "service agent refused");
+            let digest = match why {
+                ServiceRefusal::Outdated => agent_binary(&state).await?.map(|(_, d)| d),
+                _ => None,
+            };
             Err(match why {
                 ServiceRefusal::Unknown => ApiError::Unauthorized(format!(
                     "this credential is not node-{claimed}'s (the node was removed or \
@@ -153,11 +157,20 @@ pub async fn hello(
                     ),
                     required: REQUIRED_VERSION,
                     binary: BINARY_PATH,
-                    sha256: binary_digest(&state).map(|(_, d)| d),
+                    sha256: digest,
                 },
             })
         }
     }
+}
+
+/// The agent binary the master serves and its SHA-256, hashed off the async runtime (the
+/// first time it reads the whole file, ~130 MB for a release build with line tables).
+async fn agent_binary(state: &web::Data<AppState>) -> Result<Option<(PathBuf, String)>, ApiError> {
+    let state = state.clone();
+    web::block(move || binary_digest(&state))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// The agent binary the master serves and its SHA-256, computed once per binary (a test
@@ -217,12 +230,7 @@ pub async fn binary(
             "the credential is not a node's".into(),
         ));
     };
-    let digest = web::block({
-        let state = state.clone();
-        move || binary_digest(&state)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let digest = agent_binary(&state).await?;
     let Some((path, sha)) = digest else {
         return Err(ApiError::NotFound(
             "the master has no agent binary to serve (deploy.agent_binary)".into(),
