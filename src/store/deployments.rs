@@ -651,21 +651,21 @@ impl WriteTxn<'_> {
                 let kind = Location::parse(&kind).unwrap_or_default();
                 let why = if last_seen <= since {
                     format!(
-                        "node-{node}'s agent has not called since {} UTC; the step was due from \
-                         {} UTC and was not taken within its {} s timeout (the node is off, \
-                         hung, or cannot reach the master)",
-                        clock_utc(last_seen),
-                        clock_utc(since),
+                        "node-{node}'s agent has not called since {}; the step was due from \
+                         {} and was not taken within its {} s timeout (the node is off, hung, \
+                         or cannot reach the master)",
+                        crate::model::utc(last_seen),
+                        crate::model::utc(since),
                         run.timeout_s
                     )
                 } else {
                     format!(
                         "the step runs on {} but node-{node}'s agent calls from {}; it was due \
-                         from {} UTC and was not taken within its {} s timeout (did the node \
-                         boot its installed OS?)",
+                         from {} and was not taken within its {} s timeout (did the node boot \
+                         its installed OS?)",
                         run.runs_on.describe(),
                         kind.describe(),
-                        clock_utc(since),
+                        crate::model::utc(since),
                         run.timeout_s
                     )
                 };
@@ -956,11 +956,4 @@ fn tail(s: &str) -> &str {
         start += 1;
     }
     &s[start..]
-}
-
-/// A Unix time as the UTC time of day, `HH:MM:SS`: enough to find it in logs beside the
-/// date the dashboard shows.
-fn clock_utc(ts: i64) -> String {
-    let t = ts.rem_euclid(86_400);
-    format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
 }

@@ -34,26 +34,7 @@ pub fn ago(then: i64, now: i64) -> String {
     }
 }
 
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian; Howard Hinnant's algorithm).
-pub fn utc(ts: i64) -> String {
-    let days = ts.div_euclid(86_400);
-    let secs = ts.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
-}
+pub use crate::model::utc;
 
 /// The badge colour class of a status; the CSS defines one per class.
 pub fn badge(status: NodeStatus) -> &'static str {
