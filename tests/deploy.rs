@@ -52,17 +52,42 @@ impl Node {
     /// The installed OS booted: its service agent says hello with the credential.
     fn boot_os(&self, base: &str) {
         let credential = self.service.borrow().clone().expect("configure ran");
-        let r = Http::raw_post(
-            &format!("{base}/api/v1/agent/service/hello"),
-            &json!({"node_id": self.id, "credential": credential,
-                    "version": env!("CARGO_PKG_VERSION"), "macs": [self.mac]})
-            .to_string(),
-            &[],
-        );
+        let r = service_hello(base, self.id, &credential, &[&self.mac], VERSION);
         assert_eq!(r.status, 200, "{}", r.body);
         let token = r.json()["agent_token"].as_str().unwrap().to_string();
         *self.os_token.borrow_mut() = Some(token);
     }
+}
+
+/// The master's version, which a service agent must run.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// `POST /api/v1/agent/service/hello` as an installed OS's agent.
+fn service_hello(base: &str, node: i64, credential: &str, macs: &[&str], version: &str) -> Resp {
+    Http::raw_post(
+        &format!("{base}/api/v1/agent/service/hello"),
+        &json!({"node_id": node, "credential": credential, "version": version, "macs": macs})
+            .to_string(),
+        &[],
+    )
+}
+
+/// A node that boots (the bootstrap's hello) and gets `role` in environment `cluster`.
+fn join(base: &str, cluster: i64, mac: &str, role: &str) -> Node {
+    let reply = Http::raw_post(
+        &format!("{base}/api/v1/agent/hello"),
+        &inventory(mac).to_string(),
+        &[],
+    )
+    .json();
+    let id = reply["node"]["id"].as_i64().unwrap();
+    let token = reply["agent_token"].as_str().unwrap().to_string();
+    let r = Http::raw_put(
+        &format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"),
+        &json!({"roles": [role]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    Node::new(id, mac, token)
 }
 
 fn post(base: &str, path: &str, token: &str, body: &Value) -> Resp {
@@ -85,24 +110,11 @@ fn setup(base: &str, roles: &[&str]) -> (i64, Vec<Node>) {
     );
     assert_eq!(r.status, 201, "{}", r.body);
     let cluster = r.json()["id"].as_i64().unwrap();
-    let mut nodes = Vec::new();
-    for (i, role) in roles.iter().enumerate() {
-        let mac = format!("52:54:00:00:30:{i:02x}");
-        let r = Http::raw_post(
-            &format!("{base}/api/v1/agent/hello"),
-            &inventory(&mac).to_string(),
-            &[],
-        );
-        let reply = r.json();
-        let id = reply["node"]["id"].as_i64().unwrap();
-        let token = reply["agent_token"].as_str().unwrap().to_string();
-        let r = Http::raw_put(
-            &format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"),
-            &json!({"roles": [role]}).to_string(),
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        nodes.push(Node::new(id, &mac, token));
-    }
+    let nodes = roles
+        .iter()
+        .enumerate()
+        .map(|(i, role)| join(base, cluster, &format!("52:54:00:00:30:{i:02x}"), role))
+        .collect();
     (cluster, nodes)
 }
 
@@ -862,13 +874,7 @@ fn a_removed_node_is_erased_by_the_next_deploy_and_returns_to_discover() {
     );
     assert_eq!(r.status, 401, "{}", r.body);
     let credential = gone.service.borrow().clone().unwrap();
-    let r = Http::raw_post(
-        &format!("{base}/api/v1/agent/service/hello"),
-        &json!({"node_id": gone.id, "credential": credential,
-                "version": env!("CARGO_PKG_VERSION"), "macs": [gone.mac]})
-        .to_string(),
-        &[],
-    );
+    let r = service_hello(&base, gone.id, &credential, &[&gone.mac], VERSION);
     assert_eq!(r.status, 401, "{}", r.body);
     // Its next network boot finds it again: the boot script is the bootstrap's again (it was
     // its local disk's while the node was deployed), with a boot token for its hello.
@@ -914,15 +920,9 @@ fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
     let (a, b) = (&nodes[0], &nodes[1]);
     let credential = a.service.borrow().clone().unwrap();
     let hello = |node_id: i64, macs: &[&str], version: &str| {
-        Http::raw_post(
-            &format!("{base}/api/v1/agent/service/hello"),
-            &json!({"node_id": node_id, "credential": credential, "version": version,
-                    "macs": macs})
-            .to_string(),
-            &[],
-        )
+        service_hello(&base, node_id, &credential, macs, version)
     };
-    let version = env!("CARGO_PKG_VERSION");
+    let version = VERSION;
     // Another node's credential: refused, naming whose it is.
     let r = hello(b.id, &[&b.mac], version);
     assert_eq!(r.status, 403, "{}", r.body);
@@ -979,21 +979,9 @@ fn an_added_node_is_provisioned_alone_and_the_others_redeploy_what_it_changed() 
     assert_eq!(deployment(&base, dep)["status"], "done");
 
     // A third node boots and is given the compute role.
-    let mac = "52:54:00:00:30:09";
-    let reply = Http::raw_post(
-        &format!("{base}/api/v1/agent/hello"),
-        &inventory(mac).to_string(),
-        &[],
-    )
-    .json();
-    let id = reply["node"]["id"].as_i64().unwrap();
-    let token = reply["agent_token"].as_str().unwrap().to_string();
-    let r = Http::raw_put(
-        &format!("{base}/api/v1/clusters/{cluster}/nodes/{id}"),
-        &json!({"roles": ["compute"]}).to_string(),
-    );
-    assert_eq!(r.status, 200, "{}", r.body);
-    nodes.push(Node::new(id, mac, token));
+    let added = join(&base, cluster, "52:54:00:00:30:09", "compute");
+    let id = added.id;
+    nodes.push(added);
 
     let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
     assert_eq!(r.status, 202, "{}", r.body);

@@ -155,6 +155,13 @@ impl WriteTxn<'_> {
         Ok(cluster)
     }
 
+    fn existing_node(&self, id: i64) -> Result<crate::model::Node> {
+        self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
+            entity: "node",
+            id: id.to_string(),
+        })
+    }
+
     fn existing_cluster(&self, id: i64) -> Result<Cluster> {
         self.read()
             .cluster(id)?
@@ -199,13 +206,7 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<crate::model::Node> {
         let cluster = self.existing_cluster(cluster_id)?;
-        let node = self
-            .read()
-            .node(node_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "node",
-                id: node_id.to_string(),
-            })?;
+        let node = self.existing_node(node_id)?;
         if let Some(other) = node.cluster_id
             && other != cluster_id
         {
@@ -239,12 +240,7 @@ impl WriteTxn<'_> {
                 roles.join(", ")
             ),
         )?;
-        self.read()
-            .node(node_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "node",
-                id: node_id.to_string(),
-            })
+        self.existing_node(node_id)
     }
 
     /// Take a node out of environment `cluster_id`; refused (not found) when it is not in it.
@@ -263,13 +259,7 @@ impl WriteTxn<'_> {
     /// marked `pending_deletion` and stays until the next Deploy erases it (the release's
     /// deletion graph) and releases it; any other node is released at once.
     pub fn unassign_node(&self, node_id: i64, now: i64) -> Result<()> {
-        let node = self
-            .read()
-            .node(node_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "node",
-                id: node_id.to_string(),
-            })?;
+        let node = self.existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
@@ -299,13 +289,7 @@ impl WriteTxn<'_> {
     /// agent's credential (the agent on its old OS can no longer call) and its pending flag go,
     /// and it is in `discover`: its next network boot finds it again.
     pub fn release_node(&self, node_id: i64, now: i64) -> Result<()> {
-        let node = self
-            .read()
-            .node(node_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "node",
-                id: node_id.to_string(),
-            })?;
+        let node = self.existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
