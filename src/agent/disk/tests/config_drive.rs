@@ -54,16 +54,11 @@ fn check_fat(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&st
             listing.contains(short),
             "{flavor:?}: {short} not in\n{listing}"
         );
-        let out = std::process::Command::new("mtype")
-            .args(["-i", &file, &format!("::/{name}")])
-            .env("MTOOLS_SKIP_CHECK", "1")
-            .output()
-            .expect("mtype (package mtools) is needed; this test does not skip");
-        assert!(out.status.success(), "mtype {name}: {out:?}");
+        let out = tool_bytes("mtype", &["-i", &file, &format!("::/{name}")]);
         assert!(
-            out.stdout == *bytes,
+            out == *bytes,
             "{flavor:?}: {name} read back {} bytes, {} written",
-            out.stdout.len(),
+            out.len(),
             bytes.len()
         );
     }
@@ -75,6 +70,7 @@ fn check_fat(flavor: Flavor, image: &[u8], label: &str, dir: &str, files: &[(&st
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn config_two_is_an_iso_with_the_names_cloud_init_reads() {
     let c = contents();
     let image = config_drive::build(Flavor::ConfigTwo, &c).unwrap();
@@ -117,15 +113,11 @@ fn config_two_is_an_iso_with_the_names_cloud_init_reads() {
     );
     let iso = Image::open(&image).unwrap();
     for (name, bytes) in &files {
-        let out = std::process::Command::new("isoinfo")
-            .args(["-R", "-i", &file, "-x", &format!("/{name}")])
-            .output()
-            .expect("isoinfo (package genisoimage) is needed; this test does not skip");
-        assert!(out.status.success(), "isoinfo -x {name}: {out:?}");
+        let out = isoinfo_extract(&file, name);
         assert!(
-            out.stdout == *bytes,
+            out == *bytes,
             "{name}: isoinfo read {} bytes, {} written",
-            out.stdout.len(),
+            out.len(),
             bytes.len()
         );
         assert_eq!(iso.read(name).unwrap(), Some(&bytes[..]), "{name}");
@@ -139,6 +131,7 @@ fn config_two_is_an_iso_with_the_names_cloud_init_reads() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn nocloud_is_what_cloud_init_reads() {
     let mut c = contents();
     c.network_data = None;
@@ -161,6 +154,7 @@ fn nocloud_is_what_cloud_init_reads() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn a_large_drive_is_still_clean() {
     let mut c = contents();
     c.user_data = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
@@ -176,6 +170,7 @@ fn a_large_drive_is_still_clean() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn a_config_drive_appended_to_a_gpt_disk_is_found_by_label() {
     let dir = tempfile::tempdir().unwrap();
     let img = blank(dir.path(), "disk.img", 8 * MIB);
@@ -214,6 +209,7 @@ fn a_config_drive_appended_to_a_gpt_disk_is_found_by_label() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn on_mbr_config_two_is_a_linux_partition_and_nocloud_a_fat_one() {
     let dir = tempfile::tempdir().unwrap();
     let img = blank(dir.path(), "disk.img", 16 * MIB);

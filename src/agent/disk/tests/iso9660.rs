@@ -84,6 +84,7 @@ fn paths_with_dirs(files: &[(String, Vec<u8>)]) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn the_tools_see_the_volume_label_and_the_exact_rock_ridge_names() {
     let files = files();
     let image = iso9660::build("config-2", &files, MAX).unwrap();
@@ -127,15 +128,11 @@ fn the_tools_see_the_volume_label_and_the_exact_rock_ridge_names() {
         "{plain:?}"
     );
     for (path, bytes) in &files {
-        let out = std::process::Command::new("isoinfo")
-            .args(["-R", "-i", &img, "-x", &format!("/{path}")])
-            .output()
-            .expect("isoinfo (package genisoimage) is needed; this test does not skip");
-        assert!(out.status.success(), "{out:?}");
+        let out = isoinfo_extract(&img, path);
         assert!(
-            out.stdout == *bytes,
+            out == *bytes,
             "{path}: isoinfo read {} bytes, {} written",
-            out.stdout.len(),
+            out.len(),
             bytes.len()
         );
     }
@@ -176,6 +173,7 @@ fn the_tools_see_the_volume_label_and_the_exact_rock_ridge_names() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn many_names_that_shorten_alike_stay_unique() {
     let files: Vec<(String, Vec<u8>)> = (0..3000)
         .map(|i| (format!("d/user_data_{i}.json"), vec![i as u8]))
@@ -232,6 +230,7 @@ fn read_back(image: &[u8], files: &[(String, Vec<u8>)]) {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn the_reader_reads_its_own_genisoimage_s_and_xorriso_s_images() {
     let files = files();
     read_back(&iso9660::build("config-2", &files, MAX).unwrap(), &files);
@@ -283,6 +282,7 @@ fn the_reader_reads_its_own_genisoimage_s_and_xorriso_s_images() {
 
 /// As root: the kernel's isofs mounts the image and sees the exact names and bytes.
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn linux_mounts_it_and_reads_the_files() {
     if tool("id", &["-u"]).trim() != "0" {
         eprintln!("NOT RUN: linux_mounts_it_and_reads_the_files needs root (mount -o loop)");

@@ -144,6 +144,7 @@ fn a_symlink_on_the_way_is_refused_and_nothing_is_written_through_it() {
 }
 
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn a_sandbox_stands_in_for_the_mount() {
     let sandbox = tempfile::tempdir().unwrap();
     let part = Partition {
@@ -188,6 +189,7 @@ fn mounted(dir: &Path) -> bool {
 /// the files then read back from the partition's bytes by debugfs. Needs root (CI and this
 /// machine have it); without root it says so and returns: the one test allowed to.
 #[test]
+#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
 fn a_real_ext4_partition_is_mounted_written_and_unmounted() {
     if tool("id", &["-u"]).trim() != "0" {
         eprintln!(
