@@ -1,7 +1,8 @@
 //! Starting a deployment: the environment's plan ([`crate::planner`]), each node's deploy steps
 //! (stoker's built-ins with the master's image settings, changed by the operator's per-deployment
 //! user steps, [`crate::engine::steps`]), expanded into runs ([`crate::engine::orchestrate`])
-//! and stored in one transaction with the deployed state to keep if it succeeds. Handing runs to
+//! and stored (in parts, invisible until whole: `store::NewDeployment`) with the deployed state
+//! to keep if it succeeds. Handing runs to
 //! agents and recording their results is the store's ([`crate::store`]); this module only starts.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +14,7 @@ use crate::engine::orchestrate::{self, RunOptions};
 use crate::engine::state::{NodeState, Phase};
 use crate::engine::steps::{self, PlannedStep, StepsError, UserStep};
 use crate::planner::{self, PlanningError};
-use crate::store::{Deployment, Store, StoreError};
+use crate::store::{Deployment, GroupWriter, NewDeployment, Store, StoreError};
 
 /// The master's deployment settings.
 #[derive(Debug, Clone, Default)]
@@ -72,8 +73,10 @@ impl DeployError {
 /// Plan `cluster_id` through `plans` (the kept plan when nothing it is made from changed since
 /// the environment's page showed it, else a new one within the plan budget) and start deploying
 /// it.
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     store: &Store,
+    writer: &GroupWriter,
     data_dir: &Path,
     cluster_id: i64,
     user_steps: &[UserStep],
@@ -166,13 +169,16 @@ pub fn start(
             nodes: ids.len(),
         });
     }
-    let deployment = store.write(|tx| {
-        let d = tx.create_deployment(cluster_id, &runs, &env.plan, now)?;
-        for &node in &release_now {
-            tx.release_node(node, now)?;
-        }
-        Ok(d)
-    })?;
+    let deployment = store.create_deployment(
+        writer,
+        NewDeployment {
+            cluster_id,
+            plan: &env.plan,
+            runs: &runs,
+            release: release_now,
+            now,
+        },
+    )?;
     Ok(Started {
         deployment,
         plan_cached,

@@ -47,35 +47,44 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// Replace an environment's deployed state.
-    pub fn save_deployed(&self, cluster_id: i64, deployed: &Deployed) -> Result<()> {
+    /// Deployment `dep` of `cluster_id` succeeded: its snapshot and the tasks it ran, written
+    /// when it was created (`deployment_states.snapshot`, `deployment_ran`), become the
+    /// environment's deployed state. Nodes no longer in the environment (or leaving it) keep
+    /// nothing (back in an environment, they are new), and snapshots no task refers to any
+    /// more go. All in SQL, a copy of what this deployment ran: this runs inside the call of
+    /// the agent whose result ended the deployment, so it must not parse or rewrite the whole
+    /// state.
+    pub(super) fn keep_deployed(&self, cluster_id: i64, dep: i64) -> Result<()> {
         self.conn.execute(
-            "DELETE FROM deployed_snapshots WHERE cluster_id = ?1",
+            "INSERT OR REPLACE INTO deployed_snapshots (cluster_id, deployment, data)
+             SELECT ?1, CAST(deployment AS TEXT), snapshot FROM deployment_states
+             WHERE deployment = ?2 AND snapshot IS NOT NULL",
+            params![cluster_id, dep],
+        )?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO deployed_tasks (cluster_id, node_uid, task, deployment)
+             SELECT ?1, node_uid, task, CAST(?2 AS TEXT) FROM deployment_ran
+             WHERE deployment = ?2",
+            params![cluster_id, dep],
+        )?;
+        self.conn.execute(
+            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid NOT IN
+               (SELECT CAST(id AS TEXT) FROM nodes
+                WHERE cluster_id = ?1 AND NOT pending_deletion)",
             [cluster_id],
         )?;
         self.conn.execute(
-            "DELETE FROM deployed_tasks WHERE cluster_id = ?1",
+            "DELETE FROM deployed_snapshots WHERE cluster_id = ?1 AND deployment NOT IN
+               (SELECT deployment FROM deployed_tasks WHERE cluster_id = ?1)",
             [cluster_id],
         )?;
-        for (id, snap) in &deployed.deployments {
-            let data = serde_json::to_string(snap).map_err(|e| StoreError::Corrupt {
-                what: "deployed snapshot",
-                detail: e.to_string(),
-            })?;
-            self.conn.execute(
-                "INSERT INTO deployed_snapshots (cluster_id, deployment, data) VALUES (?1, ?2, ?3)",
-                params![cluster_id, id, data],
-            )?;
-        }
-        let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO deployed_tasks (cluster_id, node_uid, task, deployment)
-             VALUES (?1, ?2, ?3, ?4)",
+        // Kept once, in deployed_snapshots; the list of what it ran has served.
+        self.conn.execute(
+            "UPDATE deployment_states SET snapshot = NULL WHERE deployment = ?1",
+            [dep],
         )?;
-        for (uid, tasks) in &deployed.tasks {
-            for (task, dep) in tasks {
-                stmt.execute(params![cluster_id, uid, task, dep])?;
-            }
-        }
+        self.conn
+            .execute("DELETE FROM deployment_ran WHERE deployment = ?1", [dep])?;
         Ok(())
     }
 }
@@ -108,25 +117,118 @@ mod tests {
         (dir, store)
     }
 
-    #[test]
-    fn deployed_state_round_trips() {
-        let (_dir, store) = store_with_cluster();
-        let mut d = Deployed::default();
-        d.deployments.insert(
-            "1".to_string(),
-            Snapshot {
-                common: serde_json::json!({"a": 1}),
-                nodes: BTreeMap::from([("1".to_string(), serde_json::json!({"b": 2}))]),
-            },
-        );
+    /// Deployment `dep` as creation writes it: its snapshot and the tasks it runs.
+    fn staged(store: &Store, dep: i64, snap: &Snapshot, ran: &[(&str, &str)]) {
+        let snap = serde_json::to_string(snap).unwrap();
+        store
+            .write(|tx| {
+                tx.conn.execute(
+                    "INSERT INTO deployments (id, cluster_id, status, created_at)
+                     VALUES (?1, 1, 'running', 1)",
+                    [dep],
+                )?;
+                tx.conn.execute(
+                    "INSERT INTO deployment_states (deployment, snapshot) VALUES (?1, ?2)",
+                    params![dep, snap],
+                )?;
+                for (uid, task) in ran {
+                    tx.conn.execute(
+                        "INSERT INTO deployment_ran (deployment, node_uid, task)
+                         VALUES (?1, ?2, ?3)",
+                        params![dep, uid, task],
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    fn snap(nodes: &[&str]) -> Snapshot {
+        Snapshot {
+            common: serde_json::json!({"a": 1}),
+            nodes: nodes
+                .iter()
+                .map(|n| (n.to_string(), serde_json::json!({"uid": n})))
+                .collect(),
+        }
+    }
+
+    fn tasks(d: &Deployed) -> BTreeMap<(String, String), String> {
         d.tasks
-            .entry("1".to_string())
-            .or_default()
-            .insert("netconfig".to_string(), "1".to_string());
-        store.write(|tx| tx.save_deployed(1, &d)).unwrap();
-        assert_eq!(store.read(|r| r.deployed(1)).unwrap(), d);
-        // An environment that does not exist: the foreign key refuses, nothing half-written.
-        assert!(store.write(|tx| tx.save_deployed(7, &d)).is_err());
-        assert_eq!(store.read(|r| r.deployed(7)).unwrap(), Deployed::default());
+            .iter()
+            .flat_map(|(u, t)| {
+                t.iter()
+                    .map(move |(task, dep)| ((u.clone(), task.clone()), dep.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_successful_deployment_becomes_the_deployed_state_by_what_it_ran() {
+        let (_dir, store) = store_with_cluster();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
+                     VALUES (1, '52:54:00:00:00:01', 'a', 'ready', 1, 1, 1),
+                            (2, '52:54:00:00:00:02', 'b', 'ready', 1, 1, 1);",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        staged(
+            &store,
+            1,
+            &snap(&["1", "2"]),
+            &[("1", "netconfig"), ("1", "puppet"), ("2", "netconfig")],
+        );
+        store.write(|tx| tx.keep_deployed(1, 1)).unwrap();
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d.deployments["1"], snap(&["1", "2"]));
+        assert_eq!(tasks(&d).len(), 3);
+        assert!(tasks(&d).values().all(|dep| dep == "1"));
+
+        // A redeploy runs one task on node 1: only that task moves to deployment 2; the rest
+        // still refer to deployment 1, whose snapshot stays.
+        staged(&store, 2, &snap(&["1"]), &[("1", "puppet")]);
+        store.write(|tx| tx.keep_deployed(1, 2)).unwrap();
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d.last_run("1", "puppet"), Some("2"));
+        assert_eq!(d.last_run("1", "netconfig"), Some("1"));
+        assert_eq!(d.last_run("2", "netconfig"), Some("1"));
+        assert_eq!(d.deployments.keys().collect::<Vec<_>>(), vec!["1", "2"]);
+
+        // Node 2 leaves; deployment 3 runs everything left on node 1: deployment 1's snapshot is
+        // referred to by nothing and goes, and node 2 keeps nothing.
+        store
+            .write(|tx| {
+                tx.conn
+                    .execute("UPDATE nodes SET cluster_id = NULL WHERE id = 2", [])?;
+                Ok(())
+            })
+            .unwrap();
+        staged(&store, 3, &snap(&["1"]), &[("1", "netconfig")]);
+        store.write(|tx| tx.keep_deployed(1, 3)).unwrap();
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(
+            tasks(&d),
+            BTreeMap::from([
+                (("1".into(), "netconfig".into()), "3".into()),
+                (("1".into(), "puppet".into()), "2".into()),
+            ])
+        );
+        assert_eq!(d.deployments.keys().collect::<Vec<_>>(), vec!["2", "3"]);
+        // What creation wrote has served: nothing of it is kept twice.
+        let left: i64 = store
+            .read(|r| {
+                Ok(r.conn.query_row(
+                    "SELECT (SELECT COUNT(*) FROM deployment_ran)
+                          + (SELECT COUNT(*) FROM deployment_states WHERE snapshot IS NOT NULL)",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(left, 0);
     }
 }

@@ -16,8 +16,7 @@ use serde_json::Value as J;
 
 use super::catalog::json_column;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
-use crate::engine::graph::{Deployed, Plan};
-use crate::engine::orchestrate::{NewRun, Progress, RunStatus, RunView};
+use crate::engine::orchestrate::{Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
 use crate::engine::state::{self, Event, NodeState};
 use crate::engine::steps::Location;
@@ -228,7 +227,8 @@ impl ReadTxn<'_> {
     /// An environment's deployments, newest first.
     pub fn deployments(&self, cluster_id: i64) -> Result<Vec<Deployment>> {
         let sql = format!(
-            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE cluster_id = ?1 ORDER BY id DESC"
+            "SELECT {DEPLOYMENT_COLUMNS} FROM deployments
+             WHERE cluster_id = ?1 AND status != 'preparing' ORDER BY id DESC"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id], deployment_from_row)?;
@@ -249,6 +249,7 @@ impl ReadTxn<'_> {
                   AND r.status IN ('ok', 'failed', 'skipped'))
              FROM deployments d
              WHERE (?1 IS NULL OR d.cluster_id = ?1) AND (?2 IS NULL OR d.id = ?2)
+               AND d.status != 'preparing'
              ORDER BY d.id DESC"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
@@ -350,113 +351,6 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// Create a deployment of `cluster_id` from `plan` and its `runs` (deps are indices into
-    /// it). The deployed state to keep when every run succeeds is recorded now, under the
-    /// deployment's id, so a later plan's `compared_with` names this deployment. Refused while
-    /// another deployment of the environment is running.
-    pub fn create_deployment(
-        &self,
-        cluster_id: i64,
-        runs: &[NewRun],
-        plan: &Plan,
-        now: i64,
-    ) -> Result<Deployment> {
-        let cluster = self
-            .read()
-            .cluster(cluster_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "environment",
-                id: cluster_id.to_string(),
-            })?;
-        if let Some(d) = self.read().running_deployment(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {} is being deployed (deployment {}); abort it first",
-                cluster.name, d.id
-            )));
-        }
-        self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at) VALUES (?1, 'running', ?2)",
-            params![cluster_id, now],
-        )?;
-        let dep = self.conn.last_insert_rowid();
-        let mut after = self.read().deployed(cluster_id)?;
-        after.record(plan, &dep.to_string());
-        let after = serde_json::to_string(&after).map_err(|e| StoreError::Corrupt {
-            what: "deployed state",
-            detail: e.to_string(),
-        })?;
-        self.conn.execute(
-            "INSERT INTO deployment_states (deployment, after) VALUES (?1, ?2)",
-            params![dep, after],
-        )?;
-        // The runs' ids are known before they are written (one writer: the next rowids), so
-        // each row is written once, its waits included; no second pass over 10,000s of rows
-        // while every agent's call waits for this transaction.
-        let first: i64 =
-            self.conn
-                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs", [], |r| {
-                    r.get(0)
-                })?;
-        {
-            let mut stmt = self.conn.prepare_cached(
-                "INSERT INTO step_runs (id, deployment, node_id, seq, interface, step, task, args,
-                   deps, concurrency, max_parallel, timeout_s, status, reason, runs_on)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-            )?;
-            for (i, r) in runs.iter().enumerate() {
-                let deps = if r.deps.is_empty() {
-                    "[]".to_string()
-                } else {
-                    let ids: Vec<i64> = r
-                        .deps
-                        .iter()
-                        .filter(|&&d| d < runs.len())
-                        .map(|&d| first + d as i64)
-                        .collect();
-                    J::from(ids).to_string()
-                };
-                stmt.execute(params![
-                    first + i as i64,
-                    dep,
-                    r.node,
-                    r.seq,
-                    r.interface,
-                    r.step,
-                    r.task,
-                    r.args.to_string(),
-                    deps,
-                    r.concurrency,
-                    r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
-                    r.timeout_s.min(i64::MAX as u64) as i64,
-                    r.status.as_str(),
-                    r.reason,
-                    r.runs_on.as_str(),
-                ])?;
-            }
-        }
-        self.conn.execute(
-            "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
-            [cluster_id],
-        )?;
-        self.add_history(
-            now,
-            None,
-            "deployment.started",
-            &format!(
-                "deployment {dep} of {} started ({} runs)",
-                cluster.name,
-                runs.len()
-            ),
-        )?;
-        self.advance(dep, None, now)?;
-        self.read()
-            .deployment(dep)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "deployment",
-                id: dep.to_string(),
-            })
-    }
-
     /// Hand `node_id` its next run, if its environment is deploying and the run may start.
     /// A run the master still thinks is running on the node (its agent restarted) is handed
     /// again with the next attempt number.
@@ -840,7 +734,7 @@ impl WriteTxn<'_> {
     /// Complete sync-node stages whose dependencies are done, finish nodes whose runs are all
     /// done (`node`, or every node of the deployment when None), and close the deployment when
     /// nothing more can happen.
-    fn advance(&self, dep: i64, node: Option<i64>, now: i64) -> Result<()> {
+    pub(super) fn advance(&self, dep: i64, node: Option<i64>, now: i64) -> Result<()> {
         let Some(d) = self.read().deployment(dep)? else {
             return Ok(());
         };
@@ -888,26 +782,7 @@ impl WriteTxn<'_> {
             Progress::Going => {}
             Progress::Done => {
                 self.forget_schedule(dep);
-                let after: String = self.conn.query_row(
-                    "SELECT after FROM deployment_states WHERE deployment = ?1",
-                    [dep],
-                    |r| r.get(0),
-                )?;
-                let mut after: Deployed =
-                    serde_json::from_str(&after).map_err(|e| StoreError::Corrupt {
-                        what: "deployed state",
-                        detail: format!("deployment {dep}: {e}"),
-                    })?;
-                // Nodes that left (erased) keep nothing: back in an environment, they are new.
-                let members: std::collections::BTreeSet<String> = self
-                    .read()
-                    .cluster_nodes(d.cluster_id)?
-                    .iter()
-                    .filter(|n| !n.pending_deletion)
-                    .map(|n| n.id.to_string())
-                    .collect();
-                after.tasks.retain(|uid, _| members.contains(uid));
-                self.save_deployed(d.cluster_id, &after)?;
+                self.keep_deployed(d.cluster_id, dep)?;
                 self.conn.execute(
                     "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],

@@ -72,6 +72,38 @@ impl GroupWriter {
         T: Send + 'static,
     {
         let (answer, answered) = tokio::sync::oneshot::channel::<Result<T>>();
+        self.queue(f, move |r| {
+            // The caller may have gone (its request was cancelled): nothing to tell.
+            let _ = answer.send(r);
+        })?;
+        answered
+            .await
+            .map_err(|_| StoreError::Commit("the writer thread dropped the write".into()))?
+    }
+
+    /// [`GroupWriter::write`] for a caller off the async runtime, which blocks until the
+    /// group committed: a big write cut in parts (a deployment's runs) queues each part behind
+    /// the agents' calls already waiting, instead of holding the writer for all of them.
+    pub fn write_blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&WriteTxn<'_>) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (answer, answered) = mpsc::sync_channel::<Result<T>>(1);
+        self.queue(f, move |r| {
+            let _ = answer.send(r);
+        })?;
+        answered
+            .recv()
+            .map_err(|_| StoreError::Commit("the writer thread dropped the write".into()))?
+    }
+
+    /// Queue `f`; `answer` gets its outcome once the group's commit is known.
+    fn queue<T, F>(&self, f: F, answer: impl FnOnce(Result<T>) + Send + 'static) -> Result<()>
+    where
+        F: FnOnce(&WriteTxn<'_>) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
         let job: Job = Box::new(move |tx| {
             let outcome = match tx {
                 Some(tx) => std::panic::catch_unwind(AssertUnwindSafe(|| f(tx)))
@@ -80,21 +112,16 @@ impl GroupWriter {
             };
             let ok = outcome.is_ok();
             let deliver: Deliver = Box::new(move |commit: Option<&StoreError>| {
-                let result = match (commit, outcome) {
+                answer(match (commit, outcome) {
                     (Some(err), Ok(_)) => Err(StoreError::Commit(err.to_string())),
                     (_, outcome) => outcome,
-                };
-                // The caller may have gone (its request was cancelled): nothing to tell.
-                let _ = answer.send(result);
+                });
             });
             (ok, deliver)
         });
         self.jobs
             .send(job)
-            .map_err(|_| StoreError::Commit("the writer thread has stopped".into()))?;
-        answered
-            .await
-            .map_err(|_| StoreError::Commit("the writer thread dropped the write".into()))?
+            .map_err(|_| StoreError::Commit("the writer thread has stopped".into()))
     }
 }
 

@@ -358,6 +358,33 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE nodes ADD COLUMN pending_deletion INTEGER NOT NULL DEFAULT 0;
         ",
     },
+    Migration {
+        version: 16,
+        name: "deployed_by_delta",
+        sql: "
+            -- What a deployment keeps on success, as a change rather than the whole state:
+            -- its own snapshot (NULL once kept in deployed_snapshots) and the tasks it runs.
+            -- Creation writes them in parts, success copies them in SQL.
+            ALTER TABLE deployment_states ADD COLUMN snapshot TEXT;
+            CREATE TABLE deployment_ran (
+                deployment INTEGER NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
+                node_uid   TEXT    NOT NULL,
+                task       TEXT    NOT NULL,
+                PRIMARY KEY (deployment, node_uid, task)
+            ) STRICT;
+            -- Deployments not yet done keep what their whole state said they ran.
+            INSERT INTO deployment_ran (deployment, node_uid, task)
+              SELECT s.deployment, n.key, t.key
+              FROM deployment_states s
+              JOIN deployments d ON d.id = s.deployment AND d.status != 'done',
+                   json_each(s.after, '$.tasks') n, json_each(n.value) t
+              WHERE t.value = CAST(s.deployment AS TEXT);
+            UPDATE deployment_states
+              SET snapshot = json_extract(after, '$.deployments.\"' || deployment || '\"')
+              WHERE deployment IN (SELECT id FROM deployments WHERE status != 'done');
+            ALTER TABLE deployment_states DROP COLUMN after;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -704,6 +731,61 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0, "{t} rows go with their owner");
         }
+    }
+
+    #[test]
+    fn migration_16_keeps_what_unfinished_deployments_will_record() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 15).unwrap();
+        seed_environment(&conn);
+        // Deployment 4 runs: its whole state says it runs netconfig on node 1 (puppet stays
+        // with deployment 3) and holds its own snapshot. Deployment 3 is done.
+        let after = r#"{"deployments":{"3":{"common":{"a":3},"nodes":{}},
+                                          "4":{"common":{"a":4},"nodes":{"1":{"x":1}}}},
+                        "tasks":{"1":{"netconfig":"4","puppet":"3"},"2":{"netconfig":"4"}}}"#;
+        for (id, status) in [(3, "done"), (4, "running")] {
+            conn.execute(
+                "INSERT INTO deployments (id, cluster_id, status, created_at)
+                 VALUES (?1, 1, ?2, 1)",
+                rusqlite::params![id, status],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO deployment_states (deployment, after) VALUES (?1, ?2)",
+                rusqlite::params![id, after],
+            )
+            .unwrap();
+        }
+        assert_eq!(migrate_to(&mut conn, 16).unwrap(), 16);
+        let ran: Vec<(i64, String, String)> = conn
+            .prepare("SELECT deployment, node_uid, task FROM deployment_ran ORDER BY 1, 2, 3")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            ran,
+            vec![
+                (4, "1".to_string(), "netconfig".to_string()),
+                (4, "2".to_string(), "netconfig".to_string()),
+            ]
+        );
+        let snapshots: Vec<(i64, Option<String>)> = conn
+            .prepare("SELECT deployment, snapshot FROM deployment_states ORDER BY 1")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(snapshots[0], (3, None));
+        let kept: serde_json::Value =
+            serde_json::from_str(snapshots[1].1.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            kept,
+            serde_json::json!({"common": {"a": 4}, "nodes": {"1": {"x": 1}}})
+        );
     }
 
     #[test]

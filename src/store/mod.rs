@@ -19,6 +19,7 @@ mod history;
 mod leases;
 pub mod migrations;
 mod nodes;
+mod staging;
 mod users;
 
 use std::cell::RefCell;
@@ -40,6 +41,7 @@ pub use error::StoreError;
 pub use group::GroupWriter;
 pub use history::HistoryEntry;
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
+pub use staging::NewDeployment;
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -80,6 +82,9 @@ pub struct Store {
     writer: Mutex<Writer>,
     reader: Mutex<Connection>,
     checkpointer: Checkpointer,
+    /// Held while a deployment is created in parts (`staging`): one at a time, so the run
+    /// ids one reserves are not taken by another.
+    creating: Mutex<()>,
 }
 
 /// How often the background checkpoint runs.
@@ -228,6 +233,8 @@ impl Store {
             .pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(open_err)?;
         migrations::migrate(&mut writer)?;
+        // A deployment still preparing was cut short by a stop: it never started.
+        writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
         let reader = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -242,6 +249,7 @@ impl Store {
             }),
             reader: Mutex::new(reader),
             checkpointer: Checkpointer::start(path)?,
+            creating: Mutex::new(()),
         })
     }
 

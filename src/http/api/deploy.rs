@@ -153,9 +153,12 @@ pub async fn start(
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
     let plans = std::sync::Arc::clone(&state.plans);
+    let writer = state.writer.clone();
     let now = crate::clock::now();
     let d = web::block(move || {
-        crate::deployer::start(&store, &data_dir, id, &steps, &settings, &plans, now)
+        crate::deployer::start(
+            &store, &writer, &data_dir, id, &steps, &settings, &plans, now,
+        )
     })
     .await
     .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;

@@ -1,0 +1,376 @@
+//! Starting a deployment without stopping the agents. A deployment of 1,000 nodes is some
+//! 20,000 runs; written in one transaction they held the one writer for 250–300 ms, and every
+//! agent's call of that moment waited behind them (the redeploy's p99 was the Deploy's write).
+//!
+//! So a deployment is written in parts, each through the [`GroupWriter`]'s queue behind the
+//! agents' calls already waiting, and is invisible until its last part:
+//! 1. a `preparing` deployment row (the environment checked: no deployment running) and the
+//!    ids its runs will have (creations are serialized by `Store::creating`, so nothing else
+//!    takes them meanwhile);
+//! 2. off the writer: the deployed state to keep on success (what the plan records: this
+//!    deployment's snapshot and the tasks it runs), the rows, and the deployment's
+//!    [`Schedule`], built from the rows in memory;
+//! 3. the runs and the tasks in parts of [`PART`] rows;
+//! 4. one short transaction makes it `running`, installs the schedule, releases the nodes that
+//!    leave without a deletion graph and lets the stages that can complete themselves do so.
+//!
+//! Nothing outside sees a `preparing` deployment: claims look for `running` ones, lists skip
+//! it. A failure in any part deletes it (its rows go with it), and a daemon killed meanwhile
+//! deletes it at the next start ([`Store::open`]): a deployment appears whole or not at all.
+
+use serde_json::Value as J;
+
+use super::{Deployment, GroupWriter, Result, Store, StoreError, WriteTxn};
+use crate::engine::graph::Plan;
+use crate::engine::orchestrate::{NewRun, RunView};
+use crate::engine::schedule::Schedule;
+
+/// Rows written per transaction: about 10 ms of the writer's time, as long as an agent's
+/// call may wait for it.
+const PART: usize = 1_000;
+
+/// What a new deployment is made of.
+pub struct NewDeployment<'a> {
+    pub cluster_id: i64,
+    pub plan: &'a Plan,
+    /// Its runs; `deps` are indices into it.
+    pub runs: &'a [NewRun],
+    /// Nodes that leave the environment as it starts (pending deletion, no deletion graph).
+    pub release: Vec<i64>,
+    pub now: i64,
+}
+
+/// One `step_runs` row, ready to insert.
+struct Row {
+    id: i64,
+    node: Option<i64>,
+    seq: u32,
+    interface: String,
+    step: String,
+    task: Option<String>,
+    args: String,
+    deps: String,
+    concurrency: Option<String>,
+    max_parallel: Option<i64>,
+    timeout_s: i64,
+    status: &'static str,
+    reason: Option<String>,
+    runs_on: &'static str,
+}
+
+impl Store {
+    /// Create a deployment of `new.cluster_id` through `writer`, in parts (see the module's
+    /// text). Refused while another deployment of the environment is running.
+    pub fn create_deployment(
+        &self,
+        writer: &GroupWriter,
+        new: NewDeployment<'_>,
+    ) -> Result<Deployment> {
+        let _one_at_a_time = Self::lock(&self.creating);
+        let (cluster_id, now) = (new.cluster_id, new.now);
+        let (dep, first) = writer.write_blocking(move |tx| tx.open_deployment(cluster_id, now))?;
+        let staged = self.stage(writer, dep, first, new);
+        if staged.is_err() {
+            // Best effort: a leftover is deleted at the next start anyway.
+            let _ = writer.write_blocking(move |tx| tx.drop_preparing(dep));
+        }
+        staged
+    }
+
+    fn stage(
+        &self,
+        writer: &GroupWriter,
+        dep: i64,
+        first: i64,
+        new: NewDeployment<'_>,
+    ) -> Result<Deployment> {
+        // What a success keeps: this deployment's data and the tasks it runs, as the engine
+        // records them into the environment's deployed state.
+        let mut after = self.read(|r| r.deployed(new.cluster_id))?;
+        let key = dep.to_string();
+        after.record(new.plan, &key);
+        let snapshot = match after.deployments.get(&key) {
+            Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
+                what: "deployed snapshot",
+                detail: e.to_string(),
+            })?),
+            None => None,
+        };
+        let ran: Vec<(String, String)> = after
+            .tasks
+            .iter()
+            .flat_map(|(uid, tasks)| {
+                tasks
+                    .iter()
+                    .filter(|(_, d)| **d == key)
+                    .map(|(task, _)| (uid.clone(), task.clone()))
+            })
+            .collect();
+        drop(after);
+
+        let rows = rows(new.runs, first);
+        let schedule = Schedule::new(rows.iter().map(Row::view).collect());
+        let total = rows.len();
+        let mut rows = rows.into_iter();
+        loop {
+            let part: Vec<Row> = rows.by_ref().take(PART).collect();
+            if part.is_empty() {
+                break;
+            }
+            writer.write_blocking(move |tx| tx.insert_runs(dep, &part))?;
+        }
+        let mut ran = ran.into_iter();
+        loop {
+            let part: Vec<(String, String)> = ran.by_ref().take(PART).collect();
+            if part.is_empty() {
+                break;
+            }
+            writer.write_blocking(move |tx| tx.insert_ran(dep, &part))?;
+        }
+        let (cluster_id, release, now) = (new.cluster_id, new.release, new.now);
+        writer.write_blocking(move |tx| {
+            tx.start_deployment(dep, cluster_id, total, snapshot, schedule, &release, now)
+        })
+    }
+}
+
+/// The rows of `runs`, numbered from `first`.
+fn rows(runs: &[NewRun], first: i64) -> Vec<Row> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| Row {
+            id: first + i as i64,
+            node: r.node,
+            seq: r.seq,
+            interface: r.interface.clone(),
+            step: r.step.clone(),
+            task: r.task.clone(),
+            args: r.args.to_string(),
+            deps: J::from(
+                r.deps
+                    .iter()
+                    .filter(|&&d| d < runs.len())
+                    .map(|&d| first + d as i64)
+                    .collect::<Vec<i64>>(),
+            )
+            .to_string(),
+            concurrency: r.concurrency.clone(),
+            max_parallel: r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
+            timeout_s: r.timeout_s.min(i64::MAX as u64) as i64,
+            status: r.status.as_str(),
+            reason: r.reason.clone(),
+            runs_on: r.runs_on.as_str(),
+        })
+        .collect()
+}
+
+impl Row {
+    /// What the schedule needs of it, as `ReadTxn::run_views` would read it back.
+    fn view(&self) -> RunView {
+        RunView {
+            id: self.id,
+            node: self.node,
+            seq: self.seq,
+            status: crate::engine::orchestrate::RunStatus::parse(self.status)
+                .unwrap_or(crate::engine::orchestrate::RunStatus::Failed),
+            deps: serde_json::from_str(&self.deps).unwrap_or_default(),
+            concurrency: self.concurrency.clone(),
+            max_parallel: self.max_parallel.map(|m| m.max(0) as u64),
+            timeout_s: self.timeout_s.max(0) as u64,
+            runs_on: crate::engine::steps::Location::parse(self.runs_on).unwrap_or_default(),
+        }
+    }
+}
+
+impl WriteTxn<'_> {
+    /// A `preparing` deployment of `cluster_id` and the id its first run will have.
+    fn open_deployment(&self, cluster_id: i64, now: i64) -> Result<(i64, i64)> {
+        let cluster = self
+            .read()
+            .cluster(cluster_id)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "environment",
+                id: cluster_id.to_string(),
+            })?;
+        if let Some(d) = self.read().running_deployment(cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {} is being deployed (deployment {}); abort it first",
+                cluster.name, d.id
+            )));
+        }
+        self.conn.execute(
+            "INSERT INTO deployments (cluster_id, status, created_at)
+             VALUES (?1, 'preparing', ?2)",
+            rusqlite::params![cluster_id, now],
+        )?;
+        let dep = self.conn.last_insert_rowid();
+        let first: i64 =
+            self.conn
+                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs", [], |r| {
+                    r.get(0)
+                })?;
+        Ok((dep, first))
+    }
+
+    fn insert_runs(&self, dep: i64, rows: &[Row]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO step_runs (id, deployment, node_id, seq, interface, step, task, args,
+               deps, concurrency, max_parallel, timeout_s, status, reason, runs_on)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )?;
+        for r in rows {
+            stmt.execute(rusqlite::params![
+                r.id,
+                dep,
+                r.node,
+                r.seq,
+                r.interface,
+                r.step,
+                r.task,
+                r.args,
+                r.deps,
+                r.concurrency,
+                r.max_parallel,
+                r.timeout_s,
+                r.status,
+                r.reason,
+                r.runs_on,
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn insert_ran(&self, dep: i64, ran: &[(String, String)]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO deployment_ran (deployment, node_uid, task) VALUES (?1, ?2, ?3)",
+        )?;
+        for (uid, task) in ran {
+            stmt.execute(rusqlite::params![dep, uid, task])?;
+        }
+        Ok(())
+    }
+
+    /// The last part: the deployment starts, whole.
+    #[allow(clippy::too_many_arguments)]
+    fn start_deployment(
+        &self,
+        dep: i64,
+        cluster_id: i64,
+        runs: usize,
+        snapshot: Option<String>,
+        schedule: Schedule,
+        release: &[i64],
+        now: i64,
+    ) -> Result<Deployment> {
+        let started = self.conn.execute(
+            "UPDATE deployments SET status = 'running' WHERE id = ?1 AND status = 'preparing'",
+            [dep],
+        )?;
+        let cluster = self.read().cluster(cluster_id)?;
+        let (1, Some(cluster)) = (started, cluster) else {
+            return Err(StoreError::Conflict(format!(
+                "environment {cluster_id} was deleted while its deployment was being written"
+            )));
+        };
+        self.conn.execute(
+            "INSERT INTO deployment_states (deployment, snapshot) VALUES (?1, ?2)",
+            rusqlite::params![dep, snapshot],
+        )?;
+        self.conn.execute(
+            "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
+            [cluster_id],
+        )?;
+        self.add_history(
+            now,
+            None,
+            "deployment.started",
+            &format!("deployment {dep} of {} started ({runs} runs)", cluster.name),
+        )?;
+        self.schedules.borrow_mut().insert(dep, schedule);
+        self.advance(dep, None, now)?;
+        for &node in release {
+            self.release_node(node, now)?;
+        }
+        self.read()
+            .deployment(dep)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "deployment",
+                id: dep.to_string(),
+            })
+    }
+
+    /// Delete a deployment that did not finish preparing, and its rows.
+    fn drop_preparing(&self, dep: i64) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM deployments WHERE id = ?1 AND status = 'preparing'",
+            [dep],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deployment_cut_short_while_preparing_is_never_seen_and_gone_at_the_next_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path).unwrap();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO plugins (id, name, version, title, package_version, description,
+                       is_release, path, diagnostics, manifest, installed_at)
+                     VALUES (1, 'r', '1.0.0', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
+                     INSERT INTO releases (id, plugin_id, name, version, operating_system,
+                       description, state, data)
+                     VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', '', 'available', '{}');
+                     INSERT INTO clusters (id, name, release_id, status, net_segment_type,
+                       created_at) VALUES (1, 'env', 1, 'new', 'vlan', 1);",
+                )?;
+                let (dep, first) = tx.open_deployment(1, 5)?;
+                let rows = rows(
+                    &[NewRun {
+                        node: None,
+                        seq: 0,
+                        interface: "deploy".into(),
+                        step: "run_tasks".into(),
+                        task: Some("stage".into()),
+                        args: J::Null,
+                        deps: vec![],
+                        concurrency: None,
+                        max_parallel: None,
+                        timeout_s: 60,
+                        status: crate::engine::orchestrate::RunStatus::Pending,
+                        reason: None,
+                        runs_on: crate::engine::steps::Location::Master,
+                    }],
+                    first,
+                );
+                tx.insert_runs(dep, &rows)?;
+                tx.insert_ran(dep, &[("1".into(), "netconfig".into())])?;
+                Ok(())
+            })
+            .unwrap();
+        let seen = store
+            .read(|r| Ok((r.deployments(1)?, r.deployments_with_progress(None, None)?)))
+            .unwrap();
+        assert!(seen.0.is_empty() && seen.1.is_empty(), "{seen:?}");
+        store.close().unwrap();
+
+        let store = Store::open(&path).unwrap();
+        let left: i64 = store
+            .read(|r| {
+                Ok(r.conn.query_row(
+                    "SELECT (SELECT COUNT(*) FROM deployments) + (SELECT COUNT(*) FROM step_runs)
+                          + (SELECT COUNT(*) FROM deployment_ran)",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+}
