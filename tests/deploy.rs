@@ -10,9 +10,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde_json::{Value, json};
+use stoker::engine::plugin::PackageFiles;
 
 use crate::common::bin::{Served, stoker};
-use crate::common::{Http, Resp, TestDaemon, inventory};
+use crate::common::{Http, Resp, TestDaemon, build, fixture_files, inventory};
 
 struct Node {
     id: i64,
@@ -895,6 +896,63 @@ fn a_removed_node_is_erased_by_the_next_deploy_and_returns_to_discover() {
     // The environment's nodes are the two left.
     let members = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/nodes"));
     assert_eq!(members.as_array().unwrap().len(), 2, "{members}");
+}
+
+/// A release without a deletion graph: a removed node has nothing to run, so the next Deploy
+/// releases it as it starts (out of the environment, credential erased, `discover`), and the
+/// deployment goes on without it.
+#[test]
+fn a_removed_node_of_a_release_without_a_deletion_graph_is_released_at_deploy() {
+    let d = TestDaemon::start();
+    let mut release = fixture_files("v5-release-valid");
+    let meta = String::from_utf8(release.read("metadata.yaml").unwrap()).unwrap();
+    let (kept, deletion) = meta.split_once("      - type: deletion").unwrap();
+    assert!(deletion.contains("erase_node"), "{deletion}");
+    release.add("metadata.yaml", kept.to_string()).unwrap();
+    let (status, body) = d.post_package(&build(&release, "fixture-release-1.0.0"));
+    assert_eq!(status, 201, "{body}");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(deployment(&base, dep)["status"], "done");
+
+    let gone = &nodes[1];
+    let r = d
+        .http()
+        .delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", gone.id));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let node = |id: i64| Http::raw_get_json(&format!("{base}/api/v1/nodes/{id}"));
+    assert_eq!(node(gone.id)["pending_deletion"], true);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep2 = r.json()["id"].as_i64().unwrap();
+    let v = node(gone.id);
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["pending_deletion"].as_bool(),
+            &v["cluster"]
+        ),
+        (Some("discover"), Some(false), &Value::Null),
+        "released as Deploy started: {v}"
+    );
+    // Its agent's token is gone with it; the one left deploys alone.
+    let r = post(
+        &base,
+        "/api/v1/agent/next",
+        &gone.bearer(),
+        &json!({"node_id": gone.id}),
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
+    let ran = drive(&base, &nodes[..1], &|_| false, 1000);
+    assert!(ran.iter().any(|r| r.0 == nodes[0].id), "{ran:?}");
+    assert_eq!(deployment(&base, dep2)["status"], "done");
+    let credential = gone.service.borrow().clone().unwrap();
+    let r = service_hello(&base, gone.id, &credential, &[&gone.mac], VERSION);
+    assert_eq!(r.status, 401, "its credential is erased: {}", r.body);
 }
 
 /// The installed OS's agent gets in only with its own node's credential, from a machine with

@@ -18,10 +18,10 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde_json::{Value, json};
 use stoker::engine::plugin::{MemFiles, PackageFiles};
-use stoker::package::archive;
 use stoker::package::dir::DirFiles;
 
 use super::common::bin::{STOKER, Served};
+use super::common::{build, fixture_files};
 
 /// Address space the daemon may map: far above what it needs (about 0.6 GiB at rest, most of
 /// it thread stacks and malloc arenas reserved, not used), far below what a bomb would take.
@@ -260,24 +260,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/plugins")
         .join(name)
-}
-
-/// A fixture package in memory, to change before building.
-fn fixture_files(name: &str) -> MemFiles {
-    let dir = DirFiles::new(&fixture(name)).unwrap();
-    let mut m = MemFiles::new();
-    for e in dir.entries() {
-        if e.is_dir {
-            m.add_dir(&e.path).unwrap();
-        } else {
-            m.add(&e.path, dir.read(&e.path).unwrap()).unwrap();
-        }
-    }
-    m
-}
-
-fn build(files: &MemFiles, top: &str) -> Vec<u8> {
-    archive::build(files, top, 0, &mut |_, _| {}).unwrap()
 }
 
 /// The v5-valid fixture as version `version`.

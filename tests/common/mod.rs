@@ -534,3 +534,27 @@ pub fn inventory(mac: &str) -> serde_json::Value {
         "boot_mode": "uefi"
     })
 }
+
+/// A fixture plugin package (`tests/fixtures/plugins/NAME`) in memory, to change before
+/// building.
+pub fn fixture_files(name: &str) -> stoker::engine::plugin::MemFiles {
+    use stoker::engine::plugin::PackageFiles;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/plugins")
+        .join(name);
+    let dir = stoker::package::dir::DirFiles::new(&path).unwrap();
+    let mut m = stoker::engine::plugin::MemFiles::new();
+    for e in dir.entries() {
+        if e.is_dir {
+            m.add_dir(&e.path).unwrap();
+        } else {
+            m.add(&e.path, dir.read(&e.path).unwrap()).unwrap();
+        }
+    }
+    m
+}
+
+/// A `.fp` package of `files` under the top folder `top`.
+pub fn build(files: &stoker::engine::plugin::MemFiles, top: &str) -> Vec<u8> {
+    stoker::package::archive::build(files, top, 0, &mut |_, _| {}).unwrap()
+}
