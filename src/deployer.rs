@@ -42,6 +42,15 @@ pub enum DeployError {
          a setting or the nodes first"
     )]
     NothingToRun { skipped: usize, nodes: usize },
+    /// `?nodes=` named nodes that are not in the environment.
+    #[error("nodes {nodes} are not in environment {cluster}")]
+    NotInEnvironment { nodes: String, cluster: String },
+    /// Deployment-phase work asked for nodes without an installed OS.
+    #[error(
+        "nodes {nodes} are not provisioned: their tasks run on the installed OS; provision them \
+         first (PUT /api/v1/clusters/{cluster}/provision?nodes=...) or deploy the environment"
+    )]
+    NotProvisioned { nodes: String, cluster: i64 },
 }
 
 impl From<PlanningError> for DeployError {
@@ -66,45 +75,106 @@ impl DeployError {
             DeployError::Steps(_) => "invalid_steps",
             DeployError::Store(e) => e.code(),
             DeployError::NothingToRun { .. } => "nothing_to_run",
+            DeployError::NotInEnvironment { .. } => "not_in_environment",
+            DeployError::NotProvisioned { .. } => "not_provisioned",
         }
     }
 }
 
-/// Plan `cluster_id` through `plans` (the kept plan when nothing it is made from changed since
-/// the environment's page showed it, else a new one within the plan budget) and start deploying
-/// it.
-#[allow(clippy::too_many_arguments)]
-pub fn start(
-    store: &Store,
-    writer: &GroupWriter,
-    data_dir: &Path,
-    cluster_id: i64,
-    user_steps: &[UserStep],
-    settings: &DeploySettings,
-    plans: &planner::Plans,
-    now: i64,
-) -> Result<Started, DeployError> {
+/// What a deployment covers, beyond "everything that changed, on every node" (stoker's Deploy,
+/// Nailgun's `PUT /clusters/{id}/changes`): Nailgun's narrower and forced variants.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// The graph type to run (`graph execute -t`); None: the deployment graph, `default`,
+    /// with provisioning first. Another type runs only its tasks, on provisioned nodes.
+    pub graph_type: Option<String>,
+    /// Only these nodes (`?nodes=`); None: every node of the environment.
+    pub nodes: Option<BTreeSet<i64>>,
+    /// Only this phase: provisioning (`PUT .../provision`) or deployment (`PUT .../deploy`).
+    pub phase: Option<Phase>,
+    /// Every task runs whatever its `changed()`/`new()` conditions say (Nailgun's redeploy
+    /// and `force`): planned as if nothing had been deployed.
+    pub force: bool,
+    /// Plan and record what would run, and run nothing (Nailgun's `dry_run`, `noop_run`).
+    pub dry_run: bool,
+}
+
+impl Scope {
+    /// The whole deployment: every node, both phases, the deployment graph.
+    pub fn is_whole(&self) -> bool {
+        self.graph_type.is_none() && self.nodes.is_none() && self.phase.is_none()
+    }
+}
+
+/// One request to deploy.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub cluster_id: i64,
+    /// The operator's per-deployment user steps.
+    pub steps: Vec<UserStep>,
+    pub scope: Scope,
+    pub now: i64,
+}
+
+/// What starting a deployment needs of the master.
+pub struct Master<'a> {
+    pub store: &'a Store,
+    pub writer: &'a GroupWriter,
+    pub data_dir: &'a Path,
+    pub settings: &'a DeploySettings,
+    pub plans: &'a planner::Plans,
+}
+
+/// Plan the request's environment through `plans` (the kept plan when nothing it is made from
+/// changed since the environment's page showed it, else a new one within the plan budget) and
+/// start deploying it, or, for a dry run, record what would run.
+pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
+    let (store, data_dir, settings, plans) = (m.store, m.data_dir, m.settings, m.plans);
+    let (cluster_id, now, scope) = (req.cluster_id, req.now, &req.scope);
     // The user steps first: a refusal of the request costs nothing and plans nothing.
     let defs = steps::builtins_with(
         settings.image_url.as_deref(),
         settings.image_checksum.as_deref(),
         settings.agent_install,
     );
-    let planned: Vec<PlannedStep> = steps::plan(&defs, user_steps)?;
-    let env_plan = plans.plan(store, data_dir, cluster_id, "default", now)?;
+    let mut planned: Vec<PlannedStep> = steps::plan(&defs, &req.steps)?;
+    let graph_type = scope.graph_type.as_deref().unwrap_or("default");
+    if scope.graph_type.is_some() {
+        // Another graph: its tasks only, on the installed OS.
+        planned.retain(|s| s.step == "run_tasks");
+    }
+    let env_plan = plans.plan_with(store, data_dir, cluster_id, graph_type, scope.force, now)?;
     let plan_cached = env_plan.cached;
     let env = env_plan.plan.map_err(PlanningError::Kept)?;
-    // Nodes pending deletion run none of the deployment graph: the deletion graph instead.
-    let pending: BTreeSet<i64> = env
-        .nodes
-        .iter()
-        .filter(|n| n.pending_deletion)
-        .map(|n| n.id)
-        .collect();
+    if let Some(wanted) = &scope.nodes {
+        let members: BTreeSet<i64> = env.nodes.iter().map(|n| n.id).collect();
+        let strangers: Vec<String> = wanted
+            .difference(&members)
+            .map(ToString::to_string)
+            .collect();
+        if !strangers.is_empty() {
+            return Err(DeployError::NotInEnvironment {
+                nodes: strangers.join(", "),
+                cluster: env.cluster.name.clone(),
+            });
+        }
+    }
+    let chosen = |id: i64| scope.nodes.as_ref().is_none_or(|n| n.contains(&id));
+    // Nodes pending deletion run none of the deployment graph: the deletion graph instead,
+    // when the whole environment is deployed.
+    let pending: BTreeSet<i64> = if scope.is_whole() {
+        env.nodes
+            .iter()
+            .filter(|n| n.pending_deletion)
+            .map(|n| n.id)
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let ids: BTreeMap<String, i64> = env
         .nodes
         .iter()
-        .filter(|n| !n.pending_deletion)
+        .filter(|n| !n.pending_deletion && chosen(n.id))
         .map(|n| (n.id.to_string(), n.id))
         .collect();
     let names: BTreeMap<i64, (String, Vec<String>)> = env
@@ -120,11 +190,28 @@ pub fn start(
         .filter(|n| !NodeState::of_node(n, false).needs_provisioning())
         .map(|n| n.id)
         .collect();
+    let deploys_only = scope.graph_type.is_some() || scope.phase == Some(Phase::Deploy);
+    if deploys_only {
+        let bare: Vec<String> = ids
+            .values()
+            .filter(|id| !provisioned.contains(id))
+            .map(|id| format!("node-{id}"))
+            .collect();
+        if !bare.is_empty() {
+            return Err(DeployError::NotProvisioned {
+                nodes: bare.join(", "),
+                cluster: cluster_id,
+            });
+        }
+    }
     let cluster_name = env.cluster.name.clone();
     let per_node = |node: i64| -> Vec<PlannedStep> {
         let mut out = planned.clone();
         if provisioned.contains(&node) {
             out.retain(|s| s.runs_on.phase() != Phase::Provision);
+        }
+        if let Some(phase) = scope.phase {
+            out.retain(|s| s.runs_on.phase() == phase);
         }
         for s in &mut out {
             if s.step == "configure" {
@@ -145,6 +232,10 @@ pub fn start(
         out
     };
     let mut runs = orchestrate::runs_for(&env.plan, &ids, &per_node, &settings.runs);
+    if scope.phase == Some(Phase::Provision) {
+        // Provisioning only: the graph's stages have nothing to order.
+        runs = retain_runs(runs, |r| r.node.is_some());
+    }
     let erase = deletion_runs(store, data_dir, cluster_id, &pending, settings, plans, now)?;
     // Pending nodes the release has no deletion graph for are released at once.
     let release_now: Vec<i64> = pending
@@ -158,8 +249,8 @@ pub fn start(
         r
     }));
     let node_runs = runs.iter().filter(|r| r.node.is_some());
-    if pending.is_empty()
-        && !runs.is_empty()
+    if !scope.dry_run
+        && pending.is_empty()
         && node_runs
             .clone()
             .all(|r| r.status == orchestrate::RunStatus::Skipped)
@@ -170,12 +261,25 @@ pub fn start(
         });
     }
     let deployment = store.create_deployment(
-        writer,
+        m.writer,
         NewDeployment {
             cluster_id,
             plan: &env.plan,
             runs: &runs,
-            release: release_now,
+            release: if scope.dry_run {
+                Vec::new()
+            } else {
+                release_now
+            },
+            // Only the deployment graph's runs are what `changed()` compares with next time.
+            record: scope.graph_type.is_none(),
+            dry_run: scope.dry_run,
+            name: if scope.phase == Some(Phase::Provision) {
+                "provision"
+            } else {
+                "deployment"
+            },
+            graph_type: graph_type.to_string(),
             now,
         },
     )?;
@@ -183,6 +287,31 @@ pub fn start(
         deployment,
         plan_cached,
     })
+}
+
+/// The runs `keep` keeps, their waits renumbered (waits on runs dropped are dropped).
+fn retain_runs(
+    all: Vec<orchestrate::NewRun>,
+    keep: impl Fn(&orchestrate::NewRun) -> bool,
+) -> Vec<orchestrate::NewRun> {
+    let kept: Vec<usize> = (0..all.len()).filter(|&i| keep(&all[i])).collect();
+    let index: BTreeMap<usize, usize> = kept
+        .iter()
+        .enumerate()
+        .map(|(new, &old)| (old, new))
+        .collect();
+    let mut all: Vec<Option<orchestrate::NewRun>> = all.into_iter().map(Some).collect();
+    kept.iter()
+        .filter_map(|&i| all[i].take())
+        .map(|mut r| {
+            r.deps = r
+                .deps
+                .iter()
+                .filter_map(|d| index.get(d).copied())
+                .collect();
+            r
+        })
+        .collect()
 }
 
 /// The runs of the release's deletion graph (Fuel's `erase_node` and whatever else it holds)
@@ -215,24 +344,7 @@ fn deletion_runs(
         .collect();
     let all = orchestrate::runs_for(&plan.plan, &ids, &|_| tasks_only.clone(), &settings.runs);
     // Keep the node runs, renumbering their waits.
-    let kept: Vec<usize> = (0..all.len()).filter(|&i| all[i].node.is_some()).collect();
-    let index: BTreeMap<usize, usize> = kept
-        .iter()
-        .enumerate()
-        .map(|(new, &old)| (old, new))
-        .collect();
-    Ok(kept
-        .iter()
-        .map(|&i| {
-            let mut r = all[i].clone();
-            r.deps = r
-                .deps
-                .iter()
-                .filter_map(|d| index.get(d).copied())
-                .collect();
-            r
-        })
-        .collect())
+    Ok(retain_runs(all, |r| r.node.is_some()))
 }
 
 /// A deployment just started, and whether its plan was the kept one.

@@ -290,7 +290,24 @@ impl Plans {
         graph_type: &str,
         now: i64,
     ) -> Result<Planned, PlanningError> {
-        let read = read_inputs(store, cluster_id).and_then(|inputs| {
+        self.plan_with(store, data_dir, cluster_id, graph_type, false, now)
+    }
+
+    /// [`Plans::plan`], or with `force` the plan of every task as if nothing had been
+    /// deployed (`changed()` and `new()` all true: Nailgun's redeploy), kept apart.
+    pub fn plan_with(
+        &self,
+        store: &Store,
+        data_dir: &Path,
+        cluster_id: i64,
+        graph_type: &str,
+        force: bool,
+        now: i64,
+    ) -> Result<Planned, PlanningError> {
+        let read = read_inputs(store, cluster_id).and_then(|mut inputs| {
+            if force {
+                inputs.deployed = graph::Deployed::default();
+            }
             let manifests = store.read(|r| r.plugin_manifests())?;
             Ok((inputs, manifests))
         });
@@ -304,9 +321,14 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
+        let slot_name = if force {
+            format!("{graph_type}, every task")
+        } else {
+            graph_type.to_string()
+        };
         let slot = Arc::clone(
             lock(&self.slots)
-                .entry((cluster_id, graph_type.to_string()))
+                .entry((cluster_id, slot_name))
                 .or_default(),
         );
         let mut kept = lock(&slot);

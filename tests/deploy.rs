@@ -1078,3 +1078,244 @@ fn an_added_node_is_provisioned_alone_and_the_others_redeploy_what_it_changed() 
         assert_eq!(v["status"], "ready", "{v}");
     }
 }
+
+/// `PUT` on a Nailgun deployment-control URL; the body is `{}` as fuelclient sends it.
+fn put(base: &str, path: &str) -> Resp {
+    Http::raw_put(&format!("{base}{path}"), "{}")
+}
+
+/// Nailgun's deployment control, as `fuel2` drives it: provision some nodes, deploy them, a
+/// dry run that runs nothing, deploy the changes, nothing changed (refused), redeploy every
+/// task, stop a running deployment, the transactions filtered and read back with their
+/// history, a finished one deleted, and a graph executed on one node.
+#[test]
+fn nailguns_deployment_control_provisions_deploys_dry_runs_redeploys_and_stops() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let c = format!("/api/v1/clusters/{cluster}");
+    let node = |id: i64| Http::raw_get_json(&format!("{base}/api/v1/nodes/{id}"));
+    let transaction = |id: i64| Http::raw_get_json(&format!("{base}/api/v1/transactions/{id}"));
+
+    // Deployment-phase work on a node without an installed OS is refused, naming it; so are
+    // nodes of another environment and malformed lists.
+    let r = put(&base, &format!("{c}/deploy?nodes={}", a.id));
+    assert_eq!(
+        (r.status, r.json()["code"].as_str()),
+        (400, Some("not_provisioned")),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains(&format!("node-{}", a.id)), "{}", r.body);
+    let r = put(&base, &format!("{c}/provision?nodes=9999"));
+    assert_eq!(
+        (r.status, r.json()["code"].as_str()),
+        (400, Some("not_in_environment")),
+        "{}",
+        r.body
+    );
+    let r = put(&base, &format!("{c}/provision?nodes=1,x"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("nodes"), "{}", r.body);
+
+    // Provision A only: its provisioning steps, nothing else; it ends provisioned.
+    let r = put(&base, &format!("{c}/provision?nodes={}", a.id));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let t = r.json();
+    assert_eq!(
+        (t["name"].as_str(), t["cluster"].as_i64()),
+        (Some("provision"), Some(cluster)),
+        "{t}"
+    );
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(
+        !ran.is_empty() && ran.iter().all(|r| r.0 == a.id),
+        "{ran:?}"
+    );
+    assert!(
+        ran.iter()
+            .all(|r| r.1.starts_with("deploy.") || r.1.starts_with("power.")),
+        "{ran:?}"
+    );
+    assert_eq!(transaction(t["id"].as_i64().unwrap())["status"], "ready");
+    assert_eq!(node(a.id)["status"], "provisioned");
+    assert_eq!(node(b.id)["status"], "discover");
+
+    // Deploy A only: its graph tasks on its installed OS; its roles are deployed.
+    let r = put(&base, &format!("{c}/deploy?nodes={}", a.id));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(
+        !ran.is_empty() && ran.iter().all(|r| r.0 == a.id),
+        "{ran:?}"
+    );
+    assert!(
+        !ran.iter()
+            .any(|r| r.1.starts_with("deploy.") || r.1.starts_with("power.")),
+        "{ran:?}"
+    );
+    let v = node(a.id);
+    assert_eq!(
+        (v["status"].as_str(), &v["roles"], &v["pending_roles"]),
+        (Some("ready"), &json!(["controller"]), &json!([])),
+        "{v}"
+    );
+    let v = node(b.id);
+    assert_eq!(
+        (&v["roles"], &v["pending_roles"], &v["pending_addition"]),
+        (&json!([]), &json!(["compute"]), &json!(true)),
+        "{v}"
+    );
+
+    // A dry run (and a noop run, which is one here): finished at once, its runs recorded,
+    // nothing runs and no node moves.
+    for q in ["dry_run=1&noop_run=0", "dry_run=0&noop_run=1"] {
+        let r = put(&base, &format!("{c}/changes?{q}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let t = r.json();
+        assert_eq!(
+            (
+                t["status"].as_str(),
+                t["dry_run"].as_bool(),
+                t["progress"].as_u64()
+            ),
+            (Some("ready"), Some(true), Some(100)),
+            "{t}"
+        );
+        let runs = deployment(&base, t["id"].as_i64().unwrap());
+        assert!(runs["runs"]["pending"].as_u64().unwrap() > 0, "{runs}");
+        assert!(drive(&base, &nodes, &|_| false, 1000).is_empty());
+        assert_eq!(node(b.id)["status"], "discover");
+    }
+
+    // Deploy the changes: B is provisioned and deployed.
+    let r = put(&base, &format!("{c}/changes?dry_run=0&noop_run=0"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let deployed = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(
+        ran.iter()
+            .any(|r| r.0 == b.id && r.1 == "power.reboot_to_disk"),
+        "{ran:?}"
+    );
+    assert_eq!(transaction(deployed)["status"], "ready");
+    assert_eq!(node(b.id)["roles"], json!(["compute"]));
+    // Nothing changed since: refused, as stoker's Deploy; a redeploy runs every task again,
+    // no provisioning.
+    let r = put(&base, &format!("{c}/changes"));
+    assert_eq!(
+        (r.status, r.json()["code"].as_str()),
+        (409, Some("nothing_to_run")),
+        "{}",
+        r.body
+    );
+    let r = put(&base, &format!("{c}/changes/redeploy?dry_run=0&noop_run=0"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let redeploy = r.json()["id"].as_i64().unwrap();
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(
+        ran.iter().any(|r| r.0 == a.id) && ran.iter().any(|r| r.0 == b.id),
+        "{ran:?}"
+    );
+    assert!(
+        !ran.iter()
+            .any(|r| r.1.starts_with("deploy.") || r.1.starts_with("power.")),
+        "{ran:?}"
+    );
+    assert_eq!(transaction(redeploy)["status"], "ready");
+
+    // Its history: every task per node, ready, with Nailgun's times.
+    let h = Http::raw_get_json(&format!(
+        "{base}/api/v1/transactions/{redeploy}/deployment_history?nodes={}&include_summary=1",
+        a.id
+    ));
+    let h = h.as_array().unwrap();
+    assert!(!h.is_empty());
+    for rec in h {
+        assert_eq!(rec["node_id"], a.id.to_string(), "{rec}");
+        assert!(
+            matches!(rec["status"].as_str(), Some("ready" | "skipped")),
+            "{rec}"
+        );
+        assert!(rec["summary"].is_object(), "{rec}");
+    }
+    let ready = h.iter().find(|r| r["status"] == "ready").unwrap();
+    assert!(
+        ready["time_start"].as_str().unwrap().contains('T'),
+        "{ready}"
+    );
+    let r = d.http().get(&format!(
+        "/api/v1/transactions/{redeploy}/deployment_history?statuses=done"
+    ));
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // Stop: a running deployment is aborted; with nothing running, 400.
+    let r = put(&base, &format!("{c}/changes/redeploy"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let stopped = r.json()["id"].as_i64().unwrap();
+    let r = d.http().delete(&format!("/api/v1/transactions/{stopped}"));
+    assert_eq!(
+        r.status, 409,
+        "a running transaction is not deleted: {}",
+        r.body
+    );
+    let r = put(&base, &format!("{c}/stop_deployment"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        (r.json()["id"].as_i64(), r.json()["status"].as_str()),
+        (Some(stopped), Some("error"))
+    );
+    assert_eq!(put(&base, &format!("{c}/stop_deployment")).status, 400);
+
+    // The transactions by status and name; a finished one deleted.
+    let list = |q: &str| {
+        Http::raw_get_json(&format!(
+            "{base}/api/v1/transactions?cluster_id={cluster}{q}"
+        ))
+    };
+    let errors = list("&statuses=error");
+    assert_eq!(errors.as_array().unwrap().len(), 1, "{errors}");
+    let provisions = list("&transaction_types=provision");
+    assert_eq!(provisions.as_array().unwrap().len(), 1, "{provisions}");
+    assert_eq!(
+        d.http().get("/api/v1/transactions?statuses=done").status,
+        400
+    );
+    let r = d.http().delete(&format!("/api/v1/transactions/{stopped}"));
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(
+        d.http()
+            .get(&format!("/api/v1/transactions/{stopped}"))
+            .status,
+        404
+    );
+
+    // A graph executed: the deployment graph on B only, every task (force); one graph a
+    // call, and no subset of tasks.
+    let exec = |body: Value| {
+        Http::raw_post(
+            &format!("{base}/api/v1/graphs/execute"),
+            &body.to_string(),
+            &[],
+        )
+    };
+    let r = exec(
+        json!({"cluster": cluster, "graphs": [{"type": "default", "nodes": [b.id]}],
+                        "dry_run": false, "noop_run": false, "force": true, "debug": false}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    assert!(
+        !ran.is_empty() && ran.iter().all(|r| r.0 == b.id),
+        "{ran:?}"
+    );
+    let r = exec(json!({"cluster": cluster, "graphs": [{"type": "default"}, {"type": "default"}]}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("graphs"), "{}", r.body);
+    let r = exec(json!({"cluster": cluster, "graphs": [{"type": "default", "tasks": ["hosts"]}]}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("graphs[0].tasks"), "{}", r.body);
+    let r = exec(json!({"cluster": cluster, "graphs": [{"type": "no-such-graph"}]}));
+    assert!(r.status >= 400 && r.status < 500, "{}", r.body);
+}

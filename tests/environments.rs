@@ -168,7 +168,12 @@ fn environment_page_shows_nodes_plan_and_picture() {
         .post_form(&format!("/environments/{cluster}/nodes"), &body);
     assert!(r.status == 303 || r.status == 200, "{}", r.status);
     let node = http.get(&format!("/api/v1/nodes/{}", ids[1])).json();
-    assert_eq!(node["roles"], serde_json::json!(["compute", "cinder"]));
+    // Nailgun's meaning: assigned, not yet deployed.
+    assert_eq!(
+        node["pending_roles"],
+        serde_json::json!(["compute", "cinder"])
+    );
+    assert_eq!(node["roles"], serde_json::json!([]));
     assert_eq!(http.get("/environments/999").status, 404);
 }
 
@@ -297,7 +302,7 @@ fn nodes_are_assigned_and_unassigned_in_lists() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| n["roles"].clone())
+        .map(|n| n["pending_roles"].clone())
         .collect();
     assert_eq!(
         roles,

@@ -70,9 +70,10 @@ fn snapshot(base: &str, cluster: i64) -> String {
         .map(|n| {
             let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n["id"]));
             format!(
-                "node {} roles={} status={}",
+                "node {} roles={} pending={} status={}",
                 n["mac"].as_str().unwrap(),
                 n["roles"],
+                n["pending_roles"],
                 detail["status"].as_str().unwrap()
             )
         })
@@ -121,8 +122,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     });
     assert_eq!(
         snapshot(&base, cluster),
-        "node 52:54:00:aa:00:01 roles=[] status=discover\n\
-         node 52:54:00:aa:00:02 roles=[] status=discover\n\
+        "node 52:54:00:aa:00:01 roles=[] pending=[] status=discover\n\
+         node 52:54:00:aa:00:02 roles=[] pending=[] status=discover\n\
          environment new"
     );
 
@@ -149,8 +150,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     }
     assert_eq!(
         snapshot(&base, cluster),
-        "node 52:54:00:aa:00:01 roles=[\"controller\"] status=discover\n\
-         node 52:54:00:aa:00:02 roles=[\"compute\"] status=discover\n\
+        "node 52:54:00:aa:00:01 roles=[] pending=[\"controller\"] status=discover\n\
+         node 52:54:00:aa:00:02 roles=[] pending=[\"compute\"] status=discover\n\
          environment new"
     );
 
@@ -174,8 +175,8 @@ fn discover_assign_deploy_ready_with_simulated_nodes() {
     // 4. Ready, and the nodes' disks and files say what ran.
     assert_eq!(
         snapshot(&base, cluster),
-        "node 52:54:00:aa:00:01 roles=[\"controller\"] status=ready\n\
-         node 52:54:00:aa:00:02 roles=[\"compute\"] status=ready\n\
+        "node 52:54:00:aa:00:01 roles=[\"controller\"] pending=[] status=ready\n\
+         node 52:54:00:aa:00:02 roles=[\"compute\"] pending=[] status=ready\n\
          environment operational"
     );
     for (i, sim) in sims.into_iter().enumerate() {

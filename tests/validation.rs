@@ -139,7 +139,7 @@ fn unknown_roles_are_refused_by_every_surface_and_nothing_is_written() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     let node = http.get(&format!("/api/v1/nodes/{}", ids[2])).json();
-    assert_eq!(node["roles"], json!(["cinder", "slow-role"]));
+    assert_eq!(node["pending_roles"], json!(["cinder", "slow-role"]));
 }
 
 #[test]

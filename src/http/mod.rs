@@ -16,7 +16,7 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, environments, nodes, plugins, pxe};
+use api::{catalog, deploy, environments, nodes, plugins, pxe, transactions};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -268,8 +268,48 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/clusters/{id}/deploy", Api(O), deploy::deploy);
     r.get("/api/v1/clusters/{id}/deployments", Api(V), deploy::list);
     r.get("/api/v1/deployments/{id}", Api(V), deploy::show);
-    r.get("/api/v1/transactions", Api(V), deploy::transactions);
-    r.get("/api/v1/transactions/{id}", Api(V), deploy::transaction);
+    r.get("/api/v1/transactions", Api(V), transactions::transactions);
+    r.get(
+        "/api/v1/transactions/{id}",
+        Api(V),
+        transactions::transaction,
+    );
+    r.delete(
+        "/api/v1/transactions/{id}",
+        Api(O),
+        transactions::delete_transaction,
+    );
+    r.get(
+        "/api/v1/transactions/{id}/deployment_history",
+        Api(V),
+        transactions::deployment_history,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/changes",
+        Api(O),
+        transactions::changes,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/changes/redeploy",
+        Api(O),
+        transactions::redeploy,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/provision",
+        Api(O),
+        transactions::provision,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/deploy",
+        Api(O),
+        transactions::deploy_nodes,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/stop_deployment",
+        Api(O),
+        transactions::stop_deployment,
+    );
+    r.post("/api/v1/graphs/execute", Api(O), transactions::execute);
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);

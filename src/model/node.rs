@@ -420,6 +420,10 @@ pub struct Node {
     pub cluster_id: Option<i64>,
     /// Its roles there (`controller`, `compute`, ...); empty when unassigned.
     pub roles: Vec<String>,
+    /// The roles it was last deployed with there (Nailgun's `roles`; the assigned ones not in
+    /// it are Nailgun's `pending_roles`); empty until its first successful deployment.
+    #[serde(default)]
+    pub deployed_roles: Vec<String>,
     /// In `error`: why (`provision`, `deploy`, `deletion`), as Nailgun's `error_type`.
     #[serde(default)]
     pub error_type: Option<String>,
@@ -478,6 +482,7 @@ mod tests {
             last_seen_at: 1_000,
             cluster_id: None,
             roles: vec![],
+            deployed_roles: vec![],
             error_type: None,
             approved: true,
             address: None,

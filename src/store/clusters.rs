@@ -294,7 +294,8 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         self.conn.execute(
-            "UPDATE nodes SET cluster_id = NULL, roles = '[]', pending_deletion = 0 WHERE id = ?1",
+            "UPDATE nodes SET cluster_id = NULL, roles = '[]', deployed_roles = '[]',
+               pending_deletion = 0 WHERE id = ?1",
             [node_id],
         )?;
         self.erase_os_credential(node_id, now)?;

@@ -26,10 +26,14 @@ use crate::engine::steps::Location;
 pub struct Deployment {
     pub id: i64,
     pub cluster_id: i64,
-    /// `running`, `done`, `error`, `aborted`.
+    /// `running`, `done`, `error`, `aborted`, or `dry_run` (recorded, nothing ran).
     pub status: String,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    /// Nailgun's transaction name: `deployment`, or `provision` (provisioning only).
+    pub name: String,
+    /// The graph type it ran.
+    pub graph_type: String,
 }
 
 /// A step run row.
@@ -160,7 +164,8 @@ pub enum Report {
     Stale,
 }
 
-const DEPLOYMENT_COLUMNS: &str = "id, cluster_id, status, created_at, finished_at";
+const DEPLOYMENT_COLUMNS: &str =
+    "id, cluster_id, status, created_at, finished_at, name, graph_type";
 const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
      exit_code, output_tail, error, runs_on";
@@ -172,6 +177,8 @@ fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
         status: r.get(2)?,
         created_at: r.get(3)?,
         finished_at: r.get(4)?,
+        name: r.get(5)?,
+        graph_type: r.get(6)?,
     })
 }
 
@@ -255,7 +262,7 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id, id], |r| {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
-            Ok((deployment_from_row(r)?, count(5)?, count(6)?))
+            Ok((deployment_from_row(r)?, count(7)?, count(8)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -334,7 +341,7 @@ impl ReadTxn<'_> {
         Ok(Some((d, runs)))
     }
 
-    pub(super) fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
+    pub fn running_deployment(&self, cluster_id: i64) -> Result<Option<Deployment>> {
         // At most one deployment of an environment runs (create_deployment refuses a second).
         // No ORDER BY ... LIMIT: with one, SQLite compiles the cached statement again on every
         // use (its plan depends on ?1), and this runs on every agent call.
@@ -351,6 +358,25 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
+    /// Forget a finished deployment and its runs (Nailgun's `DELETE /transactions/{id}`); what
+    /// it deployed stays the environment's deployed state. A running one is refused.
+    pub fn delete_deployment(&self, id: i64, now: i64) -> Result<()> {
+        let d = self.existing_deployment(id)?;
+        if matches!(d.status.as_str(), "running" | "preparing") {
+            return Err(StoreError::Conflict(format!(
+                "deployment {id} is running; abort it first"
+            )));
+        }
+        self.conn
+            .execute("DELETE FROM deployments WHERE id = ?1", [id])?;
+        self.add_history(
+            now,
+            None,
+            "deployment.deleted",
+            &format!("deployment {id} ({}) deleted", d.status),
+        )
+    }
+
     /// Hand `node_id` its next run, if its environment is deploying and the run may start.
     /// A run the master still thinks is running on the node (its agent restarted) is handed
     /// again with the next attempt number.
@@ -769,8 +795,10 @@ impl WriteTxn<'_> {
                 if pending {
                     // Its deletion graph ran: it leaves the environment.
                     self.release_node(n, now)?;
-                } else {
-                    self.move_node(n, now, state::finish)?;
+                } else if self.move_node(n, now, state::finish)? == NodeState::Ready {
+                    // Deployed with the roles it has: Nailgun's pending roles become its roles.
+                    self.conn
+                        .execute("UPDATE nodes SET deployed_roles = roles WHERE id = ?1", [n])?;
                 }
             }
         }

@@ -385,6 +385,22 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE deployment_states DROP COLUMN after;
         ",
     },
+    Migration {
+        version: 18,
+        name: "nailgun_transactions",
+        sql: "
+            -- What a deployment ran, for Nailgun's transactions: its name (`deployment`, or
+            -- `provision` for provisioning only) and its graph type.
+            ALTER TABLE deployments ADD COLUMN name TEXT NOT NULL DEFAULT 'deployment';
+            ALTER TABLE deployments ADD COLUMN graph_type TEXT NOT NULL DEFAULT 'default';
+            -- The roles a node was last deployed with in its environment (Nailgun's `roles`;
+            -- the assigned ones not yet deployed are its `pending_roles`). Nodes ready today
+            -- were deployed with the roles they have.
+            ALTER TABLE nodes ADD COLUMN deployed_roles TEXT NOT NULL DEFAULT '[]';
+            UPDATE nodes SET deployed_roles = roles
+              WHERE status = 'ready' AND cluster_id IS NOT NULL;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -36,7 +36,7 @@ impl NodeCounts {
 
 const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
      n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address, \
-     n.pending_deletion";
+     n.pending_deletion, n.deployed_roles";
 
 /// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
 const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
@@ -56,6 +56,7 @@ struct NodeRow {
     approved: bool,
     address: Option<String>,
     pending_deletion: bool,
+    deployed_roles: String,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -73,6 +74,7 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         approved: row.get(10)?,
         address: row.get(11)?,
         pending_deletion: row.get(12)?,
+        deployed_roles: row.get(13)?,
     })
 }
 
@@ -90,6 +92,8 @@ impl NodeRow {
                 .map_err(|e| corrupt("node inventory", e.to_string()))?,
             roles: serde_json::from_str(&self.roles)
                 .map_err(|e| corrupt("node roles", e.to_string()))?,
+            deployed_roles: serde_json::from_str(&self.deployed_roles)
+                .map_err(|e| corrupt("node deployed roles", e.to_string()))?,
             name: self.name,
             created_at: self.created_at,
             last_seen_at: self.last_seen_at,

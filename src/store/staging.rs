@@ -37,6 +37,15 @@ pub struct NewDeployment<'a> {
     pub runs: &'a [NewRun],
     /// Nodes that leave the environment as it starts (pending deletion, no deletion graph).
     pub release: Vec<i64>,
+    /// Whether its success becomes the environment's deployed state (the deployment graph's
+    /// runs; not another graph type's).
+    pub record: bool,
+    /// Record what would run and run nothing: the deployment is stored as a finished
+    /// `dry_run`, and nothing else changes.
+    pub dry_run: bool,
+    /// Nailgun's transaction name (`deployment`, `provision`) and the graph type run.
+    pub name: &'static str,
+    pub graph_type: String,
     pub now: i64,
 }
 
@@ -67,8 +76,10 @@ impl Store {
         new: NewDeployment<'_>,
     ) -> Result<Deployment> {
         let _one_at_a_time = Self::lock(&self.creating);
-        let (cluster_id, now) = (new.cluster_id, new.now);
-        let (dep, first) = writer.write_blocking(move |tx| tx.open_deployment(cluster_id, now))?;
+        let (cluster_id, now, name, graph_type) =
+            (new.cluster_id, new.now, new.name, new.graph_type.clone());
+        let (dep, first) = writer
+            .write_blocking(move |tx| tx.open_deployment(cluster_id, name, &graph_type, now))?;
         let staged = self.stage(writer, dep, first, new);
         if staged.is_err() {
             // Best effort: a leftover is deleted at the next start anyway.
@@ -84,30 +95,14 @@ impl Store {
         first: i64,
         new: NewDeployment<'_>,
     ) -> Result<Deployment> {
-        // What a success keeps: this deployment's data and the tasks it runs, as the engine
-        // records them into the environment's deployed state.
-        let mut after = self.read(|r| r.deployed(new.cluster_id))?;
-        let key = dep.to_string();
-        after.record(new.plan, &key);
-        let snapshot = match after.deployments.get(&key) {
-            Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
-                what: "deployed snapshot",
-                detail: e.to_string(),
-            })?),
-            None => None,
+        // What a success keeps: this deployment's data and the tasks it runs (those of the
+        // plan's tasks it has a run for that is not skipped: not those of nodes or phases left
+        // out), as the engine records them into the environment's deployed state.
+        let (snapshot, ran) = if new.record && !new.dry_run {
+            kept_on_success(self, &new, dep)?
+        } else {
+            (None, Vec::new())
         };
-        let ran: Vec<(String, String)> = after
-            .tasks
-            .iter()
-            .flat_map(|(uid, tasks)| {
-                tasks
-                    .iter()
-                    .filter(|(_, d)| **d == key)
-                    .map(|(task, _)| (uid.clone(), task.clone()))
-            })
-            .collect();
-        drop(after);
-
         let rows = rows(new.runs, first);
         let schedule = Schedule::new(rows.iter().map(Row::view).collect());
         let total = rows.len();
@@ -128,10 +123,51 @@ impl Store {
             writer.write_blocking(move |tx| tx.insert_ran(dep, &part))?;
         }
         let (cluster_id, release, now) = (new.cluster_id, new.release, new.now);
+        if new.dry_run {
+            return writer.write_blocking(move |tx| tx.finish_dry_run(dep, cluster_id, total, now));
+        }
         writer.write_blocking(move |tx| {
             tx.start_deployment(dep, cluster_id, total, snapshot, schedule, &release, now)
         })
     }
+}
+
+/// The snapshot and the (node, task) pairs deployment `dep` keeps if it succeeds.
+type Kept = (Option<String>, Vec<(String, String)>);
+
+fn kept_on_success(store: &Store, new: &NewDeployment<'_>, dep: i64) -> Result<Kept> {
+    let runs: std::collections::HashSet<(String, &str)> = new
+        .runs
+        .iter()
+        .filter(|r| r.status != crate::engine::orchestrate::RunStatus::Skipped)
+        .filter_map(|r| Some((r.node?.to_string(), r.task.as_deref()?)))
+        .collect();
+    let mut after = store.read(|r| r.deployed(new.cluster_id))?;
+    let key = dep.to_string();
+    after.record(new.plan, &key);
+    let ran: Vec<(String, String)> = after
+        .tasks
+        .iter()
+        .flat_map(|(uid, tasks)| {
+            tasks
+                .iter()
+                .filter(|(_, d)| **d == key)
+                .map(|(task, _)| (uid.clone(), task.clone()))
+        })
+        .filter(|(uid, task)| runs.contains(&(uid.clone(), task.as_str())))
+        .collect();
+    let uids: std::collections::BTreeSet<&str> = ran.iter().map(|(u, _)| u.as_str()).collect();
+    let snapshot = match after.deployments.get_mut(&key) {
+        Some(s) if !ran.is_empty() => {
+            s.nodes.retain(|uid, _| uids.contains(uid.as_str()));
+            Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
+                what: "deployed snapshot",
+                detail: e.to_string(),
+            })?)
+        }
+        _ => None,
+    };
+    Ok((snapshot, ran))
 }
 
 /// The rows of `runs`, numbered from `first`.
@@ -184,7 +220,13 @@ impl Row {
 
 impl WriteTxn<'_> {
     /// A `preparing` deployment of `cluster_id` and the id its first run will have.
-    fn open_deployment(&self, cluster_id: i64, now: i64) -> Result<(i64, i64)> {
+    fn open_deployment(
+        &self,
+        cluster_id: i64,
+        name: &str,
+        graph_type: &str,
+        now: i64,
+    ) -> Result<(i64, i64)> {
         let cluster = self
             .read()
             .cluster(cluster_id)?
@@ -199,9 +241,9 @@ impl WriteTxn<'_> {
             )));
         }
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at)
-             VALUES (?1, 'preparing', ?2)",
-            rusqlite::params![cluster_id, now],
+            "INSERT INTO deployments (cluster_id, status, created_at, name, graph_type)
+             VALUES (?1, 'preparing', ?2, ?3, ?4)",
+            rusqlite::params![cluster_id, now, name, graph_type],
         )?;
         let dep = self.conn.last_insert_rowid();
         let first: i64 =
@@ -299,6 +341,42 @@ impl WriteTxn<'_> {
             })
     }
 
+    /// The last part of a dry run: recorded as finished, nothing else changes.
+    fn finish_dry_run(
+        &self,
+        dep: i64,
+        cluster_id: i64,
+        runs: usize,
+        now: i64,
+    ) -> Result<Deployment> {
+        let done = self.conn.execute(
+            "UPDATE deployments SET status = 'dry_run', finished_at = ?2
+             WHERE id = ?1 AND status = 'preparing'",
+            rusqlite::params![dep, now],
+        )?;
+        let cluster = self.read().cluster(cluster_id)?;
+        let (1, Some(cluster)) = (done, cluster) else {
+            return Err(StoreError::Conflict(format!(
+                "environment {cluster_id} was deleted while its dry run was being written"
+            )));
+        };
+        self.add_history(
+            now,
+            None,
+            "deployment.dry_run",
+            &format!(
+                "dry run {dep} of {}: {runs} runs recorded, none run",
+                cluster.name
+            ),
+        )?;
+        self.read()
+            .deployment(dep)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "deployment",
+                id: dep.to_string(),
+            })
+    }
+
     /// Delete a deployment that did not finish preparing, and its rows.
     fn drop_preparing(&self, dep: i64) -> Result<()> {
         self.conn.execute(
@@ -330,7 +408,7 @@ mod tests {
                      INSERT INTO clusters (id, name, release_id, status, net_segment_type,
                        created_at) VALUES (1, 'env', 1, 'new', 'vlan', 1);",
                 )?;
-                let (dep, first) = tx.open_deployment(1, 5)?;
+                let (dep, first) = tx.open_deployment(1, "deployment", "default", 5)?;
                 let rows = rows(
                     &[NewRun {
                         node: None,

@@ -47,17 +47,34 @@ pub fn cluster_json(c: &Cluster, release: Option<&Release>) -> Value {
 
 /// A node in Nailgun's shape as well as stoker's: its own fields, plus what Fuel's clients read
 /// (`cluster`, `meta` from the inventory, `manufacturer`, `platform_name`, the pending flags).
+///
+/// Roles as Nailgun gave them: `roles` are those the node was deployed with (and still has),
+/// `pending_roles` those assigned since and not yet deployed; `assigned_roles` (stoker's) are
+/// all of them. `pending_addition`: in an environment and never deployed there.
 pub fn node_json(node: &Node) -> Value {
     let mut v = serde_json::to_value(node).unwrap_or_else(|_| json!({}));
     if let Some(o) = v.as_object_mut() {
         let system = &node.inventory.system;
+        let (deployed, pending): (Vec<&String>, Vec<&String>) = node
+            .roles
+            .iter()
+            .partition(|r| node.deployed_roles.contains(r));
         for (key, value) in [
             ("cluster", json!(node.cluster_id)),
             ("meta", crate::model::fuel::fuel_meta(&node.inventory)),
             ("manufacturer", json!(system.vendor)),
             ("platform_name", json!(system.product)),
-            ("pending_roles", json!([])),
-            ("pending_addition", json!(false)),
+            ("assigned_roles", json!(node.roles)),
+            ("roles", json!(deployed)),
+            ("pending_roles", json!(pending)),
+            (
+                "pending_addition",
+                json!(
+                    node.cluster_id.is_some()
+                        && node.deployed_roles.is_empty()
+                        && !node.pending_deletion
+                ),
+            ),
             ("pending_deletion", json!(node.pending_deletion)),
             ("online", json!(node.online(crate::clock::now()))),
         ] {

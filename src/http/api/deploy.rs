@@ -30,76 +30,6 @@ pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
     })
 }
 
-/// A deployment as Nailgun's transaction (`fuel2 task list/show`): a `deployment` task whose
-/// status is `running`, `ready` or `error` (an aborted one is an error that says so).
-fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
-    let (status, message) = match d.status.as_str() {
-        "running" => ("running", None),
-        "done" => ("ready", None),
-        "aborted" => ("error", Some("aborted by the operator")),
-        _ => ("error", Some("stopped on a failed step")),
-    };
-    let progress = if d.status == "done" || total == 0 {
-        100
-    } else {
-        finished * 100 / total
-    };
-    json!({
-        "id": d.id,
-        "uuid": format!("stoker-deployment-{}", d.id),
-        "name": "deployment",
-        "cluster": d.cluster_id,
-        "status": status,
-        "progress": progress,
-        "message": message,
-        "result": {},
-        "dry_run": false,
-        "graph_type": "default",
-        "parent_id": null,
-        "time_start": d.created_at,
-        "time_end": d.finished_at,
-    })
-}
-
-#[derive(Debug, Deserialize)]
-pub struct TransactionQuery {
-    cluster_id: Option<String>,
-}
-
-/// `GET /api/v1/transactions[?cluster_id=N]`: the deployments as Nailgun's transactions.
-pub async fn transactions(
-    state: web::Data<AppState>,
-    query: web::Query<TransactionQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let cluster = match query.into_inner().cluster_id.as_deref() {
-        None | Some("") => None,
-        Some(raw) => Some(id_of(raw, "environment")?),
-    };
-    let list = state
-        .store(move |s| s.read(|r| r.deployments_with_progress(cluster, None)))
-        .await?;
-    let body: Vec<Value> = list
-        .iter()
-        .map(|(d, total, finished)| transaction_json(d, *total, *finished))
-        .collect();
-    Ok(HttpResponse::Ok().json(body))
-}
-
-/// `GET /api/v1/transactions/{id}`
-pub async fn transaction(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "transaction")?;
-    let found = state
-        .store(move |s| s.read(|r| r.deployments_with_progress(None, Some(id))))
-        .await?;
-    let (d, total, finished) = found
-        .first()
-        .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))?;
-    Ok(HttpResponse::Ok().json(transaction_json(d, *total, *finished)))
-}
-
 /// The Deploy body: empty, or `{"steps": [...]}`. A malformed step is refused with its path
 /// (`steps[0].priority: invalid type ...`); its arguments are checked against the steps'
 /// `argsinfo` when the deployment is planned ([`crate::engine::steps::plan`]).
@@ -142,30 +72,53 @@ pub async fn deploy(
         .json(deployment_json(&d, &runs)))
 }
 
-/// Start deploying environment `id` off the async runtime (planning takes a while); shared by
-/// the API and the dashboard's Deploy button.
+/// Start deploying environment `id` (everything that changed, on every node) off the async
+/// runtime (planning takes a while); shared by the API and the dashboard's Deploy button.
 pub async fn start(
     state: &AppState,
     id: i64,
     steps: Vec<UserStep>,
+) -> Result<crate::deployer::Started, ApiError> {
+    start_request(
+        state,
+        crate::deployer::Request {
+            cluster_id: id,
+            steps,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Start `req` off the async runtime; `req.now` is set here.
+pub async fn start_request(
+    state: &AppState,
+    mut req: crate::deployer::Request,
 ) -> Result<crate::deployer::Started, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
     let plans = std::sync::Arc::clone(&state.plans);
     let writer = state.writer.clone();
-    let now = crate::clock::now();
+    req.now = crate::clock::now();
+    let cluster = req.cluster_id;
     let d = web::block(move || {
-        crate::deployer::start(
-            &store, &writer, &data_dir, id, &steps, &settings, &plans, now,
-        )
+        let master = crate::deployer::Master {
+            store: &store,
+            writer: &writer,
+            data_dir: &data_dir,
+            settings: &settings,
+            plans: &plans,
+        };
+        crate::deployer::start(&master, &req)
     })
     .await
     .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
     tracing::info!(
-        cluster = id,
+        cluster,
         deployment = d.deployment.id,
         plan_cached = d.plan_cached,
+        status = d.deployment.status,
         "deployment started"
     );
     Ok(d)

@@ -8,6 +8,7 @@ pub mod environments;
 pub mod nodes;
 pub mod plugins;
 pub mod pxe;
+pub mod transactions;
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;

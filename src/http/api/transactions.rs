@@ -1,0 +1,544 @@
+//! Nailgun's deployment control, for `fuel2` and the old `fuel` CLI: the calls that start a
+//! deployment (`PUT /clusters/{id}/changes` with `dry_run` and `noop_run`, `/changes/redeploy`,
+//! `/provision?nodes=`, `/deploy?nodes=`, `POST /graphs/execute/`) or stop one
+//! (`/stop_deployment`), mapped onto stoker's deployments ([`crate::deployer::Scope`]), and the
+//! deployments read back as Nailgun's transactions (`/transactions`, filtered by status and
+//! name; one with its `deployment_history`; deleting a finished one). Thin: parse, call the
+//! deployer or the store, answer in Nailgun's shapes.
+
+use std::collections::BTreeSet;
+
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::deployer::{Request, Scope};
+use crate::engine::state::Phase;
+use crate::http::api::catalog::id_of;
+use crate::http::api::deploy::start_request;
+use crate::http::{ApiError, AppState};
+use crate::model::FieldError;
+use crate::store::{Deployment, Run};
+
+/// Unix seconds as Nailgun wrote times: `YYYY-MM-DDTHH:MM:SS` (UTC).
+fn iso(ts: i64) -> String {
+    crate::model::utc(ts)
+        .trim_end_matches(" UTC")
+        .replacen(' ', "T", 1)
+}
+
+/// A deployment as Nailgun's transaction (`objects/serializers/transaction.py`): status
+/// `running`, `ready` or `error` (an aborted one is an error that says so; a dry run is
+/// ready at once).
+pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
+    let (status, message) = match d.status.as_str() {
+        "running" | "preparing" => ("running", None),
+        "done" => ("ready", None),
+        "dry_run" => (
+            "ready",
+            Some("dry run: recorded what would run, ran nothing"),
+        ),
+        "aborted" => ("error", Some("aborted by the operator")),
+        _ => ("error", Some("stopped on a failed step")),
+    };
+    let progress = if matches!(d.status.as_str(), "done" | "dry_run") || total == 0 {
+        100
+    } else {
+        finished * 100 / total
+    };
+    json!({
+        "id": d.id,
+        "uuid": format!("stoker-deployment-{}", d.id),
+        "name": d.name,
+        "cluster": d.cluster_id,
+        "status": status,
+        "progress": progress,
+        "message": message,
+        "result": {},
+        "dry_run": d.status == "dry_run",
+        "graph_type": d.graph_type,
+        "parent_id": null,
+        "time_start": iso(d.created_at),
+        "time_end": d.finished_at.map(iso),
+    })
+}
+
+/// Nailgun's transaction status of a stoker deployment status.
+fn nailgun_status(status: &str) -> &'static str {
+    match status {
+        "running" | "preparing" => "running",
+        "done" | "dry_run" => "ready",
+        _ => "error",
+    }
+}
+
+/// A comma-separated list parameter (`statuses=running,ready`), empty entries dropped.
+fn list(raw: Option<&str>) -> Vec<String> {
+    raw.unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Refuse values outside `known` for parameter `field`, naming them (Nailgun: 400).
+fn check_known(field: &str, values: &[String], known: &[&str]) -> Result<(), ApiError> {
+    let unknown: Vec<&str> = values
+        .iter()
+        .map(String::as_str)
+        .filter(|v| !known.contains(v))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::InvalidInput {
+        what: "transaction filter",
+        fields: vec![FieldError {
+            field: field.to_string(),
+            message: format!(
+                "unknown {} (known: {})",
+                unknown.join(", "),
+                known.join(", ")
+            ),
+        }],
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TransactionQuery {
+    cluster_id: Option<String>,
+    statuses: Option<String>,
+    transaction_types: Option<String>,
+}
+
+/// `GET /api/v1/transactions[?cluster_id=N&statuses=a,b&transaction_types=x,y]`.
+pub async fn transactions(
+    state: web::Data<AppState>,
+    query: web::Query<TransactionQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let cluster = match q.cluster_id.as_deref() {
+        None | Some("") => None,
+        Some(raw) => Some(id_of(raw, "environment")?),
+    };
+    let statuses = list(q.statuses.as_deref());
+    check_known(
+        "statuses",
+        &statuses,
+        &["pending", "running", "ready", "error"],
+    )?;
+    let types = list(q.transaction_types.as_deref());
+    let all = state
+        .store(move |s| s.read(|r| r.deployments_with_progress(cluster, None)))
+        .await?;
+    let body: Vec<Value> = all
+        .iter()
+        .filter(|(d, _, _)| {
+            statuses.is_empty() || statuses.iter().any(|s| s == nailgun_status(&d.status))
+        })
+        .filter(|(d, _, _)| types.is_empty() || types.contains(&d.name))
+        .map(|(d, total, finished)| transaction_json(d, *total, *finished))
+        .collect();
+    Ok(HttpResponse::Ok().json(body))
+}
+
+async fn one(state: &AppState, id: i64) -> Result<(Deployment, u64, u64), ApiError> {
+    let found = state
+        .store(move |s| s.read(|r| r.deployments_with_progress(None, Some(id))))
+        .await?;
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))
+}
+
+/// `GET /api/v1/transactions/{id}`
+pub async fn transaction(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "transaction")?;
+    let (d, total, finished) = one(&state, id).await?;
+    Ok(HttpResponse::Ok().json(transaction_json(&d, total, finished)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DeleteQuery {
+    force: Option<String>,
+}
+
+/// `DELETE /api/v1/transactions/{id}[?force=1]`: forget a finished deployment and its runs
+/// (what it deployed stays the environment's deployed state). A running one is refused, as
+/// Nailgun refuses it without `force`; with `force`, stoker still refuses: the agents are
+/// mid-step for it (abort it first, `PUT /clusters/{id}/stop_deployment`).
+pub async fn delete_transaction(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<DeleteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "transaction")?;
+    let _force = query.into_inner().force;
+    let now = crate::clock::now();
+    state
+        .store(move |s| s.write(|tx| tx.delete_deployment(id, now)))
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HistoryQuery {
+    nodes: Option<String>,
+    statuses: Option<String>,
+    tasks_names: Option<String>,
+    include_summary: Option<String>,
+}
+
+/// Nailgun's history status of a run status.
+fn history_status(status: &str) -> &'static str {
+    match status {
+        "ok" => "ready",
+        "failed" => "error",
+        "running" => "running",
+        "skipped" => "skipped",
+        _ => "pending",
+    }
+}
+
+/// `GET /api/v1/transactions/{id}/deployment_history[?nodes=&statuses=&tasks_names=
+/// &include_summary=1]`: per node and task (or step), its status and times, as
+/// `fuel2 task history show` reads them; the task's type and parameters come along as
+/// Nailgun's did (`--show-parameters`).
+pub async fn deployment_history(
+    state: web::Data<AppState>,
+    caller: crate::http::access::Caller,
+    path: web::Path<String>,
+    query: web::Query<HistoryQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "transaction")?;
+    let q = query.into_inner();
+    let nodes = list(q.nodes.as_deref());
+    let statuses = list(q.statuses.as_deref());
+    check_known(
+        "statuses",
+        &statuses,
+        &["pending", "error", "ready", "running", "skipped"],
+    )?;
+    let names = list(q.tasks_names.as_deref());
+    let summary = matches!(q.include_summary.as_deref(), Some("1" | "true"));
+    let runs = state
+        .store(move |s| {
+            s.read(|r| match r.deployment(id)? {
+                Some(_) => Ok(Some(r.runs(id)?)),
+                None => Ok(None),
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))?;
+    let mut body: Vec<Value> = runs
+        .iter()
+        .map(|r| history_record(r, summary))
+        .filter(|h| nodes.is_empty() || nodes.iter().any(|n| h["node_id"] == n.as_str()))
+        .filter(|h| statuses.is_empty() || statuses.iter().any(|s| h["status"] == s.as_str()))
+        .filter(|h| names.is_empty() || names.iter().any(|n| h["task_name"] == n.as_str()))
+        .collect();
+    if caller.0.role != crate::auth::Role::Admin {
+        for h in &mut body {
+            crate::auth::mask::mask(h);
+        }
+    }
+    Ok(HttpResponse::Ok().json(body))
+}
+
+fn history_record(r: &Run, summary: bool) -> Value {
+    let task = r.args.get("task");
+    let mut h = json!({
+        "task_name": r.task.clone().unwrap_or_else(|| format!("{}.{}", r.interface, r.step)),
+        "node_id": r.node_id.map_or("null".to_string(), |n| n.to_string()),
+        "status": history_status(&r.status),
+        "time_start": r.started_at.map(iso),
+        "time_end": r.finished_at.map(iso),
+        "type": task.and_then(|t| t.get("type")).cloned().unwrap_or(json!("step")),
+        "parameters": task
+            .and_then(|t| t.get("parameters"))
+            .cloned()
+            .unwrap_or_else(|| r.args.clone()),
+    });
+    if summary {
+        h["summary"] = json!({
+            "attempt": r.attempt,
+            "exit_code": r.exit_code,
+            "output": r.output_tail,
+            "error": r.error,
+            "reason": r.reason,
+        });
+    }
+    h
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct StartQuery {
+    dry_run: Option<String>,
+    noop_run: Option<String>,
+    force: Option<String>,
+    nodes: Option<String>,
+}
+
+/// A `0`/`1` (or `false`/`true`) query flag.
+fn flag(field: &str, raw: Option<&str>) -> Result<bool, ApiError> {
+    match raw {
+        None | Some("" | "0" | "false" | "False") => Ok(false),
+        Some("1" | "true" | "True") => Ok(true),
+        Some(other) => Err(ApiError::InvalidInput {
+            what: "deployment request",
+            fields: vec![FieldError {
+                field: field.to_string(),
+                message: format!("{other:?} is not 0 or 1"),
+            }],
+        }),
+    }
+}
+
+/// `?nodes=1,2,3`: node ids, each a positive integer, at least one.
+fn node_ids(raw: Option<&str>) -> Result<Option<BTreeSet<i64>>, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let mut out = BTreeSet::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let id = part
+            .parse::<i64>()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| ApiError::InvalidInput {
+                what: "deployment request",
+                fields: vec![FieldError {
+                    field: "nodes".to_string(),
+                    message: format!("{part:?} is not a node id"),
+                }],
+            })?;
+        out.insert(id);
+    }
+    if out.is_empty() {
+        return Err(ApiError::InvalidInput {
+            what: "deployment request",
+            fields: vec![FieldError {
+                field: "nodes".to_string(),
+                message: "no node given".to_string(),
+            }],
+        });
+    }
+    Ok(Some(out))
+}
+
+/// Start `scope` on environment `path` and answer 202 with the transaction (200 for a dry
+/// run, which is finished already), as Nailgun's deferred task handlers do.
+async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpResponse, ApiError> {
+    let cluster_id = id_of(path, "environment")?;
+    let dry = scope.dry_run;
+    let started = start_request(
+        state,
+        Request {
+            cluster_id,
+            scope,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let d = started.deployment;
+    let id = d.id;
+    let (d, total, finished) = one(state, id).await.unwrap_or((d, 0, 0));
+    let body = transaction_json(&d, total, finished);
+    Ok(if dry {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::Accepted().json(body)
+    })
+}
+
+/// `PUT /api/v1/clusters/{id}/changes[?dry_run=1&noop_run=1]`: deploy what changed (Deploy).
+/// stoker's tasks have no no-op mode on the node, so a noop run is a dry run: what would run
+/// is recorded, nothing runs.
+pub async fn changes(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<StartQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let scope = Scope {
+        dry_run: flag("dry_run", q.dry_run.as_deref())? || flag("noop_run", q.noop_run.as_deref())?,
+        ..Default::default()
+    };
+    start(&state, &path, scope).await
+}
+
+/// `PUT /api/v1/clusters/{id}/changes/redeploy`: every task again, changed or not.
+pub async fn redeploy(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<StartQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let scope = Scope {
+        force: true,
+        dry_run: flag("dry_run", q.dry_run.as_deref())? || flag("noop_run", q.noop_run.as_deref())?,
+        ..Default::default()
+    };
+    start(&state, &path, scope).await
+}
+
+/// `PUT /api/v1/clusters/{id}/provision?nodes=1,2`: the provisioning phase only, on those
+/// nodes (all of the environment's without `nodes`); they end `provisioned`.
+pub async fn provision(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<StartQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let scope = Scope {
+        nodes: node_ids(q.nodes.as_deref())?,
+        phase: Some(Phase::Provision),
+        ..Default::default()
+    };
+    start(&state, &path, scope).await
+}
+
+/// `PUT /api/v1/clusters/{id}/deploy?nodes=1,2[&force=1&noop_run=1]`: the deployment phase
+/// only, on those provisioned nodes.
+pub async fn deploy_nodes(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<StartQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let scope = Scope {
+        nodes: node_ids(q.nodes.as_deref())?,
+        phase: Some(Phase::Deploy),
+        force: flag("force", q.force.as_deref())?,
+        dry_run: flag("noop_run", q.noop_run.as_deref())?,
+        ..Default::default()
+    };
+    start(&state, &path, scope).await
+}
+
+/// `PUT /api/v1/clusters/{id}/stop_deployment`: abort the environment's running deployment
+/// (its running steps are left to finish on the nodes, their results ignored); 202 with the
+/// stopped transaction. Nothing running: 400, as Nailgun.
+pub async fn stop_deployment(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = id_of(&path, "environment")?;
+    let now = crate::clock::now();
+    let d = state
+        .store(move |s| {
+            s.write(|tx| match tx.read().running_deployment(cluster)? {
+                Some(d) => Ok(Some(tx.abort_deployment(d.id, now)?)),
+                None => Ok(None),
+            })
+        })
+        .await?
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "environment {cluster} has no deployment running: nothing to stop"
+            ))
+        })?;
+    let (d, total, finished) = one(&state, d.id).await?;
+    Ok(HttpResponse::Accepted().json(transaction_json(&d, total, finished)))
+}
+
+/// One graph of `POST /graphs/execute/`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecuteGraph {
+    #[serde(rename = "type")]
+    graph_type: String,
+    #[serde(default)]
+    nodes: Option<Vec<i64>>,
+    #[serde(default)]
+    tasks: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecuteBody {
+    cluster: i64,
+    graphs: Vec<ExecuteGraph>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    noop_run: bool,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    debug: bool,
+}
+
+/// `POST /api/v1/graphs/execute/`: run one graph type (a release's, a plugin's or an
+/// environment's own, `fuel2 graph execute -t TYPE [-n NODES] [--dry-run] [--force]`) on the
+/// environment's provisioned nodes. One graph per call; a subset of its tasks (`-T`) is not
+/// supported: both are refused naming the field.
+pub async fn execute(
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(&body);
+    let body: ExecuteBody = serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::InvalidJson(inner.to_string())
+        } else {
+            ApiError::InvalidInput {
+                what: "graph execution",
+                fields: vec![FieldError {
+                    field,
+                    message: inner.to_string(),
+                }],
+            }
+        }
+    })?;
+    let refuse = |field: &str, message: &str| ApiError::InvalidInput {
+        what: "graph execution",
+        fields: vec![FieldError {
+            field: field.to_string(),
+            message: message.to_string(),
+        }],
+    };
+    let _debug = body.debug;
+    let [graph] = <[ExecuteGraph; 1]>::try_from(body.graphs).map_err(|g| {
+        refuse(
+            "graphs",
+            &format!(
+                "{} graphs given; stoker runs one graph per execution (run them one after \
+                 another)",
+                g.len()
+            ),
+        )
+    })?;
+    if graph.tasks.is_some() {
+        return Err(refuse(
+            "graphs[0].tasks",
+            "running a subset of a graph's tasks is not supported; run the whole graph",
+        ));
+    }
+    let nodes = match graph.nodes {
+        None => None,
+        Some(ids) if ids.is_empty() => None,
+        Some(ids) => Some(ids.into_iter().collect()),
+    };
+    // The deployment graph by name is the deployment phase (and what it runs is recorded).
+    let (graph_type, phase) = if graph.graph_type == "default" {
+        (None, Some(Phase::Deploy))
+    } else {
+        (Some(graph.graph_type), None)
+    };
+    let scope = Scope {
+        graph_type,
+        phase,
+        nodes,
+        force: body.force,
+        dry_run: body.dry_run || body.noop_run,
+    };
+    start(&state, &body.cluster.to_string(), scope).await
+}
