@@ -30,7 +30,7 @@ use crate::engine::plugin::release::for_release;
 use crate::engine::settings::Schema;
 use crate::model::{Cluster, FieldError, Node, NodeStatus, Release};
 use crate::package::graphs::{GraphSourceError, OpenedRelease, open_plugin, open_release};
-use crate::store::{Store, StoreError};
+use crate::store::{GraphOwner, Store, StoreError, StoredGraph};
 use crate::yaql::{Engine, Limits};
 
 /// Why no plan could be made.
@@ -111,7 +111,7 @@ fn spec_of(node: &Node) -> NodeSpec {
     spec
 }
 
-fn enabled(settings: &J, plugin: &str) -> bool {
+pub(crate) fn enabled(settings: &J, plugin: &str) -> bool {
     settings
         .get(plugin)
         .and_then(|p| p.get("metadata"))
@@ -128,19 +128,33 @@ struct Inputs {
     settings: J,
     deployed: graph::Deployed,
     plugins: Vec<(i64, String, String, String)>,
+    /// The uploaded graphs of the type planned: the release's, the environment's, plugins'.
+    stored: Vec<StoredGraph>,
 }
 
-fn read_inputs(store: &Store, cluster_id: i64) -> Result<Inputs, PlanningError> {
+fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Inputs, PlanningError> {
     store
         .read(|r| {
             let Some((cluster, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
             };
+            let plugins = r.plugin_paths()?;
+            let mut stored = Vec::new();
+            let owners = [
+                GraphOwner::Release(release.id),
+                GraphOwner::Cluster(cluster_id),
+            ]
+            .into_iter()
+            .chain(plugins.iter().map(|(id, ..)| GraphOwner::Plugin(*id)));
+            for owner in owners {
+                stored.extend(r.stored_graph(owner, graph_type)?);
+            }
             Ok(Some(Inputs {
                 nodes: r.cluster_nodes(cluster_id)?,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
-                plugins: r.plugin_paths()?,
+                plugins,
+                stored,
                 cluster,
                 release,
             }))
@@ -163,6 +177,7 @@ fn plan_inputs(
         settings,
         deployed,
         plugins,
+        stored,
     } = inputs;
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
@@ -175,22 +190,51 @@ fn plan_inputs(
             entity: "plugin",
             id: release.plugin_id.to_string(),
         })?;
-    let opened = open_release(
-        &release_path.to_string_lossy(),
-        Some(&release.name),
-        graph_type,
-        None,
-    )
-    .map_err(|source| PlanningError::Release {
-        release: release.name.clone(),
-        source: source.relative_to(data_dir),
-    })?;
-    let plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
+    let stored_of = |owner: GraphOwner| stored.iter().find(|g| g.owner == owner);
+    let release_stored = stored_of(GraphOwner::Release(release.id));
+    let own = stored_of(GraphOwner::Cluster(cluster.id));
+    let open = |graph: &str| {
+        open_release(
+            &release_path.to_string_lossy(),
+            Some(&release.name),
+            graph,
+            None,
+        )
+        .map_err(|source| PlanningError::Release {
+            release: release.name.clone(),
+            source: source.relative_to(data_dir),
+        })
+    };
+    let mut opened = match open(graph_type) {
+        // A type only uploaded graphs define: the release's roles and settings still count.
+        Err(e)
+            if e.is_missing_graph()
+                && (release_stored.is_some() || own.is_some())
+                && graph_type != "default" =>
+        {
+            let mut o = open("default").map_err(|_| e)?;
+            o.graph.tasks.clear();
+            o
+        }
+        other => other?,
+    };
+    if let Some(g) = release_stored {
+        opened.graph.tasks = uploaded(g, &format!("release {}", release.name));
+    }
+    let mut plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
+    for p in &mut plugin_graphs {
+        if let Some(g) = stored_of(GraphOwner::Plugin(p.id)) {
+            p.tasks = uploaded(g, &p.name);
+        }
+    }
     let spec = graph::Cluster {
         id: cluster.id,
         name: cluster.name.clone(),
         status: cluster.status.clone(),
         settings,
+        tasks: own
+            .map(|g| uploaded(g, &format!("environment {}", cluster.name)))
+            .unwrap_or_default(),
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes.iter().map(spec_of).collect();
@@ -210,6 +254,21 @@ fn plan_inputs(
         nodes,
         plan,
     })
+}
+
+/// An uploaded graph's tasks, each with where it came from (`origin`, the graph's type and
+/// the task's place in it).
+fn uploaded(g: &StoredGraph, origin: &str) -> Vec<(J, graph::Source)> {
+    g.tasks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let file = format!("uploaded graph {} (id {}) tasks[{i}]", g.graph_type, g.id);
+            (t.clone(), graph::Source::new(origin, &file, 0))
+        })
+        .collect()
 }
 
 /// A plan answered by [`Plans::plan`], and whether it was made for this call.
@@ -304,7 +363,7 @@ impl Plans {
         force: bool,
         now: i64,
     ) -> Result<Planned, PlanningError> {
-        let read = read_inputs(store, cluster_id).and_then(|mut inputs| {
+        let read = read_inputs(store, cluster_id, graph_type).and_then(|mut inputs| {
             if force {
                 inputs.deployed = graph::Deployed::default();
             }
@@ -400,6 +459,16 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     for (id, manifest) in manifests {
         put(&id.to_le_bytes());
         put(manifest.as_bytes());
+    }
+    for g in &inputs.stored {
+        put(format!(
+            "{}\0{}\0{}\0{}",
+            g.owner.model(),
+            g.owner.id(),
+            g.id,
+            g.tasks
+        )
+        .as_bytes());
     }
     h.finalize().into()
 }

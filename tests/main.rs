@@ -14,6 +14,7 @@ mod cli;
 mod config;
 mod deploy;
 mod deployment_data;
+mod deployment_graphs;
 mod dhcp;
 mod environments;
 mod flow;

@@ -16,7 +16,7 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, environments, nodes, plugins, pxe, transactions};
+use api::{catalog, deploy, environments, graphs, nodes, plugins, pxe, transactions};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -313,6 +313,41 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
+    for owner in ["clusters", "releases", "plugins"] {
+        let one = format!("/api/v1/{owner}/{{id}}/deployment_graphs/{{graph_type}}");
+        r.get(
+            &format!("/api/v1/{owner}/{{id}}/deployment_graphs"),
+            Api(V),
+            graphs::list_of,
+        );
+        r.get(&one, Api(V), graphs::show);
+        r.post(&one, Api(O), graphs::create);
+        r.put(&one, Api(O), graphs::replace);
+        r.add(Method::PATCH, &one, Api(O), graphs::replace);
+        r.delete(&one, Api(O), graphs::delete);
+    }
+    r.get("/api/v1/graphs", Api(V), graphs::list);
+    r.get(
+        "/api/v1/clusters/{id}/deployment_tasks",
+        Api(V),
+        graphs::tasks,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/deployment_tasks/own",
+        Api(V),
+        graphs::own_tasks,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/deployment_tasks/release",
+        Api(V),
+        graphs::release_tasks,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/deployment_tasks/plugins",
+        Api(V),
+        graphs::plugin_tasks,
+    );
     // The dashboard.
     r.get("/", Page(V), ui::overview);
     r.get("/nodes", Page(V), ui::nodes);

@@ -171,3 +171,66 @@ pub fn open_plugin(
         source,
     })
 }
+/// The graph types release `release` (its name) of the release plugin at `path` defines.
+pub fn release_graph_types(path: &Path, release: &str) -> Result<Vec<String>, GraphSourceError> {
+    let files = open(path)?;
+    let pkg = load(files.as_ref());
+    let trees = crate::engine::plugin::release::releases(&pkg);
+    let tree = trees
+        .iter()
+        .find(|t| t.name == release || t.version == release)
+        .ok_or_else(|| GraphSourceError::Source {
+            what: path.display().to_string(),
+            source: SourceError::NoRelease {
+                wanted: release.to_string(),
+                available: source::release_names(&pkg),
+            },
+        })?;
+    Ok(tree
+        .data
+        .get("graphs")
+        .and_then(serde_json::Value::as_object)
+        .map(|g| g.keys().cloned().collect())
+        .unwrap_or_default())
+}
+
+/// The plugin at `path` as written, not as a release sees it: its graph types (`default` for
+/// its deployment tasks, then each of `graphs:`).
+pub fn plugin_graph_types(path: &Path) -> Result<Vec<String>, GraphSourceError> {
+    let files = open(path)?;
+    let pkg = load(files.as_ref());
+    let tree = pkg.manifest();
+    let mut out = Vec::new();
+    if tree
+        .get("deployment_tasks")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+    {
+        out.push("default".to_string());
+    }
+    for g in tree
+        .get("graphs")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(t) = g.get("type").and_then(serde_json::Value::as_str)
+            && !out.iter().any(|o| o == t)
+        {
+            out.push(t.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// The plugin at `path`'s tasks of graph `graph` as written (no release's view of it).
+pub fn plugin_tasks(path: &Path, graph: &str) -> Result<Vec<serde_json::Value>, GraphSourceError> {
+    let files = open(path)?;
+    let pkg = load(files.as_ref());
+    let g =
+        source::plugin_graph(&pkg, "", "", graph).map_err(|source| GraphSourceError::Source {
+            what: path.display().to_string(),
+            source,
+        })?;
+    Ok(g.tasks.into_iter().map(|(t, _)| t).collect())
+}

@@ -386,6 +386,36 @@ pub const MIGRATIONS: &[Migration] = &[
         ",
     },
     Migration {
+        version: 17,
+        name: "deployment_graphs",
+        sql: "
+            -- Graphs uploaded through Nailgun's API (fuel2 graph upload), each owned by one
+            -- environment, release or plugin and unique per owner and type. A package's own
+            -- graphs stay in its files; a stored graph of the same type overrides it. Rows go
+            -- with their owner (a release goes with its plugin).
+            CREATE TABLE deployment_graphs (
+                id         INTEGER PRIMARY KEY AUTOINCREMENT,
+                cluster_id INTEGER REFERENCES clusters(id) ON DELETE CASCADE,
+                release_id INTEGER REFERENCES releases(id) ON DELETE CASCADE,
+                plugin_id  INTEGER REFERENCES plugins(id) ON DELETE CASCADE,
+                type       TEXT    NOT NULL,
+                name       TEXT,
+                -- node_filter, on_success, on_error, on_stop as uploaded (a JSON object).
+                metadata   TEXT    NOT NULL,
+                -- The tasks as uploaded (a JSON list).
+                tasks      TEXT    NOT NULL,
+                CHECK ((cluster_id IS NOT NULL) + (release_id IS NOT NULL)
+                       + (plugin_id IS NOT NULL) = 1)
+            ) STRICT;
+            CREATE UNIQUE INDEX deployment_graphs_cluster ON deployment_graphs (cluster_id, type)
+              WHERE cluster_id IS NOT NULL;
+            CREATE UNIQUE INDEX deployment_graphs_release ON deployment_graphs (release_id, type)
+              WHERE release_id IS NOT NULL;
+            CREATE UNIQUE INDEX deployment_graphs_plugin ON deployment_graphs (plugin_id, type)
+              WHERE plugin_id IS NOT NULL;
+        ",
+    },
+    Migration {
         version: 18,
         name: "nailgun_transactions",
         sql: "

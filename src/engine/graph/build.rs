@@ -3,8 +3,10 @@
 //!
 //! 1. **Merge.** The release graph, then each enabled plugin's tasks (plugins by name): a plugin
 //!    task with a release task's id replaces it in place; two plugins with one id is an error
-//!    ("overlapping"), so is an id twice in one graph. Legacy `tasks.yaml` tasks are adapted
-//!    ([`super::legacy`]) and appended with generated ids.
+//!    ("overlapping"), so is an id twice in one graph. Then the environment's own graph
+//!    ([`Cluster::tasks`], uploaded): a task replaces the one of its id in place, as Nailgun's
+//!    `_merge_tasks_lists` lets the cluster's graph win, or is appended. Legacy `tasks.yaml`
+//!    tasks are adapted ([`super::legacy`]) and appended with generated ids.
 //! 2. **Place.** Roles are assigned ([`super::roles`]); every task but groups goes to the nodes
 //!    its `tags`/`roles`/`role`/`groups` resolve to, stages to the sync node; each id in a
 //!    group's `tasks:` goes to every node of the group, whatever its own roles say. A task on
@@ -518,6 +520,7 @@ type Merged = (Vec<(J, Source)>, Vec<legacy::Generated>);
 fn merge(
     release: &ReleaseGraph,
     plugins: &[PluginGraph],
+    own: &[(J, Source)],
     warnings: &mut Vec<String>,
 ) -> Result<Merged, PlanError> {
     let id_of = |t: &J| match t.get("id") {
@@ -577,6 +580,23 @@ fn merge(
                     pos.insert(id, merged.len());
                     merged.push((t.clone(), s.clone()));
                 }
+            }
+        }
+    }
+    for (t, s) in own {
+        match id_of(t).and_then(|id| pos.get(&id).map(|&i| (id, i))) {
+            Some((id, i)) => {
+                warnings.push(format!(
+                    "{s}: the environment's graph replaces task {id} ({})",
+                    merged[i].1
+                ));
+                merged[i] = (t.clone(), s.clone());
+            }
+            None => {
+                if let Some(id) = id_of(t) {
+                    pos.insert(id, merged.len());
+                }
+                merged.push((t.clone(), s.clone()));
             }
         }
     }
@@ -683,7 +703,7 @@ pub fn plan_within(
     deployed: &Deployed,
 ) -> Result<Plan, PlanError> {
     let mut warnings: Vec<String> = Vec::new();
-    let (merged, generated) = merge(release, plugins, &mut warnings)?;
+    let (merged, generated) = merge(release, plugins, &cluster.tasks, &mut warnings)?;
     let mut tasks = Vec::with_capacity(merged.len());
     for (i, (raw, source)) in merged.into_iter().enumerate() {
         tasks.push(Task::parse(raw, source, i)?);

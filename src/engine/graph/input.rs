@@ -99,6 +99,11 @@ pub struct Cluster {
     /// Override the release's `tags_metadata` (tag → has_primary).
     #[serde(default)]
     pub tags_metadata: J,
+    /// The environment's own graph of the type planned (uploaded through Nailgun's API),
+    /// merged last: a task replaces the release's or a plugin's of the same id. Not part of
+    /// the cluster file.
+    #[serde(skip)]
+    pub tasks: Vec<(J, super::task::Source)>,
 }
 
 impl Default for Cluster {
@@ -115,6 +120,7 @@ impl Default for Cluster {
             force: false,
             roles_metadata: J::Null,
             tags_metadata: J::Null,
+            tasks: Vec::new(),
         }
     }
 }

@@ -15,6 +15,7 @@
 //! - [`build`]: merge, place, evaluate per node, edges, cycle check, order: [`plan`].
 //! - [`check`]: what can be checked of a package's graphs at install, without a cluster.
 //! - [`plan`]: the plan and its text, JSON and dot renderings.
+//! - [`upload`]: a graph uploaded through Nailgun's API, checked; Nailgun's merge by task id.
 //! - [`picture`]: the plan's task graph laid out in layers, as SVG for the dashboard.
 
 pub mod build;
@@ -29,6 +30,7 @@ pub mod plan;
 pub mod roles;
 pub mod source;
 pub mod task;
+pub mod upload;
 
 pub use build::{
     DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,

@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod deploy;
 pub mod environments;
+pub mod graphs;
 pub mod nodes;
 pub mod plugins;
 pub mod pxe;

@@ -1,0 +1,322 @@
+//! Nailgun's deployment graph API, for `fuel2 graph upload|list|download|delete`:
+//! `/{clusters,releases,plugins}/{id}/deployment_graphs/{type}` (GET 200/404, POST 200/409,
+//! PUT and PATCH 200/404, DELETE 204/404), each owner's list, `/graphs` with Nailgun's filters,
+//! and an environment's `/deployment_tasks` per level. Uploads are checked by
+//! [`crate::engine::graph::upload`] before anything is stored; what is read comes from
+//! [`crate::graphs`].
+
+use std::collections::HashMap;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::Value;
+
+use crate::engine::graph::upload;
+use crate::graphs::{self, Filter, Level};
+use crate::http::api::catalog::id_of;
+use crate::http::{ApiError, AppState};
+use crate::store::{GraphBody, GraphOwner};
+
+/// The owner a `/api/v1/{clusters|releases|plugins}/{id}/...` path names.
+fn owner_of(req: &HttpRequest, id: &str) -> Result<GraphOwner, ApiError> {
+    let kind = req
+        .path()
+        .trim_start_matches("/api/v1/")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    match kind {
+        "clusters" => Ok(GraphOwner::Cluster(id_of(id, "environment")?)),
+        "releases" => Ok(GraphOwner::Release(id_of(id, "release")?)),
+        "plugins" => Ok(GraphOwner::Plugin(id_of(id, "plugin")?)),
+        other => Err(ApiError::NotFound(format!("no graphs under {other:?}"))),
+    }
+}
+
+/// A graph type from the path: what Nailgun's URL pattern (`\w+`-like) and fuel2 accept.
+fn graph_type(raw: &str) -> Result<String, ApiError> {
+    let ok = !raw.is_empty()
+        && raw.len() <= 255
+        && raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(raw.to_string())
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "graph type {raw:?}: expected 1-255 letters, digits, '_', '-' or '.'"
+        )))
+    }
+}
+
+fn missing(owner: GraphOwner, ty: &str) -> ApiError {
+    ApiError::NotFound(format!(
+        "Graph with type: {ty} is not defined for {} {}",
+        owner.model(),
+        owner.id()
+    ))
+}
+
+async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&crate::store::Store, &std::path::Path) -> Result<T, crate::planner::PlanningError>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
+    let store = std::sync::Arc::clone(&state.store);
+    let data_dir = state.data_dir.clone();
+    web::block(move || f(&store, &data_dir))
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// `GET .../deployment_graphs/{type}`: the uploaded graph, else the package's; 404 when none.
+pub async fn show(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, ty) = path.into_inner();
+    let owner = owner_of(&req, &id)?;
+    let ty = graph_type(&ty)?;
+    let t = ty.clone();
+    let found = blocking(&state, move |s, d| graphs::graph(s, d, owner, &t)).await?;
+    let g = found.ok_or_else(|| missing(owner, &ty))?;
+    Ok(HttpResponse::Ok().json(g.to_json()))
+}
+
+fn checked(ty: &str, body: &[u8]) -> Result<upload::Upload, ApiError> {
+    let value: Value = ApiError::parse(body)?;
+    upload::parse(ty, &value).map_err(|fields| ApiError::InvalidInput {
+        what: "deployment graph",
+        fields,
+    })
+}
+
+/// `POST .../deployment_graphs/{type}`: store a graph (200 with it, as Nailgun; 409 when the
+/// owner has one of the type already).
+pub async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (id, ty) = path.into_inner();
+    let owner = owner_of(&req, &id)?;
+    let ty = graph_type(&ty)?;
+    let up = checked(&ty, &body)?;
+    let stored = state
+        .store(move |s| {
+            s.write(|tx| {
+                tx.create_graph(
+                    owner,
+                    &ty,
+                    GraphBody {
+                        name: up.name.as_deref(),
+                        metadata: &up.metadata,
+                        tasks: &up.tasks,
+                    },
+                )
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(stored_json(stored)))
+}
+
+fn stored_json(g: crate::store::StoredGraph) -> Value {
+    graphs::GraphView {
+        id: g.id,
+        graph_type: g.graph_type,
+        owner: g.owner,
+        name: g.name,
+        metadata: g.metadata,
+        tasks: g.tasks,
+        stored: true,
+    }
+    .to_json()
+}
+
+/// `PUT` (and `PATCH`) `.../deployment_graphs/{type}`: replace an uploaded graph's tasks (and
+/// its name and metadata when given); 404 when the owner has no uploaded graph of the type.
+pub async fn replace(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (id, ty) = path.into_inner();
+    let owner = owner_of(&req, &id)?;
+    let ty = graph_type(&ty)?;
+    let up = checked(&ty, &body)?;
+    let t = ty.clone();
+    let replaced = state
+        .store(move |s| {
+            s.write(|tx| {
+                tx.replace_graph(
+                    owner,
+                    &t,
+                    GraphBody {
+                        name: up.name.as_deref(),
+                        metadata: &up.metadata,
+                        tasks: &up.tasks,
+                    },
+                )
+            })
+        })
+        .await?;
+    let g = replaced.ok_or_else(|| missing(owner, &ty))?;
+    Ok(HttpResponse::Ok().json(stored_json(g)))
+}
+
+/// `DELETE .../deployment_graphs/{type}`: 204, or 404 when no graph of the type was uploaded
+/// (a package's own graphs go with their package).
+pub async fn delete(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, ty) = path.into_inner();
+    let owner = owner_of(&req, &id)?;
+    let ty = graph_type(&ty)?;
+    let t = ty.clone();
+    let gone = state
+        .store(move |s| {
+            s.write(|tx| {
+                if !tx.read().graph_owner_exists(owner)? {
+                    return Err(crate::store::StoreError::NotFound {
+                        entity: owner.model(),
+                        id: owner.id().to_string(),
+                    });
+                }
+                tx.delete_graph(owner, &t)
+            })
+        })
+        .await?;
+    if gone {
+        Ok(HttpResponse::NoContent().finish())
+    } else {
+        Err(missing(owner, &ty))
+    }
+}
+
+/// `GET /api/v1/{clusters|releases|plugins}/{id}/deployment_graphs`: the owner's graphs
+/// (`fetch_related` is accepted and, as in Nailgun, changes nothing here).
+pub async fn list_of(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let owner = owner_of(&req, &path)?;
+    let found = blocking(&state, move |s, d| graphs::graphs_of(s, d, owner)).await?;
+    Ok(HttpResponse::Ok().json(found.iter().map(|g| g.to_json()).collect::<Vec<_>>()))
+}
+
+/// A comma-separated list of ids from query parameter `name`.
+fn ids(query: &HashMap<String, String>, name: &str) -> Result<Vec<i64>, ApiError> {
+    let Some(raw) = query.get(name) else {
+        return Ok(Vec::new());
+    };
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "{name}: {s:?} is not a positive integer (a comma-separated list of ids)"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Nailgun's `utils.parse_bool`.
+fn flag(query: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
+    match query.get(name).map(|v| v.to_ascii_lowercase()).as_deref() {
+        None | Some("0" | "false" | "no" | "off" | "") => Ok(false),
+        Some("1" | "true" | "yes" | "on") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "{name}: {other:?} is not a boolean (1, 0, true, false)"
+        ))),
+    }
+}
+
+/// `GET /api/v1/graphs?clusters_ids=&releases_ids=&plugins_ids=&graph_types=&fetch_related=`
+pub async fn list(
+    state: web::Data<AppState>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let filter = Filter {
+        clusters: ids(&q, "clusters_ids")?,
+        releases: ids(&q, "releases_ids")?,
+        plugins: ids(&q, "plugins_ids")?,
+        types: q
+            .get("graph_types")
+            .map(|t| {
+                t.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        fetch_related: flag(&q, "fetch_related")?,
+    };
+    let found = blocking(&state, move |s, d| graphs::filtered(s, d, &filter)).await?;
+    Ok(HttpResponse::Ok().json(found.iter().map(|g| g.to_json()).collect::<Vec<_>>()))
+}
+
+async fn tasks_at(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+    level: Level,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = id_of(&path, "environment")?;
+    let ty = match query.get("graph_type").filter(|t| !t.is_empty()) {
+        Some(t) => graph_type(t)?,
+        None => "default".to_string(),
+    };
+    let tasks = blocking(&state, move |s, d| {
+        graphs::cluster_tasks(s, d, cluster, &ty, level)
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(tasks))
+}
+
+/// `GET /api/v1/clusters/{id}/deployment_tasks?graph_type=`: the release's, the enabled
+/// plugins' and the environment's own tasks merged, the environment's winning.
+pub async fn tasks(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    tasks_at(state, path, query, Level::All).await
+}
+
+/// `GET /api/v1/clusters/{id}/deployment_tasks/own`
+pub async fn own_tasks(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    tasks_at(state, path, query, Level::Own).await
+}
+
+/// `GET /api/v1/clusters/{id}/deployment_tasks/release`
+pub async fn release_tasks(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    tasks_at(state, path, query, Level::Release).await
+}
+
+/// `GET /api/v1/clusters/{id}/deployment_tasks/plugins`
+pub async fn plugin_tasks(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    tasks_at(state, path, query, Level::Plugins).await
+}
