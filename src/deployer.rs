@@ -190,8 +190,9 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         .filter(|n| !NodeState::of_node(n, false).needs_provisioning())
         .map(|n| n.id)
         .collect();
+    // Deployment-phase work needs an installed OS; a dry run runs nothing and needs none.
     let deploys_only = scope.graph_type.is_some() || scope.phase == Some(Phase::Deploy);
-    if deploys_only {
+    if deploys_only && !scope.dry_run {
         let bare: Vec<String> = ids
             .values()
             .filter(|id| !provisioned.contains(id))

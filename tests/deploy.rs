@@ -1319,3 +1319,42 @@ fn nailguns_deployment_control_provisions_deploys_dry_runs_redeploys_and_stops()
     let r = exec(json!({"cluster": cluster, "graphs": [{"type": "no-such-graph"}]}));
     assert!(r.status >= 400 && r.status < 500, "{}", r.body);
 }
+
+/// A node that leaves its environment during a deployment (not provisioned yet, so it leaves
+/// at once) runs nothing more of it: its runs fail saying so, the deployment ends when nothing
+/// else can move, and the environment can be deleted, instead of a deployment that waits
+/// forever for a node that is gone (what `fuel2 env remove nodes` then `env delete` did).
+#[test]
+fn a_node_leaving_during_a_deployment_fails_its_runs_and_the_deployment_ends() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    let r = d
+        .http()
+        .delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[0].id));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let v = deployment(&base, dep);
+    assert_eq!(v["status"], "error", "{v}");
+    let left = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["node_id"] == nodes[0].id)
+        .all(|s| {
+            s["status"] == "failed"
+                && s["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("left the environment")
+        });
+    assert!(left, "{v}");
+    assert_eq!(
+        Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", nodes[0].id))["status"],
+        "discover"
+    );
+    let r = d.http().delete(&format!("/api/v1/clusters/{cluster}"));
+    assert_eq!(r.status, 202, "{}", r.body);
+}

@@ -282,6 +282,7 @@ impl WriteTxn<'_> {
                 ),
             );
         }
+        self.leave_running_deployment(cluster_id, node_id, now)?;
         self.release_node(node_id, now)
     }
 

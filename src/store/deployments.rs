@@ -615,6 +615,51 @@ impl WriteTxn<'_> {
         Ok(failed)
     }
 
+    /// A node that leaves its environment while it is being deployed runs nothing more of it:
+    /// its runs not yet finished fail, saying so, and the deployment goes on without them (or
+    /// ends, when nothing else can move), instead of waiting for it forever.
+    pub(super) fn leave_running_deployment(
+        &self,
+        cluster_id: i64,
+        node: i64,
+        now: i64,
+    ) -> Result<()> {
+        let Some(d) = self.read().running_deployment(cluster_id)? else {
+            return Ok(());
+        };
+        let open: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM step_runs WHERE deployment = ?1 AND node_id = ?2
+                   AND status IN ('pending', 'running')",
+            )?
+            .query_map([d.id, node], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if open.is_empty() {
+            return Ok(());
+        }
+        let why = format!("node-{node} left the environment during the deployment");
+        for id in &open {
+            self.conn.execute(
+                "UPDATE step_runs SET status = 'failed', finished_at = ?1, error = ?2
+                 WHERE id = ?3",
+                params![now, why, id],
+            )?;
+            self.mirror(d.id, *id, RunStatus::Failed);
+        }
+        self.add_history(
+            now,
+            Some(node),
+            "deployment.node_left",
+            &format!(
+                "deployment {}: {} runs of node-{node} failed: {why}",
+                d.id,
+                open.len()
+            ),
+        )?;
+        self.advance(d.id, None, now)
+    }
+
     /// Stop handing out runs; what runs finishes and is recorded, nothing else starts. The
     /// runs keep their state, so a retry resumes where it stopped.
     pub fn abort_deployment(&self, id: i64, now: i64) -> Result<Deployment> {
