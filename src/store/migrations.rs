@@ -835,6 +835,38 @@ mod tests {
     }
 
     #[test]
+    fn migration_18_names_deployments_and_keeps_ready_nodes_roles_as_deployed() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 17).unwrap();
+        seed_environment(&conn);
+        conn.execute_batch(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id, roles)
+             VALUES (1, '52:54:00:00:00:01', 'a', 'ready', 1, 1, 1, '[\"controller\"]'),
+                    (2, '52:54:00:00:00:02', 'b', 'discover', 1, 1, 1, '[\"compute\"]');
+             INSERT INTO deployments (id, cluster_id, status, created_at) VALUES (3, 1, 'done', 1);",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 18).unwrap(), 18);
+        let roles: Vec<String> = conn
+            .prepare("SELECT deployed_roles FROM nodes ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(roles, [r#"["controller"]"#, "[]"]);
+        let named: (String, String) = conn
+            .query_row(
+                "SELECT name, graph_type FROM deployments WHERE id = 3",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(named, ("deployment".to_string(), "default".to_string()));
+    }
+
+    #[test]
     fn migration_14_approves_existing_nodes_and_binds_tokens() {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate_to(&mut conn, 13).unwrap();
