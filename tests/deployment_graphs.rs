@@ -358,3 +358,56 @@ fn the_real_fuel2_drives_graphs() {
         404
     );
 }
+
+/// Graphs go with their owner: removing the release's plugin removes the graph uploaded for
+/// the release, and deleting an environment removes its own.
+#[test]
+fn uploaded_graphs_go_with_their_release_or_environment() {
+    let d = TestDaemon::start_bundled("install");
+    let http = d.http();
+    let release = &http.get("/api/v1/releases").json()[0];
+    let (rel, plugin) = (
+        release["id"].as_i64().unwrap(),
+        release["plugin_id"].as_i64().unwrap(),
+    );
+    let name = http
+        .get("/api/v1/plugins")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == plugin)
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .unwrap();
+    let r = http.post(
+        &format!("/api/v1/releases/{rel}/deployment_graphs/custom"),
+        &json!({"tasks": [hello("echo r")]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.post(
+        "/api/v1/clusters",
+        &json!({"name": "e", "release_id": rel}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let c = r.json()["id"].as_i64().unwrap();
+    let r = http.post(
+        &format!("/api/v1/clusters/{c}/deployment_graphs/custom"),
+        &json!({"tasks": [hello("echo c")]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let stored = |model: &str| -> usize {
+        http.get("/api/v1/graphs")
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["id"].as_i64().unwrap() > 0 && g["relations"][0]["model"] == model)
+            .count()
+    };
+    assert_eq!((stored("release"), stored("cluster")), (1, 1));
+    assert_eq!(http.delete(&format!("/api/v1/clusters/{c}")).status, 202);
+    assert_eq!((stored("release"), stored("cluster")), (1, 0));
+    let r = http.delete(&format!("/api/v1/plugins/{name}"));
+    assert!(r.status == 200 || r.status == 204, "{}", r.body);
+    assert_eq!(stored("release"), 0);
+}
