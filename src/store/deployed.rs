@@ -95,27 +95,7 @@ mod tests {
 
     use super::*;
     use crate::store::Store;
-
-    fn store_with_cluster() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.db")).unwrap();
-        store
-            .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO plugins (id, name, version, title, package_version, description,
-                       is_release, path, diagnostics, manifest, installed_at)
-                     VALUES (1, 'r', '1.0.0', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
-                     INSERT INTO releases (id, plugin_id, name, version, operating_system,
-                       description, state, data)
-                     VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', '', 'available', '{}');
-                     INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
-                     VALUES (1, 'env', 1, 'new', 'vlan', 1);",
-                )?;
-                Ok(())
-            })
-            .unwrap();
-        (dir, store)
-    }
+    use crate::store::testing::store_with_cluster;
 
     /// Deployment `dep` as creation writes it: its snapshot and the tasks it runs.
     fn staged(store: &Store, dep: i64, snap: &Snapshot, ran: &[(&str, &str)]) {

@@ -355,3 +355,32 @@ impl Store {
         Ok(())
     }
 }
+
+/// What the store's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Store;
+
+    /// A store in a temporary directory (its file `s.db`) holding release plugin 1, release 1
+    /// and environment 1 (`env`).
+    pub(crate) fn store_with_cluster() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO plugins (id, name, version, title, package_version, description,
+                       is_release, path, diagnostics, manifest, installed_at)
+                     VALUES (1, 'r', '1.0.0', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
+                     INSERT INTO releases (id, plugin_id, name, version, operating_system,
+                       description, state, data)
+                     VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', '', 'available', '{}');
+                     INSERT INTO clusters (id, name, release_id, status, net_segment_type,
+                       created_at) VALUES (1, 'env', 1, 'new', 'vlan', 1);",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        (dir, store)
+    }
+}

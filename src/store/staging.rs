@@ -7,9 +7,9 @@
 //! 1. a `preparing` deployment row (the environment checked: no deployment running) and the
 //!    ids its runs will have (creations are serialized by `Store::creating`, so nothing else
 //!    takes them meanwhile);
-//! 2. off the writer: the deployed state to keep on success (what the plan records: this
-//!    deployment's snapshot and the tasks it runs), the rows, and the deployment's
-//!    [`Schedule`], built from the rows in memory;
+//! 2. off the writer: what its success adds to the deployed state (the engine's
+//!    [`Change`]: the tasks it runs and its data for their nodes; the current state is not
+//!    read), the rows, and the deployment's [`Schedule`], built from the rows in memory;
 //! 3. the runs and the tasks in parts of [`PART`] rows;
 //! 4. one short transaction makes it `running`, installs the schedule, releases the nodes that
 //!    leave without a deletion graph and lets the stages that can complete themselves do so.
@@ -18,12 +18,15 @@
 //! it. A failure in any part deletes it (its rows go with it), and a daemon killed meanwhile
 //! deletes it at the next start ([`Store::open`]): a deployment appears whole or not at all.
 
+use std::collections::HashSet;
+
 use serde_json::Value as J;
 
 use super::{Deployment, GroupWriter, Result, Store, StoreError, WriteTxn};
-use crate::engine::graph::Plan;
-use crate::engine::orchestrate::{NewRun, RunView};
+use crate::engine::graph::{Change, Plan};
+use crate::engine::orchestrate::{NewRun, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
+use crate::engine::steps::Location;
 
 /// Rows written per transaction: about 10 ms of the writer's time, as long as an agent's
 /// call may wait for it.
@@ -49,7 +52,7 @@ pub struct NewDeployment<'a> {
     pub now: i64,
 }
 
-/// One `step_runs` row, ready to insert.
+/// One `step_runs` row, ready to insert: a run with its id and its waits' ids.
 struct Row {
     id: i64,
     node: Option<i64>,
@@ -57,14 +60,15 @@ struct Row {
     interface: String,
     step: String,
     task: Option<String>,
+    /// The arguments' JSON, made here, off the writer.
     args: String,
-    deps: String,
+    deps: Vec<i64>,
     concurrency: Option<String>,
-    max_parallel: Option<i64>,
-    timeout_s: i64,
-    status: &'static str,
+    max_parallel: Option<u64>,
+    timeout_s: u64,
+    status: RunStatus,
     reason: Option<String>,
-    runs_on: &'static str,
+    runs_on: Location,
 }
 
 impl Store {
@@ -95,33 +99,35 @@ impl Store {
         first: i64,
         new: NewDeployment<'_>,
     ) -> Result<Deployment> {
-        // What a success keeps: this deployment's data and the tasks it runs (those of the
-        // plan's tasks it has a run for that is not skipped: not those of nodes or phases left
-        // out), as the engine records them into the environment's deployed state.
-        let (snapshot, ran) = if new.record && !new.dry_run {
-            kept_on_success(self, &new, dep)?
+        // What a success keeps: the plan's tasks this deployment has a run for that is not
+        // skipped (not those of nodes or phases left out), and its data for their nodes.
+        let change = if new.record && !new.dry_run {
+            let runs: HashSet<(String, &str)> = new
+                .runs
+                .iter()
+                .filter(|r| r.status != RunStatus::Skipped)
+                .filter_map(|r| Some((r.node?.to_string(), r.task.as_deref()?)))
+                .collect();
+            Change::of(new.plan, |uid, task| {
+                runs.contains(&(uid.to_string(), task))
+            })
         } else {
-            (None, Vec::new())
+            Change::default()
+        };
+        let snapshot = match &change.snapshot {
+            Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
+                what: "deployed snapshot",
+                detail: e.to_string(),
+            })?),
+            None => None,
         };
         let rows = rows(new.runs, first);
         let schedule = Schedule::new(rows.iter().map(Row::view).collect());
         let total = rows.len();
-        let mut rows = rows.into_iter();
-        loop {
-            let part: Vec<Row> = rows.by_ref().take(PART).collect();
-            if part.is_empty() {
-                break;
-            }
-            writer.write_blocking(move |tx| tx.insert_runs(dep, &part))?;
-        }
-        let mut ran = ran.into_iter();
-        loop {
-            let part: Vec<(String, String)> = ran.by_ref().take(PART).collect();
-            if part.is_empty() {
-                break;
-            }
-            writer.write_blocking(move |tx| tx.insert_ran(dep, &part))?;
-        }
+        in_parts(writer, rows, move |tx, part| tx.insert_runs(dep, part))?;
+        in_parts(writer, change.tasks, move |tx, part| {
+            tx.insert_ran(dep, part)
+        })?;
         let (cluster_id, release, now) = (new.cluster_id, new.release, new.now);
         if new.dry_run {
             return writer.write_blocking(move |tx| tx.finish_dry_run(dep, cluster_id, total, now));
@@ -132,42 +138,20 @@ impl Store {
     }
 }
 
-/// The snapshot and the (node, task) pairs deployment `dep` keeps if it succeeds.
-type Kept = (Option<String>, Vec<(String, String)>);
-
-fn kept_on_success(store: &Store, new: &NewDeployment<'_>, dep: i64) -> Result<Kept> {
-    let runs: std::collections::HashSet<(String, &str)> = new
-        .runs
-        .iter()
-        .filter(|r| r.status != crate::engine::orchestrate::RunStatus::Skipped)
-        .filter_map(|r| Some((r.node?.to_string(), r.task.as_deref()?)))
-        .collect();
-    let mut after = store.read(|r| r.deployed(new.cluster_id))?;
-    let key = dep.to_string();
-    after.record(new.plan, &key);
-    let ran: Vec<(String, String)> = after
-        .tasks
-        .iter()
-        .flat_map(|(uid, tasks)| {
-            tasks
-                .iter()
-                .filter(|(_, d)| **d == key)
-                .map(|(task, _)| (uid.clone(), task.clone()))
-        })
-        .filter(|(uid, task)| runs.contains(&(uid.clone(), task.as_str())))
-        .collect();
-    let uids: std::collections::BTreeSet<&str> = ran.iter().map(|(u, _)| u.as_str()).collect();
-    let snapshot = match after.deployments.get_mut(&key) {
-        Some(s) if !ran.is_empty() => {
-            s.nodes.retain(|uid, _| uids.contains(uid.as_str()));
-            Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
-                what: "deployed snapshot",
-                detail: e.to_string(),
-            })?)
+/// Write `items` in parts of [`PART`], each in its own group of `writer`.
+fn in_parts<T: Send + 'static>(
+    writer: &GroupWriter,
+    items: Vec<T>,
+    write: impl Fn(&WriteTxn<'_>, &[T]) -> Result<()> + Send + Sync + Copy + 'static,
+) -> Result<()> {
+    let mut items = items.into_iter();
+    loop {
+        let part: Vec<T> = items.by_ref().take(PART).collect();
+        if part.is_empty() {
+            return Ok(());
         }
-        _ => None,
-    };
-    Ok((snapshot, ran))
+        writer.write_blocking(move |tx| write(tx, &part))?;
+    }
 }
 
 /// The rows of `runs`, numbered from `first`.
@@ -182,20 +166,18 @@ fn rows(runs: &[NewRun], first: i64) -> Vec<Row> {
             step: r.step.clone(),
             task: r.task.clone(),
             args: r.args.to_string(),
-            deps: J::from(
-                r.deps
-                    .iter()
-                    .filter(|&&d| d < runs.len())
-                    .map(|&d| first + d as i64)
-                    .collect::<Vec<i64>>(),
-            )
-            .to_string(),
+            deps: r
+                .deps
+                .iter()
+                .filter(|&&d| d < runs.len())
+                .map(|&d| first + d as i64)
+                .collect(),
             concurrency: r.concurrency.clone(),
-            max_parallel: r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
-            timeout_s: r.timeout_s.min(i64::MAX as u64) as i64,
-            status: r.status.as_str(),
+            max_parallel: r.max_parallel,
+            timeout_s: r.timeout_s,
+            status: r.status,
             reason: r.reason.clone(),
-            runs_on: r.runs_on.as_str(),
+            runs_on: r.runs_on,
         })
         .collect()
 }
@@ -207,13 +189,12 @@ impl Row {
             id: self.id,
             node: self.node,
             seq: self.seq,
-            status: crate::engine::orchestrate::RunStatus::parse(self.status)
-                .unwrap_or(crate::engine::orchestrate::RunStatus::Failed),
-            deps: serde_json::from_str(&self.deps).unwrap_or_default(),
+            status: self.status,
+            deps: self.deps.clone(),
             concurrency: self.concurrency.clone(),
-            max_parallel: self.max_parallel.map(|m| m.max(0) as u64),
-            timeout_s: self.timeout_s.max(0) as u64,
-            runs_on: crate::engine::steps::Location::parse(self.runs_on).unwrap_or_default(),
+            max_parallel: self.max_parallel,
+            timeout_s: self.timeout_s,
+            runs_on: self.runs_on,
         }
     }
 }
@@ -270,13 +251,13 @@ impl WriteTxn<'_> {
                 r.step,
                 r.task,
                 r.args,
-                r.deps,
+                J::from(r.deps.clone()).to_string(),
                 r.concurrency,
-                r.max_parallel,
-                r.timeout_s,
-                r.status,
+                r.max_parallel.map(|m| m.min(i64::MAX as u64) as i64),
+                r.timeout_s.min(i64::MAX as u64) as i64,
+                r.status.as_str(),
                 r.reason,
-                r.runs_on,
+                r.runs_on.as_str(),
             ])?;
         }
         Ok(())
@@ -393,21 +374,10 @@ mod tests {
 
     #[test]
     fn a_deployment_cut_short_while_preparing_is_never_seen_and_gone_at_the_next_start() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, store) = crate::store::testing::store_with_cluster();
         let path = dir.path().join("s.db");
-        let store = Store::open(&path).unwrap();
         store
             .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO plugins (id, name, version, title, package_version, description,
-                       is_release, path, diagnostics, manifest, installed_at)
-                     VALUES (1, 'r', '1.0.0', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
-                     INSERT INTO releases (id, plugin_id, name, version, operating_system,
-                       description, state, data)
-                     VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', '', 'available', '{}');
-                     INSERT INTO clusters (id, name, release_id, status, net_segment_type,
-                       created_at) VALUES (1, 'env', 1, 'new', 'vlan', 1);",
-                )?;
                 let (dep, first) = tx.open_deployment(1, "deployment", "default", 5)?;
                 let rows = rows(
                     &[NewRun {

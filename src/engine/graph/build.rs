@@ -1799,31 +1799,70 @@ fn cycle_in(g: &DiGraph<(), ()>, comp: &[NodeIndex]) -> Vec<NodeIndex> {
     vec![start]
 }
 
+/// What a successful run of a plan adds to the deployed state: the (node, task) pairs it
+/// ran, and its data for the nodes that ran something.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    pub tasks: Vec<(String, String)>,
+    /// None when nothing ran.
+    pub snapshot: Option<super::input::Snapshot>,
+}
+
+impl Change {
+    /// The change of running `plan`'s tasks that `ran` keeps (node uid, task id): those of
+    /// nodes or phases left out of a deployment did not run.
+    pub fn of(plan: &Plan, ran: impl Fn(&str, &str) -> bool) -> Change {
+        let mut tasks = Vec::new();
+        for node in plan.nodes.iter().filter(|n| n.uid != "null") {
+            for step in &node.tasks {
+                if step.status == Status::Run && ran(&node.uid, &step.id) {
+                    tasks.push((node.uid.clone(), step.id.clone()));
+                }
+            }
+        }
+        if tasks.is_empty() {
+            return Change::default();
+        }
+        let uids: std::collections::BTreeSet<&str> =
+            tasks.iter().map(|(u, _)| u.as_str()).collect();
+        let mut nodes: BTreeMap<String, J> = plan
+            .uids
+            .iter()
+            .zip(&plan.data.nodes)
+            .filter(|(uid, _)| uids.contains(uid.as_str()))
+            .map(|(uid, part)| (uid.clone(), part.clone()))
+            .collect();
+        if uids.contains("master") {
+            nodes.insert("master".to_string(), plan.data.master.clone());
+        }
+        Change {
+            snapshot: Some(super::input::Snapshot {
+                common: plan.data.common.clone(),
+                nodes,
+            }),
+            tasks,
+        }
+    }
+}
+
 impl Deployed {
     /// Record a successful run of `plan` as deployment `id`: every task that ran on a node
     /// now compares with this deployment's data; skipped tasks keep their earlier record.
     pub fn record(&mut self, plan: &Plan, id: &str) {
-        let mut snap = super::input::Snapshot {
-            common: plan.data.common.clone(),
-            nodes: BTreeMap::new(),
-        };
-        for (uid, part) in plan.uids.iter().zip(&plan.data.nodes) {
-            snap.nodes.insert(uid.clone(), part.clone());
+        self.apply(Change::of(plan, |_, _| true), id);
+    }
+
+    /// Apply `change` as deployment `id`, then drop what nothing refers to any more.
+    pub fn apply(&mut self, change: Change, id: &str) {
+        for (uid, task) in change.tasks {
+            self.tasks
+                .entry(uid)
+                .or_default()
+                .insert(task, id.to_string());
         }
-        snap.nodes
-            .insert("master".to_string(), plan.data.master.clone());
-        for node in &plan.nodes {
-            if node.uid == "null" {
-                continue;
-            }
-            let tasks = self.tasks.entry(node.uid.clone()).or_default();
-            for step in &node.tasks {
-                if step.status == Status::Run {
-                    tasks.insert(step.id.clone(), id.to_string());
-                }
-            }
+        if let Some(snap) = change.snapshot {
+            self.deployments.insert(id.to_string(), snap);
         }
-        self.deployments.insert(id.to_string(), snap);
         self.prune();
     }
 }

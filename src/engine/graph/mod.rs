@@ -33,7 +33,7 @@ pub mod task;
 pub mod upload;
 
 pub use build::{
-    DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,
+    Change, DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,
     plan_with, plan_within,
 };
 pub use input::{Cluster, Deployed, NodeSpec, Snapshot, parse_cluster};

@@ -1191,3 +1191,35 @@ fn structural_yaql_counts_against_the_budget_too() {
         ("t", "roles")
     );
 }
+
+#[test]
+fn a_change_holds_only_the_tasks_that_ran_and_their_nodes_data() {
+    let ns = nodes(&[("1", &["controller"]), ("2", &["compute"])]);
+    let cluster = Cluster {
+        settings: json!({"x": 1, "y": "a", "deep": {"z": [1], "other": 0}}),
+        ..Cluster::default()
+    };
+    let p = plan(&cluster, &ns, &changes(), &[], &Deployed::default()).unwrap();
+    // Node 2 was left out of the deployment: nothing of it is kept.
+    let change = super::Change::of(&p, |uid, _| uid == "1");
+    assert_eq!(change.tasks.len(), 5);
+    assert!(change.tasks.iter().all(|(uid, _)| uid == "1"));
+    let snap = change.snapshot.clone().unwrap();
+    assert_eq!(snap.nodes.keys().collect::<Vec<_>>(), ["1"]);
+    // Applied, it is what recording the whole plan keeps of node 1.
+    let mut applied = Deployed::default();
+    applied.apply(change, "7");
+    let mut recorded = Deployed::default();
+    recorded.record(&p, "7");
+    assert_eq!(applied.tasks["1"], recorded.tasks["1"]);
+    assert!(!applied.tasks.contains_key("2") && recorded.tasks.contains_key("2"));
+    assert_eq!(
+        applied.deployments["7"].nodes["1"],
+        recorded.deployments["7"].nodes["1"]
+    );
+    // Nothing ran: no change at all.
+    assert_eq!(
+        super::Change::of(&p, |_, _| false),
+        super::Change::default()
+    );
+}
