@@ -104,6 +104,41 @@ impl ApiError {
         serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))
     }
 
+    /// A request body as `T`, each bad value named by its path: malformed JSON is
+    /// `invalid_json`; JSON of the wrong shape is `invalid_input` with the path of what is wrong
+    /// (`steps[0].priority`; `$` for the whole body).
+    pub fn parse_fields<T: serde::de::DeserializeOwned>(
+        body: &[u8],
+        what: &'static str,
+    ) -> Result<T, ApiError> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        serde_path_to_error::deserialize(&mut de).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                ApiError::InvalidJson(inner.to_string())
+            } else {
+                let field = if path == "." { "$".to_string() } else { path };
+                ApiError::field(what, field, inner.to_string())
+            }
+        })
+    }
+
+    /// `invalid_input` about one field of `what`.
+    pub fn field(
+        what: &'static str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ApiError {
+        ApiError::InvalidInput {
+            what,
+            fields: vec![FieldError {
+                field: field.into(),
+                message: message.into(),
+            }],
+        }
+    }
+
     /// The stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self {

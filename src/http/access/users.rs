@@ -18,22 +18,7 @@ pub const MAX_TOKEN_DAYS: i64 = 3650;
 pub const DEFAULT_TOKEN_DAYS: i64 = 90;
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::InvalidJson(inner.to_string())
-        } else {
-            ApiError::InvalidInput {
-                what,
-                fields: vec![crate::model::FieldError {
-                    field: if path == "." { "$".to_string() } else { path },
-                    message: inner.to_string(),
-                }],
-            }
-        }
-    })
+    ApiError::parse_fields(body, what)
 }
 
 fn auth_error(e: auth::AuthError) -> ApiError {

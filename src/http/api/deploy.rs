@@ -37,22 +37,7 @@ fn parse_body(body: &[u8]) -> Result<DeployBody, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DeployBody::default());
     }
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() || path == "." {
-            ApiError::InvalidJson(inner.to_string())
-        } else {
-            ApiError::InvalidInput {
-                what: "deploy request",
-                fields: vec![crate::model::FieldError {
-                    field: path,
-                    message: inner.to_string(),
-                }],
-            }
-        }
-    })
+    ApiError::parse_fields(body, "deploy request")
 }
 
 /// `POST /api/v1/clusters/{id}/deploy`

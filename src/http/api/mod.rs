@@ -9,6 +9,7 @@ pub mod graphs;
 pub mod nodes;
 pub mod plugins;
 pub mod pxe;
+pub mod query;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};

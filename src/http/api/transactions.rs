@@ -16,8 +16,8 @@ use crate::deployer::{Request, Scope};
 use crate::engine::state::Phase;
 use crate::http::api::catalog::id_of;
 use crate::http::api::deploy::start_request;
+use crate::http::api::query;
 use crate::http::{ApiError, AppState};
-use crate::model::FieldError;
 use crate::store::{Deployment, Run};
 
 /// Unix seconds as Nailgun wrote times: `YYYY-MM-DDTHH:MM:SS` (UTC).
@@ -31,16 +31,13 @@ fn iso(ts: i64) -> String {
 /// `running`, `ready` or `error` (an aborted one is an error that says so; a dry run is
 /// ready at once).
 pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
-    let (status, message) = match d.status.as_str() {
-        "running" | "preparing" => ("running", None),
-        "done" => ("ready", None),
-        "dry_run" => (
-            "ready",
-            Some("dry run: recorded what would run, ran nothing"),
-        ),
-        "aborted" => ("error", Some("aborted by the operator")),
-        _ => ("error", Some("stopped on a failed step")),
+    let message = match d.status.as_str() {
+        "dry_run" => Some("dry run: recorded what would run, ran nothing"),
+        "aborted" => Some("aborted by the operator"),
+        "error" => Some("stopped on a failed step"),
+        _ => None,
     };
+    let status = nailgun_status(&d.status);
     let progress = if matches!(d.status.as_str(), "done" | "dry_run") || total == 0 {
         100
     } else {
@@ -72,39 +69,6 @@ fn nailgun_status(status: &str) -> &'static str {
     }
 }
 
-/// A comma-separated list parameter (`statuses=running,ready`), empty entries dropped.
-fn list(raw: Option<&str>) -> Vec<String> {
-    raw.unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-/// Refuse values outside `known` for parameter `field`, naming them (Nailgun: 400).
-fn check_known(field: &str, values: &[String], known: &[&str]) -> Result<(), ApiError> {
-    let unknown: Vec<&str> = values
-        .iter()
-        .map(String::as_str)
-        .filter(|v| !known.contains(v))
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::InvalidInput {
-        what: "transaction filter",
-        fields: vec![FieldError {
-            field: field.to_string(),
-            message: format!(
-                "unknown {} (known: {})",
-                unknown.join(", "),
-                known.join(", ")
-            ),
-        }],
-    })
-}
-
 #[derive(Debug, Deserialize)]
 pub struct TransactionQuery {
     cluster_id: Option<String>,
@@ -122,13 +86,13 @@ pub async fn transactions(
         None | Some("") => None,
         Some(raw) => Some(id_of(raw, "environment")?),
     };
-    let statuses = list(q.statuses.as_deref());
-    check_known(
+    let statuses = query::list(q.statuses.as_deref());
+    query::known(
         "statuses",
         &statuses,
         &["pending", "running", "ready", "error"],
     )?;
-    let types = list(q.transaction_types.as_deref());
+    let types = query::list(q.transaction_types.as_deref());
     let all = state
         .store(move |s| s.read(|r| r.deployments_with_progress(cluster, None)))
         .await?;
@@ -163,11 +127,6 @@ pub async fn transaction(
     Ok(HttpResponse::Ok().json(transaction_json(&d, total, finished)))
 }
 
-#[derive(Debug, Deserialize)]
-pub struct DeleteQuery {
-    force: Option<String>,
-}
-
 /// `DELETE /api/v1/transactions/{id}[?force=1]`: forget a finished deployment and its runs
 /// (what it deployed stays the environment's deployed state). A running one is refused, as
 /// Nailgun refuses it without `force`; with `force`, stoker still refuses: the agents are
@@ -175,10 +134,8 @@ pub struct DeleteQuery {
 pub async fn delete_transaction(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<DeleteQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
-    let _force = query.into_inner().force;
     let now = crate::clock::now();
     state
         .store(move |s| s.write(|tx| tx.delete_deployment(id, now)))
@@ -217,15 +174,15 @@ pub async fn deployment_history(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
     let q = query.into_inner();
-    let nodes = list(q.nodes.as_deref());
-    let statuses = list(q.statuses.as_deref());
-    check_known(
+    let nodes = query::list(q.nodes.as_deref());
+    let statuses = query::list(q.statuses.as_deref());
+    query::known(
         "statuses",
         &statuses,
         &["pending", "error", "ready", "running", "skipped"],
     )?;
-    let names = list(q.tasks_names.as_deref());
-    let summary = matches!(q.include_summary.as_deref(), Some("1" | "true"));
+    let names = query::list(q.tasks_names.as_deref());
+    let summary = query::flag("include_summary", q.include_summary.as_deref())?;
     let runs = state
         .store(move |s| {
             s.read(|r| match r.deployment(id)? {
@@ -284,51 +241,32 @@ pub struct StartQuery {
     nodes: Option<String>,
 }
 
-/// A `0`/`1` (or `false`/`true`) query flag.
-fn flag(field: &str, raw: Option<&str>) -> Result<bool, ApiError> {
-    match raw {
-        None | Some("" | "0" | "false" | "False") => Ok(false),
-        Some("1" | "true" | "True") => Ok(true),
-        Some(other) => Err(ApiError::InvalidInput {
-            what: "deployment request",
-            fields: vec![FieldError {
-                field: field.to_string(),
-                message: format!("{other:?} is not 0 or 1"),
-            }],
-        }),
+impl StartQuery {
+    fn flag(&self, name: &str) -> Result<bool, ApiError> {
+        let raw = match name {
+            "dry_run" => &self.dry_run,
+            "noop_run" => &self.noop_run,
+            _ => &self.force,
+        };
+        query::flag(name, raw.as_deref())
     }
-}
 
-/// `?nodes=1,2,3`: node ids, each a positive integer, at least one.
-fn node_ids(raw: Option<&str>) -> Result<Option<BTreeSet<i64>>, ApiError> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    let mut out = BTreeSet::new();
-    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let id = part
-            .parse::<i64>()
-            .ok()
-            .filter(|id| *id > 0)
-            .ok_or_else(|| ApiError::InvalidInput {
-                what: "deployment request",
-                fields: vec![FieldError {
-                    field: "nodes".to_string(),
-                    message: format!("{part:?} is not a node id"),
-                }],
-            })?;
-        out.insert(id);
+    /// A dry run: `dry_run`, or `noop_run` (stoker's tasks have no no-op mode on the node).
+    fn dry(&self) -> Result<bool, ApiError> {
+        Ok(self.flag("dry_run")? || self.flag("noop_run")?)
     }
-    if out.is_empty() {
-        return Err(ApiError::InvalidInput {
-            what: "deployment request",
-            fields: vec![FieldError {
-                field: "nodes".to_string(),
-                message: "no node given".to_string(),
-            }],
-        });
+
+    /// `?nodes=1,2,3`: None when absent; given, at least one id.
+    fn nodes(&self) -> Result<Option<BTreeSet<i64>>, ApiError> {
+        let Some(raw) = self.nodes.as_deref() else {
+            return Ok(None);
+        };
+        let ids = query::ids("nodes", Some(raw))?;
+        if ids.is_empty() {
+            return Err(ApiError::field("query", "nodes", "no node given"));
+        }
+        Ok(Some(ids.into_iter().collect()))
     }
-    Ok(Some(out))
 }
 
 /// Start `scope` on environment `path` and answer 202 with the transaction (200 for a dry
@@ -345,9 +283,7 @@ async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpRespons
         },
     )
     .await?;
-    let d = started.deployment;
-    let id = d.id;
-    let (d, total, finished) = one(state, id).await.unwrap_or((d, 0, 0));
+    let (d, total, finished) = one(state, started.deployment.id).await?;
     let body = transaction_json(&d, total, finished);
     Ok(if dry {
         HttpResponse::Ok().json(body)
@@ -356,17 +292,15 @@ async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpRespons
     })
 }
 
-/// `PUT /api/v1/clusters/{id}/changes[?dry_run=1&noop_run=1]`: deploy what changed (Deploy).
-/// stoker's tasks have no no-op mode on the node, so a noop run is a dry run: what would run
-/// is recorded, nothing runs.
+/// `PUT /api/v1/clusters/{id}/changes[?dry_run=1&noop_run=1]`: deploy what changed (Deploy);
+/// a noop run is a dry run: what would run is recorded, nothing runs.
 pub async fn changes(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<StartQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let q = query.into_inner();
     let scope = Scope {
-        dry_run: flag("dry_run", q.dry_run.as_deref())? || flag("noop_run", q.noop_run.as_deref())?,
+        dry_run: query.dry()?,
         ..Default::default()
     };
     start(&state, &path, scope).await
@@ -378,10 +312,9 @@ pub async fn redeploy(
     path: web::Path<String>,
     query: web::Query<StartQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let q = query.into_inner();
     let scope = Scope {
         force: true,
-        dry_run: flag("dry_run", q.dry_run.as_deref())? || flag("noop_run", q.noop_run.as_deref())?,
+        dry_run: query.dry()?,
         ..Default::default()
     };
     start(&state, &path, scope).await
@@ -394,9 +327,8 @@ pub async fn provision(
     path: web::Path<String>,
     query: web::Query<StartQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let q = query.into_inner();
     let scope = Scope {
-        nodes: node_ids(q.nodes.as_deref())?,
+        nodes: query.nodes()?,
         phase: Some(Phase::Provision),
         ..Default::default()
     };
@@ -410,12 +342,11 @@ pub async fn deploy_nodes(
     path: web::Path<String>,
     query: web::Query<StartQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let q = query.into_inner();
     let scope = Scope {
-        nodes: node_ids(q.nodes.as_deref())?,
+        nodes: query.nodes()?,
         phase: Some(Phase::Deploy),
-        force: flag("force", q.force.as_deref())?,
-        dry_run: flag("noop_run", q.noop_run.as_deref())?,
+        force: query.flag("force")?,
+        dry_run: query.dry()?,
         ..Default::default()
     };
     start(&state, &path, scope).await
@@ -470,7 +401,9 @@ struct ExecuteBody {
     noop_run: bool,
     #[serde(default)]
     force: bool,
+    /// Accepted and ignored: stoker's agents report the same either way.
     #[serde(default)]
+    #[allow(dead_code)]
     debug: bool,
 }
 
@@ -482,30 +415,8 @@ pub async fn execute(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(&body);
-    let body: ExecuteBody = serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::InvalidJson(inner.to_string())
-        } else {
-            ApiError::InvalidInput {
-                what: "graph execution",
-                fields: vec![FieldError {
-                    field,
-                    message: inner.to_string(),
-                }],
-            }
-        }
-    })?;
-    let refuse = |field: &str, message: &str| ApiError::InvalidInput {
-        what: "graph execution",
-        fields: vec![FieldError {
-            field: field.to_string(),
-            message: message.to_string(),
-        }],
-    };
-    let _debug = body.debug;
+    let body: ExecuteBody = ApiError::parse_fields(&body, "graph execution")?;
+    let refuse = |field: &str, message: &str| ApiError::field("graph execution", field, message);
     let [graph] = <[ExecuteGraph; 1]>::try_from(body.graphs).map_err(|g| {
         refuse(
             "graphs",
