@@ -18,7 +18,7 @@ use crate::package::graphs::{
     GraphSourceError, open_release, plugin_graph_types, plugin_tasks, release_graph_types,
 };
 use crate::planner::PlanningError;
-use crate::store::{GraphOwner, Store, StoreError, StoredGraph};
+use crate::store::{GraphOwner, ReadTxn, Store, StoreError, StoredGraph};
 
 /// One graph as Nailgun's API shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,7 @@ pub struct GraphView {
 }
 
 impl GraphView {
-    fn of_stored(g: StoredGraph) -> GraphView {
+    pub fn of_stored(g: StoredGraph) -> GraphView {
         GraphView {
             id: g.id,
             graph_type: g.graph_type,
@@ -44,6 +44,19 @@ impl GraphView {
             metadata: g.metadata,
             tasks: g.tasks,
             stored: true,
+        }
+    }
+
+    /// `owner`'s package graph of `graph_type`, the `place`-th type its package defines.
+    fn of_package(owner: GraphOwner, place: usize, graph_type: &str, tasks: Vec<J>) -> GraphView {
+        GraphView {
+            id: package_id(owner, place),
+            graph_type: graph_type.to_string(),
+            owner,
+            name: None,
+            metadata: json!({}),
+            tasks: J::Array(tasks),
+            stored: false,
         }
     }
 
@@ -77,20 +90,6 @@ enum Package {
     },
     /// An environment has no package.
     None,
-}
-
-fn not_found(owner: GraphOwner) -> PlanningError {
-    match owner {
-        GraphOwner::Cluster(id) => PlanningError::NoCluster(id),
-        GraphOwner::Release(id) => PlanningError::Store(StoreError::NotFound {
-            entity: "release",
-            id: id.to_string(),
-        }),
-        GraphOwner::Plugin(id) => PlanningError::Store(StoreError::NotFound {
-            entity: "plugin",
-            id: id.to_string(),
-        }),
-    }
 }
 
 /// `owner`'s package and its stored graphs; not found when the owner does not exist.
@@ -134,7 +133,7 @@ fn read_owner(
             };
             Ok(Some((package, r.stored_graphs_of(owner)?)))
         })?
-        .ok_or_else(|| not_found(owner))
+        .ok_or_else(|| PlanningError::Store(owner.missing()))
 }
 
 fn package_error(owner: GraphOwner, data_dir: &Path, source: GraphSourceError) -> PlanningError {
@@ -165,19 +164,13 @@ fn package_types(
     types.map_err(|e| package_error(owner, data_dir, e))
 }
 
-/// `package`'s tasks of `graph_type`, if it defines that type.
+/// `package`'s tasks of `graph_type`, one of the types it defines ([`package_types`]).
 fn package_tasks(
     owner: GraphOwner,
     data_dir: &Path,
     package: &Package,
     graph_type: &str,
-) -> Result<Option<Vec<J>>, PlanningError> {
-    if !package_types(owner, data_dir, package)?
-        .iter()
-        .any(|t| t == graph_type)
-    {
-        return Ok(None);
-    }
+) -> Result<Vec<J>, PlanningError> {
     let tasks = match package {
         Package::Release { path, release } => open_release(
             &data_dir.join(path).to_string_lossy(),
@@ -189,9 +182,7 @@ fn package_tasks(
         Package::Plugin { path } => plugin_tasks(&data_dir.join(path), graph_type),
         Package::None => Ok(Vec::new()),
     };
-    tasks
-        .map(Some)
-        .map_err(|e| package_error(owner, data_dir, e))
+    tasks.map_err(|e| package_error(owner, data_dir, e))
 }
 
 fn package_id(owner: GraphOwner, place: usize) -> i64 {
@@ -220,17 +211,8 @@ pub fn graph(
     let Some(place) = types.iter().position(|t| t == graph_type) else {
         return Ok(None);
     };
-    Ok(
-        package_tasks(owner, data_dir, &package, graph_type)?.map(|tasks| GraphView {
-            id: package_id(owner, place),
-            graph_type: graph_type.to_string(),
-            owner,
-            name: None,
-            metadata: json!({}),
-            tasks: J::Array(tasks),
-            stored: false,
-        }),
-    )
+    let tasks = package_tasks(owner, data_dir, &package, graph_type)?;
+    Ok(Some(GraphView::of_package(owner, place, graph_type, tasks)))
 }
 
 /// Every graph of `owner`: its package's types (an uploaded graph in place of the package's of
@@ -248,16 +230,9 @@ pub fn graphs_of(
     {
         if let Some(i) = stored.iter().position(|g| g.graph_type == ty) {
             out.push(GraphView::of_stored(stored.remove(i)));
-        } else if let Some(tasks) = package_tasks(owner, data_dir, &package, &ty)? {
-            out.push(GraphView {
-                id: package_id(owner, place),
-                graph_type: ty,
-                owner,
-                name: None,
-                metadata: json!({}),
-                tasks: J::Array(tasks),
-                stored: false,
-            });
+        } else {
+            let tasks = package_tasks(owner, data_dir, &package, &ty)?;
+            out.push(GraphView::of_package(owner, place, &ty, tasks));
         }
     }
     out.extend(stored.into_iter().map(GraphView::of_stored));
@@ -302,15 +277,10 @@ pub fn filtered(
         for &c in &filter.clusters {
             owners.push(GraphOwner::Cluster(c));
             if filter.fetch_related
-                && let Some((_, release)) = r.cluster_with_release(c)?
+                && let Some((release, plugins)) = release_and_plugins(r, c)?
             {
                 owners.push(GraphOwner::Release(release.id));
-                let settings = r.cluster_settings(c)?;
-                for (id, name, ..) in r.plugin_paths()? {
-                    if id != release.plugin_id && crate::planner::enabled(&settings, &name) {
-                        owners.push(GraphOwner::Plugin(id));
-                    }
-                }
+                owners.extend(plugins.into_iter().map(GraphOwner::Plugin));
             }
         }
         owners.extend(filter.releases.iter().map(|&id| GraphOwner::Release(id)));
@@ -339,6 +309,27 @@ pub fn filtered(
     Ok(out)
 }
 
+/// Environment `cluster`'s release and the plugins enabled in it (not the release's own);
+/// None when there is no such environment.
+fn release_and_plugins(
+    r: &ReadTxn<'_>,
+    cluster: i64,
+) -> Result<Option<(crate::model::Release, Vec<i64>)>, StoreError> {
+    let Some((_, release)) = r.cluster_with_release(cluster)? else {
+        return Ok(None);
+    };
+    let settings = r.cluster_settings(cluster)?;
+    let plugins = r
+        .plugin_paths()?
+        .into_iter()
+        .filter(|(id, name, ..)| {
+            *id != release.plugin_id && crate::planner::enabled(&settings, name)
+        })
+        .map(|(id, ..)| id)
+        .collect();
+    Ok(Some((release, plugins)))
+}
+
 /// Which of an environment's task lists (`/deployment_tasks/...`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -361,21 +352,7 @@ pub fn cluster_tasks(
     level: Level,
 ) -> Result<Vec<J>, PlanningError> {
     let (release, plugins) = store
-        .read(|r| {
-            let Some((_, release)) = r.cluster_with_release(cluster)? else {
-                return Ok(None);
-            };
-            let settings = r.cluster_settings(cluster)?;
-            let plugins: Vec<i64> = r
-                .plugin_paths()?
-                .into_iter()
-                .filter(|(id, name, ..)| {
-                    *id != release.plugin_id && crate::planner::enabled(&settings, name)
-                })
-                .map(|(id, ..)| id)
-                .collect();
-            Ok(Some((release, plugins)))
-        })?
+        .read(|r| release_and_plugins(r, cluster))?
         .ok_or(PlanningError::NoCluster(cluster))?;
     let tasks_of = |owner: GraphOwner| -> Result<Vec<J>, PlanningError> {
         Ok(graph(store, data_dir, owner, graph_type)?

@@ -314,7 +314,9 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
     // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
-    for owner in ["clusters", "releases", "plugins"] {
+    // An environment's own graphs are its operators'; a release's or a plugin's change every
+    // environment that uses it: admin's, as installing them is.
+    for (owner, writer) in [("clusters", O), ("releases", A), ("plugins", A)] {
         let one = format!("/api/v1/{owner}/{{id}}/deployment_graphs/{{graph_type}}");
         r.get(
             &format!("/api/v1/{owner}/{{id}}/deployment_graphs"),
@@ -322,10 +324,10 @@ fn routes(r: &mut Routes<'_>) {
             graphs::list_of,
         );
         r.get(&one, Api(V), graphs::show);
-        r.post(&one, Api(O), graphs::create);
-        r.put(&one, Api(O), graphs::replace);
-        r.add(Method::PATCH, &one, Api(O), graphs::replace);
-        r.delete(&one, Api(O), graphs::delete);
+        r.post(&one, Api(writer), graphs::create);
+        r.put(&one, Api(writer), graphs::replace);
+        r.add(Method::PATCH, &one, Api(writer), graphs::replace);
+        r.delete(&one, Api(writer), graphs::delete);
     }
     r.get("/api/v1/graphs", Api(V), graphs::list);
     r.get(
@@ -334,19 +336,9 @@ fn routes(r: &mut Routes<'_>) {
         graphs::tasks,
     );
     r.get(
-        "/api/v1/clusters/{id}/deployment_tasks/own",
+        "/api/v1/clusters/{id}/deployment_tasks/{level}",
         Api(V),
-        graphs::own_tasks,
-    );
-    r.get(
-        "/api/v1/clusters/{id}/deployment_tasks/release",
-        Api(V),
-        graphs::release_tasks,
-    );
-    r.get(
-        "/api/v1/clusters/{id}/deployment_tasks/plugins",
-        Api(V),
-        graphs::plugin_tasks,
+        graphs::tasks_at_level,
     );
     // The dashboard.
     r.get("/", Page(V), ui::overview);

@@ -33,6 +33,18 @@ impl GraphOwner {
         }
     }
 
+    /// The error for an owner that does not exist.
+    pub fn missing(self) -> StoreError {
+        StoreError::NotFound {
+            entity: match self {
+                GraphOwner::Cluster(_) => "environment",
+                GraphOwner::Release(_) => "release",
+                GraphOwner::Plugin(_) => "plugin",
+            },
+            id: self.id().to_string(),
+        }
+    }
+
     /// The owner's column and table.
     fn column(self) -> (&'static str, &'static str) {
         match self {
@@ -74,8 +86,14 @@ fn graph_from_row(row: &Row<'_>) -> rusqlite::Result<StoredGraph> {
         (Some(id), _, _) => GraphOwner::Cluster(id),
         (_, Some(id), _) => GraphOwner::Release(id),
         (_, _, Some(id)) => GraphOwner::Plugin(id),
-        // The table's CHECK makes this unreachable; a row without an owner reads as plugin 0.
-        (None, None, None) => GraphOwner::Plugin(0),
+        // The table's CHECK forbids it.
+        (None, None, None) => {
+            return Err(rusqlite::Error::FromSqlConversionFailure(
+                1,
+                rusqlite::types::Type::Null,
+                "a deployment graph without an owner".into(),
+            ));
+        }
     };
     Ok(StoredGraph {
         id: row.get(0)?,
@@ -131,17 +149,6 @@ impl ReadTxn<'_> {
     }
 }
 
-fn owner_missing(owner: GraphOwner) -> StoreError {
-    StoreError::NotFound {
-        entity: match owner {
-            GraphOwner::Cluster(_) => "environment",
-            GraphOwner::Release(_) => "release",
-            GraphOwner::Plugin(_) => "plugin",
-        },
-        id: owner.id().to_string(),
-    }
-}
-
 impl WriteTxn<'_> {
     /// Store `owner`'s graph of `graph_type` (`POST`): a conflict when it has one already,
     /// not found when the owner does not exist.
@@ -153,7 +160,7 @@ impl WriteTxn<'_> {
     ) -> Result<StoredGraph> {
         let read = self.read();
         if !read.graph_owner_exists(owner)? {
-            return Err(owner_missing(owner));
+            return Err(owner.missing());
         }
         if read.stored_graph(owner, graph_type)?.is_some() {
             return Err(StoreError::Conflict(format!(
@@ -175,7 +182,7 @@ impl WriteTxn<'_> {
             body.tasks.to_string()
         ])?;
         read.stored_graph(owner, graph_type)?
-            .ok_or_else(|| owner_missing(owner))
+            .ok_or_else(|| owner.missing())
     }
 
     /// Replace `owner`'s graph of `graph_type` (`PUT`): its tasks, and its name and metadata
@@ -205,8 +212,12 @@ impl WriteTxn<'_> {
         self.read().stored_graph(owner, graph_type)
     }
 
-    /// Delete `owner`'s graph of `graph_type`; whether there was one.
+    /// Delete `owner`'s graph of `graph_type`; whether there was one. Not found when the
+    /// owner does not exist.
     pub fn delete_graph(&self, owner: GraphOwner, graph_type: &str) -> Result<bool> {
+        if !self.read().graph_owner_exists(owner)? {
+            return Err(owner.missing());
+        }
         let (column, _) = owner.column();
         let sql = format!("DELETE FROM deployment_graphs WHERE {column} = ?1 AND type = ?2");
         Ok(self

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::engine::graph::upload;
 use crate::graphs::{self, Filter, Level};
 use crate::http::api::catalog::id_of;
+use crate::http::api::query;
 use crate::http::{ApiError, AppState};
 use crate::store::{GraphBody, GraphOwner};
 
@@ -120,20 +121,7 @@ pub async fn create(
             })
         })
         .await?;
-    Ok(HttpResponse::Ok().json(stored_json(stored)))
-}
-
-fn stored_json(g: crate::store::StoredGraph) -> Value {
-    graphs::GraphView {
-        id: g.id,
-        graph_type: g.graph_type,
-        owner: g.owner,
-        name: g.name,
-        metadata: g.metadata,
-        tasks: g.tasks,
-        stored: true,
-    }
-    .to_json()
+    Ok(HttpResponse::Ok().json(graphs::GraphView::of_stored(stored).to_json()))
 }
 
 /// `PUT` (and `PATCH`) `.../deployment_graphs/{type}`: replace an uploaded graph's tasks (and
@@ -165,7 +153,7 @@ pub async fn replace(
         })
         .await?;
     let g = replaced.ok_or_else(|| missing(owner, &ty))?;
-    Ok(HttpResponse::Ok().json(stored_json(g)))
+    Ok(HttpResponse::Ok().json(graphs::GraphView::of_stored(g).to_json()))
 }
 
 /// `DELETE .../deployment_graphs/{type}`: 204, or 404 when no graph of the type was uploaded
@@ -180,17 +168,7 @@ pub async fn delete(
     let ty = graph_type(&ty)?;
     let t = ty.clone();
     let gone = state
-        .store(move |s| {
-            s.write(|tx| {
-                if !tx.read().graph_owner_exists(owner)? {
-                    return Err(crate::store::StoreError::NotFound {
-                        entity: owner.model(),
-                        id: owner.id().to_string(),
-                    });
-                }
-                tx.delete_graph(owner, &t)
-            })
-        })
+        .store(move |s| s.write(|tx| tx.delete_graph(owner, &t)))
         .await?;
     if gone {
         Ok(HttpResponse::NoContent().finish())
@@ -211,73 +189,36 @@ pub async fn list_of(
     Ok(HttpResponse::Ok().json(found.iter().map(|g| g.to_json()).collect::<Vec<_>>()))
 }
 
-/// A comma-separated list of ids from query parameter `name`.
-fn ids(query: &HashMap<String, String>, name: &str) -> Result<Vec<i64>, ApiError> {
-    let Some(raw) = query.get(name) else {
-        return Ok(Vec::new());
-    };
-    raw.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "{name}: {s:?} is not a positive integer (a comma-separated list of ids)"
-                ))
-            })
-        })
-        .collect()
-}
-
-/// Nailgun's `utils.parse_bool`.
-fn flag(query: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
-    match query.get(name).map(|v| v.to_ascii_lowercase()).as_deref() {
-        None | Some("0" | "false" | "no" | "off" | "") => Ok(false),
-        Some("1" | "true" | "yes" | "on") => Ok(true),
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "{name}: {other:?} is not a boolean (1, 0, true, false)"
-        ))),
-    }
-}
-
 /// `GET /api/v1/graphs?clusters_ids=&releases_ids=&plugins_ids=&graph_types=&fetch_related=`
 pub async fn list(
     state: web::Data<AppState>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
     let q = query.into_inner();
+    let get = |name: &str| q.get(name).map(String::as_str);
     let filter = Filter {
-        clusters: ids(&q, "clusters_ids")?,
-        releases: ids(&q, "releases_ids")?,
-        plugins: ids(&q, "plugins_ids")?,
-        types: q
-            .get("graph_types")
-            .map(|t| {
-                t.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        fetch_related: flag(&q, "fetch_related")?,
+        clusters: query::ids("clusters_ids", get("clusters_ids"))?,
+        releases: query::ids("releases_ids", get("releases_ids"))?,
+        plugins: query::ids("plugins_ids", get("plugins_ids"))?,
+        types: query::list(get("graph_types")),
+        fetch_related: query::flag("fetch_related", get("fetch_related"))?,
     };
     let found = blocking(&state, move |s, d| graphs::filtered(s, d, &filter)).await?;
     Ok(HttpResponse::Ok().json(found.iter().map(|g| g.to_json()).collect::<Vec<_>>()))
 }
 
 async fn tasks_at(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
+    state: &AppState,
+    cluster: &str,
+    query: &HashMap<String, String>,
     level: Level,
 ) -> Result<HttpResponse, ApiError> {
-    let cluster = id_of(&path, "environment")?;
+    let cluster = id_of(cluster, "environment")?;
     let ty = match query.get("graph_type").filter(|t| !t.is_empty()) {
         Some(t) => graph_type(t)?,
         None => "default".to_string(),
     };
-    let tasks = blocking(&state, move |s, d| {
+    let tasks = blocking(state, move |s, d| {
         graphs::cluster_tasks(s, d, cluster, &ty, level)
     })
     .await?;
@@ -291,32 +232,25 @@ pub async fn tasks(
     path: web::Path<String>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    tasks_at(state, path, query, Level::All).await
+    tasks_at(&state, &path, &query, Level::All).await
 }
 
-/// `GET /api/v1/clusters/{id}/deployment_tasks/own`
-pub async fn own_tasks(
+/// `GET /api/v1/clusters/{id}/deployment_tasks/{own|release|plugins}?graph_type=`: one level.
+pub async fn tasks_at_level(
     state: web::Data<AppState>,
-    path: web::Path<String>,
+    path: web::Path<(String, String)>,
     query: web::Query<HashMap<String, String>>,
 ) -> Result<HttpResponse, ApiError> {
-    tasks_at(state, path, query, Level::Own).await
-}
-
-/// `GET /api/v1/clusters/{id}/deployment_tasks/release`
-pub async fn release_tasks(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
-    tasks_at(state, path, query, Level::Release).await
-}
-
-/// `GET /api/v1/clusters/{id}/deployment_tasks/plugins`
-pub async fn plugin_tasks(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    query: web::Query<HashMap<String, String>>,
-) -> Result<HttpResponse, ApiError> {
-    tasks_at(state, path, query, Level::Plugins).await
+    let (cluster, level) = path.into_inner();
+    let level = match level.as_str() {
+        "own" => Level::Own,
+        "release" => Level::Release,
+        "plugins" => Level::Plugins,
+        other => {
+            return Err(ApiError::NotFound(format!(
+                "no task list {other:?}: own, release or plugins"
+            )));
+        }
+    };
+    tasks_at(&state, &cluster, &query, level).await
 }
