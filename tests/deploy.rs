@@ -205,6 +205,31 @@ fn drive(
     ran
 }
 
+/// `node` has left its environment for good: in discover, not pending deletion, in no
+/// environment, and neither its agent's token nor its service credential works any more.
+fn assert_released(base: &str, node: &Node) {
+    let v = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", node.id));
+    assert_eq!(
+        (
+            v["status"].as_str(),
+            v["pending_deletion"].as_bool(),
+            &v["cluster"]
+        ),
+        (Some("discover"), Some(false), &Value::Null),
+        "{v}"
+    );
+    let r = post(
+        base,
+        "/api/v1/agent/next",
+        &node.bearer(),
+        &json!({"node_id": node.id}),
+    );
+    assert_eq!(r.status, 401, "its agent token is gone: {}", r.body);
+    let credential = node.service.borrow().clone().unwrap();
+    let r = service_hello(base, node.id, &credential, &[&node.mac], VERSION);
+    assert_eq!(r.status, 401, "its credential is erased: {}", r.body);
+}
+
 fn deployment(base: &str, id: i64) -> Value {
     Http::raw_get_json(&format!("{base}/api/v1/deployments/{id}"))
 }
@@ -855,28 +880,7 @@ fn a_removed_node_is_erased_by_the_next_deploy_and_returns_to_discover() {
             .any(|r| r.1.starts_with("deploy.") || r.1.starts_with("power."))
     );
     assert_eq!(deployment(&base, dep2)["status"], "done");
-
-    let v = node(gone.id);
-    assert_eq!(
-        (
-            v["status"].as_str(),
-            v["pending_deletion"].as_bool(),
-            &v["cluster"]
-        ),
-        (Some("discover"), Some(false), &Value::Null),
-        "{v}"
-    );
-    // Its OS agent's token and credential are gone.
-    let r = post(
-        &base,
-        "/api/v1/agent/next",
-        &gone.bearer(),
-        &json!({"node_id": gone.id}),
-    );
-    assert_eq!(r.status, 401, "{}", r.body);
-    let credential = gone.service.borrow().clone().unwrap();
-    let r = service_hello(&base, gone.id, &credential, &[&gone.mac], VERSION);
-    assert_eq!(r.status, 401, "{}", r.body);
+    assert_released(&base, gone);
     // Its next network boot finds it again: the boot script is the bootstrap's again (it was
     // its local disk's while the node was deployed), with a boot token for its hello.
     let script = d.http().get(&format!("/boot/{}.ipxe", gone.mac)).body;
@@ -929,30 +933,11 @@ fn a_removed_node_of_a_release_without_a_deletion_graph_is_released_at_deploy() 
     let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
     assert_eq!(r.status, 202, "{}", r.body);
     let dep2 = r.json()["id"].as_i64().unwrap();
-    let v = node(gone.id);
-    assert_eq!(
-        (
-            v["status"].as_str(),
-            v["pending_deletion"].as_bool(),
-            &v["cluster"]
-        ),
-        (Some("discover"), Some(false), &Value::Null),
-        "released as Deploy started: {v}"
-    );
-    // Its agent's token is gone with it; the one left deploys alone.
-    let r = post(
-        &base,
-        "/api/v1/agent/next",
-        &gone.bearer(),
-        &json!({"node_id": gone.id}),
-    );
-    assert_eq!(r.status, 401, "{}", r.body);
+    // Released as Deploy started; the one left deploys alone.
+    assert_released(&base, gone);
     let ran = drive(&base, &nodes[..1], &|_| false, 1000);
     assert!(ran.iter().any(|r| r.0 == nodes[0].id), "{ran:?}");
     assert_eq!(deployment(&base, dep2)["status"], "done");
-    let credential = gone.service.borrow().clone().unwrap();
-    let r = service_hello(&base, gone.id, &credential, &[&gone.mac], VERSION);
-    assert_eq!(r.status, 401, "its credential is erased: {}", r.body);
 }
 
 /// The installed OS's agent gets in only with its own node's credential, from a machine with
