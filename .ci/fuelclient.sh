@@ -12,8 +12,6 @@ shared=$2
 
 # Commands (as the smoke prints them after "$ ") that still fail, and why.
 declare -A KNOWN=(
-  ["fuel2 graph list -e 1"]="needs GET /clusters/{id}/attributes (Nailgun's editable settings), not built yet"
-  ["fuel --env 2 deploy-changes"]="deploying an environment without nodes is refused (409 no_nodes); Nailgun's LCM releases started an empty deployment"
 )
 
 work=$(mktemp -d)

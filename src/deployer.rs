@@ -100,6 +100,23 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// The transaction's name, as Nailgun named its tasks: `provision` for the provisioning
+    /// phase alone, else `deployment`.
+    pub fn name(&self) -> &'static str {
+        if self.phase == Some(Phase::Provision) {
+            "provision"
+        } else {
+            "deployment"
+        }
+    }
+
+    /// The graph type a deployment of this scope records (`default` for the deployment graph).
+    pub fn graph_type_name(&self) -> String {
+        self.graph_type
+            .clone()
+            .unwrap_or_else(|| "default".to_string())
+    }
+
     /// The whole deployment: every node, both phases, the deployment graph.
     pub fn is_whole(&self) -> bool {
         self.graph_type.is_none() && self.nodes.is_none() && self.phase.is_none()
@@ -275,11 +292,7 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             // Only the deployment graph's runs are what `changed()` compares with next time.
             record: scope.graph_type.is_none(),
             dry_run: scope.dry_run,
-            name: if scope.phase == Some(Phase::Provision) {
-                "provision"
-            } else {
-                "deployment"
-            },
+            name: scope.name(),
             graph_type: graph_type.to_string(),
             now,
         },

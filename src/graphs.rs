@@ -319,13 +319,13 @@ fn release_and_plugins(
         return Ok(None);
     };
     let settings = r.cluster_settings(cluster)?;
-    let plugins = r
-        .plugin_paths()?
-        .into_iter()
+    let all = r.plugin_paths()?;
+    let plugins = all
+        .iter()
         .filter(|(id, name, ..)| {
-            *id != release.plugin_id && crate::planner::enabled(&settings, name)
+            *id != release.plugin_id && crate::planner::enabled_version(&settings, *id, name, &all)
         })
-        .map(|(id, ..)| id)
+        .map(|(id, ..)| *id)
         .collect();
     Ok(Some((release, plugins)))
 }

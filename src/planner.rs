@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use serde_json::Value as J;
 
+use crate::engine::attributes::PluginAttributes;
 use crate::engine::graph::{self, NodeSpec, Plan, PlanError};
 use crate::engine::plugin::release::for_release;
 use crate::engine::settings::Schema;
@@ -118,6 +119,31 @@ pub(crate) fn enabled(settings: &J, plugin: &str) -> bool {
         .and_then(|m| m.get("enabled"))
         .and_then(J::as_bool)
         .unwrap_or(false)
+}
+
+/// Whether installed plugin `id` (named `name`) is the enabled one: its name is enabled and,
+/// of the installed versions of that name (`plugins`: id, name, ...), it is the one
+/// `metadata.chosen_id` names, or the newest when none is named, as Nailgun chose one version
+/// per plugin.
+pub(crate) fn enabled_version<T>(
+    settings: &J,
+    id: i64,
+    name: &str,
+    plugins: &[(i64, String, T, T)],
+) -> bool {
+    if !enabled(settings, name) {
+        return false;
+    }
+    let chosen = settings
+        .get(name)
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("chosen_id"))
+        .and_then(J::as_i64);
+    let versions = plugins.iter().filter(|p| p.1 == name).map(|p| p.0);
+    match chosen {
+        Some(c) if plugins.iter().any(|p| p.0 == c && p.1 == name) => c == id,
+        _ => versions.max() == Some(id),
+    }
 }
 
 /// Everything a plan of one environment is made from, as the store holds it.
@@ -482,7 +508,7 @@ fn enabled_plugins(
 ) -> Result<Vec<graph::PluginGraph>, PlanningError> {
     let mut out = Vec::new();
     for (id, name, _, path) in plugins {
-        if !enabled(settings, name) {
+        if !enabled_version(settings, *id, name, plugins) {
             continue;
         }
         let path: PathBuf = data_dir.join(path);
@@ -506,6 +532,10 @@ pub struct Accepts {
     pub roles: BTreeSet<String>,
     /// The settings the release and its plugins' attributes back.
     pub settings: Schema,
+    /// The release's `attributes_metadata`.
+    pub release_attributes: J,
+    /// Every plugin package compatible with the release (or enabled), with its attributes.
+    pub plugins: Vec<PluginAttributes>,
 }
 
 impl Accepts {
@@ -559,11 +589,12 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
         role_names(&graph::roles::default_metadata().0).collect()
     };
     let mut schema = Schema::of_release(&release.name, &attributes);
-    for (id, name, _, path) in &plugins {
+    let mut plugin_attributes = Vec::new();
+    for (id, name, version, path) in &plugins {
         if *id == release.plugin_id {
             continue;
         }
-        let on = enabled(&settings, name);
+        let on = enabled_version(&settings, *id, name, &plugins);
         let pkg = match crate::package::open(&data_dir.join(path)) {
             Ok(files) => crate::engine::plugin::load(files.as_ref()),
             Err(e) if on => {
@@ -582,12 +613,27 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
         if on {
             roles.extend(role_names(tree.get("roles_metadata").unwrap_or(&J::Null)));
         }
-        schema.add_plugin(name, tree.get("attributes_metadata").unwrap_or(&J::Null));
+        let attributes = tree.get("attributes_metadata").unwrap_or(&J::Null);
+        schema.add_plugin(name, attributes);
+        let manifest = pkg.manifest();
+        plugin_attributes.push(PluginAttributes {
+            id: *id,
+            name: name.clone(),
+            title: manifest
+                .get("title")
+                .and_then(J::as_str)
+                .unwrap_or(name)
+                .to_string(),
+            version: version.clone(),
+            attributes: attributes.get("attributes").cloned().unwrap_or(J::Null),
+        });
     }
     Ok(Accepts {
         release: release.name,
         roles,
         settings: schema,
+        release_attributes: attributes,
+        plugins: plugin_attributes,
     })
 }
 

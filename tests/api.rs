@@ -14,7 +14,11 @@ fn version_and_health() {
     let v = v.json();
     assert_eq!(v["name"], "stoker");
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
-    assert_eq!(v["api"], "v1");
+    // Nailgun's keys, which python-fuelclient reads (`fuel2 fuel-version`, feature checks).
+    assert_eq!(v["api"], "1");
+    assert_eq!(v["release"], "10.0");
+    assert_eq!(v["feature_groups"], json!([]));
+    assert_eq!(v["auth_required"], json!(true));
     assert_eq!(
         v["schema_version"],
         stoker::store::migrations::latest(),

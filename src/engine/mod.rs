@@ -1,6 +1,8 @@
 //! The pure deployment engine: data in, data out. It decides and orders; it never touches the
 //! network, the file system, the database or the clock (time arrives as an argument).
 //!
+//! - [`attributes`]: Nailgun's editable attributes: an environment's settings shown and
+//!   written in the Settings tab's shape, with Nailgun's restrictions and regexes.
 //! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
 //!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
@@ -8,6 +10,7 @@
 //!   waits and concurrency keys.
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
 //! - [`plugin`]: Fuel plugin packages v1-v5 and releases as plugins: read, validate, release trees.
+//! - [`pyregex`]: Python `re` patterns (attribute regexes) on fancy-regex.
 //! - [`schedule`]: one deployment's scheduling state kept up to date run by run, so a claim or
 //!   a report costs what the node's runs cost.
 //! - [`settings`]: an environment's settings checked against the release's and plugins'
@@ -16,11 +19,13 @@
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps, checked
 //!   against each step's `argsinfo` (names, required, types).
 
+pub mod attributes;
 pub mod graph;
 pub mod hello;
 pub mod orchestrate;
 pub mod order;
 pub mod plugin;
+pub mod pyregex;
 pub mod schedule;
 pub mod settings;
 pub mod state;

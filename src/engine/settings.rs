@@ -33,7 +33,7 @@ pub struct Attribute {
 }
 
 impl Attribute {
-    fn from_metadata(attr: &J) -> Option<Attribute> {
+    pub fn from_metadata(attr: &J) -> Option<Attribute> {
         let attr = attr.as_object()?;
         let number = |k: &str| attr.get(k).and_then(J::as_f64);
         Some(Attribute {
@@ -351,7 +351,8 @@ fn check_group(
     }
 }
 
-/// A toggleable group's `metadata`: `{enabled: bool}`.
+/// A toggleable group's `metadata`: `{enabled: bool}`, and a plugin's `chosen_id` (which of
+/// its installed versions, see [`super::attributes`]).
 fn check_metadata(path: &str, v: &J, out: &mut Vec<FieldError>) {
     let Some(m) = v.as_object() else {
         out.push(problem(
@@ -364,10 +365,17 @@ fn check_metadata(path: &str, v: &J, out: &mut Vec<FieldError>) {
         return;
     };
     for (k, v) in m {
-        if k != "enabled" {
+        if k == "chosen_id" {
+            if v.as_i64().is_none() {
+                out.push(problem(
+                    format!("{path}.chosen_id"),
+                    format!("expected a plugin id, found {}", describe(v)),
+                ));
+            }
+        } else if k != "enabled" {
             out.push(problem(
                 format!("{path}.{k}"),
-                "metadata takes only \"enabled\"",
+                "metadata takes only \"enabled\" and \"chosen_id\"",
             ));
         } else if !v.is_boolean() {
             out.push(problem(
@@ -461,7 +469,7 @@ mod tests {
         let errors = schema().check(&json!({
             "bogus": 1,
             "access": {"nope": "x"},
-            "lma": {"metadata": {"enabled": true, "chosen_id": 3}},
+            "lma": {"metadata": {"enabled": true, "chosen_id": "3", "on": 1}},
             "sahara": {"on": true}
         }));
         assert_eq!(
@@ -470,6 +478,7 @@ mod tests {
                 "access.nope",
                 "bogus",
                 "lma.metadata.chosen_id",
+                "lma.metadata.on",
                 "sahara.on"
             ]
         );

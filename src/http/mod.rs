@@ -16,7 +16,9 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, environments, graphs, nodes, plugins, pxe, transactions};
+use api::{
+    attributes, catalog, deploy, environments, graphs, nodes, ostf, plugins, pxe, transactions,
+};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -232,6 +234,7 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/clusters", Api(V), catalog::clusters);
     r.post("/api/v1/clusters", Api(O), catalog::create_cluster);
     r.get("/api/v1/clusters/{id}", Api(V), catalog::cluster);
+    r.put("/api/v1/clusters/{id}", Api(O), catalog::update_cluster);
     r.delete("/api/v1/clusters/{id}", Api(O), catalog::delete_cluster);
     r.get("/api/v1/clusters/{id}/nodes", Api(V), environments::nodes);
     r.post(
@@ -263,6 +266,25 @@ fn routes(r: &mut Routes<'_>) {
         "/api/v1/clusters/{id}/settings",
         Api(O),
         environments::put_settings,
+    );
+    r.get("/ostf/testsets/{id}", Api(V), ostf::none_for);
+    r.get("/ostf/tests/{id}", Api(V), ostf::none_for);
+    r.get("/ostf/testruns/last/{id}", Api(V), ostf::none_for);
+    r.get("/ostf/testruns", Api(V), ostf::testruns);
+    r.get("/ostf/testruns/{id}", Api(V), ostf::testrun);
+    r.post("/ostf/testruns", Api(O), ostf::start);
+    r.put("/ostf/testruns", Api(O), ostf::act);
+    r.get("/api/v1/clusters/{id}/attributes", Api(V), attributes::get);
+    r.put("/api/v1/clusters/{id}/attributes", Api(O), attributes::put);
+    r.get(
+        "/api/v1/clusters/{id}/attributes/defaults",
+        Api(V),
+        attributes::defaults,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/attributes/defaults",
+        Api(O),
+        attributes::reset_defaults,
     );
     r.get("/api/v1/clusters/{id}/plan", Api(V), environments::plan);
     r.post("/api/v1/clusters/{id}/deploy", Api(O), deploy::deploy);

@@ -130,6 +130,36 @@ impl WriteTxn<'_> {
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
     }
 
+    /// Rename an environment; names stay unique (409 naming the one that has it).
+    pub fn rename_cluster(&self, id: i64, name: &str, now: i64) -> Result<Cluster> {
+        let cluster = self.existing_cluster(id)?;
+        if cluster.name != name {
+            let taken: Option<i64> = self
+                .conn
+                .query_row("SELECT id FROM clusters WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if let Some(other) = taken {
+                return Err(StoreError::Conflict(format!(
+                    "an environment named {name:?} already exists (id {other})"
+                )));
+            }
+            self.conn.execute(
+                "UPDATE clusters SET name = ?1 WHERE id = ?2",
+                params![name, id],
+            )?;
+            self.add_history(
+                now,
+                None,
+                "cluster.renamed",
+                &format!("renamed environment {} to {name}", cluster.name),
+            )?;
+        }
+        let sql = format!("SELECT {COLUMNS} FROM clusters WHERE id = ?1");
+        Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
+    }
+
     /// Delete an environment: its nodes leave it (unassigned, roles dropped; what they run
     /// stays on their disks), and its deployments, runs and deployed state go with it.
     /// Refused while it is being deployed: abort first, so no agent is mid-step for it.
@@ -162,7 +192,7 @@ impl WriteTxn<'_> {
         })
     }
 
-    fn existing_cluster(&self, id: i64) -> Result<Cluster> {
+    pub(super) fn existing_cluster(&self, id: i64) -> Result<Cluster> {
         self.read()
             .cluster(id)?
             .ok_or_else(|| StoreError::NotFound {

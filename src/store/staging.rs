@@ -322,6 +322,48 @@ impl WriteTxn<'_> {
             })
     }
 
+    /// A deployment of an environment with no nodes, finished as it starts: Nailgun's LCM
+    /// releases accepted deploying an empty environment and ended the task at once. Nothing
+    /// but the record and the history changes.
+    pub fn record_empty_deployment(
+        &self,
+        cluster_id: i64,
+        name: &str,
+        graph_type: &str,
+        dry_run: bool,
+        now: i64,
+    ) -> Result<Deployment> {
+        let cluster = self.existing_cluster(cluster_id)?;
+        if let Some(d) = self.read().running_deployment(cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {} is being deployed (deployment {})",
+                cluster.name, d.id
+            )));
+        }
+        let status = if dry_run { "dry_run" } else { "done" };
+        self.conn.execute(
+            "INSERT INTO deployments (cluster_id, status, created_at, finished_at, name, graph_type)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
+            rusqlite::params![cluster_id, status, now, name, graph_type],
+        )?;
+        let dep = self.conn.last_insert_rowid();
+        self.add_history(
+            now,
+            None,
+            "deployment.empty",
+            &format!(
+                "{name} {dep} of {}: the environment has no nodes, nothing to run",
+                cluster.name
+            ),
+        )?;
+        self.read()
+            .deployment(dep)?
+            .ok_or_else(|| StoreError::NotFound {
+                entity: "deployment",
+                id: dep.to_string(),
+            })
+    }
+
     /// The last part of a dry run: recorded as finished, nothing else changes.
     fn finish_dry_run(
         &self,

@@ -355,7 +355,8 @@ fn with_credentials<B>(
         .nth(1)
         .and_then(|r| r.find('/').map(|i| &r[i..]))
         .unwrap_or("/");
-    let api = path.starts_with("/api/v1/") && !path.starts_with("/api/v1/agent/");
+    let api = (path.starts_with("/api/v1/") && !path.starts_with("/api/v1/agent/"))
+        || path.starts_with("/ostf/");
     let public = path.starts_with("/api/")
         || path.starts_with("/boot/")
         || path.starts_with("/assets/")

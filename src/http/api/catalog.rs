@@ -271,6 +271,65 @@ pub async fn create_cluster(
     Ok(HttpResponse::Created().json(cluster_json(&cluster, release.as_ref())))
 }
 
+/// `PUT /api/v1/clusters/{id}` (`fuel2 env update -n NAME`): rename an environment. What
+/// Nailgun's form also carries and stoker cannot change (release, segmentation, mode) is
+/// accepted only unchanged; any other key is refused by name.
+pub async fn update_cluster(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let raw: serde_json::Map<String, Value> = ApiError::parse_fields(&body, "environment")?;
+    let (current, release) = state
+        .store(move |s| s.read(|r| r.cluster_with_release(id)))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("environment {id} does not exist")))?;
+    let shown = cluster_json(&current, Some(&release));
+    let mut fields = Vec::new();
+    let mut name = current.name.clone();
+    for (key, value) in &raw {
+        match key.as_str() {
+            "name" => match value.as_str().map(str::trim) {
+                Some(n) if !n.is_empty() && n.len() <= 100 => name = n.to_string(),
+                _ => fields.push(FieldError {
+                    field: "name".to_string(),
+                    message: "must be a string of 1 to 100 characters".to_string(),
+                }),
+            },
+            "id" | "release_id" | "release" | "net_segment_type" | "mode" | "net_provider"
+            | "status" | "fuel_version" => {
+                let have = if key == "release" {
+                    &shown["release_id"]
+                } else {
+                    &shown[key.as_str()]
+                };
+                if value != have {
+                    fields.push(FieldError {
+                        field: key.clone(),
+                        message: format!("cannot be changed (it is {have})"),
+                    });
+                }
+            }
+            other => fields.push(FieldError {
+                field: other.to_string(),
+                message: "unknown key: an environment's name is what can be changed".to_string(),
+            }),
+        }
+    }
+    if !fields.is_empty() {
+        return Err(ApiError::InvalidInput {
+            what: "environment",
+            fields,
+        });
+    }
+    let now = crate::clock::now();
+    let cluster = state
+        .store(move |s| s.write(|tx| tx.rename_cluster(id, &name, now)))
+        .await?;
+    Ok(HttpResponse::Ok().json(cluster_json(&cluster, Some(&release))))
+}
+
 /// Split `NAME` or `NAME@VERSION`.
 fn name_and_version(raw: &str) -> (&str, Option<&str>) {
     match raw.split_once('@') {

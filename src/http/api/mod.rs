@@ -2,18 +2,19 @@
 //! the same routes also carry for `fuel2`, are built in `catalog.rs`. Each handler validates
 //! its input, makes one store call and returns JSON.
 
+pub mod attributes;
 pub mod catalog;
 pub mod deploy;
 pub mod environments;
 pub mod graphs;
 pub mod nodes;
+pub mod ostf;
 pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};
-use serde::Serialize;
 use serde_json::json;
 
 use crate::engine::state::{ErrorType, NodeState};
@@ -21,25 +22,24 @@ use crate::http::{ApiError, AppState};
 use crate::model::{Node, NodeId};
 use crate::store::{Deployment, Run};
 
-#[derive(Serialize)]
-struct Version {
-    name: &'static str,
-    version: &'static str,
-    api: &'static str,
-    schema_version: u32,
-    /// python-fuelclient signs in through `/keystone/v2.0/tokens` when this is true.
-    auth_required: bool,
+/// What `/version` answers: Nailgun's `release`, `api`, `feature_groups` and `auth_required`
+/// (python-fuelclient reads them; it signs in through `/keystone/v2.0/tokens` when
+/// `auth_required` is true), with stoker's own name, version and database schema beside them.
+pub fn version_json() -> serde_json::Value {
+    json!({
+        "release": "10.0",
+        "api": "1",
+        "feature_groups": [],
+        "auth_required": true,
+        "name": "stoker",
+        "version": env!("CARGO_PKG_VERSION"),
+        "schema_version": crate::store::migrations::latest(),
+    })
 }
 
 /// `GET /api/v1/version`
 pub async fn version() -> HttpResponse {
-    HttpResponse::Ok().json(Version {
-        name: "stoker",
-        version: env!("CARGO_PKG_VERSION"),
-        api: "v1",
-        schema_version: crate::store::migrations::latest(),
-        auth_required: true,
-    })
+    HttpResponse::Ok().json(version_json())
 }
 
 /// `GET /healthz`: 200 when the daemon can read its database, 500 otherwise.
