@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod deploy;
 pub mod environments;
 pub mod graphs;
+pub mod networks;
 pub mod nodes;
 pub mod plugins;
 pub mod pxe;

@@ -1,0 +1,248 @@
+//! Networks through Nailgun's API against the daemon with the bundled release: an environment's
+//! network configuration (made at creation, changed and refused as Nailgun does, nothing
+//! written on a refusal), network and node groups, the template, virtual IPs, node interfaces,
+//! and the addresses the deployment data carries.
+
+use serde_json::{Value, json};
+
+use crate::common::TestDaemon;
+
+fn config(d: &TestDaemon, cluster: i64) -> Value {
+    let r = d.http().get(&format!(
+        "/api/v1/clusters/{cluster}/network_configuration/neutron/"
+    ));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+fn net<'a>(config: &'a Value, name: &str) -> &'a Value {
+    config["networks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no network {name} in {config}"))
+}
+
+#[test]
+fn an_environment_has_its_release_networks_and_the_admin_network() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["controller"], 1);
+    let c = config(&d, cluster);
+    let names: Vec<&str> = c["networks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "public",
+            "management",
+            "storage",
+            "private",
+            "fuelweb_admin"
+        ]
+    );
+    let public = net(&c, "public");
+    assert_eq!(public["cidr"], "172.16.0.0/24");
+    assert_eq!(public["gateway"], "172.16.0.1");
+    assert_eq!(public["ip_ranges"], json!([["172.16.0.2", "172.16.0.126"]]));
+    assert_eq!(public["group_id"], cluster);
+    assert_eq!(net(&c, "management")["vlan_start"], 101);
+    assert_eq!(
+        net(&c, "management")["ip_ranges"],
+        json!([["192.168.0.1", "192.168.0.254"]])
+    );
+    let admin = net(&c, "fuelweb_admin");
+    assert_eq!(admin["cidr"], "10.20.0.0/24");
+    assert_eq!(admin["group_id"], Value::Null);
+    let params = &c["networking_parameters"];
+    assert_eq!(params["segmentation_type"], "vlan");
+    assert_eq!(params["vlan_range"], json!([1000, 1030]));
+    assert_eq!(
+        params["floating_ranges"],
+        json!([["172.16.0.130", "172.16.0.254"]])
+    );
+    assert_eq!(params["net_l23_provider"], "ovs");
+    // The release's virtual IPs, allocated from their networks' ranges.
+    assert_eq!(c["vips"]["public"]["network_role"], "public/vip");
+    assert_eq!(c["vips"]["public"]["namespace"], "haproxy");
+    assert_eq!(c["public_vip"], c["vips"]["public"]["ipaddr"]);
+    let mgmt_vip = c["management_vip"].as_str().unwrap();
+    assert!(mgmt_vip.starts_with("192.168.0."), "{mgmt_vip}");
+    // Nova network is not this environment's provider.
+    let nova = d.http().get(&format!(
+        "/api/v1/clusters/{cluster}/network_configuration/nova_network"
+    ));
+    assert_eq!(nova.status, 400);
+    assert!(nova.body.contains("Wrong net provider"), "{}", nova.body);
+}
+
+#[test]
+fn a_network_change_is_applied_and_a_bad_one_is_refused_naming_the_network_and_key() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let path = format!("/api/v1/clusters/{cluster}/network_configuration/neutron");
+    let mut c = config(&d, cluster);
+    let storage_id = net(&c, "storage")["id"].as_i64().unwrap();
+    for n in c["networks"].as_array_mut().unwrap() {
+        if n["name"] == "storage" {
+            n["cidr"] = json!("10.50.0.0/24");
+            n["vlan_start"] = json!(150);
+        }
+    }
+    c["networking_parameters"]["vlan_range"] = json!([2000, 2100]);
+    // What the client downloaded, changed, goes back whole.
+    let r = http.put(&path, &c.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = config(&d, cluster);
+    assert_eq!(net(&after, "storage")["cidr"], "10.50.0.0/24");
+    assert_eq!(
+        net(&after, "storage")["ip_ranges"],
+        json!([["10.50.0.1", "10.50.0.254"]])
+    );
+    assert_eq!(
+        after["networking_parameters"]["vlan_range"],
+        json!([2000, 2100])
+    );
+
+    let bad = [
+        (
+            json!({"networks": [{"id": storage_id, "cidr": "10.50.0.0/33"}]}),
+            format!("networks[id={storage_id}].cidr"),
+            "storage",
+        ),
+        (
+            json!({"networks": [{"id": storage_id, "vlan_start": 4095}]}),
+            format!("networks[id={storage_id}].vlan_start"),
+            "storage",
+        ),
+        (
+            json!({"networks": [{"id": storage_id, "vlan_start": 101}]}),
+            format!("networks[id={storage_id}].vlan_start"),
+            "management, storage",
+        ),
+        (
+            json!({"networks": [{"id": storage_id, "cidr": "192.168.0.0/23"}]}),
+            format!("networks[id={storage_id}].cidr"),
+            "management, storage",
+        ),
+        (
+            json!({"networks": [{"id": 9999}]}),
+            "networks".to_string(),
+            "[9999]",
+        ),
+        (
+            json!({"networks": [{"id": storage_id, "mtu": 9000}]}),
+            format!("networks[id={storage_id}].mtu"),
+            "storage",
+        ),
+        (
+            json!({"networking_parameters": {"floating_ranges": [["10.9.0.2", "10.9.0.9"]]}}),
+            "networking_parameters.floating_ranges[0]".to_string(),
+            "public CIDR",
+        ),
+        (
+            json!({"networking_parameters": {"segmentation_type": "tun"}}),
+            "networking_parameters.segmentation_type".to_string(),
+            "prohibited",
+        ),
+        (
+            json!({"networks_typo": []}),
+            "networks_typo".to_string(),
+            "unknown",
+        ),
+    ];
+    for (body, field, says) in bad {
+        let r = http.put(&path, &body.to_string());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        let e = r.json();
+        assert_eq!(e["code"], "invalid_input", "{e}");
+        let f = e["fields"].as_array().unwrap();
+        assert!(
+            f.iter()
+                .any(|f| f["field"] == field.as_str()
+                    && f["message"].as_str().unwrap().contains(says)),
+            "{body}: wanted {field} saying {says}: {e}"
+        );
+        assert_eq!(
+            config(&d, cluster),
+            after,
+            "a refused change writes nothing"
+        );
+    }
+    let bad_json = http.put(&path, "{not json");
+    assert_eq!(bad_json.status, 400);
+}
+
+#[test]
+fn network_groups_are_created_changed_and_deleted_in_an_environments_node_group() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["compute"], 1);
+    let http = d.http();
+    let groups = http
+        .get(&format!("/api/v1/nodegroups/?cluster_id={cluster}"))
+        .json();
+    assert_eq!(
+        groups,
+        json!([{"id": cluster, "cluster_id": cluster, "name": "default", "is_default": true}])
+    );
+    let body = json!({"name": "extra", "release": 1, "vlan_start": 300, "cidr": "10.70.0.0/24",
+                      "gateway": null, "group_id": cluster,
+                      "meta": {"notation": "cidr", "map_priority": 2, "configurable": true,
+                               "use_gateway": false, "name": "extra", "cidr": "10.70.0.0/24",
+                               "render_type": null, "vlan_start": 300}});
+    let r = http.post("/api/v1/networks/", &body.to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    let created = r.json();
+    let id = created["id"].as_i64().unwrap();
+    assert_eq!(created["ip_ranges"], json!([["10.70.0.1", "10.70.0.254"]]));
+    assert_eq!(created["group_id"], cluster);
+    // The same name again, an overlapping CIDR, a missing group: refused, named.
+    let again = http.post("/api/v1/networks/", &body.to_string());
+    assert_eq!(again.status, 400, "{}", again.body);
+    assert!(again.body.contains("already exists"), "{}", again.body);
+    let mut overlap = body.clone();
+    overlap["name"] = json!("other");
+    overlap["cidr"] = json!("192.168.0.0/25");
+    overlap["vlan_start"] = json!(301);
+    let r = http.post("/api/v1/networks/", &overlap.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("Address space intersection"), "{}", r.body);
+    let mut nogroup = body.clone();
+    nogroup["name"] = json!("x");
+    nogroup["group_id"] = json!(777);
+    let r = http.post("/api/v1/networks/", &nogroup.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("group_id"), "{}", r.body);
+
+    let r = http.put(
+        &format!("/api/v1/networks/{id}/"),
+        r#"{"vlan_start": 310, "name": "extra2"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["vlan_start"], 310);
+    assert_eq!(r.json()["name"], "extra2");
+    let r = http.put(&format!("/api/v1/networks/{id}/"), r#"{"vlan_start": 101}"#);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let listed = http.get("/api/v1/networks/").json();
+    assert!(listed.as_array().unwrap().iter().any(|n| n["id"] == id));
+    let c = config(&d, cluster);
+    assert!(
+        c["networks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["name"] == "extra2")
+    );
+    let admin_id = net(&c, "fuelweb_admin")["id"].as_i64().unwrap();
+    assert_eq!(
+        http.delete(&format!("/api/v1/networks/{admin_id}/")).status,
+        403
+    );
+    assert_eq!(http.delete(&format!("/api/v1/networks/{id}/")).status, 204);
+    assert_eq!(http.get(&format!("/api/v1/networks/{id}/")).status, 404);
+}
