@@ -246,3 +246,112 @@ fn network_groups_are_created_changed_and_deleted_in_an_environments_node_group(
     assert_eq!(http.delete(&format!("/api/v1/networks/{id}/")).status, 204);
     assert_eq!(http.get(&format!("/api/v1/networks/{id}/")).status, 404);
 }
+
+#[test]
+fn a_network_template_is_stored_checked_for_shape_and_deleted() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["compute"], 1);
+    let http = d.http();
+    let path = format!("/api/v1/clusters/{cluster}/network_configuration/template");
+    assert_eq!(http.get(&path).json(), Value::Null);
+    let t = json!({"adv_net_template": {"default": {
+        "nic_mapping": {"default": {"if1": "eth0"}},
+        "templates_for_node_role": {"compute": ["common"]},
+        "network_assignments": {"management": {"ep": "br-mgmt"}},
+        "network_scheme": {"common": {"transformations": [], "endpoints": [], "roles": {}}}}}});
+    let r = http.put(&path, &t.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(http.get(&path).json(), t);
+    let mut bad = t.clone();
+    bad["adv_net_template"]["default"]
+        .as_object_mut()
+        .unwrap()
+        .remove("network_scheme");
+    let r = http.put(&path, &bad.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("adv_net_template.default.network_scheme"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        http.get(&path).json(),
+        t,
+        "a refused template changes nothing"
+    );
+    assert_eq!(http.delete(&path).status, 204);
+    assert_eq!(http.get(&path).json(), Value::Null);
+}
+
+#[test]
+fn vips_are_listed_created_and_moved_by_the_operator() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let base = format!("/api/v1/clusters/{cluster}/network_configuration/ips");
+    let vips = http.get(&format!("{base}/vips/")).json();
+    let names: Vec<&str> = vips
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["vip_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 4, "{vips}");
+    for n in ["vrouter", "management", "vrouter_pub", "public"] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+    let public = vips
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vip_name"] == "public")
+        .unwrap();
+    let public_net = public["network"].as_i64().unwrap();
+    let by_role = http
+        .get(&format!("{base}/vips/?network-role=public/vip"))
+        .json();
+    assert_eq!(by_role.as_array().unwrap().len(), 2, "{by_role}");
+
+    // Create: an operator's VIP, user defined; a taken address is refused.
+    let r = http.post(
+        &format!("{base}/vips/"),
+        &json!({"ip_addr": "172.16.0.200", "network": public_net, "vip_name": "mine"}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["is_user_defined"], true);
+    let taken = http.post(
+        &format!("{base}/vips/"),
+        &json!({"ip_addr": "172.16.0.200", "network": public_net, "vip_name": "other"}).to_string(),
+    );
+    assert_eq!(taken.status, 409, "{}", taken.body);
+    let nonet = http.post(
+        &format!("{base}/vips/"),
+        &json!({"ip_addr": "10.0.0.1", "network": 9999, "vip_name": "x"}).to_string(),
+    );
+    assert_eq!(nonet.status, 400, "{}", nonet.body);
+    assert!(nonet.body.contains("network"), "{}", nonet.body);
+
+    // Upload what was downloaded with one address changed: it moves and stays user defined.
+    let mut list = http.get(&format!("{base}/vips/")).json();
+    for v in list.as_array_mut().unwrap() {
+        if v["vip_name"] == "public" {
+            v["ip_addr"] = json!("172.16.0.120");
+            v["is_user_defined"] = json!(true);
+        }
+    }
+    let r = http.put(&format!("{base}/vips/"), &list.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = config(&d, cluster);
+    assert_eq!(c["public_vip"], "172.16.0.120");
+    assert_eq!(c["vips"]["public"]["is_user_defined"], true);
+    // A field that cannot change is named.
+    let mut bad = http.get(&format!("{base}/vips/")).json();
+    bad[0]["vip_name"] = json!("renamed");
+    let r = http.put(&format!("{base}/vips/"), &bad.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("[0].vip_name"), "{}", r.body);
+    let one = bad[0]["id"].as_i64().unwrap();
+    let r = http.get(&format!("{base}/{one}/vips/"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_ne!(r.json()["vip_name"], "renamed");
+}

@@ -396,6 +396,26 @@ fn network_routes(r: &mut Routes<'_>) {
         Api(O),
         networks::nova_network,
     );
+    r.get(&format!("{config}/template"), Api(V), networks::template);
+    r.put(
+        &format!("{config}/template"),
+        Api(O),
+        networks::put_template,
+    );
+    r.delete(
+        &format!("{config}/template"),
+        Api(O),
+        networks::delete_template,
+    );
+    r.get(&format!("{config}/ips/vips"), Api(V), networks::vips);
+    r.put(&format!("{config}/ips/vips"), Api(O), networks::put_vips);
+    r.post(&format!("{config}/ips/vips"), Api(O), networks::create_vip);
+    r.get(&format!("{config}/ips/{{ip}}/vips"), Api(V), networks::vip);
+    r.put(
+        &format!("{config}/ips/{{ip}}/vips"),
+        Api(O),
+        networks::put_vip,
+    );
     r.get("/api/v1/networks", Api(V), networks::network_groups);
     r.post("/api/v1/networks", Api(O), networks::create_network_group);
     r.get("/api/v1/networks/{id}", Api(V), networks::network_group);

@@ -487,3 +487,485 @@ pub async fn nodegroup(
         .ok_or_else(|| ApiError::NotFound(format!("node group {id} not found")))?;
     Ok(HttpResponse::Ok().json(nodegroup_json(&c)))
 }
+
+// ---- the network template ----
+
+const TEMPLATE_LOCKED: &str =
+    "Network template cannot be changed during deployment and after upgrade.";
+
+/// A network template's shape (Nailgun's `NETWORK_TEMPLATE` schema): `adv_net_template`, an
+/// object of node groups, each with `nic_mapping` (with `default`), `templates_for_node_role`,
+/// `network_assignments` and `network_scheme`, all objects.
+fn check_template(t: &J) -> Vec<crate::model::FieldError> {
+    let mut p = Problems::default();
+    let Some(obj) = t.as_object() else {
+        p.add("$", "the network template must be an object");
+        return p.0;
+    };
+    for key in obj.keys() {
+        if key != "adv_net_template" {
+            p.add(key.clone(), format!("unknown key {key:?}"));
+        }
+    }
+    match obj.get("adv_net_template").and_then(J::as_object) {
+        None => p.add("adv_net_template", "is required: an object of node groups"),
+        Some(groups) if groups.is_empty() => {
+            p.add("adv_net_template", "needs at least one node group")
+        }
+        Some(groups) => {
+            for (group, body) in groups {
+                let field = format!("adv_net_template.{group}");
+                let Some(body) = body.as_object() else {
+                    p.add(field, "must be an object");
+                    continue;
+                };
+                for key in [
+                    "nic_mapping",
+                    "templates_for_node_role",
+                    "network_assignments",
+                    "network_scheme",
+                ] {
+                    match body.get(key) {
+                        Some(v) if v.is_object() => {}
+                        Some(_) => p.add(format!("{field}.{key}"), "must be an object"),
+                        None => p.add(format!("{field}.{key}"), "is required"),
+                    }
+                }
+                if body
+                    .get("nic_mapping")
+                    .and_then(J::as_object)
+                    .is_some_and(|m| !m.contains_key("default"))
+                {
+                    p.add(format!("{field}.nic_mapping.default"), "is required");
+                }
+                for key in body.keys() {
+                    if ![
+                        "nic_mapping",
+                        "templates_for_node_role",
+                        "network_assignments",
+                        "network_scheme",
+                    ]
+                    .contains(&key.as_str())
+                    {
+                        p.add(format!("{field}.{key}"), format!("unknown key {key:?}"));
+                    }
+                }
+            }
+        }
+    }
+    p.0
+}
+
+/// `GET /api/v1/clusters/{id}/network_configuration/template`: the template or `null`.
+pub async fn template(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let t = state
+        .store(move |s| {
+            s.read(|tx| {
+                existing_cluster(tx, id)?;
+                Ok(tx.network_config(id)?.and_then(|(_, t)| t))
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(t.unwrap_or(J::Null)))
+}
+
+/// `PUT /api/v1/clusters/{id}/network_configuration/template`: checked for shape, stored,
+/// answered back (200).
+pub async fn put_template(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let t: J = ApiError::parse(&body)?;
+    let problems = check_template(&t);
+    if !problems.is_empty() {
+        return Err(ApiError::InvalidInput {
+            what: "network template",
+            fields: problems,
+        });
+    }
+    let stored = t.clone();
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                existing_cluster(&tx.read(), id)?;
+                check_unlocked(tx, id, TEMPLATE_LOCKED)?;
+                tx.set_network_template(id, Some(&stored))
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(t))
+}
+
+/// `DELETE /api/v1/clusters/{id}/network_configuration/template`: 204.
+pub async fn delete_template(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    state
+        .store(move |s| {
+            s.write(|tx| {
+                existing_cluster(&tx.read(), id)?;
+                check_unlocked(tx, id, TEMPLATE_LOCKED)?;
+                tx.set_network_template(id, None)
+            })
+        })
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+// ---- virtual IPs ----
+
+fn vip_json(a: &crate::engine::network::alloc::Address) -> J {
+    let (name, namespace) = match &a.owner {
+        Owner::Vip { name, namespace } => (J::String(name.clone()), json!(namespace)),
+        Owner::Node(_) => (J::Null, J::Null),
+    };
+    json!({
+        "id": a.id,
+        "network": a.network_id,
+        "node": null,
+        "ip_addr": a.ip,
+        "vip_name": name,
+        "vip_namespace": namespace,
+        "is_user_defined": a.user_defined,
+    })
+}
+
+fn cluster_vips(
+    tx: &ReadTxn<'_>,
+    cluster_id: i64,
+) -> Result<Vec<crate::engine::network::alloc::Address>, StoreError> {
+    Ok(tx
+        .addresses(cluster_id)?
+        .into_iter()
+        .filter(|a| matches!(a.owner, Owner::Vip { .. }))
+        .collect())
+}
+
+/// `GET /api/v1/clusters/{id}/network_configuration/ips/vips` (`fuel2 vip download`):
+/// `?network=ID` and `?network-role=ROLE` filter.
+pub async fn vips(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<std::collections::HashMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let network = match query.get("network") {
+        Some(raw) => Some(id_of(raw, "network")?),
+        None => None,
+    };
+    let role = query.get("network-role").cloned();
+    let body = state
+        .store(move |s| {
+            s.write(|tx| {
+                let cluster = existing_cluster(&tx.read(), id)?;
+                tx.ensure_network_config(id)?;
+                let roles = tx
+                    .read()
+                    .release_section(cluster.release_id, "network_roles_metadata")?;
+                let role_vips: Option<Vec<String>> = role.map(|r| {
+                    vips_of(&roles)
+                        .into_iter()
+                        .filter(|(s, _)| s.network_role == r)
+                        .map(|(s, _)| s.name)
+                        .collect()
+                });
+                Ok(cluster_vips(&tx.read(), id)?
+                    .iter()
+                    .filter(|a| network.is_none_or(|n| a.network_id == n))
+                    .filter(|a| {
+                        role_vips.as_ref().is_none_or(|names| {
+                            matches!(&a.owner, Owner::Vip { name, .. } if names.contains(name))
+                        })
+                    })
+                    .map(vip_json)
+                    .collect::<Vec<_>>())
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+fn parse_ids(path: &(String, String)) -> Result<(i64, i64), ApiError> {
+    Ok((
+        id_of(&path.0, "environment")?,
+        id_of(&path.1, "ip address")?,
+    ))
+}
+
+/// `GET /api/v1/clusters/{id}/network_configuration/ips/{ip}/vips`
+pub async fn vip(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (cluster, ip_id) = parse_ids(&path)?;
+    let found = state
+        .store(move |s| s.read(|tx| cluster_vips(tx, cluster)))
+        .await?
+        .into_iter()
+        .find(|a| a.id == ip_id)
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "IP address {ip_id} is not a VIP of environment {cluster}"
+            ))
+        })?;
+    Ok(HttpResponse::Ok().json(vip_json(&found)))
+}
+
+/// One VIP change (`ip_addr`, `vip_namespace`, `is_user_defined` may change; anything else
+/// must stay as it is, as Nailgun's `IPAddrValidator.validate_update`).
+fn vip_update(
+    tx: &WriteTxn<'_>,
+    cluster: i64,
+    update: &J,
+    field: &str,
+    p: &mut Problems,
+) -> Result<(), StoreError> {
+    let Some(obj) = update.as_object() else {
+        p.add(field, "must be an object");
+        return Ok(());
+    };
+    let Some(id) = obj.get("id").and_then(J::as_i64) else {
+        p.add(format!("{field}.id"), "is required");
+        return Ok(());
+    };
+    let Some(current) = cluster_vips(&tx.read(), cluster)?
+        .into_iter()
+        .find(|a| a.id == id)
+    else {
+        p.add(
+            format!("{field}.id"),
+            format!("IP address {id} is not a VIP of this environment"),
+        );
+        return Ok(());
+    };
+    let now = vip_json(&current);
+    for (k, v) in obj {
+        if !["ip_addr", "vip_namespace", "is_user_defined"].contains(&k.as_str())
+            && now.get(k) != Some(v)
+        {
+            p.add(
+                format!("{field}.{k}"),
+                format!(
+                    "The following fields: '{k}' are not allowed to be updated for record: {id}"
+                ),
+            );
+        }
+    }
+    let ip = obj
+        .get("ip_addr")
+        .and_then(J::as_str)
+        .unwrap_or(&current.ip)
+        .to_string();
+    if let Err(e) = crate::engine::network::ip::Ip::parse(&ip) {
+        p.add(format!("{field}.ip_addr"), e);
+    }
+    let namespace = match obj.get("vip_namespace") {
+        Some(J::String(s)) => Some(s.clone()),
+        Some(J::Null) => None,
+        Some(_) => {
+            p.add(format!("{field}.vip_namespace"), "must be a string or null");
+            None
+        }
+        None => match &current.owner {
+            Owner::Vip { namespace, .. } => namespace.clone(),
+            Owner::Node(_) => None,
+        },
+    };
+    if !p.is_empty() {
+        return Ok(());
+    }
+    let Owner::Vip { name, .. } = &current.owner else {
+        return Ok(());
+    };
+    if ip != current.ip || obj.get("is_user_defined") == Some(&J::Bool(true)) || namespace.is_some()
+    {
+        tx.set_vip(cluster, current.network_id, name, namespace.as_deref(), &ip)?;
+    }
+    Ok(())
+}
+
+/// `PUT /api/v1/clusters/{id}/network_configuration/ips/vips` (`fuel2 vip upload`): a list.
+pub async fn put_vips(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let body: J = ApiError::parse(&body)?;
+    let list = body
+        .as_array()
+        .cloned()
+        .ok_or_else(|| ApiError::field("VIPs", "$", "must be a list of VIPs"))?;
+    let answer = state
+        .store(move |s| {
+            s.write(|tx| {
+                existing_cluster(&tx.read(), id)?;
+                check_unlocked(tx, id, LOCKED)?;
+                let mut p = Problems::default();
+                for (i, v) in list.iter().enumerate() {
+                    vip_update(tx, id, v, &format!("[{i}]"), &mut p)?;
+                }
+                if !p.is_empty() {
+                    return Err(invalid("VIPs", p.0));
+                }
+                Ok(cluster_vips(&tx.read(), id)?
+                    .iter()
+                    .map(vip_json)
+                    .collect::<Vec<_>>())
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// `PUT /api/v1/clusters/{id}/network_configuration/ips/{ip}/vips`: one VIP.
+pub async fn put_vip(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (cluster, ip_id) = parse_ids(&path)?;
+    let mut body: J = ApiError::parse(&body)?;
+    if let Some(o) = body.as_object_mut() {
+        o.entry("id").or_insert(json!(ip_id));
+    }
+    let answer = state
+        .store(move |s| {
+            s.write(|tx| {
+                check_unlocked(tx, cluster, LOCKED)?;
+                let mut p = Problems::default();
+                vip_update(tx, cluster, &body, "$", &mut p)?;
+                if !p.is_empty() {
+                    return Err(invalid("VIP", p.0));
+                }
+                cluster_vips(&tx.read(), cluster)?
+                    .into_iter()
+                    .find(|a| a.id == ip_id)
+                    .map(|a| vip_json(&a))
+                    .ok_or_else(|| StoreError::NotFound {
+                        entity: "VIP",
+                        id: ip_id.to_string(),
+                    })
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
+
+/// `POST /api/v1/clusters/{id}/network_configuration/ips/vips` (`fuel2 vip create`):
+/// `{ip_addr, network, vip_name[, vip_namespace]}`, an operator's VIP in one of the
+/// environment's networks (200 with it, as Nailgun answers).
+pub async fn create_vip(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let body: J = ApiError::parse(&body)?;
+    let obj = body
+        .as_object()
+        .cloned()
+        .ok_or_else(|| ApiError::field("VIP", "$", "must be an object"))?;
+    let mut p = Problems::default();
+    for k in obj.keys() {
+        if ![
+            "ip_addr",
+            "network",
+            "vip_name",
+            "vip_namespace",
+            "is_user_defined",
+        ]
+        .contains(&k.as_str())
+        {
+            p.add(k.clone(), format!("unknown key {k:?}"));
+        }
+    }
+    let ip = obj
+        .get("ip_addr")
+        .and_then(J::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Err(e) = crate::engine::network::ip::Ip::parse(&ip) {
+        p.add("ip_addr", e);
+    }
+    let network = obj.get("network").and_then(J::as_i64);
+    if network.is_none() {
+        p.add("network", "is required: a network id");
+    }
+    let name = obj
+        .get("vip_name")
+        .and_then(J::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
+        p.add("vip_name", "is required: letters and underscores");
+    }
+    if obj.get("is_user_defined") == Some(&J::Bool(false)) {
+        p.add(
+            "is_user_defined",
+            "'is_user_defined' flag must be set to true for manually created VIPs",
+        );
+    }
+    let namespace = obj
+        .get("vip_namespace")
+        .and_then(J::as_str)
+        .map(str::to_string);
+    if !p.is_empty() {
+        return Err(ApiError::InvalidInput {
+            what: "VIP",
+            fields: p.0,
+        });
+    }
+    let network = network.unwrap_or_default();
+    let created = state
+        .store(move |s| {
+            s.write(|tx| {
+                existing_cluster(&tx.read(), id)?;
+                tx.ensure_network_config(id)?;
+                check_unlocked(tx, id, LOCKED)?;
+                let net = tx.read().network_group(network)?;
+                let ok = net
+                    .as_ref()
+                    .is_some_and(|n| n.group_id == Some(id) || n.group_id.is_none());
+                if !ok {
+                    return Err(invalid(
+                        "VIP",
+                        vec![crate::model::FieldError {
+                            field: "network".into(),
+                            message: format!(
+                                "VIP cannot be created as there is no network with id {network} \
+                             assigned to any of nodegroups of cluster with id {id}"
+                            ),
+                        }],
+                    ));
+                }
+                if cluster_vips(&tx.read(), id)?
+                    .iter()
+                    .any(|a| matches!(&a.owner, Owner::Vip { name: n, .. } if *n == name))
+                {
+                    return Err(StoreError::Conflict(format!(
+                        "VIP {name} already exists in environment {id}"
+                    )));
+                }
+                let ip_id = tx.set_vip(id, network, &name, namespace.as_deref(), &ip)?;
+                cluster_vips(&tx.read(), id)?
+                    .into_iter()
+                    .find(|a| a.id == ip_id)
+                    .map(|a| vip_json(&a))
+                    .ok_or_else(|| StoreError::NotFound {
+                        entity: "VIP",
+                        id: ip_id.to_string(),
+                    })
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(created))
+}
