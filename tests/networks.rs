@@ -355,3 +355,124 @@ fn vips_are_listed_created_and_moved_by_the_operator() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_ne!(r.json()["vip_name"], "renamed");
 }
+
+fn names(iface: &Value) -> Vec<String> {
+    iface["assigned_networks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn interfaces_get_the_default_assignment_and_an_operators_one_is_checked() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, ids) = d.environment(&["compute"], 1);
+    let http = d.http();
+    let path = format!("/api/v1/nodes/{}/interfaces/", ids[0]);
+    let def = http.get(&format!(
+        "/api/v1/nodes/{}/interfaces/default_assignment/",
+        ids[0]
+    ));
+    assert_eq!(def.status, 200, "{}", def.body);
+    let def = def.json();
+    assert_eq!(def[0]["name"], "eno1");
+    assert_eq!(def[0]["pxe"], true);
+    assert_eq!(def[0]["type"], "ether");
+    assert_eq!(names(&def[0]), ["fuelweb_admin", "management", "storage"]);
+    assert_eq!(
+        names(&def[1]),
+        ["private"],
+        "the second untagged network goes to the next NIC"
+    );
+    assert!(
+        def[0]["attributes"]["mtu"].is_object(),
+        "the release's nic attributes: {}",
+        def[0]
+    );
+    assert!(
+        !names(&def[0]).contains(&"public".to_string()),
+        "a compute has no public network"
+    );
+    assert_eq!(http.get(&path).json(), def);
+
+    // Storage moves to eno2.
+    let mut mine = def.clone();
+    let storage = mine[0]["assigned_networks"][2].clone();
+    mine[0]["assigned_networks"]
+        .as_array_mut()
+        .unwrap()
+        .remove(2);
+    mine[1]["assigned_networks"]
+        .as_array_mut()
+        .unwrap()
+        .push(storage.clone());
+    let r = http.put(&path, &mine.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(names(&http.get(&path).json()[1]), ["private", "storage"]);
+
+    let admin = def[0]["assigned_networks"][0].clone();
+    let mgmt = def[0]["assigned_networks"][1].clone();
+    let private = def[1]["assigned_networks"][0].clone();
+    let bad = [
+        // The admin network off the PXE NIC.
+        (
+            json!([{"id": 1, "type": "ether", "assigned_networks": [mgmt, storage]},
+                {"id": 2, "type": "ether", "assigned_networks": [admin, private]}]),
+            "admin network must be on the PXE interface",
+        ),
+        // A network left out.
+        (
+            json!([{"id": 1, "type": "ether", "assigned_networks": [admin, mgmt]},
+                {"id": 2, "type": "ether", "assigned_networks": [private]}]),
+            "storage",
+        ),
+        // Two untagged networks on one NIC.
+        (
+            json!([{"id": 1, "type": "ether", "assigned_networks": [admin, mgmt, storage, private]},
+                {"id": 2, "type": "ether", "assigned_networks": []}]),
+            "untagged",
+        ),
+        // Not this node's NIC.
+        (
+            json!([{"id": 7, "type": "ether", "assigned_networks": [admin, mgmt, storage, private]}]),
+            "[0].id",
+        ),
+        // A bond of one real and one missing slave.
+        (
+            json!([{"id": 1, "type": "ether", "assigned_networks": [admin, mgmt, storage]},
+                {"type": "bond", "name": "bond0", "mode": "active-backup",
+                 "slaves": [{"name": "eno2"}, {"name": "eno9"}], "assigned_networks": [private]}]),
+            "eno9",
+        ),
+        (json!({"not": "a list"}), "$"),
+    ];
+    let kept = http.get(&path).json();
+    for (body, says) in bad {
+        let r = http.put(&path, &body.to_string());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert!(r.body.contains(says), "{body}: wanted {says}: {}", r.body);
+        assert_eq!(
+            http.get(&path).json(),
+            kept,
+            "a refused assignment writes nothing"
+        );
+    }
+    // A bond of both NICs would take the PXE NIC: the admin network goes with it.
+    let bond = json!([{"id": 1, "type": "ether", "assigned_networks": []},
+                      {"id": 2, "type": "ether", "assigned_networks": []},
+                      {"type": "bond", "name": "bond0", "mode": "802.3ad",
+                       "slaves": [{"name": "eno1"}, {"name": "eno2"}],
+                       "assigned_networks": [admin, mgmt, storage]}]);
+    let r = http.put(&path, &bond.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("private"), "{}", r.body);
+
+    // Leaving the environment resets the interfaces.
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", ids[0]));
+    assert!(r.status < 300, "{}", r.body);
+    let after = http.get(&path).json();
+    assert_eq!(names(&after[0]), ["fuelweb_admin"]);
+    assert!(names(&after[1]).is_empty());
+}

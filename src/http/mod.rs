@@ -429,6 +429,21 @@ fn network_routes(r: &mut Routes<'_>) {
         Api(O),
         networks::delete_network_group,
     );
+    r.get(
+        "/api/v1/nodes/{id}/interfaces",
+        Api(V),
+        networks::interfaces,
+    );
+    r.put(
+        "/api/v1/nodes/{id}/interfaces",
+        Api(O),
+        networks::put_interfaces,
+    );
+    r.get(
+        "/api/v1/nodes/{id}/interfaces/default_assignment",
+        Api(V),
+        networks::default_interfaces,
+    );
     r.get("/api/v1/nodegroups", Api(V), networks::nodegroups);
     r.get("/api/v1/nodegroups/{id}", Api(V), networks::nodegroup);
 }

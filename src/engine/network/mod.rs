@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod ip;
 pub mod model;
+pub mod nic;
 pub mod validate;
 
 pub use model::{ADMIN, NetworkGroup};

@@ -969,3 +969,134 @@ pub async fn create_vip(
         .await?;
     Ok(HttpResponse::Ok().json(created))
 }
+
+// ---- a node's interfaces ----
+
+/// What a node's interfaces are checked against: its NICs (Nailgun's shape), the networks it
+/// is on, the release's bond attributes, and its stored assignment if an operator made one.
+struct NodeNets {
+    base: Vec<J>,
+    networks: Vec<NetworkGroup>,
+    bond_attributes: J,
+    stored: Option<J>,
+}
+
+fn node_nets(tx: &WriteTxn<'_>, node_id: i64) -> Result<NodeNets, StoreError> {
+    let read = tx.read();
+    let node = read.node(node_id)?.ok_or_else(|| StoreError::NotFound {
+        entity: "node",
+        id: node_id.to_string(),
+    })?;
+    let (networks, nic_attrs, bond_attrs) = match node.cluster_id {
+        Some(cluster_id) => {
+            tx.ensure_network_config(cluster_id)?;
+            let read = tx.read();
+            let cluster = existing_cluster(&read, cluster_id)?;
+            let roles = read.release_section(cluster.release_id, "roles_metadata")?;
+            let settings = read.cluster_settings(cluster_id)?;
+            let public =
+                crate::engine::network::alloc::should_have_public(&node.roles, &roles, &settings);
+            let all = read.cluster_networks(cluster_id)?;
+            let nets = crate::engine::network::alloc::node_networks(&all, public)
+                .into_iter()
+                .cloned()
+                .collect();
+            let section = |key: &str| -> Result<J, StoreError> {
+                let v = read.release_section(cluster.release_id, &format!("{key}_metadata"))?;
+                if v.is_null() {
+                    read.release_section(cluster.release_id, key)
+                } else {
+                    Ok(v)
+                }
+            };
+            (
+                nets,
+                section("nic_attributes")?,
+                section("bond_attributes")?,
+            )
+        }
+        None => (
+            read.admin_network()?.into_iter().collect(),
+            J::Null,
+            J::Null,
+        ),
+    };
+    Ok(NodeNets {
+        base: crate::engine::network::nic::nics(&node.inventory, node.mac.as_str(), &nic_attrs),
+        networks,
+        bond_attributes: bond_attrs,
+        stored: tx.read().node_interfaces(node_id)?,
+    })
+}
+
+fn default_of(n: &NodeNets) -> Vec<J> {
+    let refs: Vec<&NetworkGroup> = n.networks.iter().collect();
+    crate::engine::network::nic::default_assignment(n.base.clone(), &refs)
+}
+
+/// `GET /api/v1/nodes/{id}/interfaces` (`fuel2 node interfaces download`): the operator's
+/// assignment, else the default one.
+pub async fn interfaces(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "node")?;
+    let body = state
+        .store(move |s| {
+            s.write(|tx| {
+                let n = node_nets(tx, id)?;
+                Ok(match n.stored.clone() {
+                    Some(J::Array(list)) => list,
+                    _ => default_of(&n),
+                })
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `GET /api/v1/nodes/{id}/interfaces/default_assignment` (`fuel2 node interfaces
+/// get-default`).
+pub async fn default_interfaces(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "node")?;
+    let body = state
+        .store(move |s| s.write(|tx| Ok(default_of(&node_nets(tx, id)?))))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `PUT /api/v1/nodes/{id}/interfaces` (`fuel2 node interfaces upload`): checked
+/// ([`crate::engine::network::nic::check_assignment`]), stored, answered back.
+pub async fn put_interfaces(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "node")?;
+    let body: J = ApiError::parse(&body)?;
+    let answer = state
+        .store(move |s| {
+            s.write(|tx| {
+                let n = node_nets(tx, id)?;
+                if let Some(cluster) = tx.read().node(id)?.and_then(|n| n.cluster_id) {
+                    check_unlocked(tx, cluster, LOCKED)?;
+                }
+                let refs: Vec<&NetworkGroup> = n.networks.iter().collect();
+                let checked = crate::engine::network::nic::check_assignment(
+                    &body,
+                    &n.base,
+                    &refs,
+                    &n.bond_attributes,
+                )
+                .map_err(|f| invalid("interfaces", f))?;
+                let value = J::Array(checked.clone());
+                tx.set_node_interfaces(id, Some(&value))?;
+                Ok(checked)
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(answer))
+}
