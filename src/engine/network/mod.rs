@@ -8,6 +8,7 @@ pub mod alloc;
 pub mod ip;
 pub mod model;
 pub mod nic;
+pub mod scheme;
 pub mod validate;
 
 pub use model::{ADMIN, NetworkGroup};
