@@ -326,11 +326,11 @@ mod tests {
                 ..a.clone()
             })
             .collect();
-        // Node 7 leaves, node 9 comes: 8 keeps its address, 9 gets the first free one.
+        // Node 7 leaves, node 9 comes: 8 keeps its address, 9 gets the first free one (7's).
         let next = allocate(&nets, &stored, &[want(8), want(9)], &BTreeSet::new()).unwrap();
         assert_eq!(next.drop, [1]);
         assert_eq!(next.add.len(), 1);
-        assert_eq!(next.add[0].ip, "10.0.0.4");
+        assert_eq!(next.add[0].ip, "10.0.0.2");
         let full = allocate(
             &nets,
             &[],
