@@ -129,6 +129,39 @@ pub struct Daemon {
     auth: crate::config::AuthConfig,
 }
 
+/// The master's admin network (Nailgun's `fuelweb_admin`) from its first PXE subnet
+/// (`dhcp.subnets`: the subnet, its pool, its router); without one, Fuel's default admin
+/// network, 10.20.0.0/24 with the pool 10.20.0.3-10.20.0.254 behind the master at 10.20.0.2.
+fn admin_network(config: &Config) -> crate::engine::network::NetworkGroup {
+    use crate::engine::network::ip::{Cidr, Ip, Range};
+    use crate::engine::network::model;
+    let ip = |a: std::net::Ipv4Addr| Ip(u32::from(a));
+    match config.dhcp.subnets.first() {
+        Some(s) => model::admin_network(
+            &Cidr {
+                addr: ip(s.network),
+                prefix: s.prefix,
+            },
+            Some(Range {
+                first: ip(s.pool_start),
+                last: ip(s.pool_end),
+            }),
+            s.router.map(ip),
+        ),
+        None => model::admin_network(
+            &Cidr {
+                addr: Ip(0x0a14_0000),
+                prefix: 24,
+            },
+            Some(Range {
+                first: Ip(0x0a14_0003),
+                last: Ip(0x0a14_00fe),
+            }),
+            Some(Ip(0x0a14_0002)),
+        ),
+    }
+}
+
 impl Daemon {
     /// Prepare everything that can fail before the daemon reports ready. Must be called inside a
     /// Tokio runtime.
@@ -162,6 +195,9 @@ impl Daemon {
             Ok(None) => {}
             Err(e) => return Err(anyhow::anyhow!(e).context("cannot create the first admin")),
         }
+        store
+            .write(|tx| tx.set_admin_network(&admin_network(config)))
+            .context("cannot record the admin network")?;
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;

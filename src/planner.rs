@@ -156,6 +156,77 @@ struct Inputs {
     plugins: Vec<(i64, String, String, String)>,
     /// The uploaded graphs of the type planned: the release's, the environment's, plugins'.
     stored: Vec<StoredGraph>,
+    /// The deployment data's network keys, when the environment has networks.
+    network: Option<crate::engine::network::scheme::Facts>,
+}
+
+/// The network keys of an environment's deployment data from what the store holds (`None`
+/// for an environment without stored networks: it gets them at its first network call).
+fn network_facts(
+    r: &crate::store::ReadTxn<'_>,
+    cluster: &Cluster,
+    nodes: &[Node],
+) -> Result<Option<crate::engine::network::scheme::Facts>, StoreError> {
+    use crate::engine::network::{alloc, nic, scheme};
+    let Some((parameters, _)) = r.network_config(cluster.id)? else {
+        return Ok(None);
+    };
+    let networks = r.cluster_networks(cluster.id)?;
+    let roles = r.release_section(cluster.release_id, "roles_metadata")?;
+    let network_roles = r.release_section(cluster.release_id, "network_roles_metadata")?;
+    let settings = r.cluster_settings(cluster.id)?;
+    let addresses = r.addresses(cluster.id)?;
+    let name_of = |id: i64| networks.iter().find(|n| n.id == id).map(|n| n.name.clone());
+    let vips = alloc::vips_of(&network_roles)
+        .into_iter()
+        .map(|(spec, _)| {
+            let ip = addresses.iter().find_map(|a| match &a.owner {
+                alloc::Owner::Vip { name, .. } if *name == spec.name => Some(a.ip.clone()),
+                _ => None,
+            });
+            (spec, ip)
+        })
+        .collect();
+    let tenant = settings
+        .pointer("/access/tenant")
+        .map(|v| v.get("value").unwrap_or(v).clone())
+        .unwrap_or(J::String("admin".into()));
+    let c = scheme::ClusterNets {
+        networks: networks.clone(),
+        parameters,
+        network_roles,
+        vips,
+        tenant,
+    };
+    let mut per_node = Vec::new();
+    for node in nodes {
+        let public = alloc::should_have_public(&node.roles, &roles, &settings);
+        let interfaces = match r.node_interfaces(node.id)? {
+            Some(J::Array(list)) => list,
+            _ => {
+                let mine = alloc::node_networks(&networks, public);
+                nic::default_assignment(
+                    nic::nics(&node.inventory, node.mac.as_str(), &J::Null),
+                    &mine,
+                )
+            }
+        };
+        let node_addresses = addresses
+            .iter()
+            .filter(|a| a.owner == alloc::Owner::Node(node.id))
+            .filter_map(|a| name_of(a.network_id).map(|n| (n, a.ip.clone())))
+            .collect();
+        per_node.push((
+            node.id.to_string(),
+            scheme::NodeNets {
+                interfaces,
+                addresses: node_addresses,
+                public,
+            },
+            node.pending_deletion,
+        ));
+    }
+    Ok(Some(scheme::facts(&c, &per_node)))
 }
 
 fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Inputs, PlanningError> {
@@ -175,8 +246,11 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
             for owner in owners {
                 stored.extend(r.stored_graph(owner, graph_type)?);
             }
+            let nodes = r.cluster_nodes(cluster_id)?;
+            let network = network_facts(r, &cluster, &nodes)?;
             Ok(Some(Inputs {
-                nodes: r.cluster_nodes(cluster_id)?,
+                network,
+                nodes,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
                 plugins,
@@ -204,6 +278,7 @@ fn plan_inputs(
         deployed,
         plugins,
         stored,
+        network,
     } = inputs;
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
@@ -261,6 +336,7 @@ fn plan_inputs(
         tasks: own
             .map(|g| uploaded(g, &format!("environment {}", cluster.name)))
             .unwrap_or_default(),
+        network,
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes.iter().map(spec_of).collect();
@@ -478,6 +554,7 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
         put(format!("{}\0{}\0{}\0{:?}", n.id, n.name, n.status.as_str(), n.roles).as_bytes());
     }
     put(inputs.settings.to_string().as_bytes());
+    put(format!("{:?}", inputs.network).as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
     for (id, name, version, path) in &inputs.plugins {
         put(format!("{id}\0{name}\0{version}\0{path}").as_bytes());

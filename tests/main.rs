@@ -23,6 +23,7 @@ mod graph;
 mod hostile;
 mod identity;
 mod nailgun;
+mod networks;
 mod pages;
 mod plugin;
 mod store;

@@ -6,6 +6,7 @@
 //! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
 //!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
+//! - [`network`]: an environment's networks, their checks, addresses and interfaces.
 //! - [`orchestrate`]: a deployment's runs (steps and graph tasks per node, stages) with their
 //!   waits and concurrency keys.
 //! - [`order`]: legacy plugin tasks ordered by stage postfix (`post_deployment/100`).
@@ -22,6 +23,7 @@
 pub mod attributes;
 pub mod graph;
 pub mod hello;
+pub mod network;
 pub mod orchestrate;
 pub mod order;
 pub mod plugin;

@@ -190,6 +190,7 @@ impl ResponseError for ApiError {
         let fields = match self {
             ApiError::InvalidInput { fields, .. } => fields.as_slice(),
             ApiError::Deploy(e) => e.fields(),
+            ApiError::Store(StoreError::Invalid { fields, .. }) => fields.as_slice(),
             _ => &[],
         };
         let mut response = HttpResponse::build(self.status_code());

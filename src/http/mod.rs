@@ -17,7 +17,8 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, environments, graphs, nodes, ostf, plugins, pxe, transactions,
+    attributes, catalog, deploy, environments, graphs, networks, nodes, ostf, plugins, pxe,
+    transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -335,6 +336,7 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    network_routes(r);
     // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
     // An environment's own graphs are its operators'; a release's or a plugin's change every
     // environment that uses it: admin's, as installing them is.
@@ -390,6 +392,83 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/account/tokens/{id}/revoke", Page(V), login::revoke_token);
     r.post("/account/password", Page(V), login::change_password);
     r.get("/audit", Page(A), login::audit);
+}
+
+/// Nailgun's network API: configuration, template, VIPs, network and node groups, interfaces.
+fn network_routes(r: &mut Routes<'_>) {
+    const V: Role = Role::Viewer;
+    const O: Role = Role::Operator;
+    let config = "/api/v1/clusters/{id}/network_configuration";
+    r.get(
+        &format!("{config}/neutron"),
+        Api(V),
+        networks::configuration,
+    );
+    r.put(
+        &format!("{config}/neutron"),
+        Api(O),
+        networks::put_configuration,
+    );
+    r.get(
+        &format!("{config}/nova_network"),
+        Api(V),
+        networks::nova_network,
+    );
+    r.put(
+        &format!("{config}/nova_network"),
+        Api(O),
+        networks::nova_network,
+    );
+    r.get(&format!("{config}/template"), Api(V), networks::template);
+    r.put(
+        &format!("{config}/template"),
+        Api(O),
+        networks::put_template,
+    );
+    r.delete(
+        &format!("{config}/template"),
+        Api(O),
+        networks::delete_template,
+    );
+    r.get(&format!("{config}/ips/vips"), Api(V), networks::vips);
+    r.put(&format!("{config}/ips/vips"), Api(O), networks::put_vips);
+    r.post(&format!("{config}/ips/vips"), Api(O), networks::create_vip);
+    r.get(&format!("{config}/ips/{{ip}}/vips"), Api(V), networks::vip);
+    r.put(
+        &format!("{config}/ips/{{ip}}/vips"),
+        Api(O),
+        networks::put_vip,
+    );
+    r.get("/api/v1/networks", Api(V), networks::network_groups);
+    r.post("/api/v1/networks", Api(O), networks::create_network_group);
+    r.get("/api/v1/networks/{id}", Api(V), networks::network_group);
+    r.put(
+        "/api/v1/networks/{id}",
+        Api(O),
+        networks::update_network_group,
+    );
+    r.delete(
+        "/api/v1/networks/{id}",
+        Api(O),
+        networks::delete_network_group,
+    );
+    r.get(
+        "/api/v1/nodes/{id}/interfaces",
+        Api(V),
+        networks::interfaces,
+    );
+    r.put(
+        "/api/v1/nodes/{id}/interfaces",
+        Api(O),
+        networks::put_interfaces,
+    );
+    r.get(
+        "/api/v1/nodes/{id}/interfaces/default_assignment",
+        Api(V),
+        networks::default_interfaces,
+    );
+    r.get("/api/v1/nodegroups", Api(V), networks::nodegroups);
+    r.get("/api/v1/nodegroups/{id}", Api(V), networks::nodegroup);
 }
 
 /// Every route with the access it needs (the agents' fast routes included), for tests and

@@ -120,6 +120,7 @@ impl WriteTxn<'_> {
             params![name, release_id, net_segment_type, now],
         )?;
         let id = self.conn.last_insert_rowid();
+        self.ensure_network_config(id)?;
         self.add_history(
             now,
             None,
@@ -259,6 +260,9 @@ impl WriteTxn<'_> {
             "UPDATE nodes SET cluster_id = ?1, roles = ?2, pending_deletion = 0 WHERE id = ?3",
             params![cluster_id, roles_json, node_id],
         )?;
+        // Its addresses follow its roles (a controller gets a public one).
+        self.ensure_network_config(cluster_id)?;
+        self.sync_addresses(cluster_id)?;
         self.add_history(
             now,
             Some(node_id),
@@ -330,6 +334,7 @@ impl WriteTxn<'_> {
             [node_id],
         )?;
         self.erase_os_credential(node_id, now)?;
+        self.forget_node_networks(node_id)?;
         self.move_node(node_id, now, crate::engine::state::released)?;
         self.conn.execute(
             "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",

@@ -25,6 +25,16 @@ pub enum StoreError {
     Conflict(String),
     #[error("{}", super::NO_RELEASE_MESSAGE)]
     NoRelease,
+    /// Input the engine refused inside a write (a network configuration, interfaces): each
+    /// problem named by its field; nothing was written.
+    #[error("invalid {what}: {}", .fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid {
+        what: &'static str,
+        fields: Vec<crate::model::FieldError>,
+    },
+    /// A change refused in the state things are in (a network change while deploying): 403.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{entity} {id} not found")]
     NotFound { entity: &'static str, id: String },
     #[error("database holds an invalid {what}: {detail}")]
@@ -48,6 +58,8 @@ impl StoreError {
             StoreError::NotFound { .. } => "not_found",
             StoreError::Conflict(_) => "conflict",
             StoreError::NoRelease => "no_release",
+            StoreError::Invalid { .. } => "invalid_input",
+            StoreError::Forbidden(_) => "forbidden",
             StoreError::Open { .. }
             | StoreError::Migration { .. }
             | StoreError::TooNew { .. }

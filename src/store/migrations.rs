@@ -431,6 +431,58 @@ pub const MIGRATIONS: &[Migration] = &[
               WHERE status = 'ready' AND cluster_id IS NOT NULL;
         ",
     },
+    Migration {
+        version: 19,
+        name: "networks",
+        sql: "
+            -- Network groups (Nailgun's network_groups): an environment's, made from its
+            -- release's networks_metadata, and the master's admin network (fuelweb_admin,
+            -- cluster_id NULL) from its PXE subnet. ip_ranges ([[first, last]...]) and meta
+            -- are JSON.
+            CREATE TABLE network_groups (
+                id         INTEGER PRIMARY KEY AUTOINCREMENT,
+                cluster_id INTEGER REFERENCES clusters(id) ON DELETE CASCADE,
+                name       TEXT    NOT NULL,
+                release_id INTEGER,
+                cidr       TEXT,
+                gateway    TEXT,
+                vlan_start INTEGER,
+                ip_ranges  TEXT    NOT NULL,
+                meta       TEXT    NOT NULL
+            ) STRICT;
+            CREATE INDEX network_groups_cluster ON network_groups (cluster_id);
+            -- An environment's Neutron parameters (networking_parameters, JSON) and its
+            -- network template (JSON or NULL). Environments older than this table get theirs
+            -- when first asked.
+            CREATE TABLE network_configs (
+                cluster_id INTEGER PRIMARY KEY REFERENCES clusters(id) ON DELETE CASCADE,
+                parameters TEXT NOT NULL,
+                template   TEXT
+            ) STRICT;
+            -- Addresses held in a network: a node's, or a virtual IP's (vip_name).
+            CREATE TABLE ip_addrs (
+                id              INTEGER PRIMARY KEY AUTOINCREMENT,
+                network_id      INTEGER NOT NULL REFERENCES network_groups(id) ON DELETE CASCADE,
+                cluster_id      INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                node_id         INTEGER REFERENCES nodes(id) ON DELETE CASCADE,
+                vip_name        TEXT,
+                vip_namespace   TEXT,
+                ip              TEXT    NOT NULL,
+                is_user_defined INTEGER NOT NULL DEFAULT 0,
+                UNIQUE (network_id, ip),
+                CHECK ((node_id IS NULL) != (vip_name IS NULL))
+            ) STRICT;
+            CREATE INDEX ip_addrs_cluster ON ip_addrs (cluster_id);
+            CREATE UNIQUE INDEX ip_addrs_vip ON ip_addrs (cluster_id, vip_name)
+              WHERE vip_name IS NOT NULL;
+            -- A node's interfaces and bonds with their networks (Nailgun's NIC shape, JSON),
+            -- once an operator changed them; without a row a node has the default assignment.
+            CREATE TABLE node_interfaces (
+                node_id    INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+                interfaces TEXT    NOT NULL
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -19,6 +19,7 @@ mod group;
 mod history;
 mod leases;
 pub mod migrations;
+mod networks;
 mod nodes;
 mod staging;
 mod users;

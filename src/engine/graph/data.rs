@@ -23,9 +23,12 @@
 //! `deleted` on a node pending deletion, with stoker's `name` and `node_roles` beside them,
 //! then the node's own `data`. The master pseudo node is `{uid: master, roles: [master]}`.
 //!
-//! Left out, because stoker has no model of them: the network serializer's keys
-//! (`network_scheme`, `quantum_settings`, `network_metadata.vips` and each node's
-//! `network_roles` addresses, `dhcp_binding_params`), `provision`, generated secrets
+//! The network serializer's keys come from the environment's stored networks when the planner
+//! hands them in (`Cluster::network`, made by `engine::network::scheme::facts`): `quantum`,
+//! `quantum_settings`, `network_metadata.vips` and each node's `network_roles` addresses in the
+//! common part, `network_scheme` in the node part.
+//!
+//! Left out, because stoker has no model of them: `dhcp_binding_params`, `provision`, generated secrets
 //! (`{generator: ...}` attributes), CPU pinning and huge pages, OpenStack config overrides,
 //! and plugins' node attributes.
 //!
@@ -375,6 +378,10 @@ pub fn build(
             "operating_system": release.operating_system,
         },
     });
+    // NeutronNetworkDeploymentSerializer: the network keys, when the environment has networks.
+    if let Some(net) = &cluster.network {
+        deep_merge(&mut generated, &net.common);
+    }
     if use_cinder && let Some(o) = generated.as_object_mut() {
         o.insert("use_cinder".to_string(), J::Bool(true));
     }
@@ -411,6 +418,11 @@ pub fn build(
                 && let Some(o) = part.as_object_mut()
             {
                 o.insert("deleted".to_string(), J::Bool(true));
+            }
+            if let Some(scheme) = cluster.network.as_ref().and_then(|f| f.nodes.get(&n.uid))
+                && let Some(o) = part.as_object_mut()
+            {
+                o.insert("network_scheme".to_string(), scheme.clone());
             }
             deep_merge(&mut part, &n.data);
             part

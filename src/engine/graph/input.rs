@@ -104,6 +104,10 @@ pub struct Cluster {
     /// the cluster file.
     #[serde(skip)]
     pub tasks: Vec<(J, super::task::Source)>,
+    /// The network keys of the deployment data, from the environment's stored networks
+    /// (`engine::network::scheme::facts`). Not part of the cluster file.
+    #[serde(skip)]
+    pub network: Option<crate::engine::network::scheme::Facts>,
 }
 
 impl Default for Cluster {
@@ -121,6 +125,7 @@ impl Default for Cluster {
             roles_metadata: J::Null,
             tags_metadata: J::Null,
             tasks: Vec::new(),
+            network: None,
         }
     }
 }

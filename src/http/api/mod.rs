@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod deploy;
 pub mod environments;
 pub mod graphs;
+pub mod networks;
 pub mod nodes;
 pub mod ostf;
 pub mod plugins;
