@@ -344,13 +344,35 @@ fn deletion_runs(
     if pending.is_empty() {
         return Ok(Vec::new());
     }
-    let plan = match plans.plan(store, data_dir, cluster_id, "deletion", now) {
-        Ok(p) => p.plan.map_err(PlanningError::Kept)?,
+    match deletion_plan(store, data_dir, cluster_id, plans, now)? {
+        Some(plan) => erase_runs(&plan, pending, settings),
         // The release has none: the nodes are released without one.
-        Err(e) if e.is_missing_graph() => return Ok(Vec::new()),
-        Err(e) => return Err(e.into()),
-    };
-    let ids: BTreeMap<String, i64> = pending.iter().map(|n| (n.to_string(), *n)).collect();
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The environment's deletion plan; None when the release has no deletion graph.
+fn deletion_plan(
+    store: &Store,
+    data_dir: &Path,
+    cluster_id: i64,
+    plans: &planner::Plans,
+    now: i64,
+) -> Result<Option<std::sync::Arc<planner::EnvironmentPlan>>, DeployError> {
+    match plans.plan(store, data_dir, cluster_id, "deletion", now) {
+        Ok(p) => Ok(Some(p.plan.map_err(PlanningError::Kept)?)),
+        Err(e) if e.is_missing_graph() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The deletion plan's runs on `nodes`, each on its installed OS.
+fn erase_runs(
+    plan: &planner::EnvironmentPlan,
+    nodes: &BTreeSet<i64>,
+    settings: &DeploySettings,
+) -> Result<Vec<orchestrate::NewRun>, DeployError> {
+    let ids: BTreeMap<String, i64> = nodes.iter().map(|n| (n.to_string(), *n)).collect();
     // The graph's tasks, whatever user steps the deployment has (they are about deploying).
     let tasks_only: Vec<PlannedStep> = steps::plan(&steps::builtins(None, None), &[])?
         .into_iter()
@@ -359,6 +381,63 @@ fn deletion_runs(
     let all = orchestrate::runs_for(&plan.plan, &ids, &|_| tasks_only.clone(), &settings.runs);
     // Keep the node runs, renumbering their waits.
     Ok(retain_runs(all, |r| r.node.is_some()))
+}
+
+/// Nailgun's reset (`PUT /clusters/{id}/reset`): every node of the environment goes back to
+/// discover, keeping its environment and roles (they are pending again), and the environment
+/// back to `new` with nothing deployed. Nodes with an installed OS run the release's deletion
+/// graph first (`erase_node`: their disk wiped, a reboot into the network boot) in a
+/// `reset_environment` deployment; the others, and all of them when the release has no
+/// deletion graph, are reset at once. Refused while a deployment runs (stop it first).
+pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, DeployError> {
+    let (store, data_dir, settings, plans) = (m.store, m.data_dir, m.settings, m.plans);
+    let nodes = store.read(|r| {
+        if let Some(d) = r.running_deployment(cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {cluster_id} is being deployed (deployment {}); stop it first \
+                 (PUT /api/v1/clusters/{cluster_id}/stop_deployment)",
+                d.id
+            )));
+        }
+        r.cluster_nodes(cluster_id)
+    })?;
+    let installed: BTreeSet<i64> = nodes
+        .iter()
+        .filter(|n| !NodeState::of_node(n, false).needs_provisioning())
+        .map(|n| n.id)
+        .collect();
+    let plan = if installed.is_empty() {
+        None
+    } else {
+        deletion_plan(store, data_dir, cluster_id, plans, now)?
+    };
+    let Some(plan) = plan else {
+        return Ok(m
+            .writer
+            .write_blocking(move |tx| tx.reset_environment_now(cluster_id, now))?);
+    };
+    let runs = erase_runs(&plan, &installed, settings)?;
+    let bare: Vec<i64> = nodes
+        .iter()
+        .map(|n| n.id)
+        .filter(|id| !installed.contains(id))
+        .collect();
+    m.writer
+        .write_blocking(move |tx| tx.reset_nodes(&bare, now))?;
+    Ok(store.create_deployment(
+        m.writer,
+        NewDeployment {
+            cluster_id,
+            plan: &plan.plan,
+            runs: &runs,
+            release: Vec::new(),
+            record: false,
+            dry_run: false,
+            name: "reset_environment",
+            graph_type: "deletion".to_string(),
+            now,
+        },
+    )?)
 }
 
 /// A deployment just started, and whether its plan was the kept one.

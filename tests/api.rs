@@ -17,7 +17,7 @@ fn version_and_health() {
     // Nailgun's keys, which python-fuelclient reads (`fuel2 fuel-version`, feature checks).
     assert_eq!(v["api"], "1");
     assert_eq!(v["release"], "10.0");
-    assert_eq!(v["feature_groups"], json!([]));
+    assert_eq!(v["feature_groups"], json!(["advanced"]));
     assert_eq!(v["auth_required"], json!(true));
     assert_eq!(
         v["schema_version"],

@@ -1343,3 +1343,63 @@ fn a_node_leaving_during_a_deployment_fails_its_runs_and_the_deployment_ends() {
     let r = d.http().delete(&format!("/api/v1/clusters/{cluster}"));
     assert_eq!(r.status, 202, "{}", r.body);
 }
+
+/// Nailgun's reset: a deployed environment's nodes run the deletion graph (`erase_node`) and
+/// come back to discover in the same environment with their roles pending; the environment is
+/// `new` with nothing deployed, and the next Deploy provisions them again. Refused while a
+/// deployment runs; an environment with no installed node is reset at once.
+#[test]
+fn reset_erases_the_nodes_keeps_their_roles_and_the_next_deploy_starts_over() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let c = format!("/api/v1/clusters/{cluster}");
+    let r = put(&base, &format!("{c}/changes"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = put(&base, &format!("{c}/reset"));
+    assert_eq!(
+        r.status, 409,
+        "a running deployment is stopped first: {}",
+        r.body
+    );
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(
+        Http::raw_get_json(&format!("{base}{c}"))["status"],
+        "operational"
+    );
+
+    let r = put(&base, &format!("{c}/reset"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let t = r.json();
+    assert_eq!(
+        (t["name"].as_str(), t["status"].as_str()),
+        (Some("reset_environment"), Some("running"))
+    );
+    let ran = drive(&base, &nodes, &|_| false, 1000);
+    for n in &nodes {
+        let names: Vec<&str> = ran
+            .iter()
+            .filter(|r| r.0 == n.id)
+            .map(|r| r.1.as_str())
+            .collect();
+        assert_eq!(names, ["erase_node"], "{ran:?}");
+        let v = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+        assert_eq!(v["status"], "discover", "{v}");
+        assert_eq!(v["cluster"], cluster, "{v}");
+        assert_eq!(v["roles"], json!([]), "{v}");
+        assert_eq!(v["pending_roles"].as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(v["pending_addition"], true, "{v}");
+    }
+    let t = Http::raw_get_json(&format!("{base}/api/v1/transactions/{}", t["id"]));
+    assert_eq!(
+        (t["status"].as_str(), t["progress"].as_i64()),
+        (Some("ready"), Some(100))
+    );
+    assert_eq!(Http::raw_get_json(&format!("{base}{c}"))["status"], "new");
+
+    // Reset again: no node has an OS to erase, so it is over at once.
+    let r = put(&base, &format!("{c}/reset"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "ready");
+    assert_eq!(put(&base, "/api/v1/clusters/999/reset").status, 404);
+}

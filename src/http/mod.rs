@@ -332,6 +332,7 @@ fn routes(r: &mut Routes<'_>) {
         Api(O),
         transactions::stop_deployment,
     );
+    r.put("/api/v1/clusters/{id}/reset", Api(O), transactions::reset);
     r.post("/api/v1/graphs/execute", Api(O), transactions::execute);
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);

@@ -161,6 +161,73 @@ impl WriteTxn<'_> {
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
     }
 
+    /// Nailgun's reset of one node: back in discover with nothing deployed, still in its
+    /// environment with its roles (pending again), its OS credential erased (its OS is gone).
+    pub fn reset_node(&self, node_id: i64, now: i64) -> Result<()> {
+        let node = self.existing_node(node_id)?;
+        let Some(cluster_id) = node.cluster_id else {
+            return Ok(());
+        };
+        self.conn.execute(
+            "UPDATE nodes SET deployed_roles = '[]', pending_deletion = 0 WHERE id = ?1",
+            [node_id],
+        )?;
+        self.erase_os_credential(node_id, now)?;
+        self.move_node(node_id, now, crate::engine::state::released)?;
+        self.conn.execute(
+            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
+            params![cluster_id, node_id.to_string()],
+        )?;
+        self.add_history(
+            now,
+            Some(node_id),
+            "node.reset",
+            &format!(
+                "{} was reset: back in discover, its roles pending",
+                node.name
+            ),
+        )
+    }
+
+    /// Reset `nodes` (see [`Self::reset_node`]).
+    pub fn reset_nodes(&self, nodes: &[i64], now: i64) -> Result<()> {
+        nodes.iter().try_for_each(|n| self.reset_node(*n, now))
+    }
+
+    /// The end of an environment's reset: nothing deployed, status `new`.
+    pub fn reset_done(&self, cluster_id: i64) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM deployed_tasks WHERE cluster_id = ?1",
+            [cluster_id],
+        )?;
+        self.conn.execute(
+            "DELETE FROM deployed_snapshots WHERE cluster_id = ?1",
+            [cluster_id],
+        )?;
+        self.conn.execute(
+            "UPDATE clusters SET status = 'new' WHERE id = ?1",
+            [cluster_id],
+        )?;
+        Ok(())
+    }
+
+    /// Reset an environment none of whose nodes has an installed OS to erase (or whose
+    /// release has no deletion graph): every node and the environment at once, recorded as a
+    /// `reset_environment` transaction that is over as it starts.
+    pub fn reset_environment_now(&self, cluster_id: i64, now: i64) -> Result<super::Deployment> {
+        let d =
+            self.record_empty_deployment(cluster_id, "reset_environment", "deletion", false, now)?;
+        let nodes: Vec<i64> = self
+            .read()
+            .cluster_nodes(cluster_id)?
+            .iter()
+            .map(|n| n.id)
+            .collect();
+        self.reset_nodes(&nodes, now)?;
+        self.reset_done(cluster_id)?;
+        Ok(d)
+    }
+
     /// Delete an environment: its nodes leave it (unassigned, roles dropped; what they run
     /// stays on their disks), and its deployments, runs and deployed state go with it.
     /// Refused while it is being deployed: abort first, so no agent is mid-step for it.

@@ -837,7 +837,10 @@ impl WriteTxn<'_> {
                     .query_row([n], |r| r.get(0))
                     .optional()?
                     .unwrap_or(false);
-                if pending {
+                if d.name == "reset_environment" {
+                    // Its disk is erased: back in discover, still in the environment.
+                    self.reset_node(n, now)?;
+                } else if pending {
                     // Its deletion graph ran: it leaves the environment.
                     self.release_node(n, now)?;
                 } else if self.move_node(n, now, state::finish)? == NodeState::Ready {
@@ -860,10 +863,14 @@ impl WriteTxn<'_> {
                     "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],
                 )?;
-                self.conn.execute(
-                    "UPDATE clusters SET status = 'operational' WHERE id = ?1",
-                    [d.cluster_id],
-                )?;
+                if d.name == "reset_environment" {
+                    self.reset_done(d.cluster_id)?;
+                } else {
+                    self.conn.execute(
+                        "UPDATE clusters SET status = 'operational' WHERE id = ?1",
+                        [d.cluster_id],
+                    )?;
+                }
                 self.add_history(
                     now,
                     None,

@@ -76,29 +76,38 @@ pub async fn start(
 }
 
 /// Start `req` off the async runtime; `req.now` is set here.
-pub async fn start_request(
+/// Run `f` with the master's deployment parts, off the async runtime (it plans and writes).
+pub async fn on_master<T: Send + 'static>(
     state: &AppState,
-    mut req: crate::deployer::Request,
-) -> Result<crate::deployer::Started, ApiError> {
+    f: impl FnOnce(&crate::deployer::Master<'_>) -> Result<T, crate::deployer::DeployError>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
     let settings = state.deploy.clone();
     let plans = std::sync::Arc::clone(&state.plans);
     let writer = state.writer.clone();
-    req.now = crate::clock::now();
-    let cluster = req.cluster_id;
-    let d = web::block(move || {
-        let master = crate::deployer::Master {
+    Ok(web::block(move || {
+        f(&crate::deployer::Master {
             store: &store,
             writer: &writer,
             data_dir: &data_dir,
             settings: &settings,
             plans: &plans,
-        };
-        crate::deployer::start(&master, &req)
+        })
     })
     .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
+    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??)
+}
+
+pub async fn start_request(
+    state: &AppState,
+    mut req: crate::deployer::Request,
+) -> Result<crate::deployer::Started, ApiError> {
+    req.now = crate::clock::now();
+    let cluster = req.cluster_id;
+    let d = on_master(state, move |master| crate::deployer::start(master, &req)).await?;
     tracing::info!(
         cluster,
         deployment = d.deployment.id,

@@ -30,7 +30,7 @@ pub fn version_json() -> serde_json::Value {
     json!({
         "release": "10.0",
         "api": "1",
-        "feature_groups": [],
+        "feature_groups": ["advanced"],
         "auth_required": true,
         "name": "stoker",
         "version": env!("CARGO_PKG_VERSION"),

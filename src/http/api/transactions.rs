@@ -397,6 +397,31 @@ pub async fn stop_deployment(
     Ok(HttpResponse::Accepted().json(transaction_json(&d, total, finished)))
 }
 
+/// `PUT /api/v1/clusters/{id}/reset/[?force=1]` (`fuel2 env reset`): every node back to
+/// discover, keeping its roles, the environment back to `new` ([`crate::deployer::reset`]);
+/// 202 with the `reset_environment` transaction (200 when it was over at once: no node had an
+/// OS to erase). Refused while a deployment runs, `force` or not: stop it first.
+pub async fn reset(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<StartQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = id_of(&path, "environment")?;
+    query.flag("force")?;
+    let now = crate::clock::now();
+    let d = crate::http::api::deploy::on_master(&state, move |m| {
+        crate::deployer::reset(m, cluster, now)
+    })
+    .await?;
+    let (d, total, finished) = one(&state, d.id).await?;
+    let body = transaction_json(&d, total, finished);
+    Ok(if d.status == "running" {
+        HttpResponse::Accepted().json(body)
+    } else {
+        HttpResponse::Ok().json(body)
+    })
+}
+
 /// One graph of `POST /graphs/execute/`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
