@@ -99,11 +99,13 @@ pub struct EnvironmentPlan {
 }
 
 /// The status a node has for the planner (Nailgun's names; old data is ignored for the
-/// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is Nailgun's (and the
-/// `configure` step's) `node-<id>`; the name the operator sees is its `user_node_name`.
+/// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is the node's (Nailgun's
+/// `node-<id>` unless an operator set one; the `configure` step's too), its `fqdn` that under
+/// `domain.tld`; the name the operator sees is its `user_node_name`.
 fn spec_of(node: &Node) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
     spec.roles.clone_from(&node.roles);
+    spec.name = Some(node.hostname.clone());
     spec.user_node_name = Some(node.name.clone());
     spec.status = node.status.as_str().to_string();
     spec.pending_addition = node.status == NodeStatus::Discover;
@@ -449,7 +451,15 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     )
     .as_bytes());
     for n in &inputs.nodes {
-        put(format!("{}\0{}\0{}\0{:?}", n.id, n.name, n.status.as_str(), n.roles).as_bytes());
+        put(format!(
+            "{}\0{}\0{}\0{}\0{:?}",
+            n.id,
+            n.name,
+            n.hostname,
+            n.status.as_str(),
+            n.roles
+        )
+        .as_bytes());
     }
     put(inputs.settings.to_string().as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());

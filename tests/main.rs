@@ -22,6 +22,7 @@ mod fuel_agent;
 mod graph;
 mod hostile;
 mod identity;
+mod nailgun_nodes;
 mod pages;
 mod plugin;
 mod store;

@@ -214,7 +214,10 @@ fn routes(r: &mut Routes<'_>) {
     r.delete("/api/v1/users/{name}", Api(A), users::remove);
     r.get("/api/v1/audit", Api(A), users::audit);
     r.get("/api/v1/nodes", Api(V), api::nodes);
+    r.put("/api/v1/nodes", Api(O), nodes::update_many);
+    r.delete("/api/v1/nodes", Api(O), nodes::delete_many);
     r.get("/api/v1/nodes/{id}", Api(V), api::node);
+    r.put("/api/v1/nodes/{id}", Api(O), nodes::update);
     r.delete("/api/v1/nodes/{id}", Api(O), nodes::delete);
     r.post("/api/v1/nodes/{id}/approve", Api(O), nodes::approve);
     r.get("/api/v1/releases", Api(V), catalog::releases);

@@ -1,0 +1,205 @@
+//! Nailgun's node API as `fuel2 node` drives it: `GET /nodes?cluster_id=` filters,
+//! `PUT /nodes/{id}` and `PUT /nodes` edit name, host name and labels with Nailgun's rules,
+//! `DELETE /nodes?ids=` undiscovers free nodes, and bad input is refused by field with
+//! nothing changed.
+
+use serde_json::json;
+
+use crate::common::TestDaemon;
+
+fn ids(v: &serde_json::Value) -> Vec<i64> {
+    let mut out: Vec<i64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_i64().unwrap())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn node_list_filters_by_environment_as_nailgun() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 3);
+    let http = d.http();
+    assert_eq!(ids(&http.get("/api/v1/nodes").json()), nodes);
+    let r = http.get(&format!("/api/v1/nodes?cluster_id={cluster}"));
+    assert_eq!(ids(&r.json()), [nodes[0]]);
+    assert_eq!(
+        ids(&http.get("/api/v1/nodes?cluster_id=").json()),
+        nodes[1..]
+    );
+    assert_eq!(
+        ids(&http.get("/api/v1/nodes?cluster_id=999").json()),
+        Vec::<i64>::new()
+    );
+    let r = http.get("/api/v1/nodes?cluster_id=x");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["fields"][0]["field"], "cluster_id");
+    let node = &http.get(&format!("/api/v1/nodes/{}", nodes[0])).json();
+    assert_eq!(node["hostname"], format!("node-{}", nodes[0]));
+    assert_eq!(node["fqdn"], format!("node-{}.domain.tld", nodes[0]));
+    assert_eq!(node["labels"], json!({}));
+    assert_eq!(node["pending_roles"], json!(["controller"]));
+    assert_eq!(node["pending_addition"], true);
+    assert!(node["name"].as_str().unwrap().starts_with("Untitled ("));
+    assert!(node.get("ip").is_some() && node.get("os_platform").is_some());
+}
+
+#[test]
+fn a_node_edit_changes_name_hostname_and_labels_and_refuses_the_rest_by_field() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller", "compute", "compute"], 3);
+    let http = d.http();
+    let path = format!("/api/v1/nodes/{}", nodes[0]);
+    let r = http.put(
+        &path,
+        &json!({"name": "ctrl", "hostname": "ctrl-01", "labels": {"rack": "r1", "spare": null}})
+            .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let node = r.json();
+    assert_eq!(node["name"], "ctrl");
+    assert_eq!(node["hostname"], "ctrl-01");
+    assert_eq!(node["fqdn"], "ctrl-01.domain.tld");
+    assert_eq!(node["labels"], json!({"rack": "r1", "spare": null}));
+
+    // Each bad field named, nothing written.
+    let before = http.get(&path).json();
+    for (body, field, status) in [
+        (json!({"hostname": "bad_name"}), "hostname", 400),
+        (json!({"labels": {"k": ""}}), "labels.k", 400),
+        (json!({"labels": [1]}), "labels", 400),
+        (json!({"name": "x", "status": "ready"}), "status", 400),
+        (
+            json!({"name": "x", "pending_roles": ["compute"]}),
+            "pending_roles",
+            400,
+        ),
+        (json!({"name": "x", "nonsense": 1}), "nonsense", 400),
+        (json!({"name": 5}), "name", 400),
+        (json!({"id": nodes[1], "name": "x"}), "id", 400),
+    ] {
+        let r = http.put(&path, &body.to_string());
+        assert_eq!(r.status, status, "{body}: {}", r.body);
+        assert_eq!(r.json()["fields"][0]["field"], field, "{}", r.body);
+    }
+    // Another node in the environment has that host name.
+    let r = http.put(
+        &format!("/api/v1/nodes/{}", nodes[1]),
+        &json!({"name": "x", "hostname": "ctrl-01"}).to_string(),
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("ctrl-01"));
+    // A node's default host name is taken too.
+    let r = http.put(
+        &format!("/api/v1/nodes/{}", nodes[1]),
+        &json!({"hostname": format!("node-{}", nodes[0])}).to_string(),
+    );
+    assert_eq!(
+        r.status, 200,
+        "node-N is free once its node is renamed: {}",
+        r.body
+    );
+    let r = http.put(
+        &path,
+        &json!({"hostname": format!("node-{}", nodes[0])}).to_string(),
+    );
+    assert_eq!(r.status, 409, "node {} has it now: {}", nodes[1], r.body);
+    let r = http.put(
+        &path,
+        &json!({"hostname": format!("node-{}", nodes[2])}).to_string(),
+    );
+    assert_eq!(r.status, 409, "node {}'s default: {}", nodes[2], r.body);
+    assert_eq!(http.get(&path).json(), before);
+    assert_eq!(http.get("/api/v1/nodes/999").status, 404);
+    assert_eq!(http.put("/api/v1/nodes/999", "{}").status, 404);
+
+    // The collection form: all or none.
+    let r = http.put(
+        "/api/v1/nodes",
+        &json!([{"id": nodes[1], "labels": {"a": "1"}}, {"id": nodes[2], "hostname": "-x"}])
+            .to_string(),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["fields"][0]["field"], "[1].hostname");
+    let r = http.put(
+        "/api/v1/nodes",
+        &json!([{"id": nodes[1], "labels": {"a": "1"}}, {"id": 999, "name": "y"}]).to_string(),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(
+        http.get(&format!("/api/v1/nodes/{}", nodes[1])).json()["labels"],
+        json!({})
+    );
+    let r = http.put(
+        "/api/v1/nodes",
+        &json!([{"id": nodes[1], "labels": {"a": "1"}}, {"id": nodes[2], "name": "free"}])
+            .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(ids(&r.json()), nodes[1..]);
+    assert_eq!(
+        http.get(&format!("/api/v1/nodes/{}", nodes[2])).json()["name"],
+        "free"
+    );
+
+    // Leaving its environment, a node gets Nailgun's default host name back; labels stay.
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[0]));
+    assert!(r.status < 300, "{}", r.body);
+    let node = http.get(&path).json();
+    assert_eq!(node["hostname"], format!("node-{}", nodes[0]));
+    assert_eq!(node["labels"], json!({"rack": "r1", "spare": null}));
+}
+
+#[test]
+fn the_deployment_data_uses_the_operators_hostname_and_name() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let r = http.put(
+        &format!("/api/v1/nodes/{}", nodes[0]),
+        &json!({"name": "first controller", "hostname": "ctrl-01"}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.get(&format!("/api/v1/clusters/{cluster}/plan?format=json"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.body;
+    assert!(
+        body.contains("ctrl-01.domain.tld"),
+        "fqdn from the hostname"
+    );
+    assert!(
+        body.contains("first controller"),
+        "user_node_name from the name"
+    );
+}
+
+#[test]
+fn undiscover_deletes_free_nodes_and_refuses_assigned_ones_naming_them() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 3);
+    let http = d.http();
+    let r = http.delete(&format!("/api/v1/nodes?ids={},{}", nodes[0], nodes[1]));
+    assert_eq!(r.status, 409, "{}", r.body);
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains(&format!("{} (environment {cluster})", nodes[0])),
+        "{message}"
+    );
+    assert_eq!(
+        ids(&http.get("/api/v1/nodes").json()),
+        nodes,
+        "nothing deleted"
+    );
+    let r = http.delete(&format!("/api/v1/nodes?ids={},999", nodes[1]));
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("999"));
+    assert_eq!(http.delete("/api/v1/nodes?ids=a").status, 400);
+    assert_eq!(http.delete("/api/v1/nodes").status, 400);
+    let r = http.delete(&format!("/api/v1/nodes?ids={},{}", nodes[1], nodes[2]));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["name"], "node_deletion");
+    assert_eq!(ids(&http.get("/api/v1/nodes").json()), [nodes[0]]);
+}
