@@ -22,4 +22,5 @@ pub mod planner;
 pub mod store;
 pub mod tftp;
 pub mod tls;
+pub mod volumes;
 pub mod yaql;

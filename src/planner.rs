@@ -56,6 +56,8 @@ pub enum PlanningError {
     },
     #[error(transparent)]
     Plan(#[from] PlanError),
+    #[error(transparent)]
+    Volumes(crate::volumes::VolumesError),
     /// A failure kept with the plan it stopped (see [`Plans`]).
     #[error(transparent)]
     Kept(Arc<PlanningError>),
@@ -70,6 +72,8 @@ impl PlanningError {
             PlanningError::NoNodes(_) => "no_nodes",
             PlanningError::Release { .. } | PlanningError::Plugin { .. } => "bad_package",
             PlanningError::Plan(_) => "plan_failed",
+            PlanningError::Volumes(crate::volumes::VolumesError::Store(e)) => e.code(),
+            PlanningError::Volumes(_) => "bad_package",
             PlanningError::Kept(e) => e.code(),
         }
     }
@@ -102,8 +106,14 @@ pub struct EnvironmentPlan {
 /// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is the node's (Nailgun's
 /// `node-<id>` unless an operator set one; the `configure` step's too), its `fqdn` that under
 /// `domain.tld`; the name the operator sees is its `user_node_name`.
-fn spec_of(node: &Node) -> NodeSpec {
+fn spec_of(node: &Node, docs: &NodeDocs) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
+    // Nailgun's volume_manager extension adds the node's volumes to its part of the data,
+    // and its VMs' configuration is the node's (both as stored or, for volumes, defaulted).
+    spec.data = serde_json::json!({
+        "node_volumes": docs.volumes,
+        "vms_conf": docs.vms_conf.clone().unwrap_or_else(|| serde_json::json!([])),
+    });
     spec.roles.clone_from(&node.roles);
     spec.name = Some(node.hostname.clone());
     spec.user_node_name = Some(node.name.clone());
@@ -122,11 +132,21 @@ pub(crate) fn enabled(settings: &J, plugin: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A node's documents the deployment data carries: its volumes (Nailgun's full format) and
+/// its VMs' configuration.
+#[derive(Debug, Clone, serde::Serialize)]
+struct NodeDocs {
+    volumes: Vec<J>,
+    vms_conf: Option<J>,
+}
+
 /// Everything a plan of one environment is made from, as the store holds it.
 struct Inputs {
     cluster: Cluster,
     release: Release,
     nodes: Vec<Node>,
+    /// Each node's documents, in the order of `nodes`.
+    docs: Vec<NodeDocs>,
     settings: J,
     deployed: graph::Deployed,
     plugins: Vec<(i64, String, String, String)>,
@@ -151,8 +171,24 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
             for owner in owners {
                 stored.extend(r.stored_graph(owner, graph_type)?);
             }
+            let nodes = r.cluster_nodes(cluster_id)?;
+            let mut docs = Vec::with_capacity(nodes.len());
+            for n in &nodes {
+                // As Nailgun's set_default_node_volumes: volumes the release's metadata
+                // cannot make are none (the disks API names the problem).
+                let volumes = match crate::volumes::layout(r, n, false) {
+                    Ok(l) => l.current,
+                    Err(crate::volumes::VolumesError::Store(e)) => return Err(e),
+                    Err(crate::volumes::VolumesError::Metadata { .. }) => Vec::new(),
+                };
+                docs.push(NodeDocs {
+                    volumes,
+                    vms_conf: r.node_document(n.id, crate::store::NodeDocument::VmsConf)?,
+                });
+            }
             Ok(Some(Inputs {
-                nodes: r.cluster_nodes(cluster_id)?,
+                nodes,
+                docs,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
                 plugins,
@@ -176,6 +212,7 @@ fn plan_inputs(
         cluster,
         release,
         nodes,
+        docs,
         settings,
         deployed,
         plugins,
@@ -239,7 +276,11 @@ fn plan_inputs(
             .unwrap_or_default(),
         ..graph::Cluster::default()
     };
-    let specs: Vec<NodeSpec> = nodes.iter().map(spec_of).collect();
+    let specs: Vec<NodeSpec> = nodes
+        .iter()
+        .zip(&docs)
+        .map(|(n, d)| spec_of(n, d))
+        .collect();
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
         &engine,
@@ -461,6 +502,7 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
         )
         .as_bytes());
     }
+    put(&serde_json::to_vec(&inputs.docs).unwrap_or_default());
     put(inputs.settings.to_string().as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
     for (id, name, version, path) in &inputs.plugins {

@@ -203,3 +203,121 @@ fn undiscover_deletes_free_nodes_and_refuses_assigned_ones_naming_them() {
     assert_eq!(r.json()["name"], "node_deletion");
     assert_eq!(ids(&http.get("/api/v1/nodes").json()), [nodes[0]]);
 }
+
+/// `node`'s step `task` in a plan.
+fn step<'a>(plan: &'a serde_json::Value, node: i64, task: &str) -> &'a serde_json::Value {
+    plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["uid"].as_str() == Some(node.to_string().as_str()))
+        .unwrap()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == task)
+        .unwrap_or_else(|| panic!("no task {task} on node {node}"))
+}
+
+#[test]
+fn disks_are_laid_out_by_role_uploaded_by_field_and_reach_the_deployment_data() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 2);
+    let http = d.http();
+    let path = format!("/api/v1/nodes/{}/disks", nodes[0]);
+    let disks = http.get(&path);
+    assert_eq!(disks.status, 200, "{}", disks.body);
+    let disks = disks.json();
+    assert_eq!(http.get(&format!("{path}/defaults")).json(), disks);
+    // The inventory's sda (480103981056 B = 457862 MiB) and sdb; the controller's volumes.
+    assert_eq!(disks[0]["id"], "sda");
+    assert_eq!(disks[0]["bootable"], true);
+    let names: Vec<&str> = disks[0]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    // Nailgun allocates the `min` volumes first, then those taking `all` of the rest.
+    assert_eq!(names, ["os", "logs", "mysql", "image"]);
+    // 256 GiB of RAM: 4 GiB of swap; root 20% of sda: 50 GiB at most. os = 51200 + 4096.
+    assert_eq!(disks[0]["volumes"][0]["size"], 51200 + 4096);
+    assert_eq!(disks[0]["volumes"][1]["size"], 10240);
+    assert_eq!(disks[0]["volumes"][2]["size"], 20480);
+    // 4 volume groups' LVM metadata and 500 MB of boot partitions come off each disk.
+    assert_eq!(disks[0]["size"], 457862 - 500 - 4 * 64);
+    // A node in no environment has only its disks' service partitions.
+    let free = http
+        .get(&format!("/api/v1/nodes/{}/disks", nodes[1]))
+        .json();
+    assert_eq!(free[0]["volumes"], json!([]));
+
+    // An upload: download, change, upload (as fuel2 node disks upload does).
+    let mut upload = disks.clone();
+    upload[0]["volumes"][3]["size"] = json!(100_000);
+    let r = http.put(&path, &upload.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()[0]["volumes"][3]["size"], 100_000);
+    let stored = http.get(&path).json();
+    assert_eq!(stored, r.json());
+    assert_ne!(stored, http.get(&format!("{path}/defaults")).json());
+
+    // Refused by field, nothing stored.
+    for (change, field) in [
+        (json!([{"id": "sdz", "size": 1, "volumes": []}]), "[0].id"),
+        (
+            json!([{"id": "sda", "size": 1, "volumes": [{"name": "vm", "size": 1}]}]),
+            "[0].volumes[0].name",
+        ),
+        (
+            json!([{"id": "sda", "size": 1, "volumes": [{"name": "image", "size": 999_999_999}]}]),
+            "[0].volumes",
+        ),
+        (
+            json!([{"id": "sda", "size": 1, "volumes": [{"name": "mysql", "size": 10}]}]),
+            "mysql",
+        ),
+        (
+            json!([{"id": "sda", "volumes": [{"name": "os"}]}]),
+            "[0].size",
+        ),
+        (json!([]), "$"),
+        (json!({"id": "sda"}), "$"),
+    ] {
+        let r = http.put(&path, &change.to_string());
+        assert_eq!(r.status, 400, "{change}: {}", r.body);
+        assert_eq!(r.json()["fields"][0]["field"], field, "{}", r.body);
+    }
+    assert_eq!(http.get(&path).json(), stored, "nothing stored");
+    assert_eq!(http.put("/api/v1/nodes/999/disks", "[]").status, 404);
+
+    // The deployment data carries the node's volumes (Nailgun's full format).
+    let r = http.post(
+        &format!("/api/v1/clusters/{cluster}/deployment_graphs/volumes"),
+        &json!({"tasks": [{"id": "show", "type": "shell", "roles": ["/.*/"],
+            "parameters": {"cmd": {"yaql_exp":
+                "$.node_volumes.where($.type = 'disk').select(concat($.id, '=', str($.volumes.where($.get('vg') = 'image').first().size))).join(',')"}}}]})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.get(&format!("/api/v1/clusters/{cluster}/plan?graph=volumes"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let cmd = step(&r.json(), nodes[0], "show")["parameters"]["cmd"].clone();
+    assert!(cmd.as_str().unwrap().starts_with("sda=100064,"), "{cmd}");
+
+    // New roles: back to the defaults for them.
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[0]),
+        &json!({"roles": ["compute"]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = http.get(&path).json();
+    assert_eq!(after, http.get(&format!("{path}/defaults")).json());
+    assert!(
+        after[0]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "vm")
+    );
+}

@@ -16,7 +16,7 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, environments, graphs, nodes, plugins, pxe, transactions};
+use api::{catalog, deploy, disks, environments, graphs, nodes, plugins, pxe, transactions};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -218,6 +218,9 @@ fn routes(r: &mut Routes<'_>) {
     r.delete("/api/v1/nodes", Api(O), nodes::delete_many);
     r.get("/api/v1/nodes/{id}", Api(V), api::node);
     r.put("/api/v1/nodes/{id}", Api(O), nodes::update);
+    r.get("/api/v1/nodes/{id}/disks", Api(V), disks::disks);
+    r.put("/api/v1/nodes/{id}/disks", Api(O), disks::update);
+    r.get("/api/v1/nodes/{id}/disks/defaults", Api(V), disks::defaults);
     r.delete("/api/v1/nodes/{id}", Api(O), nodes::delete);
     r.post("/api/v1/nodes/{id}/approve", Api(O), nodes::approve);
     r.get("/api/v1/releases", Api(V), catalog::releases);

@@ -21,6 +21,7 @@ mod leases;
 pub mod migrations;
 mod node_edits;
 mod nodes;
+mod roles;
 mod staging;
 mod users;
 
@@ -45,6 +46,7 @@ pub use group::GroupWriter;
 pub use history::HistoryEntry;
 pub use node_edits::{NodeDocument, NodeEdit};
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
+pub use roles::{MetaKind, MetaOwner};
 pub use staging::NewDeployment;
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 

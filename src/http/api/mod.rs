@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod deploy;
+pub mod disks;
 pub mod environments;
 pub mod graphs;
 pub mod nodes;
