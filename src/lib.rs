@@ -19,6 +19,7 @@ pub mod http;
 pub mod model;
 pub mod package;
 pub mod planner;
+pub mod roles;
 pub mod store;
 pub mod tftp;
 pub mod tls;

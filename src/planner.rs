@@ -147,6 +147,8 @@ struct Inputs {
     nodes: Vec<Node>,
     /// Each node's documents, in the order of `nodes`.
     docs: Vec<NodeDocs>,
+    /// Roles and tags the API created, changed or deleted.
+    meta: crate::roles::PlanMeta,
     settings: J,
     deployed: graph::Deployed,
     plugins: Vec<(i64, String, String, String)>,
@@ -187,6 +189,7 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 });
             }
             Ok(Some(Inputs {
+                meta: crate::roles::plan_meta(r, release.id, cluster_id)?,
                 nodes,
                 docs,
                 settings: r.cluster_settings(cluster_id)?,
@@ -213,6 +216,7 @@ fn plan_inputs(
         release,
         nodes,
         docs,
+        meta,
         settings,
         deployed,
         plugins,
@@ -260,6 +264,12 @@ fn plan_inputs(
     if let Some(g) = release_stored {
         opened.graph.tasks = uploaded(g, &format!("release {}", release.name));
     }
+    if let Some(roles) = meta.release_roles {
+        opened.graph.roles_metadata = roles;
+    }
+    if let Some(tags) = meta.release_tags {
+        opened.graph.tags_metadata = tags;
+    }
     let mut plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
     for p in &mut plugin_graphs {
         if let Some(g) = stored_of(GraphOwner::Plugin(p.id)) {
@@ -274,6 +284,8 @@ fn plan_inputs(
         tasks: own
             .map(|g| uploaded(g, &format!("environment {}", cluster.name)))
             .unwrap_or_default(),
+        roles_metadata: meta.cluster_roles,
+        tags_metadata: meta.cluster_tags,
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes
@@ -503,6 +515,7 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
         .as_bytes());
     }
     put(&serde_json::to_vec(&inputs.docs).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.meta).unwrap_or_default());
     put(inputs.settings.to_string().as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
     for (id, name, version, path) in &inputs.plugins {
@@ -592,7 +605,7 @@ fn role_names(roles_metadata: &J) -> impl Iterator<Item = String> + '_ {
 /// attributes of every plugin compatible with the release (or enabled in it). A plugin that
 /// cannot be opened is an error when enabled, and left out otherwise.
 pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accepts, PlanningError> {
-    let (release, sections, settings, plugins) = store
+    let (release, sections, settings, plugins, own) = store
         .read(|r| {
             let Some((_, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
@@ -600,16 +613,24 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
             let sections = r.release_roles_and_attributes(release.id)?;
             let settings = r.cluster_settings(cluster_id)?;
             let plugins = r.plugin_paths()?;
-            Ok(Some((release, sections, settings, plugins)))
+            let own = crate::roles::all(
+                r,
+                crate::store::MetaOwner::Cluster(cluster_id),
+                crate::store::MetaKind::Role,
+            )?;
+            Ok(Some((release, sections, settings, plugins, own)))
         })?
         .ok_or(PlanningError::NoCluster(cluster_id))?;
     let (roles_metadata, attributes) = sections.unwrap_or((J::Null, J::Null));
     let mut roles: BTreeSet<String> = if roles_metadata.is_object() {
-        role_names(&roles_metadata).collect()
+        BTreeSet::new()
     } else {
         // A release without role metadata is planned with Fuel newton's.
         role_names(&graph::roles::default_metadata().0).collect()
     };
+    // The release's roles with those created, changed or deleted through the API, and the
+    // environment's own.
+    roles.extend(own.keys().cloned());
     let mut schema = Schema::of_release(&release.name, &attributes);
     for (id, name, _, path) in &plugins {
         if *id == release.plugin_id {

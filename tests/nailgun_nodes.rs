@@ -321,3 +321,115 @@ fn disks_are_laid_out_by_role_uploaded_by_field_and_reach_the_deployment_data() 
             .any(|v| v["name"] == "vm")
     );
 }
+
+fn role(name: &str, tags: &[&str], volume: &str) -> serde_json::Value {
+    json!({"name": name, "meta": {"name": name, "description": "d", "tags": tags,
+                                  "has_primary": false},
+           "volumes_roles_mapping": [{"id": volume, "allocate_size": "min"}]})
+}
+
+#[test]
+fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 2);
+    let http = d.http();
+    let release = http.get(&format!("/api/v1/clusters/{cluster}")).json()["release_id"]
+        .as_i64()
+        .unwrap();
+    let roles = format!("/api/v1/releases/{release}/roles");
+    let list = http.get(&roles).json();
+    let controller = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "controller")
+        .unwrap();
+    assert_eq!(controller["meta"]["tags"], json!(["controller"]));
+    assert_eq!(controller["volumes_roles_mapping"][0]["id"], "os");
+    assert_eq!(http.get(&format!("{roles}/controller")).json()["name"], "controller");
+    assert_eq!(http.get(&format!("{roles}/nope")).status, 404);
+    assert_eq!(http.get("/api/v1/releases/999/roles").status, 404);
+
+    // A tag, then a role using it, on the release.
+    let tags = format!("/api/v1/releases/{release}/tags");
+    let r = http.post(&tags, &json!({"name": "db", "meta": {"has_primary": true}}).to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(http.post(&tags, &json!({"name": "db"}).to_string()).status, 409);
+    let r = http.post(&roles, &role("database", &["db"], "mysql").to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["volumes_roles_mapping"][0]["id"], "mysql");
+    assert_eq!(http.post(&roles, &role("database", &["db"], "mysql").to_string()).status, 409);
+    // Refused by field, nothing stored.
+    for (body, field) in [
+        (role("bad name", &["db"], "os"), "name"),
+        (role("x", &["nosuch"], "os"), "meta.tags[0]"),
+        (role("x", &["db"], "nosuch"), "volumes_roles_mapping[0].id"),
+        (json!({"name": "x", "meta": {"name": "x"}, "volumes_roles_mapping": []}), "meta.description"),
+    ] {
+        let r = http.post(&roles, &body.to_string());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(r.json()["fields"][0]["field"], field, "{}", r.body);
+    }
+    assert_eq!(http.get(&format!("{roles}/x")).status, 404);
+
+    // The created role is assignable and planned, with its tag; its volumes are laid out.
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]),
+        &json!({"roles": ["database"]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let plan = http.get(&format!("/api/v1/clusters/{cluster}/plan"));
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let planned = plan.json()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["uid"].as_str() == Some(nodes[1].to_string().as_str()))
+        .unwrap()
+        .clone();
+    assert_eq!(planned["tags"], json!(["primary-db"]), "{planned}");
+    let disks = http.get(&format!("/api/v1/nodes/{}/disks", nodes[1])).json();
+    let names: Vec<&str> = disks[0]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mysql"]);
+
+    // A role a node has is not deleted; once free it is.
+    let r = http.delete(&format!("{roles}/database"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains(&nodes[1].to_string()));
+    let r = http.put(&format!("{roles}/database"), &role("database", &[], "mysql").to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["meta"]["tags"], json!([]));
+    assert_eq!(
+        http.put(&format!("{roles}/database"), &role("other", &[], "os").to_string())
+            .status,
+        400
+    );
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]));
+    assert!(r.status < 300, "{}", r.body);
+    assert_eq!(http.delete(&format!("{roles}/database")).status, 204);
+    assert_eq!(http.get(&format!("{roles}/database")).status, 404);
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]),
+        &json!({"roles": ["database"]}).to_string(),
+    );
+    assert_eq!(r.status, 400, "a deleted role is not assignable: {}", r.body);
+
+    // The environment's own roles; a tag deleted leaves the roles naming it.
+    let own = format!("/api/v1/clusters/{cluster}/roles");
+    let r = http.post(&own, &role("mine", &["db"], "os").to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(http.get(&own).json().as_array().unwrap().iter().any(|r| r["name"] == "controller"));
+    assert_eq!(http.get(&format!("{own}/controller")).status, 404, "not its own");
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]),
+        &json!({"roles": ["mine"]}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(http.delete(&format!("{tags}/db")).status, 204);
+    assert_eq!(http.get(&format!("{tags}/db")).status, 404);
+}

@@ -16,7 +16,7 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, disks, environments, graphs, nodes, plugins, pxe, transactions};
+use api::{catalog, deploy, disks, environments, graphs, nodes, plugins, pxe, roles, transactions};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -336,6 +336,19 @@ fn routes(r: &mut Routes<'_>) {
         r.delete(&one, Api(writer), graphs::delete);
     }
     r.get("/api/v1/graphs", Api(V), graphs::list);
+    // Roles and tags: a release's are admin's to change (every environment of it uses them),
+    // an environment's its operators'.
+    for (owner, write) in [("releases", A), ("clusters", O)] {
+        for kind in ["roles", "tags"] {
+            let many = format!("/api/v1/{owner}/{{id}}/{kind}");
+            let one = format!("/api/v1/{owner}/{{id}}/{kind}/{{name}}");
+            r.get(&many, Api(V), roles::list);
+            r.post(&many, Api(write), roles::create);
+            r.get(&one, Api(V), roles::show);
+            r.put(&one, Api(write), roles::update);
+            r.delete(&one, Api(write), roles::delete);
+        }
+    }
     r.get(
         "/api/v1/clusters/{id}/deployment_tasks",
         Api(V),

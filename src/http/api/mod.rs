@@ -11,6 +11,7 @@ pub mod nodes;
 pub mod plugins;
 pub mod pxe;
 pub mod query;
+pub mod roles;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};
