@@ -346,25 +346,41 @@ fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
         .unwrap();
     assert_eq!(controller["meta"]["tags"], json!(["controller"]));
     assert_eq!(controller["volumes_roles_mapping"][0]["id"], "os");
-    assert_eq!(http.get(&format!("{roles}/controller")).json()["name"], "controller");
+    assert_eq!(
+        http.get(&format!("{roles}/controller")).json()["name"],
+        "controller"
+    );
     assert_eq!(http.get(&format!("{roles}/nope")).status, 404);
     assert_eq!(http.get("/api/v1/releases/999/roles").status, 404);
 
     // A tag, then a role using it, on the release.
     let tags = format!("/api/v1/releases/{release}/tags");
-    let r = http.post(&tags, &json!({"name": "db", "meta": {"has_primary": true}}).to_string());
+    let r = http.post(
+        &tags,
+        &json!({"name": "db", "meta": {"has_primary": true}}).to_string(),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
-    assert_eq!(http.post(&tags, &json!({"name": "db"}).to_string()).status, 409);
+    assert_eq!(
+        http.post(&tags, &json!({"name": "db"}).to_string()).status,
+        409
+    );
     let r = http.post(&roles, &role("database", &["db"], "mysql").to_string());
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.json()["volumes_roles_mapping"][0]["id"], "mysql");
-    assert_eq!(http.post(&roles, &role("database", &["db"], "mysql").to_string()).status, 409);
+    assert_eq!(
+        http.post(&roles, &role("database", &["db"], "mysql").to_string())
+            .status,
+        409
+    );
     // Refused by field, nothing stored.
     for (body, field) in [
         (role("bad name", &["db"], "os"), "name"),
         (role("x", &["nosuch"], "os"), "meta.tags[0]"),
         (role("x", &["db"], "nosuch"), "volumes_roles_mapping[0].id"),
-        (json!({"name": "x", "meta": {"name": "x"}, "volumes_roles_mapping": []}), "meta.description"),
+        (
+            json!({"name": "x", "meta": {"name": "x"}, "volumes_roles_mapping": []}),
+            "meta.description",
+        ),
     ] {
         let r = http.post(&roles, &body.to_string());
         assert_eq!(r.status, 400, "{body}: {}", r.body);
@@ -388,7 +404,9 @@ fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
         .unwrap()
         .clone();
     assert_eq!(planned["tags"], json!(["primary-db"]), "{planned}");
-    let disks = http.get(&format!("/api/v1/nodes/{}/disks", nodes[1])).json();
+    let disks = http
+        .get(&format!("/api/v1/nodes/{}/disks", nodes[1]))
+        .json();
     let names: Vec<&str> = disks[0]["volumes"]
         .as_array()
         .unwrap()
@@ -400,13 +418,24 @@ fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
     // A role a node has is not deleted; once free it is.
     let r = http.delete(&format!("{roles}/database"));
     assert_eq!(r.status, 400, "{}", r.body);
-    assert!(r.json()["message"].as_str().unwrap().contains(&nodes[1].to_string()));
-    let r = http.put(&format!("{roles}/database"), &role("database", &[], "mysql").to_string());
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains(&nodes[1].to_string())
+    );
+    let r = http.put(
+        &format!("{roles}/database"),
+        &role("database", &[], "mysql").to_string(),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["meta"]["tags"], json!([]));
     assert_eq!(
-        http.put(&format!("{roles}/database"), &role("other", &[], "os").to_string())
-            .status,
+        http.put(
+            &format!("{roles}/database"),
+            &role("other", &[], "os").to_string()
+        )
+        .status,
         400
     );
     let r = http.delete(&format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]));
@@ -417,14 +446,29 @@ fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
         &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]),
         &json!({"roles": ["database"]}).to_string(),
     );
-    assert_eq!(r.status, 400, "a deleted role is not assignable: {}", r.body);
+    assert_eq!(
+        r.status, 400,
+        "a deleted role is not assignable: {}",
+        r.body
+    );
 
     // The environment's own roles; a tag deleted leaves the roles naming it.
     let own = format!("/api/v1/clusters/{cluster}/roles");
     let r = http.post(&own, &role("mine", &["db"], "os").to_string());
     assert_eq!(r.status, 201, "{}", r.body);
-    assert!(http.get(&own).json().as_array().unwrap().iter().any(|r| r["name"] == "controller"));
-    assert_eq!(http.get(&format!("{own}/controller")).status, 404, "not its own");
+    assert!(
+        http.get(&own)
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "controller")
+    );
+    assert_eq!(
+        http.get(&format!("{own}/controller")).status,
+        404,
+        "not its own"
+    );
     let r = http.put(
         &format!("/api/v1/clusters/{cluster}/nodes/{}", nodes[1]),
         &json!({"roles": ["mine"]}).to_string(),
@@ -432,4 +476,53 @@ fn roles_and_tags_are_created_checked_used_and_deleted_as_nailgun() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(http.delete(&format!("{tags}/db")).status, 204);
     assert_eq!(http.get(&format!("{tags}/db")).status, 404);
+}
+
+#[test]
+fn components_extensions_vms_conf_and_spawn_vms_answer_as_nailgun() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, nodes) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let release = http.get(&format!("/api/v1/clusters/{cluster}")).json()["release_id"]
+        .as_i64()
+        .unwrap();
+    let components = http.get(&format!("/api/v1/releases/{release}/components")).json();
+    assert!(!components.as_array().unwrap().is_empty(), "{components}");
+    assert_eq!(http.get("/api/v1/releases/999/components").status, 404);
+
+    let ext = http.get("/api/v1/extensions").json();
+    assert_eq!(ext[0]["name"], "volume_manager");
+    let path = format!("/api/v1/clusters/{cluster}/extensions");
+    assert_eq!(http.get(&path).json(), json!(["volume_manager", "network_manager"]));
+    assert_eq!(http.put(&path, r#"["volume_manager"]"#).status, 200);
+    let r = http.put(&path, r#"["volume_manager", "bogus"]"#);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("bogus"));
+    let r = http.delete(&format!("{path}?extension_names=volume_manager"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("cannot be disabled"));
+    assert_eq!(http.delete(&format!("{path}?extension_names=x")).status, 400);
+
+    let vms = format!("/api/v1/nodes/{}/vms_conf", nodes[0]);
+    assert_eq!(http.get(&vms).json(), json!({"vms_conf": []}));
+    let conf = json!({"vms_conf": [{"id": 1, "cpu": 2, "mem": 4, "vda_size": "20G"}]});
+    let r = http.put(&vms, &conf.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(http.get(&vms).json(), conf);
+    for (body, field) in [
+        (json!({"vms_conf": [{"cpu": 1}]}), "vms_conf[0].id"),
+        (json!({"vms_conf": [{"id": 0}]}), "vms_conf[0].id"),
+        (json!({"vms_conf": [{"id": 1, "vda_size": "big"}]}), "vms_conf[0].vda_size"),
+        (json!({"vms": []}), "vms"),
+    ] {
+        let r = http.put(&vms, &body.to_string());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(r.json()["fields"][0]["field"], field, "{}", r.body);
+    }
+    assert_eq!(http.get(&vms).json(), conf, "nothing changed");
+
+    let r = http.put(&format!("/api/v1/clusters/{cluster}/spawn_vms"), "");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.json()["message"].as_str().unwrap().contains("virt role"));
+    assert_eq!(http.put("/api/v1/clusters/999/spawn_vms", "").status, 404);
 }

@@ -16,7 +16,9 @@ mod pages;
 pub mod transport;
 
 use access::{login, users};
-use api::{catalog, deploy, disks, environments, graphs, nodes, plugins, pxe, roles, transactions};
+use api::{
+    catalog, deploy, disks, environments, extras, graphs, nodes, plugins, pxe, roles, transactions,
+};
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
 
@@ -221,6 +223,30 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/nodes/{id}/disks", Api(V), disks::disks);
     r.put("/api/v1/nodes/{id}/disks", Api(O), disks::update);
     r.get("/api/v1/nodes/{id}/disks/defaults", Api(V), disks::defaults);
+    r.get("/api/v1/nodes/{id}/vms_conf", Api(V), extras::vms_conf);
+    r.put("/api/v1/nodes/{id}/vms_conf", Api(O), extras::set_vms_conf);
+    r.get("/api/v1/extensions", Api(V), extras::extensions);
+    r.get(
+        "/api/v1/releases/{id}/components",
+        Api(V),
+        extras::components,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/extensions",
+        Api(V),
+        extras::cluster_extensions,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/extensions",
+        Api(O),
+        extras::enable_extensions,
+    );
+    r.delete(
+        "/api/v1/clusters/{id}/extensions",
+        Api(O),
+        extras::disable_extensions,
+    );
+    r.put("/api/v1/clusters/{id}/spawn_vms", Api(O), extras::spawn_vms);
     r.delete("/api/v1/nodes/{id}", Api(O), nodes::delete);
     r.post("/api/v1/nodes/{id}/approve", Api(O), nodes::approve);
     r.get("/api/v1/releases", Api(V), catalog::releases);

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod deploy;
 pub mod disks;
 pub mod environments;
+pub mod extras;
 pub mod graphs;
 pub mod nodes;
 pub mod plugins;
