@@ -194,10 +194,10 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         .filter(|n| !n.pending_deletion && chosen(n.id))
         .map(|n| (n.id.to_string(), n.id))
         .collect();
-    let names: BTreeMap<i64, (String, Vec<String>)> = env
+    let names: BTreeMap<i64, (String, String, Vec<String>)> = env
         .nodes
         .iter()
-        .map(|n| (n.id, (n.name.clone(), n.roles.clone())))
+        .map(|n| (n.id, (n.name.clone(), n.hostname.clone(), n.roles.clone())))
         .collect();
     // A provisioned or deployed node keeps its disk: only new (or failed-to-provision) nodes
     // get their image written.
@@ -233,8 +233,7 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         }
         for s in &mut out {
             if s.step == "configure" {
-                let (name, roles) = names.get(&node).cloned().unwrap_or_default();
-                let host = format!("node-{node}");
+                let (name, host, roles) = names.get(&node).cloned().unwrap_or_default();
                 s.args
                     .entry("hostname")
                     .or_insert_with(|| host.clone().into());

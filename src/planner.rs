@@ -57,6 +57,8 @@ pub enum PlanningError {
     },
     #[error(transparent)]
     Plan(#[from] PlanError),
+    #[error(transparent)]
+    Volumes(crate::volumes::VolumesError),
     /// A failure kept with the plan it stopped (see [`Plans`]).
     #[error(transparent)]
     Kept(Arc<PlanningError>),
@@ -71,6 +73,8 @@ impl PlanningError {
             PlanningError::NoNodes(_) => "no_nodes",
             PlanningError::Release { .. } | PlanningError::Plugin { .. } => "bad_package",
             PlanningError::Plan(_) => "plan_failed",
+            PlanningError::Volumes(crate::volumes::VolumesError::Store(e)) => e.code(),
+            PlanningError::Volumes(_) => "bad_package",
             PlanningError::Kept(e) => e.code(),
         }
     }
@@ -100,11 +104,19 @@ pub struct EnvironmentPlan {
 }
 
 /// The status a node has for the planner (Nailgun's names; old data is ignored for the
-/// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is Nailgun's (and the
-/// `configure` step's) `node-<id>`; the name the operator sees is its `user_node_name`.
-fn spec_of(node: &Node) -> NodeSpec {
+/// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is the node's (Nailgun's
+/// `node-<id>` unless an operator set one; the `configure` step's too), its `fqdn` that under
+/// `domain.tld`; the name the operator sees is its `user_node_name`.
+fn spec_of(node: &Node, docs: &NodeDocs) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
+    // Nailgun's volume_manager extension adds the node's volumes to its part of the data,
+    // and its VMs' configuration is the node's (both as stored or, for volumes, defaulted).
+    spec.data = serde_json::json!({
+        "node_volumes": docs.volumes,
+        "vms_conf": docs.vms_conf.clone().unwrap_or_else(|| serde_json::json!([])),
+    });
     spec.roles.clone_from(&node.roles);
+    spec.name = Some(node.hostname.clone());
     spec.user_node_name = Some(node.name.clone());
     spec.status = node.status.as_str().to_string();
     spec.pending_addition = node.status == NodeStatus::Discover;
@@ -146,11 +158,23 @@ pub(crate) fn enabled_version<T>(
     }
 }
 
+/// A node's documents the deployment data carries: its volumes (Nailgun's full format) and
+/// its VMs' configuration.
+#[derive(Debug, Clone, serde::Serialize)]
+struct NodeDocs {
+    volumes: Vec<J>,
+    vms_conf: Option<J>,
+}
+
 /// Everything a plan of one environment is made from, as the store holds it.
 struct Inputs {
     cluster: Cluster,
     release: Release,
     nodes: Vec<Node>,
+    /// Each node's documents, in the order of `nodes`.
+    docs: Vec<NodeDocs>,
+    /// Roles and tags the API created, changed or deleted.
+    meta: crate::roles::PlanMeta,
     settings: J,
     deployed: graph::Deployed,
     plugins: Vec<(i64, String, String, String)>,
@@ -172,8 +196,8 @@ fn network_facts(
         return Ok(None);
     };
     let networks = r.cluster_networks(cluster.id)?;
-    let roles = r.release_section(cluster.release_id, "roles_metadata")?;
-    let network_roles = r.release_section(cluster.release_id, "network_roles_metadata")?;
+    let roles = r.release_value(cluster.release_id, "roles_metadata")?;
+    let network_roles = r.release_value(cluster.release_id, "network_roles_metadata")?;
     let settings = r.cluster_settings(cluster.id)?;
     let addresses = r.addresses(cluster.id)?;
     let name_of = |id: i64| networks.iter().find(|n| n.id == id).map(|n| n.name.clone());
@@ -247,10 +271,26 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 stored.extend(r.stored_graph(owner, graph_type)?);
             }
             let nodes = r.cluster_nodes(cluster_id)?;
+            let mut docs = Vec::with_capacity(nodes.len());
+            for n in &nodes {
+                // As Nailgun's set_default_node_volumes: volumes the release's metadata
+                // cannot make are none (the disks API names the problem).
+                let volumes = match crate::volumes::layout(r, n, false) {
+                    Ok(l) => l.current,
+                    Err(crate::volumes::VolumesError::Store(e)) => return Err(e),
+                    Err(crate::volumes::VolumesError::Metadata { .. }) => Vec::new(),
+                };
+                docs.push(NodeDocs {
+                    volumes,
+                    vms_conf: r.node_document(n.id, crate::store::NodeDocument::VmsConf)?,
+                });
+            }
             let network = network_facts(r, &cluster, &nodes)?;
             Ok(Some(Inputs {
                 network,
+                meta: crate::roles::plan_meta(r, release.id, cluster_id)?,
                 nodes,
+                docs,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
                 plugins,
@@ -274,6 +314,8 @@ fn plan_inputs(
         cluster,
         release,
         nodes,
+        docs,
+        meta,
         settings,
         deployed,
         plugins,
@@ -322,6 +364,12 @@ fn plan_inputs(
     if let Some(g) = release_stored {
         opened.graph.tasks = uploaded(g, &format!("release {}", release.name));
     }
+    if let Some(roles) = meta.release_roles {
+        opened.graph.roles_metadata = roles;
+    }
+    if let Some(tags) = meta.release_tags {
+        opened.graph.tags_metadata = tags;
+    }
     let mut plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
     for p in &mut plugin_graphs {
         if let Some(g) = stored_of(GraphOwner::Plugin(p.id)) {
@@ -337,9 +385,15 @@ fn plan_inputs(
             .map(|g| uploaded(g, &format!("environment {}", cluster.name)))
             .unwrap_or_default(),
         network,
+        roles_metadata: meta.cluster_roles,
+        tags_metadata: meta.cluster_tags,
         ..graph::Cluster::default()
     };
-    let specs: Vec<NodeSpec> = nodes.iter().map(spec_of).collect();
+    let specs: Vec<NodeSpec> = nodes
+        .iter()
+        .zip(&docs)
+        .map(|(n, d)| spec_of(n, d))
+        .collect();
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
         &engine,
@@ -551,8 +605,18 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     )
     .as_bytes());
     for n in &inputs.nodes {
-        put(format!("{}\0{}\0{}\0{:?}", n.id, n.name, n.status.as_str(), n.roles).as_bytes());
+        put(format!(
+            "{}\0{}\0{}\0{}\0{:?}",
+            n.id,
+            n.name,
+            n.hostname,
+            n.status.as_str(),
+            n.roles
+        )
+        .as_bytes());
     }
+    put(&serde_json::to_vec(&inputs.docs).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.meta).unwrap_or_default());
     put(inputs.settings.to_string().as_bytes());
     put(format!("{:?}", inputs.network).as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
@@ -647,7 +711,7 @@ fn role_names(roles_metadata: &J) -> impl Iterator<Item = String> + '_ {
 /// attributes of every plugin compatible with the release (or enabled in it). A plugin that
 /// cannot be opened is an error when enabled, and left out otherwise.
 pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accepts, PlanningError> {
-    let (release, sections, settings, plugins) = store
+    let (release, sections, settings, plugins, own) = store
         .read(|r| {
             let Some((_, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
@@ -655,16 +719,24 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
             let sections = r.release_roles_and_attributes(release.id)?;
             let settings = r.cluster_settings(cluster_id)?;
             let plugins = r.plugin_paths()?;
-            Ok(Some((release, sections, settings, plugins)))
+            let own = crate::roles::all(
+                r,
+                crate::store::MetaOwner::Cluster(cluster_id),
+                crate::store::MetaKind::Role,
+            )?;
+            Ok(Some((release, sections, settings, plugins, own)))
         })?
         .ok_or(PlanningError::NoCluster(cluster_id))?;
     let (roles_metadata, attributes) = sections.unwrap_or((J::Null, J::Null));
     let mut roles: BTreeSet<String> = if roles_metadata.is_object() {
-        role_names(&roles_metadata).collect()
+        BTreeSet::new()
     } else {
         // A release without role metadata is planned with Fuel newton's.
         role_names(&graph::roles::default_metadata().0).collect()
     };
+    // The release's roles with those created, changed or deleted through the API, and the
+    // environment's own.
+    roles.extend(own.keys().cloned());
     let mut schema = Schema::of_release(&release.name, &attributes);
     let mut plugin_attributes = Vec::new();
     for (id, name, version, path) in &plugins {

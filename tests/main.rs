@@ -23,6 +23,7 @@ mod graph;
 mod hostile;
 mod identity;
 mod nailgun;
+mod nailgun_nodes;
 mod networks;
 mod pages;
 mod plugin;

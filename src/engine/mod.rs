@@ -32,3 +32,4 @@ pub mod schedule;
 pub mod settings;
 pub mod state;
 pub mod steps;
+pub mod volumes;

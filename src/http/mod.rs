@@ -17,8 +17,8 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, environments, graphs, networks, nodes, ostf, plugins, pxe,
-    transactions,
+    attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes, ostf,
+    plugins, pxe, roles, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -217,7 +217,37 @@ fn routes(r: &mut Routes<'_>) {
     r.delete("/api/v1/users/{name}", Api(A), users::remove);
     r.get("/api/v1/audit", Api(A), users::audit);
     r.get("/api/v1/nodes", Api(V), api::nodes);
+    r.put("/api/v1/nodes", Api(O), nodes::update_many);
+    r.delete("/api/v1/nodes", Api(O), nodes::delete_many);
     r.get("/api/v1/nodes/{id}", Api(V), api::node);
+    r.put("/api/v1/nodes/{id}", Api(O), nodes::update);
+    r.get("/api/v1/nodes/{id}/disks", Api(V), disks::disks);
+    r.put("/api/v1/nodes/{id}/disks", Api(O), disks::update);
+    r.get("/api/v1/nodes/{id}/disks/defaults", Api(V), disks::defaults);
+    r.get("/api/v1/nodes/{id}/vms_conf", Api(V), extras::vms_conf);
+    r.put("/api/v1/nodes/{id}/vms_conf", Api(O), extras::set_vms_conf);
+    r.get("/api/v1/extensions", Api(V), extras::extensions);
+    r.get(
+        "/api/v1/releases/{id}/components",
+        Api(V),
+        extras::components,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/extensions",
+        Api(V),
+        extras::cluster_extensions,
+    );
+    r.put(
+        "/api/v1/clusters/{id}/extensions",
+        Api(O),
+        extras::enable_extensions,
+    );
+    r.delete(
+        "/api/v1/clusters/{id}/extensions",
+        Api(O),
+        extras::disable_extensions,
+    );
+    r.put("/api/v1/clusters/{id}/spawn_vms", Api(O), extras::spawn_vms);
     r.delete("/api/v1/nodes/{id}", Api(O), nodes::delete);
     r.post("/api/v1/nodes/{id}/approve", Api(O), nodes::approve);
     r.get("/api/v1/releases", Api(V), catalog::releases);
@@ -355,6 +385,19 @@ fn routes(r: &mut Routes<'_>) {
         r.delete(&one, Api(writer), graphs::delete);
     }
     r.get("/api/v1/graphs", Api(V), graphs::list);
+    // Roles and tags: a release's are admin's to change (every environment of it uses them),
+    // an environment's its operators'.
+    for (owner, write) in [("releases", A), ("clusters", O)] {
+        for kind in ["roles", "tags"] {
+            let many = format!("/api/v1/{owner}/{{id}}/{kind}");
+            let one = format!("/api/v1/{owner}/{{id}}/{kind}/{{name}}");
+            r.get(&many, Api(V), roles::list);
+            r.post(&many, Api(write), roles::create);
+            r.get(&one, Api(V), roles::show);
+            r.put(&one, Api(write), roles::update);
+            r.delete(&one, Api(write), roles::delete);
+        }
+    }
     r.get(
         "/api/v1/clusters/{id}/deployment_tasks",
         Api(V),

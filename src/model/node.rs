@@ -437,6 +437,12 @@ pub struct Node {
     /// (the release's deletion graph) and returns it to discover (Nailgun's flag).
     #[serde(default)]
     pub pending_deletion: bool,
+    /// Its host name (Nailgun's `hostname`): `node-<id>` until an operator sets one, and
+    /// again when it leaves its environment.
+    pub hostname: String,
+    /// An operator's labels (Nailgun's `labels`): a name to a value or null.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl Node {
@@ -487,6 +493,8 @@ mod tests {
             approved: true,
             address: None,
             pending_deletion: false,
+            hostname: "node-1".into(),
+            labels: Default::default(),
         };
         assert!(node.online(1_000 + ONLINE_WINDOW_S));
         assert!(!node.online(1_001 + ONLINE_WINDOW_S));

@@ -140,6 +140,24 @@ impl ReadTxn<'_> {
             .optional()?)
     }
 
+    /// One top-level section of a release's tree (`volumes_metadata`, `components` ...),
+    /// `null` where it has none, without reading the rest; `None` when there is no release.
+    pub fn release_section(&self, id: i64, key: &str) -> Result<Option<serde_json::Value>> {
+        let text: Option<Option<String>> = self
+            .conn
+            .prepare_cached("SELECT json_extract(data, '$.' || ?2) FROM releases WHERE id = ?1")?
+            .query_row(params![id, key], |r| r.get(0))
+            .optional()?;
+        text.map(|t| match t {
+            None => Ok(serde_json::Value::Null),
+            Some(t) => serde_json::from_str(&t).map_err(|e| StoreError::Corrupt {
+                what: "release data",
+                detail: format!("release {id} {key}: {e}"),
+            }),
+        })
+        .transpose()
+    }
+
     /// A release's `roles_metadata` and `attributes_metadata` (`null` where it has none),
     /// without reading the rest of its tree: what assignments and settings are checked against.
     pub fn release_roles_and_attributes(

@@ -322,6 +322,13 @@ impl WriteTxn<'_> {
             what: "node roles",
             detail: e.to_string(),
         })?;
+        // Its volumes were laid out for its old roles: back to the defaults for the new ones.
+        if node.roles != roles {
+            self.conn.execute(
+                "DELETE FROM node_documents WHERE node_id = ?1 AND kind = 'disks'",
+                [node_id],
+            )?;
+        }
         // Assigned again before the Deploy that would have erased it: it stays (Nailgun).
         self.conn.execute(
             "UPDATE nodes SET cluster_id = ?1, roles = ?2, pending_deletion = 0 WHERE id = ?3",
@@ -395,11 +402,15 @@ impl WriteTxn<'_> {
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
+        // Nailgun's remove_from_cluster: the default host name again, its volumes and VMs
+        // configuration gone (labels stay).
         self.conn.execute(
             "UPDATE nodes SET cluster_id = NULL, roles = '[]', deployed_roles = '[]',
-               pending_deletion = 0 WHERE id = ?1",
+               pending_deletion = 0, hostname = NULL WHERE id = ?1",
             [node_id],
         )?;
+        self.conn
+            .execute("DELETE FROM node_documents WHERE node_id = ?1", [node_id])?;
         self.erase_os_credential(node_id, now)?;
         self.forget_node_networks(node_id)?;
         self.move_node(node_id, now, crate::engine::state::released)?;

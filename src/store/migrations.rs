@@ -483,6 +483,41 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 20,
+        name: "node_fields_disks_roles",
+        sql: "
+            -- What an operator sets on a node through Nailgun's API: its host name (NULL:
+            -- Nailgun's default node-<id>) and labels (a JSON object of string or null).
+            ALTER TABLE nodes ADD COLUMN hostname TEXT;
+            ALTER TABLE nodes ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+            -- A node's uploaded documents: its disks' volume layout (absent: the defaults
+            -- the release's volumes give its roles) and its VMs' configuration. Gone with it.
+            CREATE TABLE node_documents (
+                node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+                kind    TEXT    NOT NULL CHECK (kind IN ('disks', 'vms_conf')),
+                body    TEXT    NOT NULL,
+                PRIMARY KEY (node_id, kind)
+            ) STRICT;
+            -- Roles and tags created, changed or deleted through Nailgun's API, and a
+            -- release's repositories, over what the release's package says; body NULL: a
+            -- package's role or tag deleted. Gone with their release or environment.
+            CREATE TABLE release_overrides (
+                release_id INTEGER NOT NULL REFERENCES releases(id) ON DELETE CASCADE,
+                kind       TEXT    NOT NULL CHECK (kind IN ('role', 'tag', 'repos')),
+                name       TEXT    NOT NULL,
+                body       TEXT,
+                PRIMARY KEY (release_id, kind, name)
+            ) STRICT;
+            CREATE TABLE cluster_overrides (
+                cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                kind       TEXT    NOT NULL CHECK (kind IN ('role', 'tag')),
+                name       TEXT    NOT NULL,
+                body       TEXT,
+                PRIMARY KEY (cluster_id, kind, name)
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -20,7 +20,9 @@ mod history;
 mod leases;
 pub mod migrations;
 mod networks;
+mod node_edits;
 mod nodes;
+mod roles;
 mod staging;
 mod users;
 
@@ -43,7 +45,9 @@ pub use error::StoreError;
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
 pub use group::GroupWriter;
 pub use history::HistoryEntry;
+pub use node_edits::{NodeDocument, NodeEdit};
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
+pub use roles::{MetaKind, MetaOwner};
 pub use staging::NewDeployment;
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 

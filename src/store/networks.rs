@@ -65,20 +65,9 @@ const ADDRESS_COLUMNS: &str =
 
 impl ReadTxn<'_> {
     /// One key of a release's tree (`networks_metadata`, `network_roles_metadata` ...), `null`
-    /// when it has none.
-    pub fn release_section(&self, release_id: i64, key: &str) -> Result<J> {
-        let text: Option<Option<String>> = self
-            .conn
-            .query_row(
-                "SELECT json_extract(data, '$.' || ?2) FROM releases WHERE id = ?1",
-                params![release_id, key],
-                |r| r.get(0),
-            )
-            .optional()?;
-        match text.flatten() {
-            None => Ok(J::Null),
-            Some(t) => serde_json::from_str(&t).or(Ok(J::String(t))),
-        }
+    /// when it or the release has none.
+    pub fn release_value(&self, release_id: i64, key: &str) -> Result<J> {
+        Ok(self.release_section(release_id, key)?.unwrap_or(J::Null))
     }
 
     /// The master's admin network, once the daemon has set it.
@@ -246,9 +235,7 @@ impl WriteTxn<'_> {
                     entity: "environment",
                     id: cluster_id.to_string(),
                 })?;
-        let metadata = self
-            .read()
-            .release_section(release.id, "networks_metadata")?;
+        let metadata = self.read().release_value(release.id, "networks_metadata")?;
         for net in
             model::release_networks(&metadata, release.id, &cluster.net_segment_type, cluster_id)
         {
@@ -330,8 +317,8 @@ impl WriteTxn<'_> {
                 address: n.address.clone(),
             })
             .collect();
-        let roles = read.release_section(cluster.release_id, "roles_metadata")?;
-        let network_roles = read.release_section(cluster.release_id, "network_roles_metadata")?;
+        let roles = read.release_value(cluster.release_id, "roles_metadata")?;
+        let network_roles = read.release_value(cluster.release_id, "network_roles_metadata")?;
         let settings = read.cluster_settings(cluster_id)?;
         let wanted = alloc::wanted(&networks, &members, &roles, &settings, &network_roles);
         let existing = read.addresses(cluster_id)?;

@@ -36,7 +36,7 @@ impl NodeCounts {
 
 const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
      n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address, \
-     n.pending_deletion, n.deployed_roles";
+     n.pending_deletion, n.deployed_roles, n.hostname, n.labels";
 
 /// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
 const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
@@ -57,6 +57,8 @@ struct NodeRow {
     address: Option<String>,
     pending_deletion: bool,
     deployed_roles: String,
+    hostname: Option<String>,
+    labels: String,
 }
 
 fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
@@ -75,6 +77,8 @@ fn node_from_row(row: &Row<'_>) -> rusqlite::Result<NodeRow> {
         address: row.get(11)?,
         pending_deletion: row.get(12)?,
         deployed_roles: row.get(13)?,
+        hostname: row.get(14)?,
+        labels: row.get(15)?,
     })
 }
 
@@ -102,6 +106,9 @@ impl NodeRow {
             approved: self.approved,
             address: self.address,
             pending_deletion: self.pending_deletion,
+            hostname: self.hostname.unwrap_or_else(|| default_hostname(self.id)),
+            labels: serde_json::from_str(&self.labels)
+                .map_err(|e| corrupt("node labels", e.to_string()))?,
         })
     }
 }
@@ -257,6 +264,11 @@ impl ReadTxn<'_> {
 }
 
 /// Fuel's default name for a discovered node: "Untitled (" + the MAC's last two octets + ")".
+/// Nailgun's default host name (`Node.default_slave_name`).
+pub(crate) fn default_hostname(id: NodeId) -> String {
+    format!("node-{id}")
+}
+
 fn default_name(mac: &Mac) -> String {
     let s = mac.as_str();
     format!("Untitled ({})", &s[s.len().saturating_sub(5)..])

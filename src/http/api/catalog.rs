@@ -50,7 +50,9 @@ pub fn cluster_json(c: &Cluster, release: Option<&Release>) -> Value {
 ///
 /// Roles as Nailgun gave them: `roles` are those the node was deployed with (and still has),
 /// `pending_roles` those assigned since and not yet deployed; `assigned_roles` (stoker's) are
-/// all of them. `pending_addition`: in an environment and never deployed there.
+/// all of them. `pending_addition`: in an environment and never deployed there. `ip` is the
+/// address its agent last called from; `os_platform` is null (Nailgun took it from
+/// nailgun-agent; stoker's agents do not report one).
 pub fn node_json(node: &Node) -> Value {
     let mut v = serde_json::to_value(node).unwrap_or_else(|_| json!({}));
     if let Some(o) = v.as_object_mut() {
@@ -77,6 +79,12 @@ pub fn node_json(node: &Node) -> Value {
             ),
             ("pending_deletion", json!(node.pending_deletion)),
             ("online", json!(node.online(crate::clock::now()))),
+            ("ip", json!(node.address)),
+            ("fqdn", json!(format!("{}.domain.tld", node.hostname))),
+            ("os_platform", Value::Null),
+            ("kernel_params", Value::Null),
+            ("group_id", Value::Null),
+            ("progress", json!(0)),
         ] {
             o.insert(key.to_string(), value);
         }

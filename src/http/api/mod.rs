@@ -5,7 +5,9 @@
 pub mod attributes;
 pub mod catalog;
 pub mod deploy;
+pub mod disks;
 pub mod environments;
+pub mod extras;
 pub mod graphs;
 pub mod networks;
 pub mod nodes;
@@ -13,6 +15,7 @@ pub mod ostf;
 pub mod plugins;
 pub mod pxe;
 pub mod query;
+pub mod roles;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};
@@ -49,9 +52,36 @@ pub async fn healthz(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
     Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ok"})))
 }
 
-/// `GET /api/v1/nodes`
-pub async fn nodes(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let nodes = state.store(|s| s.read(|tx| tx.nodes())).await?;
+/// `GET /api/v1/nodes`, and as Nailgun filters it: `?cluster_id=N` the nodes of environment N
+/// (none when there is no such environment), `?cluster_id=` the nodes in no environment.
+pub async fn nodes(
+    state: web::Data<AppState>,
+    q: web::Query<std::collections::BTreeMap<String, String>>,
+) -> Result<HttpResponse, ApiError> {
+    let filter = match q.get("cluster_id").map(|s| s.trim()) {
+        None => None,
+        Some("") => Some(None),
+        Some(raw) => Some(Some(raw.parse::<i64>().map_err(|_| {
+            ApiError::field(
+                "query",
+                "cluster_id",
+                format!("{raw:?} is not an environment id"),
+            )
+        })?)),
+    };
+    let nodes = state
+        .store(move |s| {
+            s.read(|tx| match filter {
+                Some(Some(c)) => tx.cluster_nodes(c),
+                Some(None) => Ok(tx
+                    .nodes()?
+                    .into_iter()
+                    .filter(|n| n.cluster_id.is_none())
+                    .collect()),
+                None => tx.nodes(),
+            })
+        })
+        .await?;
     let body: Vec<serde_json::Value> = nodes
         .iter()
         .map(crate::http::api::catalog::node_json)

@@ -54,7 +54,7 @@ fn config_json(tx: &ReadTxn<'_>, cluster_id: i64) -> Result<J, StoreError> {
         J::Array(networks.iter().map(NetworkGroup::to_config_json).collect()),
     );
     out.insert("networking_parameters".into(), params);
-    let network_roles = tx.release_section(cluster.release_id, "network_roles_metadata")?;
+    let network_roles = tx.release_value(cluster.release_id, "network_roles_metadata")?;
     let addresses = tx.addresses(cluster_id)?;
     let mut vips = Map::new();
     for (spec, _) in vips_of(&network_roles) {
@@ -669,7 +669,7 @@ pub async fn vips(
                 tx.ensure_network_config(id)?;
                 let roles = tx
                     .read()
-                    .release_section(cluster.release_id, "network_roles_metadata")?;
+                    .release_value(cluster.release_id, "network_roles_metadata")?;
                 let role_vips: Option<Vec<String>> = role.map(|r| {
                     vips_of(&roles)
                         .into_iter()
@@ -992,7 +992,7 @@ fn node_nets(tx: &WriteTxn<'_>, node_id: i64) -> Result<NodeNets, StoreError> {
             tx.ensure_network_config(cluster_id)?;
             let read = tx.read();
             let cluster = existing_cluster(&read, cluster_id)?;
-            let roles = read.release_section(cluster.release_id, "roles_metadata")?;
+            let roles = read.release_value(cluster.release_id, "roles_metadata")?;
             let settings = read.cluster_settings(cluster_id)?;
             let public =
                 crate::engine::network::alloc::should_have_public(&node.roles, &roles, &settings);
@@ -1002,9 +1002,9 @@ fn node_nets(tx: &WriteTxn<'_>, node_id: i64) -> Result<NodeNets, StoreError> {
                 .cloned()
                 .collect();
             let section = |key: &str| -> Result<J, StoreError> {
-                let v = read.release_section(cluster.release_id, &format!("{key}_metadata"))?;
+                let v = read.release_value(cluster.release_id, &format!("{key}_metadata"))?;
                 if v.is_null() {
-                    read.release_section(cluster.release_id, key)
+                    read.release_value(cluster.release_id, key)
                 } else {
                     Ok(v)
                 }
