@@ -86,7 +86,7 @@ GREP=ctrl-01 check 0 fuel2 node update "$n1" --hostname ctrl-01 --name first
 check 0 fuel2 node label set -l rack=r1 -n "$n1"
 GREP=rack check 0 fuel2 node label list -n "$n1"
 check 0 fuel2 node label delete -l rack -n "$n1"
-check 0 fuel2 node ansible-inventory -e "$env" -d "$work"
+check 0 fuel2 node ansible-inventory -e "$env"
 check fail fuel2 node update "$n1" --hostname bad_name
 check 0 fuel2 node disks download "$n1" -f yaml -d "$work"
 check 0 fuel2 node disks upload "$n1" -f yaml -d "$work"
