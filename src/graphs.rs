@@ -280,7 +280,14 @@ pub fn filtered(
                 && let Some((release, plugins)) = release_and_plugins(r, c)?
             {
                 owners.push(GraphOwner::Release(release.id));
-                owners.extend(plugins.into_iter().map(GraphOwner::Plugin));
+                // A listing of graphs is no plan: settings that enable a plugin twice only
+                // leave its graphs out (planning says why).
+                owners.extend(
+                    plugins
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(GraphOwner::Plugin),
+                );
             }
         }
         owners.extend(filter.releases.iter().map(|&id| GraphOwner::Release(id)));
@@ -309,24 +316,24 @@ pub fn filtered(
     Ok(out)
 }
 
-/// Environment `cluster`'s release and the plugins enabled in it (not the release's own);
-/// None when there is no such environment.
+/// An environment's release and the ids of the plugins enabled in it, or why they are not
+/// one version of each plugin.
+type ReleaseAndPlugins = (crate::model::Release, Result<Vec<i64>, PlanningError>);
+
+/// Environment `cluster`'s release and the plugins enabled in it (not the release's own), as
+/// the planner finds them (one version per plugin: settings that enable a plugin without
+/// saying which of its versions are an error); None when there is no such environment.
 fn release_and_plugins(
     r: &ReadTxn<'_>,
     cluster: i64,
-) -> Result<Option<(crate::model::Release, Vec<i64>)>, StoreError> {
+) -> Result<Option<ReleaseAndPlugins>, StoreError> {
     let Some((_, release)) = r.cluster_with_release(cluster)? else {
         return Ok(None);
     };
     let settings = r.cluster_settings(cluster)?;
-    let all = r.plugin_paths()?;
-    let plugins = all
-        .iter()
-        .filter(|(id, name, ..)| {
-            *id != release.plugin_id && crate::planner::enabled_version(&settings, *id, name, &all)
-        })
-        .map(|(id, ..)| *id)
-        .collect();
+    let installed = crate::planner::installed(&r.plugin_paths()?, release.plugin_id);
+    let plugins = crate::engine::settings::enabled_plugins(&settings, &installed)
+        .map_err(PlanningError::PluginChoice);
     Ok(Some((release, plugins)))
 }
 
@@ -354,6 +361,7 @@ pub fn cluster_tasks(
     let (release, plugins) = store
         .read(|r| release_and_plugins(r, cluster))?
         .ok_or(PlanningError::NoCluster(cluster))?;
+    let plugins = plugins?;
     let tasks_of = |owner: GraphOwner| -> Result<Vec<J>, PlanningError> {
         Ok(graph(store, data_dir, owner, graph_type)?
             .and_then(|g| g.tasks.as_array().cloned())

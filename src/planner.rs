@@ -5,7 +5,9 @@
 //! (a deployment records what it ran: [`crate::store`]'s `create_deployment`).
 //!
 //! A plugin is enabled in an environment the way Fuel marked it in the cluster attributes: its
-//! settings hold `<plugin name>: {metadata: {enabled: true}}`.
+//! settings hold `<plugin name>: {metadata: {enabled: true}}`, and when several versions of it
+//! are installed `metadata.chosen_id` says which ([`crate::engine::settings::enabled_plugins`]);
+//! settings that enable a plugin without saying which of its versions are no plan.
 //!
 //! [`Plans`] is planning as the daemon does it: within the configured YAQL budget, keeping the
 //! last plan of each environment for as long as nothing it is made from changes, so a page
@@ -28,7 +30,7 @@ use serde_json::Value as J;
 use crate::engine::attributes::PluginAttributes;
 use crate::engine::graph::{self, NodeSpec, Plan, PlanError};
 use crate::engine::plugin::release::for_release;
-use crate::engine::settings::Schema;
+use crate::engine::settings::{Installed, Schema, enabled_plugins as choose_plugins, enables};
 use crate::model::{Cluster, FieldError, Node, NodeStatus, Release};
 use crate::package::graphs::{GraphSourceError, OpenedRelease, open_plugin, open_release};
 use crate::store::{GraphOwner, Store, StoreError, StoredGraph};
@@ -55,6 +57,13 @@ pub enum PlanningError {
         #[source]
         source: GraphSourceError,
     },
+    /// The settings enable a plugin without one version of it (each problem names its field
+    /// and the plugin's versions).
+    #[error(
+        "the environment's settings do not enable one version of each plugin: {}",
+        .0.iter().map(|p| format!("{}: {}", p.field, p.message)).collect::<Vec<_>>().join("; ")
+    )]
+    PluginChoice(Vec<FieldError>),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
@@ -72,6 +81,7 @@ impl PlanningError {
             PlanningError::NoCluster(_) => "not_found",
             PlanningError::NoNodes(_) => "no_nodes",
             PlanningError::Release { .. } | PlanningError::Plugin { .. } => "bad_package",
+            PlanningError::PluginChoice(_) => "plugin_conflict",
             PlanningError::Plan(_) => "plan_failed",
             PlanningError::Volumes(crate::volumes::VolumesError::Store(e)) => e.code(),
             PlanningError::Volumes(_) => "bad_package",
@@ -124,38 +134,21 @@ fn spec_of(node: &Node, docs: &NodeDocs) -> NodeSpec {
     spec
 }
 
-pub(crate) fn enabled(settings: &J, plugin: &str) -> bool {
-    settings
-        .get(plugin)
-        .and_then(|p| p.get("metadata"))
-        .and_then(|m| m.get("enabled"))
-        .and_then(J::as_bool)
-        .unwrap_or(false)
-}
-
-/// Whether installed plugin `id` (named `name`) is the enabled one: its name is enabled and,
-/// of the installed versions of that name (`plugins`: id, name, ...), it is the one
-/// `metadata.chosen_id` names, or the newest when none is named, as Nailgun chose one version
-/// per plugin.
-pub(crate) fn enabled_version<T>(
-    settings: &J,
-    id: i64,
-    name: &str,
-    plugins: &[(i64, String, T, T)],
-) -> bool {
-    if !enabled(settings, name) {
-        return false;
-    }
-    let chosen = settings
-        .get(name)
-        .and_then(|p| p.get("metadata"))
-        .and_then(|m| m.get("chosen_id"))
-        .and_then(J::as_i64);
-    let versions = plugins.iter().filter(|p| p.1 == name).map(|p| p.0);
-    match chosen {
-        Some(c) if plugins.iter().any(|p| p.0 == c && p.1 == name) => c == id,
-        _ => versions.max() == Some(id),
-    }
+/// The installed plugins an environment of the release with plugin id `release_plugin` may
+/// enable: every one but the release's own.
+pub(crate) fn installed(
+    plugins: &[(i64, String, String, String)],
+    release_plugin: i64,
+) -> Vec<Installed> {
+    plugins
+        .iter()
+        .filter(|(id, ..)| *id != release_plugin)
+        .map(|(id, name, version, _)| Installed {
+            id: *id,
+            name: name.clone(),
+            version: version.clone(),
+        })
+        .collect()
 }
 
 /// A node's documents the deployment data carries: its volumes (Nailgun's full format) and
@@ -325,6 +318,8 @@ fn plan_inputs(
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
     }
+    let chosen = choose_plugins(&settings, &installed(&plugins, release.plugin_id))
+        .map_err(PlanningError::PluginChoice)?;
     let release_path = plugins
         .iter()
         .find(|(id, ..)| *id == release.plugin_id)
@@ -370,7 +365,7 @@ fn plan_inputs(
     if let Some(tags) = meta.release_tags {
         opened.graph.tags_metadata = tags;
     }
-    let mut plugin_graphs = enabled_plugins(&plugins, &settings, data_dir, &opened, graph_type)?;
+    let mut plugin_graphs = enabled_plugins(&plugins, &chosen, data_dir, &opened, graph_type)?;
     for p in &mut plugin_graphs {
         if let Some(g) = stored_of(GraphOwner::Plugin(p.id)) {
             p.tasks = uploaded(g, &p.name);
@@ -559,7 +554,11 @@ impl Plans {
         self.made.fetch_add(1, Ordering::Relaxed);
         let plan = match plan_inputs(inputs, data_dir, graph_type, self.budget) {
             Ok(p) => Ok(Arc::new(p)),
-            Err(e @ (PlanningError::Plan(_) | PlanningError::NoNodes(_))) => Err(Arc::new(e)),
+            Err(
+                e @ (PlanningError::Plan(_)
+                | PlanningError::NoNodes(_)
+                | PlanningError::PluginChoice(_)),
+            ) => Err(Arc::new(e)),
             Err(e) => {
                 *kept = None;
                 return Err(e);
@@ -640,16 +639,17 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     h.finalize().into()
 }
 
+/// The graphs of the installed plugins `chosen` (their ids), as `release` sees them.
 fn enabled_plugins(
     plugins: &[(i64, String, String, String)],
-    settings: &J,
+    chosen: &[i64],
     data_dir: &Path,
     release: &OpenedRelease,
     graph_type: &str,
 ) -> Result<Vec<graph::PluginGraph>, PlanningError> {
     let mut out = Vec::new();
     for (id, name, _, path) in plugins {
-        if !enabled_version(settings, *id, name, plugins) {
+        if !chosen.contains(id) {
             continue;
         }
         let path: PathBuf = data_dir.join(path);
@@ -739,11 +739,13 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
     roles.extend(own.keys().cloned());
     let mut schema = Schema::of_release(&release.name, &attributes);
     let mut plugin_attributes = Vec::new();
-    for (id, name, version, path) in &plugins {
-        if *id == release.plugin_id {
-            continue;
-        }
-        let on = enabled_version(&settings, *id, name, &plugins);
+    let installed = installed(&plugins, release.plugin_id);
+    for (plugin, (_, _, _, path)) in installed
+        .iter()
+        .zip(plugins.iter().filter(|(id, ..)| *id != release.plugin_id))
+    {
+        let name = &plugin.name;
+        let on = enables(&settings, plugin);
         let pkg = match crate::package::open(&data_dir.join(path)) {
             Ok(files) => crate::engine::plugin::load(files.as_ref()),
             Err(e) if on => {
@@ -766,17 +768,18 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
         schema.add_plugin(name, attributes);
         let manifest = pkg.manifest();
         plugin_attributes.push(PluginAttributes {
-            id: *id,
+            id: plugin.id,
             name: name.clone(),
             title: manifest
                 .get("title")
                 .and_then(J::as_str)
                 .unwrap_or(name)
                 .to_string(),
-            version: version.clone(),
+            version: plugin.version.clone(),
             attributes: attributes.get("attributes").cloned().unwrap_or(J::Null),
         });
     }
+    schema.set_installed(installed);
     Ok(Accepts {
         release: release.name,
         roles,
@@ -814,13 +817,5 @@ mod tests {
             panic!("an unknown release")
         };
         assert!(!e.is_missing_graph(), "{e}");
-    }
-
-    #[test]
-    fn a_plugin_is_enabled_by_its_metadata() {
-        let s = serde_json::json!({"a": {"metadata": {"enabled": true}}, "b": {"metadata": {}}});
-        assert!(enabled(&s, "a"));
-        assert!(!enabled(&s, "b"));
-        assert!(!enabled(&s, "c"));
     }
 }

@@ -1,7 +1,8 @@
 //! `stoker graph plan` as a user runs it: the built binary on a small release tree and cluster
 //! file (tests/fixtures/graph/mini*), in text, JSON and dot; incremental plans through
 //! `--record`/`--deployed`; legacy plugin tasks; and the exit codes (1 for a cycle, with the
-//! files named, 2 for an unreadable or malformed input).
+//! files named, 2 for an unreadable or malformed input, a plugin named against the validator's
+//! rule included).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -234,6 +235,44 @@ fn legacy_plugin_tasks_get_generated_ids() {
         step(&p, "2", "post_deployment_0")["parameters"]["cwd"],
         "/etc/fuel/plugins/v2-postfix-valid-1.0/"
     );
+}
+
+#[test]
+fn a_plugin_whose_name_the_validator_refuses_is_not_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("p");
+    let from = fixture("plugins/v2-postfix-valid");
+    std::fs::create_dir(&plugin).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), plugin.join(entry.file_name())).unwrap();
+        }
+    }
+    let meta = std::fs::read_to_string(plugin.join("metadata.yaml")).unwrap();
+    let renamed = meta.replace("name: v2-postfix-valid", "name: V2 Postfix");
+    assert_ne!(meta, renamed);
+    std::fs::write(plugin.join("metadata.yaml"), renamed).unwrap();
+    let refusal = "metadata.yaml:1:7: error: name: \"V2 Postfix\" in metadata.yaml is not a valid \
+                   plugin name";
+    let out = mini(&[
+        "--release-version",
+        "2014.2.2-6.1",
+        "--plugin",
+        plugin.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(refusal), "{err}");
+    // The validator says the same, once.
+    let out = stoker(dir.path())
+        .args(["plugin", "validate"])
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(refusal).count(), 1, "{text}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Plugin packages end to end: every fixture plugin's verdict and its telling diagnostic (file,
 //! line, field, message), releases as plugins, multi-release selection, the bundled release,
-//! byte-identical builds, `stoker plugin validate` output, and install / sync / remove through
-//! the API, including the bundled release installed once on first start.
+//! byte-identical builds (with fuel-plugin-builder's `pre_build_hook` and its files left out),
+//! an empty metadata refused, `stoker plugin validate` output, and install / sync / remove
+//! through the API, including the bundled release installed once on first start.
 
 use std::path::{Path, PathBuf};
 
@@ -411,6 +412,183 @@ fn builds_are_byte_identical_and_validate_prints_like_a_compiler() {
             Some(9),
             Some("0.type")
         )
+    );
+}
+
+/// A copy of fixture `name` in a fresh folder (returned with the folder that holds it).
+fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join(name);
+    copy_tree(&fixture(name), &dest);
+    (tmp, dest)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every path in a built archive, without its top folder.
+fn archived(bytes: &[u8]) -> Vec<String> {
+    use stoker::engine::plugin::PackageFiles;
+    let files: MemFiles = archive::read(bytes).unwrap();
+    files.entries().into_iter().map(|e| e.path).collect()
+}
+
+#[test]
+fn an_empty_or_comment_only_metadata_is_invalid_and_never_built() {
+    for text in ["", "# a plugin, some day\n\n# nothing else\n", "~\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path().join("p");
+        std::fs::create_dir(&pkg).unwrap();
+        std::fs::write(pkg.join("metadata.yaml"), text).unwrap();
+        let o = stoker(dir.path())
+            .args(["plugin", "validate"])
+            .arg(&pkg)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{text:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.starts_with("metadata.yaml: error: metadata.yaml is empty"),
+            "{text:?}: {out}"
+        );
+        let o = stoker(dir.path())
+            .args(["plugin", "build"])
+            .arg(&pkg)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{text:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("metadata.yaml: error: metadata.yaml is empty")
+                && err.contains("invalid, not built"),
+            "{err}"
+        );
+        assert_eq!(
+            names_in(&pkg),
+            ["metadata.yaml"],
+            "no -.fp or anything else"
+        );
+    }
+}
+
+#[test]
+fn build_runs_the_pre_build_hook_and_leaves_top_level_dotfiles_out() {
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, pkg) = copy_of("v4-valid");
+    let hook = pkg.join("pre_build_hook");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nset -e\necho generating\nmkdir -p deployment_scripts\necho made > deployment_scripts/generated.txt\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // What FPB's build leaves out (top-level dot names, `.nfs*` anywhere) and keeps (dotfiles
+    // below the top).
+    std::fs::create_dir_all(pkg.join(".git/objects")).unwrap();
+    std::fs::write(pkg.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(pkg.join(".gitignore"), "*.fp\n").unwrap();
+    std::fs::write(pkg.join(".hidden"), "x").unwrap();
+    std::fs::write(pkg.join("deployment_scripts/.gitkeep"), "").unwrap();
+    std::fs::write(pkg.join("deployment_scripts/.nfs000123"), "").unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let build = |extra: &[&str]| {
+        stoker(tmp.path())
+            .args(["plugin", "build"])
+            .arg(&pkg)
+            .arg("--output")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let fp = out.join("v4-valid-1.0.0.fp");
+
+    // Skipped on request: nothing generated.
+    let o = build(&["--no-pre-build-hook"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let paths = archived(&std::fs::read(&fp).unwrap());
+    assert!(!pkg.join("deployment_scripts/generated.txt").exists());
+    assert!(!paths.contains(&"deployment_scripts/generated.txt".to_string()));
+    assert!(paths.contains(&"pre_build_hook".to_string()), "{paths:?}");
+    for gone in [
+        ".git",
+        ".git/HEAD",
+        ".gitignore",
+        ".hidden",
+        "deployment_scripts/.nfs000123",
+    ] {
+        assert!(
+            !paths.contains(&gone.to_string()),
+            "{gone} is left out: {paths:?}"
+        );
+    }
+    assert!(
+        paths.contains(&"deployment_scripts/.gitkeep".to_string()),
+        "{paths:?}"
+    );
+
+    // Run: what it writes is in the archive.
+    let o = build(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ran "));
+    let bytes = std::fs::read(&fp).unwrap();
+    let back: MemFiles = archive::read(&bytes).unwrap();
+    use stoker::engine::plugin::PackageFiles;
+    assert_eq!(
+        back.read("deployment_scripts/generated.txt").unwrap(),
+        b"made\n"
+    );
+
+    // A failing hook stops the build: its status and output tail, and no archive.
+    std::fs::remove_file(&fp).unwrap();
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho fetching modules\necho 'cannot reach the mirror' >&2\nexit 7\n",
+    )
+    .unwrap();
+    let o = build(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("pre_build_hook exited with status 7; nothing was built")
+            && err.contains("fetching modules\ncannot reach the mirror"),
+        "{err}"
+    );
+    assert!(!fp.exists(), "no archive after a failed hook");
+    assert_eq!(
+        names_in(&out),
+        Vec::<String>::new(),
+        "no temporary file left"
+    );
+
+    // A hook that is not executable is skipped, as FPB skips it, and said so.
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = build(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pre_build_hook is not executable: not run"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
 }
 

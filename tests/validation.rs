@@ -1,6 +1,6 @@
 //! Invalid input changes nothing: unknown roles, deploy-step arguments of the wrong type,
-//! settings no attribute backs or of the wrong type are refused with a 400 that names the field
-//! (and nothing is written), and a plan whose YAQL goes over the plan budget is refused naming
+//! settings no attribute backs or of the wrong type, or that enable two versions of one plugin,
+//! are refused with a 400 that names the field (and nothing is written), and a plan whose YAQL goes over the plan budget is refused naming
 //! the task that spent it, while pages show the kept plan instead of planning on every view.
 //! The plugin `tests/fixtures/validation/slow-conditions` adds a role, settings, and ten tasks whose
 //! conditions take about 9 s of YAQL each.
@@ -284,6 +284,176 @@ fn settings_are_checked_against_the_release_and_plugin_attributes() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
     );
     assert_eq!(state(&d, cluster), before, "a refusal writes nothing");
+}
+
+/// Plugin `dup` at `version`: a shell task `dup-task-VERSION` (`.` as `_`) for controllers and
+/// one setting.
+fn dup(version: &str) -> Vec<u8> {
+    let mut m = stoker::engine::plugin::MemFiles::new();
+    m.add(
+        "metadata.yaml",
+        format!(
+            "name: dup\ntitle: Dup\nversion: '{version}'\ndescription: one plugin, two versions\n\
+             package_version: '5.0.0'\nlicenses: ['Apache License Version 2.0']\n\
+             authors: ['stoker']\nhomepage: 'https://example.org'\ngroups: []\n\
+             is_hotpluggable: false\nreleases:\n  - os: ubuntu\n    version: newton-10.0\n\
+             \x20   deployment_scripts_path: deployment_scripts/\n\
+             \x20   repository_path: repositories/ubuntu\n"
+        ),
+    )
+    .unwrap();
+    m.add(
+        "deployment_tasks.yaml",
+        format!(
+            "- id: dup-task-{}\n  type: shell\n  version: 2.1.0\n  role: [primary-controller, controller]\n\
+             \x20 requires: [deploy_start]\n  required_for: [deploy_end]\n\
+             \x20 parameters: {{cmd: 'true', timeout: 60}}\n",
+            version.replace('.', "_")
+        ),
+    )
+    .unwrap();
+    m.add(
+        "environment_config.yaml",
+        "attributes:\n  greeting: {value: hi, label: Greeting, type: text, weight: 10}\n",
+    )
+    .unwrap();
+    m.add_dir("deployment_scripts").unwrap();
+    m.add_dir("repositories/ubuntu").unwrap();
+    crate::common::build(&m, &format!("dup-{version}"))
+}
+
+/// Nailgun's rule: an environment enables one version of a plugin. With two versions of `dup`
+/// installed, settings that enable `dup` without `chosen_id` are refused where they are
+/// written (400, the field and both versions named) and, when written before the second
+/// version came, where a plan is made (409 `plugin_conflict`, both versions named); `chosen_id`
+/// picks one, and must be one of `dup`'s.
+#[test]
+fn one_version_of_a_plugin_is_enabled_and_two_are_refused_naming_both() {
+    let d = daemon(None);
+    d.install_fixture(&plugin_dir());
+    let (status, body) = d.post_package(&dup("1.0.0"));
+    assert_eq!(status, 201, "{body}");
+    let (cluster, ids) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let settings = format!("/api/v1/clusters/{cluster}/settings");
+    let plan = format!("/api/v1/clusters/{cluster}/plan");
+    let tasks = format!("/api/v1/clusters/{cluster}/deployment_tasks");
+    let node = ids[0].to_string();
+    let enabled = json!({"dup": {"metadata": {"enabled": true}, "greeting": "hello"}});
+
+    // One version installed: enabling the name enables it.
+    let r = http.put(&settings, &enabled.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.get(&plan);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(crate::common::plan::ids(&r.json(), &node).contains(&"dup-task-1_0_0".to_string()));
+
+    // A second version: the stored settings no longer say which, and no plan is made.
+    let (status, body) = d.post_package(&dup("2.0.0"));
+    assert_eq!(status, 201, "{body}");
+    let plugins = http.get("/api/v1/plugins").json();
+    let id_of = |version: &str| {
+        plugins
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "dup" && p["version"] == version)
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let (v1, v2) = (id_of("1.0.0"), id_of("2.0.0"));
+    let both = format!("1.0.0 (id {v1}) and 2.0.0 (id {v2})");
+    for path in [&plan, &tasks] {
+        let r = http.get(path);
+        assert_eq!(r.status, 409, "{path}: {}", r.body);
+        let answer = r.json();
+        assert_eq!(answer["code"], "plugin_conflict");
+        let message = answer["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "dup.metadata.enabled: plugin dup is installed in 2 versions, {both}, and an \
+                 environment enables one version of a plugin: name it with \
+                 dup.metadata.chosen_id"
+            )),
+            "{message}"
+        );
+    }
+    let r = http.post(&format!("/api/v1/clusters/{cluster}/deploy"), "");
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.json()["code"], "plugin_conflict");
+
+    // Written again, the same settings are refused naming the field and both versions.
+    let before = state(&d, cluster);
+    let r = http.put(&settings, &enabled.to_string());
+    assert_eq!(r.json()["code"], "invalid_input");
+    let f = fields(&r);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].0, "dup.metadata.enabled");
+    assert!(f[0].1.contains(&both), "{f:?}");
+    // chosen_id must be one of dup's versions.
+    for (chosen, says) in [
+        (
+            json!(9999),
+            format!("no installed plugin has id 9999: choose one of dup's versions, {both}"),
+        ),
+        (
+            json!("2.0.0"),
+            "expected the id of a version of plugin dup (an integer), found a string".to_string(),
+        ),
+    ] {
+        let r = http.put(
+            &settings,
+            &json!({"dup": {"metadata": {"enabled": true, "chosen_id": chosen}}}).to_string(),
+        );
+        assert_eq!(
+            fields(&r),
+            [("dup.metadata.chosen_id".to_string(), says.clone())],
+            "{chosen}"
+        );
+    }
+    // Another plugin's id would enable it under dup's key: refused, even with dup off.
+    let other = plugins
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == PLUGIN)
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let r = http.put(
+        &settings,
+        &json!({"dup": {"metadata": {"enabled": false, "chosen_id": other}}}).to_string(),
+    );
+    assert_eq!(
+        fields(&r),
+        [(
+            "dup.metadata.chosen_id".to_string(),
+            format!(
+                "plugin id {other} is {PLUGIN} 1.0.0 (id {other}), not dup: choose one of dup's \
+                 versions, {both}"
+            )
+        )]
+    );
+    assert_eq!(state(&d, cluster), before, "a refusal writes nothing");
+
+    // chosen_id picks the version planned.
+    let r = http.put(
+        &settings,
+        &json!({"dup": {"metadata": {"enabled": true, "chosen_id": v2}}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = http.get(&plan);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let planned = crate::common::plan::ids(&r.json(), &node);
+    assert!(
+        planned.contains(&"dup-task-2_0_0".to_string()),
+        "{planned:?}"
+    );
+    assert!(
+        !planned.contains(&"dup-task-1_0_0".to_string()),
+        "{planned:?}"
+    );
 }
 
 /// The number after `(` in "... (N spent when it stopped)".

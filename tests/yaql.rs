@@ -81,6 +81,26 @@ fn reference_cases() {
     );
 }
 
+/// What stoker refuses where Python answers: a `$` followed by pattern that could take the final
+/// newline (Python's `re.search('a$\\n', 'a\\n')` matches); an `error`, as a bad pattern is.
+#[test]
+fn a_dollar_followed_by_more_pattern_is_refused() {
+    for expr in [
+        r"'a\n'.matches(`a$\n`)",
+        r"regex(`$\s*`).replace('a\n', 'X')",
+    ] {
+        let engine = Engine::new(Limits::default());
+        let e = engine
+            .eval(expr, &Context::new(&Json::Null))
+            .expect_err(expr);
+        assert_eq!(e.kind, ErrorKind::error, "{expr}");
+        assert!(
+            e.message.contains("a $ followed by more pattern"),
+            "{expr}: {e}"
+        );
+    }
+}
+
 #[test]
 fn basics() {
     assert_eq!(

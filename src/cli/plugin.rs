@@ -14,6 +14,7 @@ use clap::{Subcommand, ValueEnum};
 use serde_json::Value;
 
 use crate::engine::plugin::{Level, MemFiles, PackageFiles, check};
+use crate::package::hook::{self, Hook};
 use crate::package::{archive, bundled};
 
 #[derive(Debug, Subcommand)]
@@ -29,13 +30,18 @@ pub enum PluginCommand {
         #[arg(long, short)]
         verbose: bool,
     },
-    /// Build NAME-VERSION.fp from a plugin directory (byte-identical for the same input)
+    /// Build NAME-VERSION.fp from a plugin directory (byte-identical for the same input),
+    /// after running its executable `pre_build_hook` there as fuel-plugin-builder does; top-level
+    /// dotfiles (`.git`, `.gitignore`, ...) are left out, as FPB leaves them out
     Build {
         /// Plugin directory
         dir: PathBuf,
         /// Folder to write the archive to (default: the plugin directory)
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Do not run the package's pre_build_hook
+        #[arg(long)]
+        no_pre_build_hook: bool,
     },
     /// Install a plugin on the running master: a directory, a .fp, or the bundled releases
     Install {
@@ -79,7 +85,11 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             format,
             verbose,
         } => validate(&path, format, verbose),
-        PluginCommand::Build { dir, output } => build(&dir, output.as_deref()),
+        PluginCommand::Build {
+            dir,
+            output,
+            no_pre_build_hook,
+        } => build(&dir, output.as_deref(), !no_pre_build_hook),
         PluginCommand::Install {
             path,
             bundled,
@@ -170,9 +180,24 @@ fn build_archive(files: &dyn PackageFiles, top: &str) -> anyhow::Result<Vec<u8>>
     Ok(bytes)
 }
 
-fn build(dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// FPB's order: the hook, then the package is read and validated, then packed.
+fn build(dir: &Path, output: Option<&Path>, run_hook: bool) -> anyhow::Result<ExitCode> {
     if !dir.is_dir() {
         bail!("{} is not a plugin directory", dir.display());
+    }
+    if run_hook {
+        match hook::run_pre_build_hook(dir) {
+            Ok(Hook::Absent) => {}
+            Ok(Hook::Ran) => eprintln!("ran {}", dir.join(hook::PRE_BUILD_HOOK).display()),
+            Ok(Hook::NotExecutable) => eprintln!(
+                "{} is not executable: not run (fuel-plugin-builder skips it too)",
+                dir.join(hook::PRE_BUILD_HOOK).display()
+            ),
+            Err(e) => {
+                eprintln!("stoker: {}: {e}", dir.display());
+                return Ok(ExitCode::FAILURE);
+            }
+        }
     }
     let files = crate::package::dir::DirFiles::new(dir)?;
     let report = check(&files);
@@ -184,9 +209,16 @@ fn build(dir: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let (name, version) = (report.package.name(), report.package.version());
-    let bytes = build_archive(&files, &format!("{name}-{version}"))?;
+    let top = match archive::stem(name, &version) {
+        Ok(top) => top,
+        Err(e) => {
+            eprintln!("{}: {e}; not built", dir.display());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let bytes = build_archive(&files, &top)?;
     let out_dir = output.unwrap_or(dir);
-    let out = out_dir.join(archive::file_name(name, &version));
+    let out = out_dir.join(format!("{top}.fp"));
     let tmp = out.with_extension("fp.tmp");
     std::fs::write(&tmp, &bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &out).with_context(|| format!("cannot write {}", out.display()))?;

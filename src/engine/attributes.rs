@@ -510,6 +510,16 @@ fn apply_plugin(
         }
     }
     let chosen = chosen(next, name, versions);
+    // An enabled plugin names its version, as the settings' check wants when several are
+    // installed ([`super::settings::enabled_plugins`]).
+    if get(next, &switch_path(name, "enabled")).and_then(J::as_bool) == Some(true) {
+        put(
+            next,
+            &switch_path(name, "chosen_id"),
+            &J::from(chosen.id),
+            &J::Null,
+        );
+    }
     let Some(sent_versions) = meta.get("versions") else {
         return;
     };
@@ -932,7 +942,7 @@ mod tests {
             next,
             json!({"access": {"user": "ops"},
                    "syslog": {"metadata": {"enabled": true}, "port": "514"},
-                   "odl": {"metadata": {"enabled": true}, "endpoint": "y"}})
+                   "odl": {"metadata": {"enabled": true, "chosen_id": 9}, "endpoint": "y"}})
         );
         // A partial body changes only what it names (Nailgun's PUT is a PATCH).
         let next = put_ok(

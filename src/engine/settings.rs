@@ -6,6 +6,13 @@
 //! other group (a plugin's group is named after the plugin) is `{group: {name: value}}`, and a
 //! toggleable group (every plugin's) may hold `{metadata: {enabled: bool}}`.
 //!
+//! Plugins are enabled as Nailgun enabled them (`plugins/manager.py`, `ClusterPlugin`): by name,
+//! one version per plugin. `{name: {metadata: {enabled: true}}}` enables the plugin installed
+//! under that name; when several versions of it are installed, `metadata.chosen_id` (Nailgun's
+//! key) names the one, by its id, and without it the settings are refused, naming each version
+//! ([`enabled_plugins`]). A `chosen_id` must be the id of a version of that plugin, so no plugin
+//! can be enabled under another plugin's key.
+//!
 //! A key no attribute backs is refused, and so is a value of the wrong type for the attribute's
 //! Fuel type: `checkbox` takes a boolean; `text`, `password` and `textarea` a string; `number`
 //! a number (within `min`/`max` when given); `select` and `radio` one of their `values`' data;
@@ -137,12 +144,142 @@ enum Slot {
     },
 }
 
+/// An installed plugin as settings name it: its id (the master's), name and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    pub id: i64,
+    pub name: String,
+    pub version: String,
+}
+
+impl Installed {
+    /// `NAME VERSION (id ID)`, for messages.
+    fn label(&self) -> String {
+        format!("{} {} (id {})", self.name, self.version, self.id)
+    }
+}
+
+/// `1.0.0 (id 3) and 2.0.0 (id 4)`.
+fn versions_of(versions: &[&Installed]) -> String {
+    let each: Vec<String> = versions
+        .iter()
+        .map(|p| format!("{} (id {})", p.version, p.id))
+        .collect();
+    match each.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => each.join(""),
+    }
+}
+
+/// Which version of plugin `key` the settings' value `value` enable: `Ok(None)` when it is not
+/// enabled. With `every`, a bad `chosen_id` is reported even when the plugin is off (a write
+/// is checked whole); without, only an enabled plugin's (a plan needs only those).
+fn choose(
+    key: &str,
+    value: &J,
+    installed: &[Installed],
+    every: bool,
+) -> Result<Option<i64>, FieldError> {
+    let versions: Vec<&Installed> = installed.iter().filter(|p| p.name == key).collect();
+    let metadata = value.get("metadata");
+    let enabled = metadata.and_then(|m| m.get("enabled")).and_then(J::as_bool) == Some(true);
+    if versions.is_empty() || !(enabled || every) {
+        return Ok(None);
+    }
+    let chosen = match metadata.and_then(|m| m.get("chosen_id")) {
+        None | Some(J::Null) => None,
+        Some(v) => {
+            let field = format!("{key}.metadata.chosen_id");
+            let Some(id) = v.as_i64() else {
+                return Err(problem(
+                    field,
+                    format!(
+                        "expected the id of a version of plugin {key} (an integer), found {}",
+                        describe(v)
+                    ),
+                ));
+            };
+            if !versions.iter().any(|p| p.id == id) {
+                let what = match installed.iter().find(|p| p.id == id) {
+                    Some(other) => format!("plugin id {id} is {}, not {key}", other.label()),
+                    None => format!("no installed plugin has id {id}"),
+                };
+                return Err(problem(
+                    field,
+                    format!(
+                        "{what}: choose one of {key}'s versions, {}",
+                        versions_of(&versions)
+                    ),
+                ));
+            }
+            Some(id)
+        }
+    };
+    if !enabled {
+        return Ok(None);
+    }
+    match (chosen, versions.as_slice()) {
+        (Some(id), _) => Ok(Some(id)),
+        (None, [one]) => Ok(Some(one.id)),
+        (None, many) => Err(problem(
+            format!("{key}.metadata.enabled"),
+            format!(
+                "plugin {key} is installed in {} versions, {}, and an environment enables one \
+                 version of a plugin: name it with {key}.metadata.chosen_id",
+                many.len(),
+                versions_of(many)
+            ),
+        )),
+    }
+}
+
+/// The installed plugins `settings` enable (ids, in `installed`'s order): for each plugin name
+/// enabled, its one installed version, or among several the one `metadata.chosen_id` names.
+/// Every plugin enabled without saying which of its versions, or naming one that is not its
+/// own, is a problem naming its field and each version.
+pub fn enabled_plugins(settings: &J, installed: &[Installed]) -> Result<Vec<i64>, Vec<FieldError>> {
+    let mut ids = Vec::new();
+    let mut problems = Vec::new();
+    for (key, value) in settings.as_object().into_iter().flatten() {
+        match choose(key, value, installed, false) {
+            Ok(Some(id)) => ids.push(id),
+            Ok(None) => {}
+            Err(p) => problems.push(p),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(installed
+        .iter()
+        .filter(|p| ids.contains(&p.id))
+        .map(|p| p.id)
+        .collect())
+}
+
+/// Whether `settings` enable `plugin`, leniently: its name is enabled and no `chosen_id` names
+/// another version. For what an environment accepts (roles, settings), so that settings
+/// [`enabled_plugins`] refuses can still be seen and replaced.
+pub fn enables(settings: &J, plugin: &Installed) -> bool {
+    let Some(metadata) = settings.get(&plugin.name).and_then(|p| p.get("metadata")) else {
+        return false;
+    };
+    metadata.get("enabled").and_then(J::as_bool) == Some(true)
+        && metadata
+            .get("chosen_id")
+            .and_then(J::as_i64)
+            .is_none_or(|id| id == plugin.id)
+}
+
 /// Every settings key an environment accepts, from its release and its plugins.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schema {
     keys: BTreeMap<String, Slot>,
     /// The release's name, for messages.
     release: String,
+    /// The plugins installed, each version (the release's own left out): which of them a
+    /// plugin's settings enable is checked against these.
+    installed: Vec<Installed>,
 }
 
 fn toggleable(metadata: Option<&J>) -> bool {
@@ -157,6 +294,7 @@ impl Schema {
         let mut schema = Schema {
             keys: BTreeMap::new(),
             release: release.to_string(),
+            installed: Vec::new(),
         };
         let groups = attributes_metadata
             .get("editable")
@@ -210,6 +348,12 @@ impl Schema {
             })
             .unwrap_or_default();
         self.add_group(name, attributes, true, &format!("plugin {name}"));
+    }
+
+    /// The plugins installed (every version, the release's own left out), against which a
+    /// plugin's `metadata.chosen_id` and the one-version rule are checked.
+    pub fn set_installed(&mut self, installed: Vec<Installed>) {
+        self.installed = installed;
     }
 
     fn add_group(
@@ -295,7 +439,21 @@ impl Schema {
                     attributes,
                     toggleable,
                     origin,
-                }) => check_group(key, value, attributes, *toggleable, origin, &mut out),
+                }) => {
+                    let plugin = self.installed.iter().any(|p| p.name == *key);
+                    check_group(
+                        key,
+                        value,
+                        attributes,
+                        *toggleable,
+                        plugin,
+                        origin,
+                        &mut out,
+                    );
+                    if let Err(p) = choose(key, value, &self.installed, true) {
+                        out.push(p);
+                    }
+                }
             }
         }
         out
@@ -307,6 +465,7 @@ fn check_group(
     value: &J,
     attributes: &BTreeMap<String, Attribute>,
     toggleable: bool,
+    plugin: bool,
     origin: &str,
     out: &mut Vec<FieldError>,
 ) {
@@ -323,7 +482,7 @@ fn check_group(
     for (k, v) in o {
         let path = format!("{key}.{k}");
         if k == "metadata" && toggleable {
-            check_metadata(&path, v, out);
+            check_metadata(&path, v, plugin, out);
             continue;
         }
         match attributes.get(k) {
@@ -351,9 +510,9 @@ fn check_group(
     }
 }
 
-/// A toggleable group's `metadata`: `{enabled: bool}`, and a plugin's `chosen_id` (which of
-/// its installed versions, see [`super::attributes`]).
-fn check_metadata(path: &str, v: &J, out: &mut Vec<FieldError>) {
+/// A toggleable group's `metadata`: `{enabled: bool}`, and for a plugin's also `chosen_id`
+/// (checked by [`choose`]).
+fn check_metadata(path: &str, v: &J, plugin: bool, out: &mut Vec<FieldError>) {
     let Some(m) = v.as_object() else {
         out.push(problem(
             path,
@@ -365,17 +524,17 @@ fn check_metadata(path: &str, v: &J, out: &mut Vec<FieldError>) {
         return;
     };
     for (k, v) in m {
-        if k == "chosen_id" {
-            if v.as_i64().is_none() {
-                out.push(problem(
-                    format!("{path}.chosen_id"),
-                    format!("expected a plugin id, found {}", describe(v)),
-                ));
-            }
-        } else if k != "enabled" {
+        if plugin && k == "chosen_id" {
+            continue;
+        }
+        if k != "enabled" {
             out.push(problem(
                 format!("{path}.{k}"),
-                "metadata takes only \"enabled\" and \"chosen_id\"",
+                if plugin {
+                    "a plugin's metadata takes only \"enabled\" and \"chosen_id\""
+                } else {
+                    "metadata takes only \"enabled\""
+                },
             ));
         } else if !v.is_boolean() {
             out.push(problem(
@@ -534,5 +693,82 @@ mod tests {
     fn a_non_object_is_refused() {
         assert_eq!(fields(&schema().check(&json!([1]))), ["settings"]);
         assert_eq!(fields(&schema().check(&json!({"access": 1}))), ["access"]);
+    }
+
+    fn installed() -> Vec<Installed> {
+        [
+            (3, "lma", "1.0.0"),
+            (4, "lma", "2.0.0"),
+            (5, "odl", "1.1.0"),
+        ]
+        .into_iter()
+        .map(|(id, name, version)| Installed {
+            id,
+            name: name.to_string(),
+            version: version.to_string(),
+        })
+        .collect()
+    }
+
+    #[test]
+    fn one_version_of_each_plugin_is_enabled() {
+        let all = installed();
+        let on = |chosen: Option<J>| {
+            let mut m = json!({"enabled": true});
+            if let Some(c) = chosen {
+                m["chosen_id"] = c;
+            }
+            json!({"lma": {"metadata": m}, "odl": {"metadata": {"enabled": true}}})
+        };
+        // The only version of odl; lma's chosen one.
+        assert_eq!(enabled_plugins(&on(Some(json!(4))), &all), Ok(vec![4, 5]));
+        assert_eq!(
+            enabled_plugins(&json!({"odl": {"metadata": {"enabled": false}}}), &all),
+            Ok(vec![])
+        );
+        // lma without saying which: both versions named.
+        let e = enabled_plugins(&on(None), &all).unwrap_err();
+        assert_eq!(
+            e.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "lma.metadata.enabled: plugin lma is installed in 2 versions, 1.0.0 (id 3) and \
+              2.0.0 (id 4), and an environment enables one version of a plugin: name it with \
+              lma.metadata.chosen_id"
+            ]
+        );
+        // odl's id under lma's key would enable odl twice: refused.
+        let e = enabled_plugins(&on(Some(json!(5))), &all).unwrap_err();
+        assert_eq!(
+            e[0].to_string(),
+            "lma.metadata.chosen_id: plugin id 5 is odl 1.1.0 (id 5), not lma: choose one of \
+             lma's versions, 1.0.0 (id 3) and 2.0.0 (id 4)"
+        );
+        let e = enabled_plugins(&on(Some(json!(9))), &all).unwrap_err();
+        assert!(
+            e[0].message.starts_with("no installed plugin has id 9"),
+            "{e:?}"
+        );
+        // A plan needs only the enabled ones right; a write is checked whole.
+        let off = json!({"lma": {"metadata": {"enabled": false, "chosen_id": 5}}});
+        assert_eq!(enabled_plugins(&off, &all), Ok(vec![]));
+        let mut s = schema();
+        s.set_installed(all.clone());
+        assert_eq!(fields(&s.check(&off)), ["lma.metadata.chosen_id"]);
+        let lma = |m: J| json!({"lma": {"metadata": m}});
+        assert_eq!(
+            fields(&s.check(&lma(json!({"enabled": true})))),
+            ["lma.metadata.enabled"]
+        );
+        assert_eq!(
+            s.check(&lma(json!({"enabled": true, "chosen_id": 3})))[..],
+            []
+        );
+        // Only a plugin's metadata takes chosen_id.
+        let e = s.check(&json!({"storage": {"metadata": {"chosen_id": 3}}}));
+        assert_eq!(fields(&e), ["storage.metadata.chosen_id"]);
+        // Leniently (what an environment accepts), a chosen version and an unnamed one count.
+        assert!(enables(&on(Some(json!(4))), &all[1]));
+        assert!(!enables(&on(Some(json!(4))), &all[0]));
+        assert!(enables(&on(None), &all[0]) && enables(&on(None), &all[1]));
     }
 }

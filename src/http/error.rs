@@ -175,7 +175,9 @@ impl ResponseError for ApiError {
             "agent_outdated" => StatusCode::UPGRADE_REQUIRED,
             "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "not_found" => StatusCode::NOT_FOUND,
-            "conflict" | "no_release" | "no_nodes" | "nothing_to_run" => StatusCode::CONFLICT,
+            "conflict" | "no_release" | "no_nodes" | "nothing_to_run" | "plugin_conflict" => {
+                StatusCode::CONFLICT
+            }
             "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,

@@ -25,10 +25,17 @@ use super::PackageError;
 use crate::engine::plugin::files::normalize;
 use crate::engine::plugin::{MemFiles, PackageFiles};
 
-/// Paths left out of a build: version-control folders are never listed; previous builds are.
-fn excluded(path: &str) -> bool {
+/// Paths left out of a build. fuel-plugin-builder 4.2.0 (`BaseBuildPlugin.build_repos`) copies
+/// `glob(plugin_path + '/*')` with `distutils.dir_util.copy_tree`: the glob leaves out every
+/// top-level name that starts with `.` (`.git`, `.gitignore`, `.build`, `.hidden`...), and
+/// `copy_tree` leaves out, at any depth, names that start with `.nfs` (NFS rename files); every
+/// other file is copied, dotfiles below the top (`deployment_scripts/.gitkeep`) and `*.pyc`
+/// included. stoker also leaves out its own earlier builds: top-level `*.fp` and `*.rpm`.
+pub fn excluded(path: &str) -> bool {
     let top = path.split('/').next().unwrap_or(path);
-    top == ".build" || (!path.contains('/') && (path.ends_with(".fp") || path.ends_with(".rpm")))
+    top.starts_with('.')
+        || path.split('/').any(|part| part.starts_with(".nfs"))
+        || (!path.contains('/') && (path.ends_with(".fp") || path.ends_with(".rpm")))
 }
 
 fn mode_of(path: &str, bytes: &[u8]) -> u32 {
@@ -39,9 +46,32 @@ fn mode_of(path: &str, bytes: &[u8]) -> u32 {
     }
 }
 
-/// The archive's file name: `NAME-VERSION.fp`.
-pub fn file_name(name: &str, version: &str) -> String {
-    format!("{name}-{version}.fp")
+/// The archive's top folder, `NAME-VERSION`; `NAME-VERSION.fp` is its file name. Refused when
+/// the name is missing or not a plugin name, or the version is missing or could not be part of
+/// a file name (a `/`, a leading `.`, a control character), so no file name is ever made of
+/// them.
+pub fn stem(name: &str, version: &str) -> Result<String, PackageError> {
+    if name.is_empty() {
+        return Err(PackageError::Unnamed(
+            "metadata.yaml gives no name: the archive cannot be named".to_string(),
+        ));
+    }
+    if !crate::engine::plugin::load::is_plugin_name(name) {
+        return Err(PackageError::Unnamed(format!(
+            "{name:?} (metadata.yaml: name) is not a plugin name: the archive cannot be named"
+        )));
+    }
+    if version.is_empty() {
+        return Err(PackageError::Unnamed(
+            "metadata.yaml gives no version: the archive cannot be named".to_string(),
+        ));
+    }
+    if version.starts_with('.') || version.chars().any(|c| c == '/' || c.is_control()) {
+        return Err(PackageError::Unnamed(format!(
+            "version {version:?} (metadata.yaml: version) cannot be part of a file name"
+        )));
+    }
+    Ok(format!("{name}-{version}"))
 }
 
 /// Build the archive of a package under a top directory `top` (`NAME-VERSION`). `progress` is
@@ -641,6 +671,45 @@ fn package_root(dest: &Path) -> Result<PathBuf, PackageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_archive_is_named_after_a_missing_or_unsafe_name_or_version() {
+        assert_eq!(stem("p", "1.0.0").unwrap(), "p-1.0.0");
+        for (name, version, says) in [
+            ("", "1.0.0", "gives no name"),
+            ("p", "", "gives no version"),
+            (
+                "P",
+                "1.0.0",
+                "\"P\" (metadata.yaml: name) is not a plugin name",
+            ),
+            ("../p", "1.0.0", "is not a plugin name"),
+            ("p", "1/../../x", "cannot be part of a file name"),
+            ("p", ".hidden", "cannot be part of a file name"),
+            ("p", "1\n", "cannot be part of a file name"),
+        ] {
+            let e = stem(name, version).unwrap_err().to_string();
+            assert!(e.contains(says), "{name:?} {version:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn fpb_leaves_top_level_dot_names_and_nfs_files_out() {
+        for (path, out) in [
+            (".git", true),
+            (".git/HEAD", true),
+            (".gitignore", true),
+            (".build/src/x", true),
+            ("deployment_scripts/.gitkeep", false),
+            ("deployment_scripts/.nfs0001", true),
+            ("a/b/.nfsX/c", true),
+            ("x.pyc", false),
+            ("old-1.0.0.fp", true),
+            ("repositories/ubuntu/x.rpm", false),
+        ] {
+            assert_eq!(excluded(path), out, "{path}");
+        }
+    }
 
     #[test]
     fn round_trip_is_byte_identical() {

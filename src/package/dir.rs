@@ -1,6 +1,8 @@
 //! A package directory on disk, read through the engine's `PackageFiles` trait. The tree is
-//! listed once, when opened (sorted, symlinks followed, `.git` skipped), so every question the
-//! engine asks is answered from the same snapshot. A package that arrived from the network is
+//! listed once, when opened (sorted, symlinks followed), so every question the engine asks is
+//! answered from the same snapshot. It lists what fuel-plugin-builder builds into a package
+//! ([`super::archive::excluded`]): no top-level dotfile or dot-folder (`.git`, `.build`), no
+//! `.nfs*` file anywhere. A package that arrived from the network is
 //! opened with a read limit, so no file the engine parses is read whole into memory past it.
 
 use std::path::{Path, PathBuf};
@@ -17,9 +19,10 @@ pub struct DirFiles {
     read_limit: Option<u64>,
 }
 
-/// Names never part of a package.
-fn skipped(name: &str) -> bool {
-    matches!(name, ".git" | ".hg" | ".svn" | ".tox" | "__pycache__")
+/// Names never part of a package, by FPB's build rule ([`super::archive::excluded`]): a
+/// top-level name starting with `.` (so `.git` is never walked), `.nfs*` at any depth.
+fn skipped(rel: &str, name: &str) -> bool {
+    (rel.is_empty() && name.starts_with('.')) || name.starts_with(".nfs")
 }
 
 fn walk(root: &Path, rel: &str, out: &mut Vec<Entry>, depth: usize) -> Result<(), PackageError> {
@@ -41,7 +44,7 @@ fn walk(root: &Path, rel: &str, out: &mut Vec<Entry>, depth: usize) -> Result<()
         let Some(name) = entry.file_name().to_str().map(str::to_string) else {
             continue;
         };
-        if !skipped(&name) {
+        if !skipped(rel, &name) {
             names.push(name);
         }
     }

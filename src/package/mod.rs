@@ -1,6 +1,7 @@
 //! The plugin-package edge: the file system side of [`crate::engine::plugin`]. It implements
 //! [`PackageFiles`](crate::engine::plugin::PackageFiles) for a directory ([`dir::DirFiles`]) and
-//! for a built archive ([`archive`]), builds byte-identical `.fp` archives, installs packages
+//! for a built archive ([`archive`]), runs a package's `pre_build_hook` ([`hook`]) and builds
+//! byte-identical `.fp` archives, installs packages
 //! atomically under `data_dir/plugins/`, and carries the bundled release plugins
 //! ([`bundled`]). It decides nothing about Fuel semantics (the engine does) and holds no SQL
 //! (the store does).
@@ -9,6 +10,7 @@ pub mod archive;
 pub mod bundled;
 pub mod dir;
 pub mod graphs;
+pub mod hook;
 pub mod install;
 
 use std::path::{Path, PathBuf};
@@ -52,6 +54,12 @@ pub enum PackageError {
     Invalid { errors: usize },
     #[error("{0}")]
     Conflict(String),
+    /// No archive or folder name can be made of the package's name and version.
+    #[error("{0}")]
+    Unnamed(String),
+    /// The package's `pre_build_hook` failed: its exit status and the end of its output.
+    #[error("pre_build_hook {status}; nothing was built. The end of its output:\n{tail}")]
+    Hook { status: String, tail: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }

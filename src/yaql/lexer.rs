@@ -282,8 +282,18 @@ fn decode_escapes(s: &str) -> std::result::Result<String, String> {
                 out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
                 i = j;
             }
-            'N' if i + 2 < n && chars[i + 2] == '{' && chars[i + 3..].contains(&'}') => {
-                return Err("\\N{...} escapes are not supported".to_string());
+            // yaql's `\\N\{[^}]+\}`, decoded by Python's `unicode-escape` codec.
+            'N' if i + 3 < n && chars[i + 2] == '{' && chars[i + 3] != '}' => {
+                let Some(len) = chars[i + 3..].iter().position(|c| *c == '}') else {
+                    out.push('\\');
+                    i += 1;
+                    continue;
+                };
+                let name: String = chars[i + 3..i + 3 + len].iter().collect();
+                let c = super::charname::lookup(&name)
+                    .ok_or_else(|| format!("unknown Unicode character name {name:?}"))?;
+                out.push(c);
+                i += 4 + len;
             }
             '\\' | '\'' | '"' | 'a' | 'b' | 'f' | 'n' | 'r' | 't' | 'v' => {
                 out.push(match c {

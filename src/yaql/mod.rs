@@ -19,10 +19,9 @@
 //! Known gaps, on purpose:
 //! * Integers are 64-bit: where Python would grow a big integer stoker raises `OverflowError`.
 //! * Regular expressions run on the `regex` crate after translating Python syntax
-//!   (`(?P<n>...)`, `\Z`, `$` before a final newline, `\g<n>` in replacements). Lookaround
-//!   and backreferences are not supported (an `error`, like a bad pattern); no Fuel
-//!   expression uses them.
-//! * `\N{NAME}` escapes in string literals are refused (no Unicode name table).
+//!   (`(?P<n>...)`, `\Z`, `\N{NAME}`, `$` before a final newline, `\g<n>` in replacements).
+//!   Lookaround, backreferences and a `$` followed by more pattern are not supported (an
+//!   `error`, like a bad pattern); no Fuel expression uses them.
 //! * Date/time functions (`now`, `datetime`, `timespan`, ...) are not provided: the pure core
 //!   has no clock and Fuel does not use them. `random` is not provided either.
 //! * Lazy-iterator quirks (`quirks-lazy.jsonl`): lazy results are real single-use iterators,
@@ -36,6 +35,7 @@
 //!   `preserve_order` feature is on; deserialise into [`Value`] (it implements
 //!   `Deserialize` and keeps order) and use `Context::from_value` to keep the input's order.
 
+mod charname;
 mod error;
 mod interp;
 mod lexer;
@@ -162,7 +162,7 @@ impl Context {
 /// Compiled regular expressions shared by evaluations (internal to the engine).
 #[derive(Default)]
 pub struct RegexCache {
-    map: Mutex<HashMap<(String, u8), Arc<regex::Regex>>>,
+    map: Mutex<HashMap<(String, u8), Arc<stdlib::Compiled>>>,
 }
 
 const PARSE_CACHE_MAX: usize = 10_000;

@@ -110,9 +110,8 @@ pub struct Set {
 pub struct RegexObj {
     pub pattern: String,
     pub flags: u8,
-    pub re: std::sync::Arc<regex::Regex>,
-    /// Names of groups by index (index 0 = whole match).
-    pub group_names: Vec<Option<String>>,
+    /// The translated pattern, with its groups' names by index (0 = the whole match).
+    pub re: std::sync::Arc<super::stdlib::Compiled>,
 }
 
 impl Value {

@@ -386,8 +386,20 @@ pub fn build(
         o.insert("use_cinder".to_string(), J::Bool(true));
     }
     deep_merge(&mut common, &generated);
-    // 4. The environment's values.
+    // 4. The environment's values; `chosen_id`, which picked the plugin's version, is not
+    // one (Nailgun's deployment data has no such key).
     deep_merge(&mut common, &cluster.settings);
+    if let Some(o) = common.as_object_mut() {
+        for p in &enabled {
+            if let Some(m) = o
+                .get_mut(&p.name)
+                .and_then(|g| g.get_mut("metadata"))
+                .and_then(J::as_object_mut)
+            {
+                m.remove("chosen_id");
+            }
+        }
+    }
     let vm_image = test_vm_image(&release.operating_system);
     let node_parts = nodes
         .iter()

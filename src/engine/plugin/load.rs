@@ -477,6 +477,37 @@ fn resolve_paths(
     }
 }
 
+/// FPB 4.2.0's plugin name rule (`consts.PLUGIN_NAME_PATTERN`, `^[a-z0-9_-]+$`): lowercase
+/// ASCII letters, digits, `_` and `-`, at least one. Python's `$` also lets one trailing newline
+/// through (`"name\n"`); stoker does not, since the name becomes file and folder names.
+pub fn is_plugin_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// The plugin name check every reader of a package goes through: [`load`] runs it, so the
+/// validator reports it and the planner (which plans only packages that load without errors)
+/// refuses a package whose name the validator refuses. A name that is not a string is the
+/// validator's type error, not this one.
+fn check_name(metadata_file: &str, metadata: &Node, d: &mut Diagnostics) {
+    let Some(node) = metadata.get("name") else {
+        return;
+    };
+    if let Some(name) = node.as_str()
+        && !is_plugin_name(name)
+    {
+        d.error(
+            &node.pos,
+            "name",
+            format!(
+                "{name:?} in {metadata_file} is not a valid plugin name: use lowercase letters, \
+                 digits, _ and - (fuel-plugin-builder's ^[a-z0-9_-]+$)"
+            ),
+        );
+    }
+}
+
 /// Read a package: metadata, `_path` keys, fixed-name files. All its YAML shares one node
 /// budget ([`yaml::MAX_NODES`]), so many files cannot add up to more than one file may hold.
 pub fn load(files: &dyn PackageFiles) -> Package {
@@ -498,6 +529,18 @@ pub fn load(files: &dyn PackageFiles) -> Package {
         );
         None
     };
+    if raw.as_ref().is_some_and(Node::is_null) {
+        // FPB 4.2.0 loads it as None, which its metadata schema (`type: object`) refuses
+        // ("File 'metadata.yaml' is empty"; its version lookup crashes on it first).
+        diags.error(
+            &meta_pos,
+            "",
+            format!(
+                "{metadata_file} is empty (nothing but comments, or null): a plugin's metadata \
+                 is a mapping with its name, version, package_version and releases"
+            ),
+        );
+    }
     let raw = raw.unwrap_or_else(|| Node::new(Value::Null, meta_pos.clone()));
     if !raw.is_null() && raw.as_map().is_none() {
         diags.error(
@@ -506,6 +549,7 @@ pub fn load(files: &dyn PackageFiles) -> Package {
             format!("metadata must be a mapping, not {}", raw.type_name()),
         );
     }
+    check_name(&metadata_file, &raw, &mut diags);
     let package_version = match raw.get("package_version").map(|n| &n.value) {
         Some(Value::Str(s)) => PackageVersion::parse(s),
         _ => None,
@@ -637,6 +681,51 @@ mod tests {
             .find(|d| d.message.contains("chain deeper"))
             .unwrap_or_else(|| panic!("{:?}", p.diagnostics));
         assert_eq!(&*e.file, "base.yaml");
+    }
+
+    #[test]
+    fn an_empty_metadata_and_a_bad_name_are_load_errors() {
+        for text in ["", "# only a comment\n", "null\n"] {
+            let p = pkg(&[("metadata.yaml", text)]);
+            let e: Vec<String> = p.diagnostics.iter().map(|d| d.render()).collect();
+            assert_eq!(e.len(), 1, "{text:?}: {e:?}");
+            assert!(
+                e[0].starts_with("metadata.yaml: error: metadata.yaml is empty"),
+                "{e:?}"
+            );
+        }
+        for (name, ok) in [
+            ("p", true),
+            ("my_plugin-2", true),
+            ("My", false),
+            ("a b", false),
+            ("a.b", false),
+            ("ü", false),
+            ("", false),
+            ("name\n", false),
+        ] {
+            let p = pkg(&[("metadata.yaml", &format!("name: {name:?}\n"))]);
+            let errors: Vec<&str> = p
+                .diagnostics
+                .iter()
+                .filter(|d| d.field == "name")
+                .map(|d| d.message.as_str())
+                .collect();
+            assert_eq!(errors.is_empty(), ok, "{name:?}: {errors:?}");
+            assert_eq!(is_plugin_name(name), ok, "{name:?}");
+            if !ok {
+                assert!(
+                    errors[0].starts_with(&format!("{name:?} in metadata.yaml is not a valid")),
+                    "{errors:?}"
+                );
+            }
+        }
+        // Not a string: the validator's type error, not a name error here.
+        assert!(
+            !pkg(&[("metadata.yaml", "name: [a]\n")])
+                .diagnostics
+                .has_errors()
+        );
     }
 
     #[test]

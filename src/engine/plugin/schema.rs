@@ -124,12 +124,7 @@ pub fn is_task_name(s: &str) -> bool {
     all_chars(s, |c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// `^[a-z0-9_-]+$`: plugin names.
-pub fn is_plugin_name(s: &str) -> bool {
-    all_chars(s, |c| {
-        c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'
-    })
-}
+pub use super::load::is_plugin_name;
 
 /// `^[0-9a-z_-]+$`: VIP names and namespaces.
 fn is_lower_name(s: &str) -> bool {
@@ -210,15 +205,8 @@ pub fn required_metadata(v: PackageVersion) -> Vec<&'static str> {
 
 /// Field types of `metadata.yaml` (required keys are checked by the caller).
 pub fn metadata_fields(v: PackageVersion, n: &Node, d: &mut Diagnostics) {
-    if let Some(name) = opt(n, "name", Kind::Str, "", d).and_then(Node::as_str)
-        && !is_plugin_name(name)
-    {
-        d.error(
-            &n.get("name").map_or(n.pos.clone(), |x| x.pos.clone()),
-            "name",
-            format!("{name:?} is not a valid plugin name: use lowercase letters, digits, _ and -"),
-        );
-    }
+    // The name's rule is checked by `load::check_name`, which every reader of a package runs.
+    opt(n, "name", Kind::Str, "", d);
     for key in ["title", "description", "homepage"] {
         opt(n, key, Kind::Str, "", d);
     }

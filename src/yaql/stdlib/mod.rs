@@ -18,6 +18,8 @@ mod regex;
 mod strings;
 mod system;
 
+pub use regex::Compiled;
+
 use super::error::Result;
 use super::interp::Interp;
 use super::registry::Registry;

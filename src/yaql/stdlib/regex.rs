@@ -1,9 +1,19 @@
-//! yaql's `regex` module on the `regex` crate: Python `re` patterns are translated (`\Z`,
-//! `(?#...)`, `$` = end of text, escapes), searches are unanchored like `re.search`, and
-//! replacement templates use Python's syntax (`\1`, `\g<name>`). Not supported (reported as
-//! `error`): lookaround, backreferences, `$` matching before a final newline. Must not do I/O.
+//! yaql's `regex` module on the `regex` crate. Python `re` patterns are translated: `\Z` (end
+//! of text), `(?#...)`, `\N{NAME}` (a character by its Unicode name, [`crate::yaql::charname`]),
+//! escapes, and `$`. Outside multi-line mode (the `multiLine` flag or an inline `(?m)`), Python's
+//! `$` matches at the end of the text and also before a final `\n`; the `regex` crate has no
+//! lookahead to say so, so `$` becomes `(?:(\n)?\z)`, a hidden group that takes that final
+//! newline, and every span is cut back to where the hidden group starts: matches, groups, the
+//! spans `search` publishes, and where `searchAll`, `split` and `replace` go on. This is exact
+//! when nothing that can consume follows the `$` (the end of the pattern, `)`, another branch,
+//! another `$` or `\Z`); a `$` followed by more pattern (`a$\n`, `$\s*`) could see that
+//! newline in Python, and is refused. Searches are unanchored like `re.search`; successive
+//! matches follow Python 3.7+ (an empty match may follow a non-empty one, e.g. `x*` in `axb`
+//! matches at 0, 1, 2 and 3). Replacement templates use Python's syntax (`\1`, `\g<name>`).
+//! Not supported (reported as `error`): lookaround, backreferences. Must not do I/O.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
 use crate::yaql::interp::{Call, Ctx, Interp, Lambda, lazy};
@@ -18,13 +28,194 @@ fn re_error(msg: impl Into<String>) -> YaqlError {
     YaqlError::new(ErrorKind::error, msg)
 }
 
+/// The spans of one match, by Python group index (0 = the whole match), in bytes.
+type Spans = Vec<Option<(usize, usize)>>;
+
+/// A Python pattern compiled for the `regex` crate, with what its translation added.
+pub struct Compiled {
+    re: regex::Regex,
+    /// The `regex` group index of each Python group (index 0 = the whole match).
+    groups: Vec<usize>,
+    /// The `regex` indices of the hidden groups of `$` (see the module's text).
+    markers: Vec<usize>,
+    /// Python group names by Python index.
+    pub names: Vec<Option<String>>,
+}
+
+impl Compiled {
+    pub fn is_match(&self, s: &str) -> bool {
+        self.re.is_match(s)
+    }
+
+    /// The first match starting at byte `at` or later, its spans cut back at a `$`'s newline.
+    fn captures_at(&self, s: &str, at: usize) -> Option<Spans> {
+        let caps = self.re.captures_at(s, at)?;
+        let cut = self
+            .markers
+            .iter()
+            .filter_map(|&m| caps.get(m))
+            .map(|m| m.start())
+            .min();
+        Some(
+            self.groups
+                .iter()
+                .map(|&g| {
+                    caps.get(g).map(|m| match cut {
+                        Some(c) => (m.start().min(c), m.end().min(c)),
+                        None => (m.start(), m.end()),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Successive matches as Python's `finditer`, `sub` and `split` find them: the next search
+    /// starts where a match ended, one character further after an empty match.
+    fn iter<'a>(&'a self, s: &'a str) -> impl Iterator<Item = Spans> + 'a {
+        let mut at = Some(0usize);
+        std::iter::from_fn(move || {
+            let from = at?;
+            let spans = self.captures_at(s, from)?;
+            let (start, end) = spans[0]?;
+            at = if start == end {
+                // step over an empty match by one character
+                s[end..].chars().next().map(|c| end + c.len_utf8())
+            } else {
+                Some(end)
+            };
+            Some(spans)
+        })
+    }
+}
+
+/// What translating a Python pattern made.
+struct Translation {
+    src: String,
+    groups: Vec<usize>,
+    markers: Vec<usize>,
+}
+
+/// Python's inline flags `(?aiLmsux)` / `(?flags-flags:`: whether they turn multi-line mode on
+/// (`Some(true)`), off (`Some(false)`) or leave it (`None`).
+fn inline_multiline(flags: &[char]) -> Option<bool> {
+    let mut on = true;
+    let mut out = None;
+    for &f in flags {
+        match f {
+            '-' => on = false,
+            'm' => out = Some(on),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Where the group open at `j` (inside it, at depth 0) is closed: the index of its `)`, or the
+/// pattern's end. Escapes and classes are skipped.
+fn group_end(cs: &[char], mut j: usize) -> usize {
+    let mut depth = 0usize;
+    let mut in_class = false;
+    while j < cs.len() {
+        match cs[j] {
+            '\\' => j += 1,
+            '[' if !in_class => {
+                in_class = true;
+                if cs.get(j + 1) == Some(&'^') {
+                    j += 1;
+                }
+                if cs.get(j + 1) == Some(&']') {
+                    j += 1;
+                }
+            }
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => {
+                if depth == 0 {
+                    return j;
+                }
+                depth -= 1;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    cs.len()
+}
+
+/// Whether only what matches nothing can follow the `$` ending at `j`: closing parentheses
+/// (and their quantifiers), other branches, `$`, `\Z`, `\z` and comments.
+fn nothing_after_dollar(cs: &[char], mut j: usize) -> bool {
+    while j < cs.len() {
+        match cs[j] {
+            ')' => {
+                j += 1;
+                while j < cs.len() && matches!(cs[j], '*' | '+' | '?') {
+                    j += 1;
+                }
+                if cs.get(j) == Some(&'{') {
+                    while j < cs.len() && cs[j] != '}' {
+                        j += 1;
+                    }
+                    j += 1;
+                    if cs.get(j) == Some(&'?') {
+                        j += 1;
+                    }
+                }
+            }
+            '|' => j = group_end(cs, j + 1),
+            '$' => j += 1,
+            '\\' if matches!(cs.get(j + 1), Some('Z' | 'z')) => j += 2,
+            '(' if cs.get(j + 1) == Some(&'?') && cs.get(j + 2) == Some(&'#') => {
+                while j < cs.len() && cs[j] != ')' {
+                    j += 1;
+                }
+                j += 1;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `\N{NAME}` at `cs[i]` (the `N`): the character and the index after the `}`.
+fn named_char(cs: &[char], i: usize) -> Result<(char, usize)> {
+    if cs.get(i + 1) != Some(&'{') {
+        return Err(re_error(format!("missing {{ at position {}", i + 1)));
+    }
+    let Some(len) = cs[i + 2..].iter().position(|c| *c == '}') else {
+        return Err(re_error(format!(
+            "missing }}, unterminated name at position {}",
+            i + 2
+        )));
+    };
+    if len == 0 {
+        return Err(re_error(format!(
+            "missing character name at position {}",
+            i + 2
+        )));
+    }
+    let name: String = cs[i + 2..i + 2 + len].iter().collect();
+    let c = crate::yaql::charname::lookup(&name).ok_or_else(|| {
+        re_error(format!(
+            "undefined character name '{name}' at position {}",
+            i - 1
+        ))
+    })?;
+    Ok((c, i + 3 + len))
+}
+
 /// Translate a Python `re` pattern to the `regex` crate's syntax.
-fn translate(pat: &str, flags: u8) -> Result<String> {
+fn translate(pat: &str, flags: u8) -> Result<Translation> {
     let cs: Vec<char> = pat.chars().collect();
     let mut out = String::with_capacity(pat.len() + 8);
     let mut i = 0;
     let mut in_class = false;
-    let multiline = flags & MULTILINE != 0;
+    // Multi-line mode, per open group (an inline flag lasts to the end of its group).
+    let mut multiline = vec![flags & MULTILINE != 0];
+    let mut groups = vec![0usize];
+    let mut markers = Vec::new();
+    let mut count = 0usize;
+    let on = |stack: &[bool]| stack.last().copied().unwrap_or(false);
     while i < cs.len() {
         let c = cs[i];
         match c {
@@ -32,6 +223,12 @@ fn translate(pat: &str, flags: u8) -> Result<String> {
                 let Some(&n) = cs.get(i + 1) else {
                     return Err(re_error("bad escape (end of pattern)"));
                 };
+                if n == 'N' {
+                    let (ch, next) = named_char(&cs, i + 1)?;
+                    out.push_str(&format!("\\x{{{:X}}}", u32::from(ch)));
+                    i = next;
+                    continue;
+                }
                 i += 2;
                 match n {
                     'Z' => out.push_str(if in_class { "Z" } else { r"\z" }),
@@ -95,14 +292,66 @@ fn translate(pat: &str, flags: u8) -> Result<String> {
                     i += 1;
                     continue;
                 }
+                if rest.starts_with('P') || rest.starts_with('<') {
+                    // a named group
+                    count += 1;
+                    groups.push(count);
+                    multiline.push(on(&multiline));
+                } else {
+                    // flags: `(?im)` for the rest of the group, `(?im:...)` for a group of
+                    // their own; or `(?:...)`
+                    let len = cs[i + 2..]
+                        .iter()
+                        .position(|c| *c == ')' || *c == ':')
+                        .unwrap_or(0);
+                    let letters = &cs[i + 2..i + 2 + len];
+                    let set = inline_multiline(letters);
+                    if cs.get(i + 2 + len) == Some(&')') {
+                        if let (Some(m), Some(top)) = (set, multiline.last_mut()) {
+                            *top = m;
+                        }
+                        let text: String = cs[i..i + 3 + len].iter().collect();
+                        out.push_str(&text);
+                        i += 3 + len;
+                        continue;
+                    }
+                    multiline.push(set.unwrap_or(on(&multiline)));
+                }
                 out.push('(');
             }
-            '$' if !in_class && !multiline => out.push_str(r"\z"),
+            '(' if !in_class => {
+                count += 1;
+                groups.push(count);
+                multiline.push(on(&multiline));
+                out.push('(');
+            }
+            ')' if !in_class => {
+                if multiline.len() > 1 {
+                    multiline.pop();
+                }
+                out.push(')');
+            }
+            '$' if !in_class && !on(&multiline) => {
+                if !nothing_after_dollar(&cs, i + 1) {
+                    return Err(re_error(format!(
+                        "a $ followed by more pattern (at position {i}) is not supported by \
+                         stoker's regex engine: Python's $ also matches before a final newline, \
+                         which what follows could match"
+                    )));
+                }
+                count += 1;
+                markers.push(count);
+                out.push_str(r"(?:(\n)?\z)");
+            }
             c => out.push(c),
         }
         i += 1;
     }
-    Ok(out)
+    Ok(Translation {
+        src: out,
+        groups,
+        markers,
+    })
 }
 
 pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
@@ -116,15 +365,27 @@ pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
     let re = match cached {
         Some(re) => re,
         None => {
-            let src = translate(pattern, flags)?;
-            let re = regex::RegexBuilder::new(&src)
+            let t = translate(pattern, flags)?;
+            let re = regex::RegexBuilder::new(&t.src)
                 .case_insensitive(flags & IGNORECASE != 0)
                 .multi_line(flags & MULTILINE != 0)
                 .dot_matches_new_line(flags & DOTALL != 0)
                 .size_limit(1 << 22)
                 .build()
                 .map_err(|e| re_error(e.to_string()))?;
-            let re = std::sync::Arc::new(re);
+            let all: Vec<Option<String>> =
+                re.capture_names().map(|n| n.map(str::to_string)).collect();
+            let names = t
+                .groups
+                .iter()
+                .map(|&g| all.get(g).cloned().flatten())
+                .collect();
+            let re = Arc::new(Compiled {
+                re,
+                groups: t.groups,
+                markers: t.markers,
+                names,
+            });
             if let Ok(mut m) = it.0.regexes.map.lock() {
                 if m.len() > 1000 {
                     m.clear();
@@ -134,12 +395,10 @@ pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
             re
         }
     };
-    let group_names = re.capture_names().map(|n| n.map(str::to_string)).collect();
     Ok(Rc::new(RegexObj {
         pattern: pattern.to_string(),
         flags,
         re,
-        group_names,
     }))
 }
 
@@ -155,31 +414,28 @@ fn char_pos(s: &str, byte: usize) -> i64 {
     s[..byte].chars().count() as i64
 }
 
-fn publish(ctx: &Rc<Ctx>, s: &str, caps: &regex::Captures, re: &RegexObj) -> Result<()> {
-    for i in 0..caps.len() {
-        let rec = match caps.get(i) {
-            Some(m) => {
-                let mut d = Map::default();
-                d.insert(Value::str("value"), Value::str(m.as_str()));
-                d.insert(Value::str("start"), Value::Int(char_pos(s, m.start())));
-                d.insert(Value::str("end"), Value::Int(char_pos(s, m.end())));
-                Value::dict(d)
+fn publish(ctx: &Rc<Ctx>, s: &str, spans: &Spans, re: &RegexObj) -> Result<()> {
+    for (i, span) in spans.iter().enumerate() {
+        let mut d = Map::default();
+        match span {
+            Some((start, end)) => {
+                d.insert(Value::str("value"), Value::str(&s[*start..*end]));
+                d.insert(Value::str("start"), Value::Int(char_pos(s, *start)));
+                d.insert(Value::str("end"), Value::Int(char_pos(s, *end)));
             }
             None => {
-                let mut d = Map::default();
                 d.insert(Value::str("value"), Value::Null);
                 d.insert(Value::str("start"), Value::Int(-1));
                 d.insert(Value::str("end"), Value::Int(-1));
-                Value::dict(d)
             }
-        };
-        ctx.set(&(i + 1).to_string(), rec);
+        }
+        ctx.set(&(i + 1).to_string(), Value::dict(d));
     }
     // yaql 3.2.0 unpacks the *values* of named groups into (key, value): it only works for
     // two-character matches, otherwise Python raises
-    for (i, name) in re.group_names.iter().enumerate() {
+    for (i, name) in re.re.names.iter().enumerate() {
         if name.is_some() {
-            return match caps.get(i) {
+            return match spans.get(i).copied().flatten() {
                 None => err(
                     ErrorKind::TypeError,
                     "cannot unpack non-iterable NoneType object",
@@ -194,20 +450,19 @@ fn publish(ctx: &Rc<Ctx>, s: &str, caps: &regex::Captures, re: &RegexObj) -> Res
     Ok(())
 }
 
-/// Expand a Python replacement template for one match.
-fn expand(template: &str, caps: &regex::Captures, re: &RegexObj) -> Result<String> {
+/// The text of group `g` of a match (empty when it did not take part).
+fn group_text<'s>(s: &'s str, spans: &Spans, g: usize) -> Result<&'s str> {
+    match spans.get(g) {
+        None => Err(re_error(format!("invalid group reference {g}"))),
+        Some(span) => Ok(span.map(|(a, b)| &s[a..b]).unwrap_or_default()),
+    }
+}
+
+/// Expand a Python replacement template for one match of `re` in `s`.
+fn expand(template: &str, s: &str, spans: &Spans, re: &RegexObj) -> Result<String> {
     let cs: Vec<char> = template.chars().collect();
     let mut out = String::new();
     let mut i = 0;
-    let group = |g: usize| -> Result<String> {
-        if g >= caps.len() {
-            return Err(re_error(format!("invalid group reference {g}")));
-        }
-        Ok(caps
-            .get(g)
-            .map(|m| m.as_str().to_string())
-            .unwrap_or_default())
-    };
     while i < cs.len() {
         let c = cs[i];
         if c != '\\' {
@@ -231,14 +486,15 @@ fn expand(template: &str, caps: &regex::Captures, re: &RegexObj) -> Result<Strin
                 let name: String = cs[i + 1..i + end].iter().collect();
                 i += end + 1;
                 if let Ok(g) = name.parse::<usize>() {
-                    out.push_str(&group(g)?);
+                    out.push_str(group_text(s, spans, g)?);
                 } else {
                     let idx = re
-                        .group_names
+                        .re
+                        .names
                         .iter()
                         .position(|n| n.as_deref() == Some(name.as_str()))
                         .ok_or_else(|| re_error(format!("unknown group name '{name}'")))?;
-                    out.push_str(&group(idx)?);
+                    out.push_str(group_text(s, spans, idx)?);
                 }
             }
             '0'..='9' => {
@@ -247,7 +503,7 @@ fn expand(template: &str, caps: &regex::Captures, re: &RegexObj) -> Result<Strin
                     num = num * 10 + d as usize;
                     i += 1;
                 }
-                out.push_str(&group(num)?);
+                out.push_str(group_text(s, spans, num)?);
             }
             'n' => out.push('\n'),
             't' => out.push('\t'),
@@ -272,19 +528,21 @@ fn sub(
     re: &RegexObj,
     s: &str,
     count: i64,
-    f: &mut dyn FnMut(&regex::Captures) -> Result<String>,
+    f: &mut dyn FnMut(&Spans) -> Result<String>,
 ) -> Result<Value> {
     let mut out = String::new();
     let mut last = 0;
     let mut n = 0i64;
-    for caps in re.re.captures_iter(s) {
+    for spans in re.re.iter(s) {
         if count > 0 && n >= count {
             break;
         }
-        let Some(m) = caps.get(0) else { continue };
-        out.push_str(&s[last..m.start()]);
-        out.push_str(&f(&caps)?);
-        last = m.end();
+        let Some((start, end)) = spans[0] else {
+            continue;
+        };
+        out.push_str(&s[last..start]);
+        out.push_str(&f(&spans)?);
+        last = end;
         n += 1;
         it.check_quota(out.len())?;
     }
@@ -296,21 +554,20 @@ fn split(it: &Interp, re: &Rc<RegexObj>, s: &str, max: i64) -> Result<Value> {
     let mut out = Vec::new();
     let mut last = 0;
     let mut n = 0i64;
-    for caps in re.re.captures_iter(s) {
+    for spans in re.re.iter(s) {
         if max > 0 && n >= max {
             break;
         }
-        let Some(m) = caps.get(0) else { continue };
-        out.push(Value::str(&s[last..m.start()]));
-        for g in 1..caps.len() {
-            out.push(
-                caps.get(g)
-                    .map(|m| Value::str(m.as_str()))
-                    .unwrap_or(Value::Null),
-            );
+        let Some((start, end)) = spans[0] else {
+            continue;
+        };
+        out.push(Value::str(&s[last..start]));
+        for g in &spans[1..] {
+            out.push(g.map(|(a, b)| Value::str(&s[a..b])).unwrap_or(Value::Null));
         }
-        last = m.end();
+        last = end;
         n += 1;
+        it.check_quota(out.len() * 8)?;
     }
     out.push(Value::str(&s[last..]));
     it.check_quota(out.len() * 8)?;
@@ -324,17 +581,16 @@ fn search(
     sel: Option<&Lambda>,
     ctx: &Rc<Ctx>,
 ) -> Result<Value> {
-    let Some(caps) = re.re.captures(s) else {
+    let Some(spans) = re.re.captures_at(s, 0) else {
         return Ok(Value::Null);
     };
     match sel {
-        None => Ok(caps
-            .get(0)
-            .map(|m| Value::str(m.as_str()))
+        None => Ok(spans[0]
+            .map(|(a, b)| Value::str(&s[a..b]))
             .unwrap_or(Value::Null)),
         Some(l) => {
             let child = Ctx::child(ctx);
-            publish(&child, s, &caps, re)?;
+            publish(&child, s, &spans, re)?;
             it.call_lambda_in(l, &child)
         }
     }
@@ -348,32 +604,23 @@ fn search_all(
     ctx: Rc<Ctx>,
 ) -> Value {
     let me = it.clone();
-    let mut pos = 0usize;
-    let mut done = false;
+    // Where the next search starts; `None` once past the end.
+    let mut at = Some(0usize);
     lazy(move || {
-        if done || pos > s.len() {
-            return None;
-        }
-        let caps = re.re.captures_at(&s, pos)?;
-        let m = caps.get(0)?;
-        pos = if m.end() == m.start() {
+        let from = at?;
+        let spans = re.re.captures_at(&s, from)?;
+        let (start, end) = spans[0]?;
+        at = if start == end {
             // step over an empty match by one character
-            s[m.end()..]
-                .chars()
-                .next()
-                .map(|c| m.end() + c.len_utf8())
-                .unwrap_or_else(|| {
-                    done = true;
-                    m.end()
-                })
+            s[end..].chars().next().map(|c| end + c.len_utf8())
         } else {
-            m.end()
+            Some(end)
         };
         Some(match &sel {
-            None => Ok(Value::str(m.as_str())),
+            None => Ok(Value::str(&s[start..end])),
             Some(l) => {
                 let child = Ctx::child(&ctx);
-                publish(&child, &s, &caps, &re).and_then(|_| me.call_lambda_in(l, &child))
+                publish(&child, &s, &spans, &re).and_then(|_| me.call_lambda_in(l, &child))
             }
         })
     })
@@ -500,8 +747,9 @@ pub fn register(r: &mut Registry) {
         |it, c| {
             let re = regex_of(it, c.val(0))?;
             let repl = c.str(2).to_string();
-            sub(it, &re, c.str(1), c.int(3), &mut |caps| {
-                expand(&repl, caps, &re)
+            let text = c.str(1);
+            sub(it, &re, text, c.int(3), &mut |spans| {
+                expand(&repl, text, spans, &re)
             })
         },
     );
@@ -517,8 +765,9 @@ pub fn register(r: &mut Registry) {
         |it, c| {
             let re = regex_of(it, c.val(1))?;
             let repl = c.str(2).to_string();
-            sub(it, &re, c.str(0), c.int(3), &mut |caps| {
-                expand(&repl, caps, &re)
+            let text = c.str(0);
+            sub(it, &re, text, c.int(3), &mut |spans| {
+                expand(&repl, text, spans, &re)
             })
         },
     );
@@ -559,9 +808,9 @@ fn replace_by(it: &Interp, c: &mut Call, re_i: usize, s_i: usize) -> Result<Valu
         return Ok(Value::Null);
     };
     let ctx = c.ctx.clone();
-    sub(it, &re, &s, c.int(3), &mut |caps| {
+    sub(it, &re, &s, c.int(3), &mut |spans| {
         let child = Ctx::child(&ctx);
-        publish(&child, &s, caps, &re)?;
+        publish(&child, &s, spans, &re)?;
         let v = it.call_lambda_in(&l, &child)?;
         match v {
             Value::Str(r) => Ok(r.to_string()),
@@ -571,4 +820,67 @@ fn replace_by(it: &Interp, c: &mut Call, re_i: usize, s_i: usize) -> Result<Valu
             ),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(pat: &str) -> String {
+        translate(pat, 0)
+            .map(|t| t.src)
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn dollar_becomes_a_hidden_group_that_takes_the_final_newline() {
+        let t = translate(r"(a)$(?P<b>x)?|(c)", 0);
+        assert!(t.is_err(), "x? follows the $");
+        let t = translate(r"(a)(?P<b>x)?$|(c)", 0).unwrap();
+        assert_eq!(t.src, r"(a)(?P<b>x)?(?:(\n)?\z)|(c)");
+        // Python's groups 1, 2, 3 are the regex crate's 1, 2, 4; 3 is the $'s.
+        assert_eq!((t.groups, t.markers), (vec![0, 1, 2, 4], vec![3]));
+        // Multi-line mode keeps the regex crate's own `$`, which is Python's there.
+        assert_eq!(translate("a$", MULTILINE).unwrap().src, "a$");
+        assert_eq!(src("(?m)a$"), "(?m)a$");
+        assert_eq!(src("(?m:a$)b$"), r"(?m:a$)b(?:(\n)?\z)");
+        assert_eq!(
+            translate("(?-m:a$)", MULTILINE).unwrap().src,
+            r"(?-m:a(?:(\n)?\z))"
+        );
+        // Escaped or in a class, `$` is a dollar sign.
+        assert_eq!(src(r"\$[$]"), r"\$[$]");
+        // Only what matches nothing may follow it.
+        for ok in [r"a$", r"(a$)+", r"a$|b", r"$$", r"a$\Z", r"a$(?#end)"] {
+            assert!(translate(ok, 0).is_ok(), "{ok}");
+        }
+        for refused in [
+            r"a$\n",
+            r"$\s*",
+            r"a$b",
+            r"(a$)b",
+            r"a$\b",
+            r"a$()",
+            r"(?:a$|b)c",
+        ] {
+            let e = src(refused);
+            assert!(e.contains("a $ followed by more pattern"), "{refused}: {e}");
+        }
+    }
+
+    #[test]
+    fn named_characters() {
+        assert_eq!(src(r"\N{EM DASH}"), r"\x{2014}");
+        assert_eq!(src(r"[\N{em dash}-]"), r"[\x{2014}-]");
+        for (pat, says) in [
+            (r"\N{NO SUCH}", "undefined character name 'NO SUCH'"),
+            (r"\N", "missing {"),
+            (r"\Nx", "missing {"),
+            (r"\N{EM DASH", "missing }, unterminated name"),
+            (r"\N{}", "missing character name"),
+        ] {
+            let e = src(pat);
+            assert!(e.contains(says), "{pat}: {e}");
+        }
+    }
 }
