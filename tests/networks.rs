@@ -380,12 +380,13 @@ fn interfaces_get_the_default_assignment_and_an_operators_one_is_checked() {
     assert_eq!(def[0]["name"], "eno1");
     assert_eq!(def[0]["pxe"], true);
     assert_eq!(def[0]["type"], "ether");
-    assert_eq!(names(&def[0]), ["fuelweb_admin", "management", "storage"]);
+    // Private carries Neutron's VLAN range (`neutron_vlan_range`): not untagged, so it goes
+    // with the admin network.
     assert_eq!(
-        names(&def[1]),
-        ["private"],
-        "the second untagged network goes to the next NIC"
+        names(&def[0]),
+        ["fuelweb_admin", "management", "storage", "private"]
     );
+    assert_eq!(names(&def[1]), Vec::<String>::new());
     assert!(
         def[0]["attributes"]["mtu"].is_object(),
         "the release's nic attributes: {}",
@@ -410,11 +411,11 @@ fn interfaces_get_the_default_assignment_and_an_operators_one_is_checked() {
         .push(storage.clone());
     let r = http.put(&path, &mine.to_string());
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(names(&http.get(&path).json()[1]), ["private", "storage"]);
+    assert_eq!(names(&http.get(&path).json()[1]), ["storage"]);
 
     let admin = def[0]["assigned_networks"][0].clone();
     let mgmt = def[0]["assigned_networks"][1].clone();
-    let private = def[1]["assigned_networks"][0].clone();
+    let private = def[0]["assigned_networks"][3].clone();
     let bad = [
         // The admin network off the PXE NIC.
         (
@@ -427,12 +428,6 @@ fn interfaces_get_the_default_assignment_and_an_operators_one_is_checked() {
             json!([{"id": 1, "type": "ether", "assigned_networks": [admin, mgmt]},
                 {"id": 2, "type": "ether", "assigned_networks": [private]}]),
             "storage",
-        ),
-        // Two untagged networks on one NIC.
-        (
-            json!([{"id": 1, "type": "ether", "assigned_networks": [admin, mgmt, storage, private]},
-                {"id": 2, "type": "ether", "assigned_networks": []}]),
-            "untagged",
         ),
         // Not this node's NIC.
         (
@@ -475,4 +470,83 @@ fn interfaces_get_the_default_assignment_and_an_operators_one_is_checked() {
     let after = http.get(&path).json();
     assert_eq!(names(&after[0]), ["fuelweb_admin"]);
     assert!(names(&after[1]).is_empty());
+}
+
+#[test]
+fn a_controllers_interfaces_go_back_as_they_came_and_two_untagged_networks_are_refused() {
+    // What `fuel2 node interfaces download` then `upload` does, unchanged: the default
+    // assignment must pass the checks it is made for (private is a VLAN range, not untagged).
+    let d = TestDaemon::start_bundled("install");
+    let (_, ids) = d.environment(&["controller"], 1);
+    let http = d.http();
+    let path = format!("/api/v1/nodes/{}/interfaces/", ids[0]);
+    let got = http.get(&path).json();
+    assert_eq!(
+        names(&got[0]),
+        ["fuelweb_admin", "management", "storage", "private"]
+    );
+    assert_eq!(names(&got[1]), ["public"]);
+    let r = http.put(&path, &got.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(http.get(&path).json(), got);
+    // Public (untagged) beside the admin network (untagged): refused, both named.
+    let mut bad = got.clone();
+    let public = bad[1]["assigned_networks"][0].clone();
+    bad[1]["assigned_networks"] = json!([]);
+    bad[0]["assigned_networks"]
+        .as_array_mut()
+        .unwrap()
+        .push(public);
+    let r = http.put(&path, &bad.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("untagged") && r.body.contains("fuelweb_admin, public"),
+        "{}",
+        r.body
+    );
+    assert_eq!(http.get(&path).json(), got, "nothing written");
+}
+
+#[test]
+fn a_network_group_is_created_as_fuel2_sends_it() {
+    // fuel2 network-group create -N GROUP -C 10.99.0.0/24 -V 555 -g 10.99.0.1 NAME: no
+    // --release (null), and meta.use_gateway false whatever --gateway says.
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["compute"], 1);
+    let http = d.http();
+    let body = json!({"name": "netgroup-x", "release": null, "vlan_start": 555,
+                      "cidr": "10.99.0.0/24", "gateway": "10.99.0.1", "group_id": cluster,
+                      "meta": {"notation": "cidr", "render_type": null, "map_priority": 2,
+                               "configurable": true, "use_gateway": false,
+                               "name": "netgroup-x", "cidr": "10.99.0.0/24",
+                               "vlan_start": 555}});
+    let r = http.post("/api/v1/networks/", &body.to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    let created = r.json();
+    assert_eq!(created["gateway"], "10.99.0.1");
+    assert_eq!(created["meta"]["use_gateway"], true);
+    assert_eq!(
+        created["ip_ranges"],
+        json!([["10.99.0.2", "10.99.0.254"]]),
+        "the gateway is kept out of the range"
+    );
+    assert_eq!(created["release"], 1, "the environment's release");
+    // fuel2 network-group update -C ... -g ...: the gateway may change with the CIDR.
+    let id = created["id"].as_i64().unwrap();
+    let r = http.put(
+        &format!("/api/v1/networks/{id}/"),
+        &json!({"cidr": "10.98.0.0/24", "gateway": "10.98.0.1"}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["ip_ranges"], json!([["10.98.0.2", "10.98.0.254"]]));
+    // Another release than the environment's is still refused, named.
+    let mut other = body.clone();
+    other["name"] = json!("netgroup-y");
+    other["cidr"] = json!("10.97.0.0/24");
+    other["gateway"] = json!("10.97.0.1");
+    other["vlan_start"] = json!(556);
+    other["release"] = json!(99);
+    let r = http.post("/api/v1/networks/", &other.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("release"), "{}", r.body);
 }

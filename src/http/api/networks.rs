@@ -278,11 +278,25 @@ pub async fn create_network_group(
                 };
                 let mut update = obj.clone();
                 update.remove("name");
+                // fuel2 sends `release: null` without --release: the environment's release.
+                if update.get("release").is_some_and(J::is_null) {
+                    update.remove("release");
+                }
                 if let Some(m) = update.get("meta").and_then(J::as_object)
                     && let Some(o) = meta.as_object_mut()
                 {
                     for (k, v) in m {
                         o.insert(k.clone(), v.clone());
+                    }
+                }
+                // fuel2 always sends `use_gateway: false`; a gateway given with the network
+                // (`--gateway`) is meant to be used, and its address kept out of the range.
+                if update.get("gateway").is_some_and(J::is_string)
+                    && let Some(o) = meta.as_object_mut()
+                {
+                    o.insert("use_gateway".into(), J::Bool(true));
+                    if let Some(m) = update.get_mut("meta").and_then(J::as_object_mut) {
+                        m.insert("use_gateway".into(), J::Bool(true));
                     }
                 }
                 let mut current = blank;
