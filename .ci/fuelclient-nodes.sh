@@ -8,39 +8,10 @@
 set -uo pipefail
 bin=$(realpath "$1")
 venv=${2:-/tmp/fcvenv}
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=
-for p in $(seq 18800 18899); do
-  if ! ss -ltn "( sport = :$p )" | grep -q ":$p"; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "no free port in 18800-18899" >&2; exit 1; }
-(cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" >"$work/daemon.log" 2>&1) &
-pid=$!
-for _ in $(seq 100); do
-  [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break
-  sleep 0.2
-done
-password=$(cat "$work/stoker-data/initial-admin-password")
-
-export XDG_CONFIG_HOME="$work/xdg" PYTHONWARNINGS=ignore PATH="$venv/bin:$PATH"
-mkdir -p "$XDG_CONFIG_HOME/fuel"
-cat >"$XDG_CONFIG_HOME/fuel/fuel_client.yaml" <<CONF
-SERVER_ADDRESS: "127.0.0.1"
-SERVER_PORT: "$port"
-OS_USERNAME: "admin"
-OS_PASSWORD: "$password"
-OS_TENANT_NAME: "admin"
-HTTP_PROXY: null
-HTTP_TIMEOUT: 10
-CONF
-unset SERVER_ADDRESS SERVER_PORT http_proxy https_proxy HTTP_PROXY
+. "$(dirname "$0")/stoker-daemon.sh"
+start_stoker "$bin" 18800 fuelclient-nodes
+fuel_client_config
+export PATH="$venv/bin:$PATH"
 
 # A node as nailgun-agent registers one (POST /api/nodes).
 register() {

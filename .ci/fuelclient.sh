@@ -14,27 +14,8 @@ shared=$2
 declare -A KNOWN=(
 )
 
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=
-for p in $(seq 18700 18799); do
-  if ! ss -ltn "( sport = :$p )" | grep -q ":$p"; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "fuelclient: no free port in 18700-18799" >&2; exit 1; }
-
-(cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" >"$work/daemon.log" 2>&1) &
-pid=$!
-for _ in $(seq 50); do
-  [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break
-  sleep 0.2
-done
-password=$(cat "$work/stoker-data/initial-admin-password")
+. "$(dirname "$0")/stoker-daemon.sh"
+start_stoker "$bin" 18700 fuelclient
 
 set +e
 MASTER="127.0.0.1:$port" OS_PASSWORD="$password" DEPLOY=1 GRAPHS=1 \

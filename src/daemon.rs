@@ -196,8 +196,11 @@ impl Daemon {
             Err(e) => return Err(anyhow::anyhow!(e).context("cannot create the first admin")),
         }
         store
-            .write(|tx| tx.set_admin_network(&admin_network(config)))
-            .context("cannot record the admin network")?;
+            .write(|tx| {
+                tx.set_admin_network(&admin_network(config))?;
+                tx.ensure_network_configs()
+            })
+            .context("cannot record the networks")?;
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;

@@ -550,3 +550,39 @@ fn a_network_group_is_created_as_fuel2_sends_it() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("release"), "{}", r.body);
 }
+
+/// An environment kept from before stoker had networks (no `network_configs` row) gets its
+/// release's networks when the daemon starts, so reading them never writes.
+#[test]
+fn an_environment_without_networks_gets_them_at_the_next_start() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, _) = d.environment(&["controller"], 1);
+    let before = config(&d, cluster);
+    let db = d.db_path();
+    let dir = d.stop().unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DELETE FROM ip_addrs; DELETE FROM network_groups WHERE cluster_id IS NOT NULL;
+         DELETE FROM network_configs;",
+    )
+    .unwrap();
+    drop(conn);
+    let config_again = stoker::config::Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("plugins.bundled", "install".to_string())
+        .resolve()
+        .unwrap();
+    let d = TestDaemon::start_with(config_again, dir);
+    let after = config(&d, cluster);
+    let names = |c: &Value| -> Vec<String> {
+        c["networks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&after), names(&before));
+    assert_eq!(after["networking_parameters"], before["networking_parameters"]);
+}

@@ -335,7 +335,6 @@ impl WriteTxn<'_> {
             params![cluster_id, roles_json, node_id],
         )?;
         // Its addresses follow its roles (a controller gets a public one).
-        self.ensure_network_config(cluster_id)?;
         self.sync_addresses(cluster_id)?;
         self.add_history(
             now,

@@ -224,7 +224,22 @@ impl WriteTxn<'_> {
     /// Give an environment its networks if it has none yet (a new environment, or one made
     /// before stoker kept networks): its release's network groups of its segmentation type,
     /// its Neutron parameters, and its addresses.
-    pub fn ensure_network_config(&self, cluster_id: i64) -> Result<()> {
+    /// Give every environment without networks its release's (environments made before
+    /// stoker kept networks); the daemon calls this at start, so reads never have to.
+    pub fn ensure_network_configs(&self) -> Result<()> {
+        let missing: Vec<i64> = self
+            .conn
+            .prepare(
+                "SELECT id FROM clusters WHERE id NOT IN (SELECT cluster_id FROM network_configs)",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        missing
+            .into_iter()
+            .try_for_each(|id| self.ensure_network_config(id))
+    }
+
+    pub(super) fn ensure_network_config(&self, cluster_id: i64) -> Result<()> {
         if self.read().network_config(cluster_id)?.is_some() {
             return Ok(());
         }
@@ -291,7 +306,6 @@ impl WriteTxn<'_> {
     }
 
     pub fn set_network_template(&self, cluster_id: i64, template: Option<&J>) -> Result<()> {
-        self.ensure_network_config(cluster_id)?;
         self.conn.execute(
             "UPDATE network_configs SET template = ?2 WHERE cluster_id = ?1",
             params![cluster_id, template.map(J::to_string)],

@@ -1,0 +1,49 @@
+# Sourced by the .ci scripts that drive a real client against a fresh stoker:
+#   start_stoker BIN FIRST_PORT NAME
+# starts `BIN serve` in a temp dir ($work) on the first free loopback port from FIRST_PORT
+# (100 tried, each checked with ss), waits until it listens, and sets $work, $pid, $port and
+# $password (the first-start admin password); the EXIT trap stops it by PID and removes $work.
+#   fuel_client_config
+# then points python-fuelclient at it through $XDG_CONFIG_HOME (never ~/.config) and clears
+# the environment variables that would override that file or send requests through a proxy.
+
+work=
+pid=
+stop_stoker() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  [ -z "$work" ] || rm -rf "$work"
+}
+trap stop_stoker EXIT
+
+start_stoker() {
+  local bin=$1 first=$2 name=$3 p
+  work=$(mktemp -d)
+  port=
+  for p in $(seq "$first" $((first + 99))); do
+    if ! ss -ltn "( sport = :$p )" | grep -q ":$p"; then port=$p; break; fi
+  done
+  [ -n "$port" ] || { echo "$name: no free port in $first-$((first + 99))" >&2; exit 1; }
+  (cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" >"$work/daemon.log" 2>&1) &
+  pid=$!
+  for _ in $(seq 100); do
+    [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break
+    sleep 0.2
+  done
+  password=$(cat "$work/stoker-data/initial-admin-password")
+}
+
+fuel_client_config() {
+  export XDG_CONFIG_HOME="$work/xdg" PYTHONWARNINGS=ignore
+  mkdir -p "$XDG_CONFIG_HOME/fuel"
+  cat >"$XDG_CONFIG_HOME/fuel/fuel_client.yaml" <<CONF
+SERVER_ADDRESS: "127.0.0.1"
+SERVER_PORT: "$port"
+OS_USERNAME: "admin"
+OS_PASSWORD: "$password"
+OS_TENANT_NAME: "admin"
+HTTP_PROXY: null
+HTTP_TIMEOUT: 30
+CONF
+  unset SERVER_ADDRESS SERVER_PORT LISTEN_PORT KEYSTONE_USER KEYSTONE_PASS \
+    FUELCLIENT_CUSTOM_SETTINGS HTTP_PROXY http_proxy https_proxy no_proxy HTTPS_PROXY NO_PROXY
+}
