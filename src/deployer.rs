@@ -110,13 +110,6 @@ impl Scope {
         }
     }
 
-    /// The graph type a deployment of this scope records (`default` for the deployment graph).
-    pub fn graph_type_name(&self) -> String {
-        self.graph_type
-            .clone()
-            .unwrap_or_else(|| "default".to_string())
-    }
-
     /// The whole deployment: every node, both phases, the deployment graph.
     pub fn is_whole(&self) -> bool {
         self.graph_type.is_none() && self.nodes.is_none() && self.phase.is_none()
@@ -130,6 +123,9 @@ pub struct Request {
     /// The operator's per-deployment user steps.
     pub steps: Vec<UserStep>,
     pub scope: Scope,
+    /// An environment without nodes gets a deployment that is over as it starts, as Nailgun's
+    /// LCM releases did, instead of `no_nodes` (for the whole environment only).
+    pub empty_ok: bool,
     pub now: i64,
 }
 
@@ -160,9 +156,23 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         // Another graph: its tasks only, on the installed OS.
         planned.retain(|s| s.step == "run_tasks");
     }
-    let env_plan = plans.plan_with(store, data_dir, cluster_id, graph_type, scope.force, now)?;
-    let plan_cached = env_plan.cached;
-    let env = env_plan.plan.map_err(PlanningError::Kept)?;
+    let planned_env = plans
+        .plan_with(store, data_dir, cluster_id, graph_type, scope.force, now)
+        .and_then(|p| Ok((p.cached, p.plan.map_err(PlanningError::Kept)?)));
+    let (plan_cached, env) = match planned_env {
+        Ok(p) => p,
+        Err(e) if e.is_no_nodes() && req.empty_ok && scope.nodes.is_none() => {
+            let (name, graph_type, dry) = (scope.name(), graph_type.to_string(), scope.dry_run);
+            let deployment = m.writer.write_blocking(move |tx| {
+                tx.record_empty_deployment(cluster_id, name, &graph_type, dry, now)
+            })?;
+            return Ok(Started {
+                deployment,
+                plan_cached: false,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     if let Some(wanted) = &scope.nodes {
         let members: BTreeSet<i64> = env.nodes.iter().map(|n| n.id).collect();
         let strangers: Vec<String> = wanted

@@ -90,6 +90,15 @@ impl PlanningError {
     }
 
     /// The release has no graph of the type asked for (a release may have no deletion graph).
+    /// The environment has no nodes to plan for (kept or not).
+    pub fn is_no_nodes(&self) -> bool {
+        match self {
+            PlanningError::NoNodes(_) => true,
+            PlanningError::Kept(e) => e.is_no_nodes(),
+            _ => false,
+        }
+    }
+
     pub fn is_missing_graph(&self) -> bool {
         matches!(
             self,

@@ -584,5 +584,8 @@ fn an_environment_without_networks_gets_them_at_the_next_start() {
             .collect()
     };
     assert_eq!(names(&after), names(&before));
-    assert_eq!(after["networking_parameters"], before["networking_parameters"]);
+    assert_eq!(
+        after["networking_parameters"],
+        before["networking_parameters"]
+    );
 }

@@ -103,17 +103,7 @@ impl WriteTxn<'_> {
                 release.name, release.id, release.state
             )));
         }
-        let taken: Option<i64> = self
-            .conn
-            .query_row("SELECT id FROM clusters WHERE name = ?1", [name], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if let Some(id) = taken {
-            return Err(StoreError::Conflict(format!(
-                "an environment named {name:?} already exists (id {id})"
-            )));
-        }
+        self.name_free(name)?;
         self.conn.execute(
             "INSERT INTO clusters (name, release_id, status, net_segment_type, created_at)
              VALUES (?1, ?2, 'new', ?3, ?4)",
@@ -131,21 +121,27 @@ impl WriteTxn<'_> {
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
     }
 
+    /// Environment names are unique: 409 naming the one that has `name`.
+    fn name_free(&self, name: &str) -> Result<()> {
+        let taken: Option<i64> = self
+            .conn
+            .query_row("SELECT id FROM clusters WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        match taken {
+            Some(id) => Err(StoreError::Conflict(format!(
+                "an environment named {name:?} already exists (id {id})"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Rename an environment; names stay unique (409 naming the one that has it).
     pub fn rename_cluster(&self, id: i64, name: &str, now: i64) -> Result<Cluster> {
         let cluster = self.existing_cluster(id)?;
         if cluster.name != name {
-            let taken: Option<i64> = self
-                .conn
-                .query_row("SELECT id FROM clusters WHERE name = ?1", [name], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            if let Some(other) = taken {
-                return Err(StoreError::Conflict(format!(
-                    "an environment named {name:?} already exists (id {other})"
-                )));
-            }
+            self.name_free(name)?;
             self.conn.execute(
                 "UPDATE clusters SET name = ?1 WHERE id = ?2",
                 params![name, id],

@@ -1,9 +1,10 @@
-//! Nailgun's environment attributes (`/clusters/{id}/attributes`, `/defaults`, `/deployed`):
-//! `fuel2 env settings download|upload` and the old `fuel settings`. The document is built and
-//! read back by [`crate::engine::attributes`] over the environment's settings, which stay the one
-//! place an environment's settings live (`/clusters/{id}/settings` shows the same values in the
+//! Nailgun's environment attributes (`/clusters/{id}/attributes` and `/defaults`): `fuel2 env
+//! settings download|upload` and the old `fuel settings`. The document is built and read back
+//! by [`crate::engine::attributes`] over the environment's settings, which stay the one place
+//! an environment's settings live (`/clusters/{id}/settings` shows the same values in the
 //! deployment-data shape). Secrets are masked below admin and a masked value sent back keeps
-//! the stored one.
+//! the stored one. A change is read, applied and written in one transaction, so two uploads
+//! that change different groups both land.
 
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -16,55 +17,13 @@ use crate::http::api::catalog::{cluster_json, id_of};
 use crate::http::api::environments::accepts;
 use crate::http::api::query;
 use crate::http::{ApiError, AppState};
-use crate::model::{Cluster, Release};
 use crate::planner::Accepts;
+use crate::store::StoreError;
 
-/// Everything a document of environment `id` is built from.
-struct Parts {
-    cluster: Cluster,
-    release: Release,
-    accepts: Accepts,
-    settings: Value,
-}
-
-async fn parts(state: &AppState, id: i64) -> Result<Parts, ApiError> {
-    let accepts = accepts(state, id).await?;
-    let (cluster, release, settings) = state
-        .store(move |s| {
-            s.read(|r| {
-                let Some((c, rel)) = r.cluster_with_release(id)? else {
-                    return Ok(None);
-                };
-                Ok(Some((c, rel, r.cluster_settings(id)?)))
-            })
-        })
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("environment {id} does not exist")))?;
-    Ok(Parts {
-        cluster,
-        release,
-        accepts,
-        settings,
-    })
-}
-
-impl Parts {
-    fn source(&self) -> Source<'_> {
-        Source {
-            release: &self.accepts.release_attributes,
-            plugins: &self.accepts.plugins,
-        }
-    }
-
-    fn models(&self) -> Models {
-        Models {
-            cluster: cluster_json(&self.cluster, Some(&self.release)),
-            version: crate::http::api::version_json(),
-            networking_parameters: json!({
-                "segmentation_type": self.cluster.net_segment_type,
-                "net_l23_provider": "ovs",
-            }),
-        }
+fn source(a: &Accepts) -> Source<'_> {
+    Source {
+        release: &a.release_attributes,
+        plugins: &a.plugins,
     }
 }
 
@@ -75,18 +34,35 @@ fn answer(caller: &Caller, mut editable: Value) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "editable": editable }))
 }
 
+/// The document of environment `path` with its settings, or with none (`defaults`).
+async fn document(
+    state: &AppState,
+    caller: &Caller,
+    path: &str,
+    defaults: bool,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(path, "environment")?;
+    let accepts = accepts(state, id).await?;
+    let settings = if defaults {
+        json!({})
+    } else {
+        state
+            .store(move |s| s.read(|r| r.cluster_settings(id)))
+            .await?
+    };
+    Ok(answer(
+        caller,
+        attributes::editable(source(&accepts), &settings),
+    ))
+}
+
 /// `GET /api/v1/clusters/{id}/attributes`
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "environment")?;
-    let p = parts(&state, id).await?;
-    Ok(answer(
-        &caller,
-        attributes::editable(p.source(), &p.settings),
-    ))
+    document(&state, &caller, &path, false).await
 }
 
 /// `GET /api/v1/clusters/{id}/attributes/defaults`: the document with nothing set.
@@ -95,12 +71,7 @@ pub async fn defaults(
     caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "environment")?;
-    let p = parts(&state, id).await?;
-    Ok(answer(
-        &caller,
-        attributes::editable(p.source(), &json!({})),
-    ))
+    document(&state, &caller, &path, true).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -121,31 +92,52 @@ pub async fn put(
     let id = id_of(&path, "environment")?;
     let force = query::flag("force", q.force.as_deref())?;
     let mut request: Value = ApiError::parse(&body)?;
-    let p = parts(&state, id).await?;
-    // A secret sent back as read (`******`) keeps its stored value.
-    if let Some(sent) = request.get_mut("editable") {
-        crate::auth::mask::unmask(sent, &attributes::editable(p.source(), &p.settings));
-    }
-    let next =
-        attributes::apply(p.source(), &p.settings, &request, &p.models()).map_err(|fields| {
-            ApiError::InvalidInput {
-                what: "attributes",
-                fields,
-            }
-        })?;
-    if next != p.settings && p.cluster.status == "deployment" && !force {
-        return Err(ApiError::Forbidden(format!(
-            "Environment attributes of {} couldn't be changed during deployment (send force=1 \
-             to change them anyway)",
-            p.cluster.name
-        )));
-    }
+    let accepts = accepts(&state, id).await?;
     let now = crate::clock::now();
-    let stored = next.clone();
-    state
-        .store(move |s| s.write(|tx| tx.set_cluster_settings(id, &stored, now)))
+    let doc = state
+        .store(move |s| {
+            s.write(|tx| {
+                let (cluster, release) =
+                    tx.read()
+                        .cluster_with_release(id)?
+                        .ok_or_else(|| StoreError::NotFound {
+                            entity: "environment",
+                            id: id.to_string(),
+                        })?;
+                let settings = tx.read().cluster_settings(id)?;
+                let src = source(&accepts);
+                // A secret sent back as read (`******`) keeps its stored value.
+                if let Some(sent) = request.get_mut("editable") {
+                    crate::auth::mask::unmask(sent, &attributes::editable(src, &settings));
+                }
+                let models = Models {
+                    cluster: cluster_json(&cluster, Some(&release)),
+                    version: crate::http::api::version_json(),
+                    networking_parameters: json!({
+                        "segmentation_type": cluster.net_segment_type,
+                        "net_l23_provider": "ovs",
+                    }),
+                };
+                let next =
+                    attributes::apply(src, &settings, &request, &models).map_err(|fields| {
+                        StoreError::Invalid {
+                            what: "attributes",
+                            fields,
+                        }
+                    })?;
+                if next != settings && cluster.status == "deployment" && !force {
+                    return Err(StoreError::Forbidden(format!(
+                        "Environment attributes of {} couldn't be changed during deployment \
+                         (send force=1 to change them anyway)",
+                        cluster.name
+                    )));
+                }
+                tx.set_cluster_settings(id, &next, now)?;
+                Ok(attributes::editable(src, &next))
+            })
+        })
         .await?;
-    Ok(answer(&caller, attributes::editable(p.source(), &next)))
+    Ok(answer(&caller, doc))
 }
 
 /// `PUT /api/v1/clusters/{id}/attributes/defaults`: every setting back to its default.
@@ -155,13 +147,13 @@ pub async fn reset_defaults(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
-    let p = parts(&state, id).await?;
+    let accepts = accepts(&state, id).await?;
     let now = crate::clock::now();
     state
         .store(move |s| s.write(|tx| tx.set_cluster_settings(id, &json!({}), now)))
         .await?;
     Ok(answer(
         &caller,
-        attributes::editable(p.source(), &json!({})),
+        attributes::editable(source(&accepts), &json!({})),
     ))
 }

@@ -274,34 +274,17 @@ impl StartQuery {
 async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpResponse, ApiError> {
     let cluster_id = id_of(path, "environment")?;
     let dry = scope.dry_run;
-    let whole = scope.nodes.is_none();
-    let (name, graph_type) = (scope.name(), scope.graph_type_name());
     let started = start_request(
         state,
         Request {
             cluster_id,
             scope,
+            empty_ok: true,
             ..Default::default()
         },
     )
-    .await;
-    let id = match started {
-        Ok(started) => started.deployment.id,
-        // An environment without nodes: Nailgun's LCM releases started the task and it
-        // ended at once; so does stoker, recording it.
-        Err(e) if whole && e.code() == "no_nodes" => {
-            let now = crate::clock::now();
-            state
-                .store(move |s| {
-                    s.write(|tx| {
-                        tx.record_empty_deployment(cluster_id, name, &graph_type, dry, now)
-                    })
-                })
-                .await?
-                .id
-        }
-        Err(e) => return Err(e),
-    };
+    .await?;
+    let id = started.deployment.id;
     let (d, total, finished) = one(state, id).await?;
     let body = transaction_json(&d, total, finished);
     Ok(if dry {
