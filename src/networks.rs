@@ -53,17 +53,9 @@ fn check_unlocked(r: &ReadTxn<'_>, cluster_id: i64, message: &str) -> Result<()>
     Ok(())
 }
 
-/// Environment `id`, or 404.
-pub fn cluster(r: &ReadTxn<'_>, id: i64) -> Result<Cluster> {
-    r.cluster(id)?.ok_or_else(|| StoreError::NotFound {
-        entity: "environment",
-        id: id.to_string(),
-    })
-}
-
 /// An unlocked environment, for a change.
 fn changeable(r: &ReadTxn<'_>, id: i64, message: &str) -> Result<Cluster> {
-    let c = cluster(r, id)?;
+    let c = r.existing_cluster(id)?;
     check_unlocked(r, id, message)?;
     Ok(c)
 }
@@ -84,7 +76,7 @@ fn parameters(r: &ReadTxn<'_>, cluster_id: i64) -> Result<J> {
 /// `networks` (the environment's groups, then the admin network), `networking_parameters`,
 /// and, as an HA environment, `vips` with each virtual IP's alias (`management_vip` ...).
 pub fn configuration(r: &ReadTxn<'_>, cluster_id: i64) -> Result<J> {
-    let cluster = cluster(r, cluster_id)?;
+    let cluster = r.existing_cluster(cluster_id)?;
     let networks = r.cluster_networks(cluster_id)?;
     let mut out = Map::new();
     out.insert(
@@ -352,7 +344,7 @@ pub fn check_template(t: &J) -> Vec<FieldError> {
 
 /// An environment's network template, if it has one.
 pub fn template(r: &ReadTxn<'_>, cluster_id: i64) -> Result<Option<J>> {
-    cluster(r, cluster_id)?;
+    r.existing_cluster(cluster_id)?;
     Ok(r.network_config(cluster_id)?.and_then(|(_, t)| t))
 }
 
@@ -412,7 +404,7 @@ pub fn vips(
     network: Option<i64>,
     role: Option<&str>,
 ) -> Result<Vec<J>> {
-    let c = cluster(r, cluster_id)?;
+    let c = r.existing_cluster(cluster_id)?;
     let roles = r.release_value(c.release_id, "network_roles_metadata")?;
     let role_vips: Option<Vec<String>> = role.map(|role| {
         vips_of(&roles)
@@ -574,13 +566,10 @@ struct NodeNets {
 
 impl NodeNets {
     fn of(r: &ReadTxn<'_>, node_id: i64) -> Result<NodeNets> {
-        let node = r.node(node_id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: node_id.to_string(),
-        })?;
+        let node = r.existing_node(node_id)?;
         let (networks, nic_attrs, bond_attrs) = match node.cluster_id {
             Some(cluster_id) => {
-                let cluster = cluster(r, cluster_id)?;
+                let cluster = r.existing_cluster(cluster_id)?;
                 let roles = r.release_value(cluster.release_id, "roles_metadata")?;
                 let settings = r.cluster_settings(cluster_id)?;
                 let public = crate::engine::network::alloc::should_have_public(

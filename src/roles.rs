@@ -92,12 +92,7 @@ pub fn own(r: &ReadTxn<'_>, owner: MetaOwner, kind: MetaKind) -> Result<Metas, S
 
 /// The release of environment `cluster`.
 fn release_of(r: &ReadTxn<'_>, cluster: i64) -> Result<i64, StoreError> {
-    Ok(r.cluster(cluster)?
-        .ok_or_else(|| StoreError::NotFound {
-            entity: "environment",
-            id: cluster.to_string(),
-        })?
-        .release_id)
+    Ok(r.existing_cluster(cluster)?.release_id)
 }
 
 /// Everything `owner` offers of `kind`: a release's own, an environment's its release's and

@@ -54,6 +54,22 @@ impl ReadTxn<'_> {
         })
     }
 
+    /// Environment `id`, or `NotFound`.
+    pub fn existing_cluster(&self, id: i64) -> Result<Cluster> {
+        self.cluster(id)?.ok_or_else(|| StoreError::NotFound {
+            entity: "environment",
+            id: id.to_string(),
+        })
+    }
+
+    /// Node `id`, or `NotFound`.
+    pub fn existing_node(&self, id: i64) -> Result<crate::model::Node> {
+        self.node(id)?.ok_or_else(|| StoreError::NotFound {
+            entity: "node",
+            id: id.to_string(),
+        })
+    }
+
     pub fn cluster(&self, id: i64) -> Result<Option<Cluster>> {
         let sql = format!("SELECT {COLUMNS} FROM clusters WHERE id = ?1");
         Ok(self
@@ -139,7 +155,7 @@ impl WriteTxn<'_> {
 
     /// Rename an environment; names stay unique (409 naming the one that has it).
     pub fn rename_cluster(&self, id: i64, name: &str, now: i64) -> Result<Cluster> {
-        let cluster = self.existing_cluster(id)?;
+        let cluster = self.read().existing_cluster(id)?;
         if cluster.name != name {
             self.name_free(name)?;
             self.conn.execute(
@@ -160,7 +176,7 @@ impl WriteTxn<'_> {
     /// Nailgun's reset of one node: back in discover with nothing deployed, still in its
     /// environment with its roles (pending again), its OS credential erased (its OS is gone).
     pub fn reset_node(&self, node_id: i64, now: i64) -> Result<()> {
-        let node = self.existing_node(node_id)?;
+        let node = self.read().existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
@@ -228,7 +244,7 @@ impl WriteTxn<'_> {
     /// stays on their disks), and its deployments, runs and deployed state go with it.
     /// Refused while it is being deployed: abort first, so no agent is mid-step for it.
     pub fn delete_cluster(&self, id: i64, now: i64) -> Result<Cluster> {
-        let cluster = self.existing_cluster(id)?;
+        let cluster = self.read().existing_cluster(id)?;
         if let Some(d) = self.read().running_deployment(id)? {
             return Err(StoreError::Conflict(format!(
                 "environment {} is being deployed (deployment {}); abort it first",
@@ -249,22 +265,6 @@ impl WriteTxn<'_> {
         Ok(cluster)
     }
 
-    fn existing_node(&self, id: i64) -> Result<crate::model::Node> {
-        self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: id.to_string(),
-        })
-    }
-
-    pub(super) fn existing_cluster(&self, id: i64) -> Result<Cluster> {
-        self.read()
-            .cluster(id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "environment",
-                id: id.to_string(),
-            })
-    }
-
     /// Replace an environment's settings (a JSON object over the release's defaults).
     pub fn set_cluster_settings(
         &self,
@@ -272,7 +272,7 @@ impl WriteTxn<'_> {
         settings: &serde_json::Value,
         now: i64,
     ) -> Result<()> {
-        let cluster = self.existing_cluster(cluster_id)?;
+        let cluster = self.read().existing_cluster(cluster_id)?;
         if !settings.is_object() {
             return Err(StoreError::Conflict(
                 "environment settings must be a JSON object".to_string(),
@@ -299,8 +299,8 @@ impl WriteTxn<'_> {
         roles: &[String],
         now: i64,
     ) -> Result<crate::model::Node> {
-        let cluster = self.existing_cluster(cluster_id)?;
-        let node = self.existing_node(node_id)?;
+        let cluster = self.read().existing_cluster(cluster_id)?;
+        let node = self.read().existing_node(node_id)?;
         if let Some(other) = node.cluster_id
             && other != cluster_id
         {
@@ -343,7 +343,7 @@ impl WriteTxn<'_> {
                 roles.join(", ")
             ),
         )?;
-        self.existing_node(node_id)
+        self.read().existing_node(node_id)
     }
 
     /// Take a node out of environment `cluster_id`; refused (not found) when it is not in it.
@@ -362,7 +362,7 @@ impl WriteTxn<'_> {
     /// marked `pending_deletion` and stays until the next Deploy erases it (the release's
     /// deletion graph) and releases it; any other node is released at once.
     pub fn unassign_node(&self, node_id: i64, now: i64) -> Result<()> {
-        let node = self.existing_node(node_id)?;
+        let node = self.read().existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };
@@ -393,7 +393,7 @@ impl WriteTxn<'_> {
     /// agent's credential (the agent on its old OS can no longer call) and its pending flag go,
     /// and it is in `discover`: its next network boot finds it again.
     pub fn release_node(&self, node_id: i64, now: i64) -> Result<()> {
-        let node = self.existing_node(node_id)?;
+        let node = self.read().existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
             return Ok(());
         };

@@ -78,10 +78,7 @@ impl WriteTxn<'_> {
     /// the old one) and unique among the nodes of its environment (or of no environment).
     /// Nothing is written when a rule refuses.
     pub fn edit_node(&self, id: NodeId, edit: &NodeEdit, now: i64) -> Result<Node> {
-        let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: id.to_string(),
-        })?;
+        let node = self.read().existing_node(id)?;
         if let Some(hostname) = &edit.hostname
             && *hostname != node.hostname
         {
@@ -138,10 +135,7 @@ impl WriteTxn<'_> {
                 params![json, id],
             )?;
         }
-        self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: id.to_string(),
-        })
+        self.read().existing_node(id)
     }
 
     /// Delete nodes `ids` together (Nailgun's `DELETE /nodes/?ids=`): every one must exist

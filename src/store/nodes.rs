@@ -410,10 +410,7 @@ impl WriteTxn<'_> {
             )?;
         }
         self.add_history(now, Some(id), kind, &message)?;
-        let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: id.to_string(),
-        })?;
+        let node = self.read().existing_node(id)?;
         Ok((node, outcome))
     }
 
@@ -478,10 +475,7 @@ impl WriteTxn<'_> {
     /// stays, no longer linked to it. A node that boots again is discovered anew, under a new
     /// id (the highest deleted id is kept in `settings`, so no id is ever reused).
     pub fn delete_node(&self, id: NodeId, now: i64) -> Result<Node> {
-        let node = self.read().node(id)?.ok_or_else(|| StoreError::NotFound {
-            entity: "node",
-            id: id.to_string(),
-        })?;
+        let node = self.read().existing_node(id)?;
         if let Some(cluster) = node.cluster_id {
             return Err(StoreError::Conflict(format!(
                 "node {id} is assigned to environment {cluster}; remove it from the                  environment first"

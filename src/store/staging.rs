@@ -333,7 +333,7 @@ impl WriteTxn<'_> {
         dry_run: bool,
         now: i64,
     ) -> Result<Deployment> {
-        let cluster = self.existing_cluster(cluster_id)?;
+        let cluster = self.read().existing_cluster(cluster_id)?;
         if let Some(d) = self.read().running_deployment(cluster_id)? {
             return Err(StoreError::Conflict(format!(
                 "environment {} is being deployed (deployment {})",

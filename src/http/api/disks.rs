@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::engine::volumes::{parse_simple, to_simple};
 use crate::http::{ApiError, AppState};
-use crate::store::{NodeDocument, StoreError};
+use crate::store::NodeDocument;
 use crate::volumes::{VolumesError, layout};
 
 impl From<VolumesError> for ApiError {
@@ -22,18 +22,11 @@ impl From<VolumesError> for ApiError {
     }
 }
 
-fn missing(id: i64) -> StoreError {
-    StoreError::NotFound {
-        entity: "node",
-        id: id.to_string(),
-    }
-}
-
 async fn read(state: &AppState, id: i64, fresh: bool) -> Result<Value, ApiError> {
     let volumes = state
         .store(move |s| {
             s.read(|r| {
-                let node = r.node(id)?.ok_or_else(|| missing(id))?;
+                let node = r.existing_node(id)?;
                 Ok(layout(r, &node, fresh))
             })
         })
@@ -75,7 +68,7 @@ pub async fn update(
     let stored = state
         .store(move |s| {
             s.write(|tx| {
-                let node = tx.read().node(id)?.ok_or_else(|| missing(id))?;
+                let node = tx.read().existing_node(id)?;
                 let mut l = match layout(&tx.read(), &node, false) {
                     Ok(l) => l,
                     Err(e) => return Ok(Err(ApiError::from(e))),

@@ -23,10 +23,7 @@ pub async fn nodes(
     let nodes = state
         .store(move |s| {
             s.read(|r| {
-                r.cluster(id)?.ok_or(crate::store::StoreError::NotFound {
-                    entity: "environment",
-                    id: id.to_string(),
-                })?;
+                r.existing_cluster(id)?;
                 r.cluster_nodes(id)
             })
         })

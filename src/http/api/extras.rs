@@ -15,7 +15,7 @@ use crate::http::api::catalog::id_of;
 use crate::http::api::query;
 use crate::http::{ApiError, AppState};
 use crate::model::FieldError;
-use crate::store::{NodeDocument, StoreError};
+use crate::store::NodeDocument;
 
 /// The extensions built into stoker, as Nailgun's `BaseExtension.to_dict` shows them.
 const EXTENSIONS: &[(&str, &str)] = &[
@@ -48,14 +48,7 @@ pub async fn extensions() -> HttpResponse {
 
 async fn cluster_exists(state: &AppState, id: i64) -> Result<(), ApiError> {
     state
-        .store(move |s| {
-            s.read(|r| {
-                r.cluster(id)?.map(|_| ()).ok_or(StoreError::NotFound {
-                    entity: "environment",
-                    id: id.to_string(),
-                })
-            })
-        })
+        .store(move |s| s.read(|r| r.existing_cluster(id).map(|_| ())))
         .await
 }
 
@@ -214,10 +207,7 @@ pub async fn vms_conf(
     let conf = state
         .store(move |s| {
             s.read(|r| {
-                r.node(id)?.ok_or(StoreError::NotFound {
-                    entity: "node",
-                    id: id.to_string(),
-                })?;
+                r.existing_node(id)?;
                 r.node_document(id, NodeDocument::VmsConf)
             })
         })
@@ -241,10 +231,7 @@ pub async fn set_vms_conf(
     state
         .store(move |s| {
             s.write(|tx| {
-                tx.read().node(id)?.ok_or(StoreError::NotFound {
-                    entity: "node",
-                    id: id.to_string(),
-                })?;
+                tx.read().existing_node(id)?;
                 tx.set_node_document(id, NodeDocument::VmsConf, Some(&stored))
             })
         })
@@ -262,10 +249,7 @@ pub async fn spawn_vms(
     let virt = state
         .store(move |s| {
             s.read(|r| {
-                r.cluster(id)?.ok_or(StoreError::NotFound {
-                    entity: "environment",
-                    id: id.to_string(),
-                })?;
+                r.existing_cluster(id)?;
                 Ok(r.cluster_nodes(id)?
                     .iter()
                     .any(|n| n.roles.iter().any(|role| role == "virt")))

@@ -71,7 +71,7 @@ pub async fn nova_network(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
     state
-        .store(move |s| s.read(|r| networks::cluster(r, id)))
+        .store(move |s| s.read(|r| r.existing_cluster(id)))
         .await?;
     Err(ApiError::BadRequest(
         "Wrong net provider - environment uses 'neutron'".to_string(),

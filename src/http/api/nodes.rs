@@ -41,13 +41,7 @@ pub(crate) async fn approve_node(state: &AppState, id: NodeId) -> Result<(Node, 
         .store(move |s| {
             s.write(|tx| {
                 let changed = tx.approve_node(id, now)?;
-                let node =
-                    tx.read()
-                        .node(id)?
-                        .ok_or_else(|| crate::store::StoreError::NotFound {
-                            entity: "node",
-                            id: id.to_string(),
-                        })?;
+                let node = tx.read().existing_node(id)?;
                 Ok((node, changed))
             })
         })
