@@ -1002,19 +1002,21 @@ mod tests {
 
     const GIB: u64 = 1024 * 1024 * 1024;
 
+    /// Two 100 GiB disks, an NVMe one first.
+    fn disks() -> Vec<DiskInfo> {
+        ["nvme0n1", "sda"]
+            .into_iter()
+            .map(|name| DiskInfo {
+                name: name.into(),
+                size_bytes: 100 * GIB,
+            })
+            .collect()
+    }
+
     fn manager(roles: &[&str]) -> VolumeManager {
         let md = metadata();
         let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
-        let disks = vec![
-            DiskInfo {
-                name: "nvme0n1".into(),
-                size_bytes: 100 * GIB,
-            },
-            DiskInfo {
-                name: "sda".into(),
-                size_bytes: 100 * GIB,
-            },
-        ];
+        let disks = disks();
         let spaces = node_spaces(&md, &roles, disks.len(), false).unwrap();
         VolumeManager::new(&disks, 16 * GIB, spaces, &md["rule_to_pick_boot_disk"], &[])
     }
@@ -1058,16 +1060,7 @@ mod tests {
         let mut m = manager(&["controller"]);
         let full = m.generate().unwrap();
         let mut m = VolumeManager::new(
-            &[
-                DiskInfo {
-                    name: "nvme0n1".into(),
-                    size_bytes: 100 * GIB,
-                },
-                DiskInfo {
-                    name: "sda".into(),
-                    size_bytes: 100 * GIB,
-                },
-            ],
+            &disks(),
             16 * GIB,
             node_spaces(&metadata(), &["controller".into()], 2, false).unwrap(),
             &metadata()["rule_to_pick_boot_disk"],

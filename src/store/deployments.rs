@@ -743,7 +743,7 @@ impl WriteTxn<'_> {
         self.existing_deployment(id)
     }
 
-    fn existing_deployment(&self, id: i64) -> Result<Deployment> {
+    pub(super) fn existing_deployment(&self, id: i64) -> Result<Deployment> {
         self.read()
             .deployment(id)?
             .ok_or_else(|| StoreError::NotFound {

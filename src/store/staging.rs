@@ -314,12 +314,7 @@ impl WriteTxn<'_> {
         for &node in release {
             self.release_node(node, now)?;
         }
-        self.read()
-            .deployment(dep)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "deployment",
-                id: dep.to_string(),
-            })
+        self.existing_deployment(dep)
     }
 
     /// A deployment of an environment with no nodes, finished as it starts: Nailgun's LCM
@@ -356,12 +351,7 @@ impl WriteTxn<'_> {
                 cluster.name
             ),
         )?;
-        self.read()
-            .deployment(dep)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "deployment",
-                id: dep.to_string(),
-            })
+        self.existing_deployment(dep)
     }
 
     /// The last part of a dry run: recorded as finished, nothing else changes.
@@ -392,12 +382,7 @@ impl WriteTxn<'_> {
                 cluster.name
             ),
         )?;
-        self.read()
-            .deployment(dep)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "deployment",
-                id: dep.to_string(),
-            })
+        self.existing_deployment(dep)
     }
 
     /// Delete a deployment that did not finish preparing, and its rows.

@@ -46,19 +46,12 @@ impl NetworkGroup {
         })
     }
 
-    /// Nailgun's `NetworkConfigurationSerializer.serialize_network_group` (plus `release`).
+    /// Nailgun's `NetworkConfigurationSerializer.serialize_network_group` (plus `release`):
+    /// the group's shape with the gateway an empty string when there is none.
     pub fn to_config_json(&self) -> J {
-        json!({
-            "id": self.id,
-            "name": self.name,
-            "release": self.release,
-            "vlan_start": self.vlan_start,
-            "cidr": self.cidr,
-            "gateway": self.gateway.clone().unwrap_or_default(),
-            "meta": self.meta,
-            "group_id": self.group_id,
-            "ip_ranges": self.ip_ranges,
-        })
+        let mut v = self.to_json();
+        v["gateway"] = J::String(self.gateway.clone().unwrap_or_default());
+        v
     }
 
     pub fn meta_str(&self, key: &str) -> Option<&str> {
