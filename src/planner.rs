@@ -187,13 +187,13 @@ struct Inputs {
 }
 
 /// The network keys of an environment's deployment data from what the store holds (`None`
-/// for an environment without stored networks: it gets them at its first network call).
+/// for an environment without stored networks: the daemon gives them at start).
 fn network_facts(
     r: &crate::store::ReadTxn<'_>,
     cluster: &Cluster,
     nodes: &[Node],
 ) -> Result<Option<crate::engine::network::scheme::Facts>, StoreError> {
-    use crate::engine::network::{alloc, nic, scheme};
+    use crate::engine::network::{alloc, model::ADMIN, nic, scheme};
     let Some((parameters, _)) = r.network_config(cluster.id)? else {
         return Ok(None);
     };
@@ -237,10 +237,13 @@ fn network_facts(
                 )
             }
         };
+        // Its admin address is its DHCP lease (not allocated: `alloc`'s module text).
         let node_addresses = addresses
             .iter()
             .filter(|a| a.owner == alloc::Owner::Node(node.id))
             .filter_map(|a| name_of(a.network_id).map(|n| (n, a.ip.clone())))
+            .filter(|(n, _)| n != ADMIN)
+            .chain(node.address.clone().map(|ip| (ADMIN.to_string(), ip)))
             .collect();
         per_node.push((
             node.id.to_string(),

@@ -203,6 +203,18 @@ fn plugin_settings_and_nailgun_keys_reach_the_plan() {
         c["network_metadata"]["nodes"][&host]["node_roles"],
         json!(["primary-controller"])
     );
+    // Its admin address is the one the master's DHCP (here: its hello) gave it, not one
+    // allocated beside the lease; the other networks' come from their ranges.
+    let ip = d.http().get(&format!("/api/v1/nodes/{controller}")).json()["ip"].clone();
+    assert!(ip.is_string(), "{ip}");
+    let roles = &c["network_metadata"]["nodes"][&host]["network_roles"];
+    assert_eq!(roles["admin/pxe"], ip, "{roles}");
+    assert!(
+        roles["management"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("192.168.0.")),
+        "{roles}"
+    );
     assert_eq!(
         c["nodes"].as_array().unwrap().len(),
         2,

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::TestDaemon;
 
-fn config(d: &TestDaemon, cluster: i64) -> Value {
+fn config_of(d: &TestDaemon, cluster: i64) -> Value {
     let r = d.http().get(&format!(
         "/api/v1/clusters/{cluster}/network_configuration/neutron/"
     ));
@@ -28,7 +28,7 @@ fn net<'a>(config: &'a Value, name: &str) -> &'a Value {
 fn an_environment_has_its_release_networks_and_the_admin_network() {
     let d = TestDaemon::start_bundled("install");
     let (cluster, _) = d.environment(&["controller"], 1);
-    let c = config(&d, cluster);
+    let c = config_of(&d, cluster);
     let names: Vec<&str> = c["networks"]
         .as_array()
         .unwrap()
@@ -86,7 +86,7 @@ fn a_network_change_is_applied_and_a_bad_one_is_refused_naming_the_network_and_k
     let (cluster, _) = d.environment(&["controller"], 1);
     let http = d.http();
     let path = format!("/api/v1/clusters/{cluster}/network_configuration/neutron");
-    let mut c = config(&d, cluster);
+    let mut c = config_of(&d, cluster);
     let storage_id = net(&c, "storage")["id"].as_i64().unwrap();
     for n in c["networks"].as_array_mut().unwrap() {
         if n["name"] == "storage" {
@@ -98,7 +98,7 @@ fn a_network_change_is_applied_and_a_bad_one_is_refused_naming_the_network_and_k
     // What the client downloaded, changed, goes back whole.
     let r = http.put(&path, &c.to_string());
     assert_eq!(r.status, 200, "{}", r.body);
-    let after = config(&d, cluster);
+    let after = config_of(&d, cluster);
     assert_eq!(net(&after, "storage")["cidr"], "10.50.0.0/24");
     assert_eq!(
         net(&after, "storage")["ip_ranges"],
@@ -169,7 +169,7 @@ fn a_network_change_is_applied_and_a_bad_one_is_refused_naming_the_network_and_k
             "{body}: wanted {field} saying {says}: {e}"
         );
         assert_eq!(
-            config(&d, cluster),
+            config_of(&d, cluster),
             after,
             "a refused change writes nothing"
         );
@@ -230,7 +230,7 @@ fn network_groups_are_created_changed_and_deleted_in_an_environments_node_group(
     assert_eq!(r.status, 400, "{}", r.body);
     let listed = http.get("/api/v1/networks/").json();
     assert!(listed.as_array().unwrap().iter().any(|n| n["id"] == id));
-    let c = config(&d, cluster);
+    let c = config_of(&d, cluster);
     assert!(
         c["networks"]
             .as_array()
@@ -341,7 +341,7 @@ fn vips_are_listed_created_and_moved_by_the_operator() {
     }
     let r = http.put(&format!("{base}/vips/"), &list.to_string());
     assert_eq!(r.status, 200, "{}", r.body);
-    let c = config(&d, cluster);
+    let c = config_of(&d, cluster);
     assert_eq!(c["public_vip"], "172.16.0.120");
     assert_eq!(c["vips"]["public"]["is_user_defined"], true);
     // A field that cannot change is named.
@@ -557,7 +557,7 @@ fn a_network_group_is_created_as_fuel2_sends_it() {
 fn an_environment_without_networks_gets_them_at_the_next_start() {
     let d = TestDaemon::start_bundled("install");
     let (cluster, _) = d.environment(&["controller"], 1);
-    let before = config(&d, cluster);
+    let before = config_of(&d, cluster);
     let db = d.db_path();
     let dir = d.stop().unwrap();
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -574,7 +574,7 @@ fn an_environment_without_networks_gets_them_at_the_next_start() {
         .resolve()
         .unwrap();
     let d = TestDaemon::start_with(config_again, dir);
-    let after = config(&d, cluster);
+    let after = config_of(&d, cluster);
     let names = |c: &Value| -> Vec<String> {
         c["networks"]
             .as_array()
@@ -588,4 +588,32 @@ fn an_environment_without_networks_gets_them_at_the_next_start() {
         after["networking_parameters"],
         before["networking_parameters"]
     );
+}
+
+/// The admin network's pool is the DHCP server's, not the environments': more nodes than the
+/// pool holds can join an environment (their admin addresses are their leases; allocating them
+/// again from the pool would refuse the fourth node here and disagree with the DHCP server).
+#[test]
+fn more_nodes_than_the_admin_pool_holds_can_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stoker::config::Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("plugins.bundled", "install".to_string())
+        .with_flag(
+            "dhcp.subnets",
+            "10.20.0.0/24 pool=10.20.0.100-10.20.0.102 router=10.20.0.1".to_string(),
+        )
+        .resolve()
+        .unwrap();
+    let d = TestDaemon::start_with(config, dir);
+    let (cluster, ids) = d.environment(&["compute"; 6], 6);
+    let c = config_of(&d, cluster);
+    let admin = net(&c, "fuelweb_admin");
+    assert_eq!(admin["ip_ranges"], json!([["10.20.0.100", "10.20.0.102"]]));
+    let members = d
+        .http()
+        .get(&format!("/api/v1/clusters/{cluster}/nodes"))
+        .json();
+    assert_eq!(members.as_array().unwrap().len(), ids.len());
 }

@@ -328,7 +328,6 @@ impl WriteTxn<'_> {
             .map(|n| Member {
                 id: n.id,
                 roles: n.roles.clone(),
-                address: n.address.clone(),
             })
             .collect();
         let roles = read.release_value(cluster.release_id, "roles_metadata")?;

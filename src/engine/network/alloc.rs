@@ -1,10 +1,13 @@
 //! Address allocation, as Nailgun's `NetworkManager.assign_ips`, `assign_admin_ips` and
 //! `assign_vip` decide it: each node of an environment gets one address in each network it is
-//! on, each virtual IP of the release's network roles one in its network, the first free one of
-//! the network's ranges in order (a node's own admin address first, when it is free and in
-//! range). An address once given is kept while it stays in its network's ranges, so plans and
-//! deployments see the same addresses; an address no longer wanted is freed. Deterministic:
-//! the same inputs give the same addresses.
+//! on but the admin network, each virtual IP of the release's network roles one in its network,
+//! the first free one of the network's ranges in order. A node's admin address is not
+//! allocated: it is the address the master's DHCP leased it (Nailgun's `assign_admin_ips`
+//! allocated from the same pool its DHCP served; here the lease is the one record, so the pool
+//! never runs out under the environments and never disagrees with the DHCP server). An address
+//! once given is kept while it stays in its network's ranges, so plans and deployments see the
+//! same addresses; an address no longer wanted is freed. Deterministic: the same inputs give
+//! the same addresses.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,9 +42,6 @@ pub struct Address {
 pub struct Want {
     pub network_id: i64,
     pub owner: Owner,
-    /// Taken when it is free and in the network's ranges (a node's DHCP address on the admin
-    /// network, as Nailgun reuses a bootstrap node's IP).
-    pub preferred: Option<String>,
 }
 
 /// What to change: rows to delete, addresses to add.
@@ -118,24 +118,13 @@ pub fn allocate(
         };
         let ranges = net.parsed_ranges();
         let used_here = used.entry(net.id).or_default();
-        let preferred = w
-            .preferred
-            .as_deref()
-            .and_then(|p| Ip::parse(p).ok())
-            .filter(|ip| ranges.iter().any(|r| r.contains(*ip)) && !used_here.contains(ip));
-        let ip = match preferred {
-            Some(ip) => ip,
-            None => match free_ips(&ranges, used_here, 1).and_then(|v| v.into_iter().next()) {
-                Some(ip) => ip,
-                None => {
-                    let text: Vec<String> = ranges.iter().map(ToString::to_string).collect();
-                    return Err(format!(
-                        "Not enough free IP addresses in ranges [{}] of '{}' network",
-                        text.join(","),
-                        net.name
-                    ));
-                }
-            },
+        let Some(ip) = free_ips(&ranges, used_here, 1).and_then(|v| v.into_iter().next()) else {
+            let text: Vec<String> = ranges.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "Not enough free IP addresses in ranges [{}] of '{}' network",
+                text.join(","),
+                net.name
+            ));
         };
         used_here.insert(ip);
         changes.add.push(Address {
@@ -154,8 +143,6 @@ pub fn allocate(
 pub struct Member {
     pub id: i64,
     pub roles: Vec<String>,
-    /// Its address on the admin network (its DHCP lease or hello address).
-    pub address: Option<String>,
 }
 
 /// Nailgun's `Node.should_have_public`: a role that needs a public address
@@ -198,15 +185,13 @@ pub fn wanted(
     for m in members {
         let public = should_have_public(&m.roles, roles_metadata, settings);
         for n in node_networks(networks, public) {
-            if n.meta_str("notation").is_none() || n.ip_ranges.is_empty() {
+            if n.name == super::ADMIN || n.meta_str("notation").is_none() || n.ip_ranges.is_empty()
+            {
                 continue;
             }
             out.push(Want {
                 network_id: n.id,
                 owner: Owner::Node(m.id),
-                preferred: (n.name == super::ADMIN)
-                    .then(|| m.address.clone())
-                    .flatten(),
             });
         }
     }
@@ -218,7 +203,6 @@ pub fn wanted(
                     name: vip.name,
                     namespace: vip.namespace,
                 },
-                preferred: None,
             });
         }
     }
@@ -307,7 +291,6 @@ mod tests {
         Want {
             network_id: 1,
             owner: Owner::Node(node),
-            preferred: None,
         }
     }
 
@@ -338,12 +321,10 @@ mod tests {
             &BTreeSet::new(),
         );
         assert!(full.unwrap_err().contains("'n1' network"));
-        // The preferred address wins when free and in range; another environment's is taken.
+        // Another environment's address in a shared network is taken.
         let taken = [(1, Ip::parse("10.0.0.2").unwrap())].into_iter().collect();
-        let mut w = want(5);
-        w.preferred = Some("10.0.0.4".into());
-        let got = allocate(&nets, &[], &[w, want(6)], &taken).unwrap();
-        assert_eq!(got.add[0].ip, "10.0.0.4");
-        assert_eq!(got.add[1].ip, "10.0.0.3");
+        let got = allocate(&nets, &[], &[want(5), want(6)], &taken).unwrap();
+        assert_eq!(got.add[0].ip, "10.0.0.3");
+        assert_eq!(got.add[1].ip, "10.0.0.4");
     }
 }
