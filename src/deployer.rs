@@ -442,7 +442,7 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
             release: Vec::new(),
             record: false,
             dry_run: false,
-            name: "reset_environment",
+            name: crate::store::RESET,
             graph_type: "deletion".to_string(),
             now,
         },

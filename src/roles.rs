@@ -3,11 +3,16 @@
 //! created, changed or deleted through the API over them (`store::roles`); an environment's
 //! are its release's and its own (created on it). A release without `tags_metadata` has the
 //! tags its roles name, each primary when the role of that name is. The role and tag API
-//! (`http::api::roles`), role assignment (`planner::accepts`) and the planner read them here.
+//! (`http::api::roles`), role assignment (`planner::accepts`) and the planner read them here,
+//! and the API's changes are made here, checked as Nailgun's `RoleValidator` and
+//! `TagValidator` (the schema's required keys, a role's tags known, its
+//! `volumes_roles_mapping` naming known volumes, a name taken is 409, a role a node has is
+//! not deleted), each problem named by field.
 
 use serde_json::{Map, Value as J, json};
 
-use crate::store::{MetaKind, MetaOwner, ReadTxn, StoreError};
+use crate::model::FieldError;
+use crate::store::{MetaKind, MetaOwner, ReadTxn, StoreError, WriteTxn};
 
 /// A name to its metadata, in name order.
 pub type Metas = Map<String, J>;
@@ -165,4 +170,309 @@ pub fn plan_meta(r: &ReadTxn<'_>, release: i64, cluster: i64) -> Result<PlanMeta
         cluster_roles: J::Object(own(r, MetaOwner::Cluster(cluster), MetaKind::Role)?),
         cluster_tags: J::Object(own(r, MetaOwner::Cluster(cluster), MetaKind::Tag)?),
     })
+}
+
+// ---- the role and tag API's operations (`http::api::roles`) ----
+
+/// `owner` as messages name it.
+fn what(owner: MetaOwner) -> String {
+    match owner {
+        MetaOwner::Release(id) => format!("release {id}"),
+        MetaOwner::Cluster(id) => format!("environment {id}"),
+    }
+}
+
+fn noun(kind: MetaKind) -> &'static str {
+    if kind == MetaKind::Tag { "tag" } else { "role" }
+}
+
+/// The release or environment, or `NotFound`.
+fn exists(r: &ReadTxn<'_>, owner: MetaOwner) -> Result<(), StoreError> {
+    match owner {
+        MetaOwner::Release(id) if r.release(id)?.is_none() => Err(StoreError::NotFound {
+            entity: "release",
+            id: id.to_string(),
+        }),
+        MetaOwner::Release(_) => Ok(()),
+        MetaOwner::Cluster(id) => r.existing_cluster(id).map(|_| ()),
+    }
+}
+
+/// The owner's own role or tag `name`, or `NotFound`.
+fn owned(r: &ReadTxn<'_>, owner: MetaOwner, kind: MetaKind, name: &str) -> Result<J, StoreError> {
+    exists(r, owner)?;
+    own(r, owner, kind)?
+        .get(name)
+        .cloned()
+        .ok_or_else(|| StoreError::NotFound {
+            entity: noun(kind),
+            id: format!("{name:?} of {}", what(owner)),
+        })
+}
+
+/// A role or tag as Nailgun's serializers show it.
+fn shown(
+    r: &ReadTxn<'_>,
+    owner: MetaOwner,
+    kind: MetaKind,
+    name: &str,
+    meta: &J,
+) -> Result<J, StoreError> {
+    Ok(match kind {
+        MetaKind::Role => {
+            let (_, mapping) = volumes(r, owner, name)?;
+            json!({"name": name, "meta": meta, "volumes_roles_mapping": mapping})
+        }
+        _ => json!({"name": name, "meta": meta}),
+    })
+}
+
+/// Everything `owner` offers (an environment: its release's and its own), as shown.
+pub fn list(r: &ReadTxn<'_>, owner: MetaOwner, kind: MetaKind) -> Result<Vec<J>, StoreError> {
+    exists(r, owner)?;
+    all(r, owner, kind)?
+        .iter()
+        .map(|(name, meta)| shown(r, owner, kind, name, meta))
+        .collect()
+}
+
+/// One of `owner`'s own, as shown.
+pub fn show(
+    r: &ReadTxn<'_>,
+    owner: MetaOwner,
+    kind: MetaKind,
+    name: &str,
+) -> Result<J, StoreError> {
+    let meta = owned(r, owner, kind, name)?;
+    shown(r, owner, kind, name, &meta)
+}
+
+/// Nailgun's role and tag schemas; `tags` and `volume_ids` are what the owner has.
+fn check(kind: MetaKind, doc: &J, tags: &[String], volume_ids: &[String]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut bad = |field: &str, message: String| {
+        errors.push(FieldError {
+            field: field.to_string(),
+            message,
+        })
+    };
+    if !doc.is_object() {
+        bad("$", format!("expected a {} object", noun(kind)));
+        return errors;
+    }
+    match doc.get("name").and_then(J::as_str) {
+        Some(n)
+            if !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => {}
+        _ => bad("name", "is required: letters, digits, _ and - only".into()),
+    }
+    let meta = doc.get("meta");
+    match kind {
+        MetaKind::Role => {
+            match meta {
+                Some(J::Object(m)) => {
+                    for key in ["name", "description"] {
+                        if !m.get(key).is_some_and(J::is_string) {
+                            bad(
+                                &format!("meta.{key}"),
+                                "is required and must be a string".into(),
+                            );
+                        }
+                    }
+                    match m.get("tags").and_then(J::as_array) {
+                        None => bad(
+                            "meta.tags",
+                            "is required and must be a list of tag names".into(),
+                        ),
+                        Some(list) => {
+                            for (i, t) in list.iter().enumerate() {
+                                match t.as_str() {
+                                    Some(t) if tags.iter().any(|k| k == t) => {}
+                                    Some(t) => bad(
+                                        &format!("meta.tags[{i}]"),
+                                        format!(
+                                            "non-existent tag {t:?} (known: {})",
+                                            tags.join(", ")
+                                        ),
+                                    ),
+                                    None => {
+                                        bad(&format!("meta.tags[{i}]"), "must be a tag name".into())
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    if m.get("has_primary").is_some_and(|v| !v.is_boolean()) {
+                        bad("meta.has_primary", "must be true or false".into());
+                    }
+                }
+                _ => bad("meta", "is required and must be an object".into()),
+            }
+            match doc.get("volumes_roles_mapping").and_then(J::as_array) {
+                Some(list) if !list.is_empty() => {
+                    for (i, v) in list.iter().enumerate() {
+                        if !matches!(
+                            v.get("allocate_size").and_then(J::as_str),
+                            Some("all" | "min" | "full-disk")
+                        ) {
+                            bad(
+                                &format!("volumes_roles_mapping[{i}].allocate_size"),
+                                "is required: all, min or full-disk".into(),
+                            );
+                        }
+                        match v.get("id").and_then(J::as_str) {
+                            Some(id) if volume_ids.iter().any(|k| k == id) => {}
+                            other => bad(
+                                &format!("volumes_roles_mapping[{i}].id"),
+                                format!(
+                                    "{} is not one of the allowed volumes {}",
+                                    other.map_or("a missing id".to_string(), |o| format!("{o:?}")),
+                                    volume_ids.join(", ")
+                                ),
+                            ),
+                        }
+                    }
+                }
+                _ => bad(
+                    "volumes_roles_mapping",
+                    "is required: a list of at least one {id, allocate_size}".into(),
+                ),
+            }
+        }
+        _ => match meta {
+            None => {}
+            Some(J::Object(m)) if m.get("has_primary").is_some_and(J::is_boolean) => {}
+            Some(_) => bad(
+                "meta.has_primary",
+                "is required in meta and must be true or false".into(),
+            ),
+        },
+    }
+    errors
+}
+
+/// Store role or tag `doc` for `owner`, checked as Nailgun's `RoleValidator` / `TagValidator`
+/// (each problem named by field): a new one (`name` None; 409 when the owner has one of its
+/// name), or the owner's own `name` replaced. What is stored, as shown.
+pub fn put(
+    tx: &WriteTxn<'_>,
+    owner: MetaOwner,
+    kind: MetaKind,
+    name: Option<&str>,
+    doc: &J,
+) -> Result<J, StoreError> {
+    let r = tx.read();
+    if let Some(n) = name {
+        owned(&r, owner, kind, n)?;
+    } else {
+        exists(&r, owner)?;
+    }
+    let tags: Vec<String> = all(&r, owner, MetaKind::Tag)?.keys().cloned().collect();
+    let (ids, _) = volumes(&r, owner, "")?;
+    let mut fields = check(kind, doc, &tags, &ids);
+    let sent = doc.get("name").and_then(J::as_str).unwrap_or_default();
+    if let Some(n) = name
+        && fields.iter().all(|f| f.field != "name")
+        && n != sent
+    {
+        fields.push(FieldError {
+            field: "name".into(),
+            message: format!("the body names {sent:?}, the path {n:?}"),
+        });
+    }
+    if !fields.is_empty() {
+        return Err(StoreError::Invalid {
+            what: noun(kind),
+            fields,
+        });
+    }
+    if name.is_none() && own(&r, owner, kind)?.contains_key(sent) {
+        return Err(StoreError::Conflict(format!(
+            "{} with name {sent} already exists for {}",
+            noun(kind),
+            what(owner)
+        )));
+    }
+    let meta = doc
+        .get("meta")
+        .cloned()
+        .unwrap_or_else(|| json!({"has_primary": false}));
+    let mut body = json!({"name": sent, "meta": meta});
+    if kind == MetaKind::Role {
+        body["volumes_roles_mapping"] = doc["volumes_roles_mapping"].clone();
+    }
+    tx.set_override(owner, kind, sent, Some(&body))?;
+    shown(&tx.read(), owner, kind, sent, &meta)
+}
+
+/// The first node holding role `name` where `owner` applies (the environment, or any
+/// environment of the release).
+fn holder(r: &ReadTxn<'_>, owner: MetaOwner, name: &str) -> Result<Option<i64>, StoreError> {
+    let clusters: Vec<i64> = match owner {
+        MetaOwner::Cluster(c) => vec![c],
+        MetaOwner::Release(rel) => r
+            .clusters()?
+            .into_iter()
+            .filter(|c| c.release_id == rel)
+            .map(|c| c.id)
+            .collect(),
+    };
+    for c in clusters {
+        if let Some(n) = r
+            .cluster_nodes(c)?
+            .iter()
+            .find(|n| n.roles.iter().any(|x| x == name))
+        {
+            return Ok(Some(n.id));
+        }
+    }
+    Ok(None)
+}
+
+/// Delete `owner`'s own role or tag `name`: a role a node has is refused, naming the node (as
+/// Nailgun); a deleted tag leaves the owner's roles that named it (Nailgun's
+/// `remove_tag_from_roles`).
+pub fn delete(
+    tx: &WriteTxn<'_>,
+    owner: MetaOwner,
+    kind: MetaKind,
+    name: &str,
+) -> Result<(), StoreError> {
+    let r = tx.read();
+    owned(&r, owner, kind, name)?;
+    match kind {
+        MetaKind::Role => {
+            if let Some(node) = holder(&r, owner, name)? {
+                return Err(StoreError::Invalid {
+                    what: "role",
+                    fields: vec![FieldError {
+                        field: "name".into(),
+                        message: format!(
+                            "can't delete role {name} that is assigned to node {node}"
+                        ),
+                    }],
+                });
+            }
+        }
+        MetaKind::Tag | MetaKind::Repos => {
+            for (role, mut meta) in own(&r, owner, MetaKind::Role)? {
+                let Some(tags) = meta.get_mut("tags").and_then(J::as_array_mut) else {
+                    continue;
+                };
+                let before = tags.len();
+                tags.retain(|x| x.as_str() != Some(name));
+                if tags.len() != before {
+                    let (_, mapping) = volumes(&r, owner, &role)?;
+                    let body =
+                        json!({"name": role, "meta": meta, "volumes_roles_mapping": mapping});
+                    tx.set_override(owner, MetaKind::Role, &role, Some(&body))?;
+                }
+            }
+        }
+    }
+    match owner {
+        MetaOwner::Release(_) => tx.set_override(owner, kind, name, None),
+        MetaOwner::Cluster(_) => tx.drop_override(owner, kind, name),
+    }
 }

@@ -227,8 +227,7 @@ impl WriteTxn<'_> {
     /// release has no deletion graph): every node and the environment at once, recorded as a
     /// `reset_environment` transaction that is over as it starts.
     pub fn reset_environment_now(&self, cluster_id: i64, now: i64) -> Result<super::Deployment> {
-        let d =
-            self.record_empty_deployment(cluster_id, "reset_environment", "deletion", false, now)?;
+        let d = self.record_empty_deployment(cluster_id, super::RESET, "deletion", false, now)?;
         let nodes: Vec<i64> = self
             .read()
             .cluster_nodes(cluster_id)?

@@ -21,6 +21,11 @@ use crate::engine::schedule::Schedule;
 use crate::engine::state::{self, Event, NodeState};
 use crate::engine::steps::Location;
 
+/// The name of a reset's deployment (Nailgun's `reset_environment` task): when its runs on a
+/// node are done, the node is reset ([`WriteTxn::reset_node`]) rather than finished, and when
+/// it ends the environment is `new` again.
+pub const RESET: &str = "reset_environment";
+
 /// A deployment row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Deployment {
@@ -30,7 +35,8 @@ pub struct Deployment {
     pub status: String,
     pub created_at: i64,
     pub finished_at: Option<i64>,
-    /// Nailgun's transaction name: `deployment`, or `provision` (provisioning only).
+    /// Nailgun's transaction name: `deployment`, `provision` (provisioning only), or
+    /// [`RESET`].
     pub name: String,
     /// The graph type it ran.
     pub graph_type: String,
@@ -837,7 +843,7 @@ impl WriteTxn<'_> {
                     .query_row([n], |r| r.get(0))
                     .optional()?
                     .unwrap_or(false);
-                if d.name == "reset_environment" {
+                if d.name == RESET {
                     // Its disk is erased: back in discover, still in the environment.
                     self.reset_node(n, now)?;
                 } else if pending {
@@ -863,7 +869,7 @@ impl WriteTxn<'_> {
                     "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],
                 )?;
-                if d.name == "reset_environment" {
+                if d.name == RESET {
                     self.reset_done(d.cluster_id)?;
                 } else {
                     self.conn.execute(

@@ -40,7 +40,7 @@ pub use audit::AuditEntry;
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use clusters::NO_RELEASE_MESSAGE;
-pub use deployments::{Claim, Deployment, Report, Run, RunCounts, RunResult};
+pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
 pub use group::GroupWriter;
