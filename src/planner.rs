@@ -18,7 +18,7 @@
 //! attributes of its release and of the plugins it can enable
 //! ([`crate::engine::settings::Schema`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -126,13 +126,13 @@ pub struct EnvironmentPlan {
 /// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is the node's (Nailgun's
 /// `node-<id>` unless an operator set one; the `configure` step's too), its `fqdn` that under
 /// `domain.tld`; the name the operator sees is its `user_node_name`.
-fn spec_of(node: &Node, docs: &NodeDocs) -> NodeSpec {
+fn spec_of(node: &Node, volumes: &[J], vms_conf: Option<J>) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
     // Nailgun's volume_manager extension adds the node's volumes to its part of the data,
     // and its VMs' configuration is the node's (both as stored or, for volumes, defaulted).
     spec.data = serde_json::json!({
-        "node_volumes": docs.volumes,
-        "vms_conf": docs.vms_conf.clone().unwrap_or_else(|| serde_json::json!([])),
+        "node_volumes": volumes,
+        "vms_conf": vms_conf.unwrap_or_else(|| serde_json::json!([])),
     });
     spec.roles.clone_from(&node.roles);
     spec.name = Some(node.hostname.clone());
@@ -160,21 +160,15 @@ pub(crate) fn installed(
         .collect()
 }
 
-/// A node's documents the deployment data carries: its volumes (Nailgun's full format) and
-/// its VMs' configuration.
-#[derive(Debug, Clone, serde::Serialize)]
-struct NodeDocs {
-    volumes: Vec<J>,
-    vms_conf: Option<J>,
-}
-
 /// Everything a plan of one environment is made from, as the store holds it.
 struct Inputs {
     cluster: Cluster,
     release: Release,
     nodes: Vec<Node>,
-    /// Each node's documents, in the order of `nodes`.
-    docs: Vec<NodeDocs>,
+    /// Each node's volumes (Nailgun's full format), in the order of `nodes`.
+    volumes: crate::volumes::Volumes,
+    /// Each node's VMs' configuration, in the order of `nodes`.
+    vms_conf: Vec<Option<J>>,
     /// Roles and tags the API created, changed or deleted.
     meta: crate::roles::PlanMeta,
     settings: J,
@@ -182,80 +176,106 @@ struct Inputs {
     plugins: Vec<(i64, String, String, String)>,
     /// The uploaded graphs of the type planned: the release's, the environment's, plugins'.
     stored: Vec<StoredGraph>,
-    /// The deployment data's network keys, when the environment has networks.
-    network: Option<crate::engine::network::scheme::Facts>,
+    /// What the deployment data's network keys are made from, when the environment has
+    /// networks.
+    network: Option<NetworkRows>,
 }
 
-/// The network keys of an environment's deployment data from what the store holds (`None`
-/// for an environment without stored networks: the daemon gives them at start).
-fn network_facts(
-    r: &crate::store::ReadTxn<'_>,
-    cluster: &Cluster,
-    nodes: &[Node],
-) -> Result<Option<crate::engine::network::scheme::Facts>, StoreError> {
-    use crate::engine::network::{alloc, model::ADMIN, nic, scheme};
-    let Some((parameters, _)) = r.network_config(cluster.id)? else {
-        return Ok(None);
-    };
-    let networks = r.cluster_networks(cluster.id)?;
-    let roles = r.release_value(cluster.release_id, "roles_metadata")?;
-    let network_roles = r.release_value(cluster.release_id, "network_roles_metadata")?;
-    let settings = r.cluster_settings(cluster.id)?;
-    let addresses = r.addresses(cluster.id)?;
-    let name_of = |id: i64| networks.iter().find(|n| n.id == id).map(|n| n.name.clone());
-    let vips = alloc::vips_of(&network_roles)
-        .into_iter()
-        .map(|(spec, _)| {
-            let ip = addresses.iter().find_map(|a| match &a.owner {
-                alloc::Owner::Vip { name, .. } if *name == spec.name => Some(a.ip.clone()),
-                _ => None,
-            });
-            (spec, ip)
-        })
-        .collect();
-    let tenant = settings
-        .pointer("/access/tenant")
-        .map(|v| v.get("value").unwrap_or(v).clone())
-        .unwrap_or(J::String("admin".into()));
-    let c = scheme::ClusterNets {
-        networks: networks.clone(),
-        parameters,
-        network_roles,
-        vips,
-        tenant,
-    };
-    let mut per_node = Vec::new();
-    for node in nodes {
-        let public = alloc::should_have_public(&node.roles, &roles, &settings);
-        let interfaces = match r.node_interfaces(node.id)? {
-            Some(J::Array(list)) => list,
-            _ => {
-                let mine = alloc::node_networks(&networks, public);
-                nic::default_assignment(
-                    nic::nics(&node.inventory, node.mac.as_str(), &J::Null),
-                    &mine,
-                )
-            }
+/// What an environment's network keys are made from, as the store holds it (`None` for an
+/// environment without stored networks: the daemon gives them at start). Read with the other
+/// inputs; the keys themselves ([`NetworkRows::facts`]) are computed only when a plan is made,
+/// not each time a kept plan is checked.
+#[derive(Debug)]
+struct NetworkRows {
+    cluster: crate::engine::network::scheme::ClusterNets,
+    roles: J,
+    settings: J,
+    /// Interfaces operators set, by node.
+    interfaces: BTreeMap<i64, J>,
+    /// Each node's addresses by network name (not the admin network's: its lease).
+    held: BTreeMap<i64, BTreeMap<String, String>>,
+}
+
+impl NetworkRows {
+    fn read(r: &crate::store::ReadTxn<'_>, cluster: &Cluster) -> Result<Option<Self>, StoreError> {
+        use crate::engine::network::{alloc, model::ADMIN, scheme};
+        let Some((parameters, _)) = r.network_config(cluster.id)? else {
+            return Ok(None);
         };
-        // Its admin address is its DHCP lease (not allocated: `alloc`'s module text).
-        let node_addresses = addresses
-            .iter()
-            .filter(|a| a.owner == alloc::Owner::Node(node.id))
-            .filter_map(|a| name_of(a.network_id).map(|n| (n, a.ip.clone())))
-            .filter(|(n, _)| n != ADMIN)
-            .chain(node.address.clone().map(|ip| (ADMIN.to_string(), ip)))
+        let networks = r.cluster_networks(cluster.id)?;
+        let network_roles = r.release_value(cluster.release_id, "network_roles_metadata")?;
+        let settings = r.cluster_settings(cluster.id)?;
+        let addresses = r.addresses(cluster.id)?;
+        let vips = alloc::vips_of(&network_roles)
+            .into_iter()
+            .map(|(spec, _)| {
+                let ip = addresses.iter().find_map(|a| match &a.owner {
+                    alloc::Owner::Vip { name, .. } if *name == spec.name => Some(a.ip.clone()),
+                    _ => None,
+                });
+                (spec, ip)
+            })
             .collect();
-        per_node.push((
-            node.id.to_string(),
-            scheme::NodeNets {
-                interfaces,
-                addresses: node_addresses,
-                public,
+        let tenant = settings
+            .pointer("/access/tenant")
+            .map(|v| v.get("value").unwrap_or(v).clone())
+            .unwrap_or(J::String("admin".into()));
+        let names: HashMap<i64, &str> = networks.iter().map(|n| (n.id, n.name.as_str())).collect();
+        let mut held: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
+        for a in &addresses {
+            if let alloc::Owner::Node(n) = a.owner
+                && let Some(net) = names.get(&a.network_id).filter(|net| **net != ADMIN)
+            {
+                held.entry(n)
+                    .or_default()
+                    .insert(net.to_string(), a.ip.clone());
+            }
+        }
+        Ok(Some(NetworkRows {
+            cluster: scheme::ClusterNets {
+                networks,
+                parameters,
+                network_roles,
+                vips,
+                tenant,
             },
-            node.pending_deletion,
-        ));
+            roles: r.release_value(cluster.release_id, "roles_metadata")?,
+            settings,
+            interfaces: r.cluster_node_interfaces(cluster.id)?.into_iter().collect(),
+            held,
+        }))
     }
-    Ok(Some(scheme::facts(&c, &per_node)))
+
+    /// The deployment data's network keys for `nodes`.
+    fn facts(mut self, nodes: &[Node]) -> crate::engine::network::scheme::Facts {
+        use crate::engine::network::{alloc, model::ADMIN, nic, scheme};
+        let mut per_node = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let public = alloc::should_have_public(&node.roles, &self.roles, &self.settings);
+            let interfaces = match self.interfaces.remove(&node.id) {
+                Some(J::Array(list)) => list,
+                _ => nic::default_assignment(
+                    nic::nics(&node.inventory, node.mac.as_str(), &J::Null),
+                    &alloc::node_networks(&self.cluster.networks, public),
+                ),
+            };
+            // Its admin address is its DHCP lease (not allocated: `alloc`'s module text).
+            let mut addresses = self.held.remove(&node.id).unwrap_or_default();
+            if let Some(ip) = &node.address {
+                addresses.insert(ADMIN.to_string(), ip.clone());
+            }
+            per_node.push((
+                node.id.to_string(),
+                scheme::NodeNets {
+                    interfaces,
+                    addresses,
+                    public,
+                },
+                node.pending_deletion,
+            ));
+        }
+        scheme::facts(&self.cluster, &per_node)
+    }
 }
 
 fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Inputs, PlanningError> {
@@ -276,26 +296,16 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 stored.extend(r.stored_graph(owner, graph_type)?);
             }
             let nodes = r.cluster_nodes(cluster_id)?;
-            let mut docs = Vec::with_capacity(nodes.len());
-            for n in &nodes {
-                // As Nailgun's set_default_node_volumes: volumes the release's metadata
-                // cannot make are none (the disks API names the problem).
-                let volumes = match crate::volumes::layout(r, n, false) {
-                    Ok(l) => l.current,
-                    Err(crate::volumes::VolumesError::Store(e)) => return Err(e),
-                    Err(crate::volumes::VolumesError::Metadata { .. }) => Vec::new(),
-                };
-                docs.push(NodeDocs {
-                    volumes,
-                    vms_conf: r.node_document(n.id, crate::store::NodeDocument::VmsConf)?,
-                });
-            }
-            let network = network_facts(r, &cluster, &nodes)?;
+            let mut vms = r.node_documents(cluster_id, crate::store::NodeDocument::VmsConf)?;
+            let vms_conf = nodes.iter().map(|n| vms.remove(&n.id)).collect();
+            let volumes = crate::volumes::of_nodes(r, cluster_id, &nodes)?;
+            let network = NetworkRows::read(r, &cluster)?;
             Ok(Some(Inputs {
                 network,
                 meta: crate::roles::plan_meta(r, release.id, cluster_id)?,
                 nodes,
-                docs,
+                volumes,
+                vms_conf,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
                 plugins,
@@ -319,7 +329,8 @@ fn plan_inputs(
         cluster,
         release,
         nodes,
-        docs,
+        volumes,
+        vms_conf,
         meta,
         settings,
         deployed,
@@ -391,15 +402,16 @@ fn plan_inputs(
         tasks: own
             .map(|g| uploaded(g, &format!("environment {}", cluster.name)))
             .unwrap_or_default(),
-        network,
+        network: network.map(|rows| rows.facts(&nodes)),
         roles_metadata: meta.cluster_roles,
         tags_metadata: meta.cluster_tags,
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes
         .iter()
-        .zip(&docs)
-        .map(|(n, d)| spec_of(n, d))
+        .zip(vms_conf)
+        .enumerate()
+        .map(|(i, (n, vms))| spec_of(n, volumes.node(i), vms))
         .collect();
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
@@ -626,7 +638,8 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
         )
         .as_bytes());
     }
-    put(&serde_json::to_vec(&inputs.docs).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.volumes).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.vms_conf).unwrap_or_default());
     put(&serde_json::to_vec(&inputs.meta).unwrap_or_default());
     put(inputs.settings.to_string().as_bytes());
     put(format!("{:?}", inputs.network).as_bytes());

@@ -4,6 +4,8 @@
 //! its release's `volumes_metadata` (with the roles created through the API). The disks API
 //! and the planner (`node_volumes` in the deployment data) read them here.
 
+use std::collections::HashMap;
+
 use serde_json::Value as J;
 
 use crate::engine::volumes::{DiskInfo, VolumeError, VolumeManager, node_spaces};
@@ -77,43 +79,158 @@ pub fn volumes_metadata(
     Ok(md)
 }
 
+/// What a node's volumes depend on besides the node itself: its environment's release and
+/// volumes metadata and whether Glance's images live on Ceph, read once per environment.
+pub struct Context {
+    release: Option<crate::model::Release>,
+    metadata: J,
+    images_ceph: bool,
+}
+
+impl Context {
+    /// The context of environment `cluster` (`None`: a node in no environment, which has no
+    /// volumes).
+    pub fn of(r: &ReadTxn<'_>, cluster: Option<i64>) -> Result<Context, StoreError> {
+        let found = match cluster {
+            Some(c) => r.cluster_with_release(c)?,
+            None => None,
+        };
+        let Some((cluster, release)) = found else {
+            return Ok(Context {
+                release: None,
+                metadata: J::Null,
+                images_ceph: false,
+            });
+        };
+        let metadata = volumes_metadata(r, release.id, Some(cluster.id))?;
+        let images_ceph = r
+            .cluster_settings(cluster.id)?
+            .pointer("/storage/images_ceph")
+            .and_then(J::as_bool)
+            .unwrap_or(false);
+        Ok(Context {
+            release: Some(release),
+            metadata,
+            images_ceph,
+        })
+    }
+
+    fn error(&self, source: VolumeError) -> VolumesError {
+        VolumesError::Metadata {
+            release: self
+                .release
+                .as_ref()
+                .map(|r| r.name.clone())
+                .unwrap_or_default(),
+            source,
+        }
+    }
+
+    fn rules(&self) -> J {
+        self.metadata
+            .get("rule_to_pick_boot_disk")
+            .cloned()
+            .unwrap_or(J::Null)
+    }
+
+    /// The spaces node `node`'s roles may have on its disks.
+    fn spaces(&self, node: &Node) -> Result<Vec<J>, VolumesError> {
+        match &self.release {
+            Some(_) => node_spaces(
+                &self.metadata,
+                &node.roles,
+                node.inventory.disks.len(),
+                self.images_ceph,
+            )
+            .map_err(|e| self.error(e)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Node `node`'s default volumes (Nailgun's full format).
+    pub fn defaults(&self, node: &Node) -> Result<Vec<J>, VolumesError> {
+        VolumeManager::new(
+            &disks_of(node),
+            node.inventory.memory_bytes,
+            self.spaces(node)?,
+            &self.rules(),
+            &[],
+        )
+        .generate()
+        .map_err(|e| self.error(e))
+    }
+}
+
+/// What makes two nodes' default volumes the same: roles, disks (name, size), memory.
+type Alike = (Vec<String>, Vec<(String, u64)>, u64);
+
+/// Every node's volumes for a plan: the distinct layouts once, and each node's among them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Volumes {
+    pub layouts: Vec<Vec<J>>,
+    /// Per node, in the order asked, its index in `layouts`.
+    pub of_node: Vec<usize>,
+}
+
+impl Volumes {
+    /// Node `i`'s volumes.
+    pub fn node(&self, i: usize) -> &[J] {
+        self.of_node
+            .get(i)
+            .and_then(|l| self.layouts.get(*l))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Every node's volumes for a plan of environment `cluster`, in `nodes`' order: the uploaded
+/// layout, else the defaults (none when the release's metadata cannot make them: the disks
+/// API names the problem, as Nailgun's `set_default_node_volumes` left them empty). Nodes
+/// alike in roles, disks and memory share one computation and one copy of the defaults.
+pub fn of_nodes(r: &ReadTxn<'_>, cluster: i64, nodes: &[Node]) -> Result<Volumes, StoreError> {
+    let ctx = Context::of(r, Some(cluster))?;
+    let mut uploaded = r.node_documents(cluster, NodeDocument::Disks)?;
+    let mut alike: HashMap<Alike, usize> = HashMap::new();
+    let mut out = Volumes::default();
+    for node in nodes {
+        if let Some(J::Array(v)) = uploaded.remove(&node.id) {
+            out.of_node.push(out.layouts.len());
+            out.layouts.push(v);
+            continue;
+        }
+        let key = (
+            node.roles.clone(),
+            disks_of(node)
+                .into_iter()
+                .map(|d| (d.name, d.size_bytes))
+                .collect(),
+            node.inventory.memory_bytes,
+        );
+        let index = match alike.get(&key) {
+            Some(i) => *i,
+            None => {
+                let v = match ctx.defaults(node) {
+                    Ok(v) => v,
+                    Err(VolumesError::Store(e)) => return Err(e),
+                    Err(VolumesError::Metadata { .. }) => Vec::new(),
+                };
+                out.layouts.push(v);
+                alike.insert(key, out.layouts.len() - 1);
+                out.layouts.len() - 1
+            }
+        };
+        out.of_node.push(index);
+    }
+    Ok(out)
+}
+
 /// Node `node`'s layout inputs from the store. `stored` is left out when `fresh` (the
 /// defaults endpoint).
 pub fn layout(r: &ReadTxn<'_>, node: &Node, fresh: bool) -> Result<Layout, VolumesError> {
-    let disks = disks_of(node);
-    let (release, md, settings) = match node.cluster_id {
-        Some(c) => match r.cluster_with_release(c)? {
-            Some((_, release)) => {
-                let md = volumes_metadata(r, release.id, Some(c))?;
-                (Some(release), md, r.cluster_settings(c)?)
-            }
-            None => (None, J::Null, J::Null),
-        },
-        None => (None, J::Null, J::Null),
-    };
-    let images_ceph = settings
-        .get("storage")
-        .and_then(|s| s.get("images_ceph"))
-        .and_then(J::as_bool)
-        .unwrap_or(false);
-    let spaces = match &release {
-        Some(rel) => node_spaces(&md, &node.roles, disks.len(), images_ceph).map_err(|source| {
-            VolumesError::Metadata {
-                release: rel.name.clone(),
-                source,
-            }
-        })?,
-        None => Vec::new(),
-    };
-    let rules = md.get("rule_to_pick_boot_disk").cloned().unwrap_or(J::Null);
-    let ubuntu = release
+    let ctx = Context::of(r, node.cluster_id)?;
+    let ubuntu = ctx
+        .release
         .as_ref()
         .is_some_and(|r| r.operating_system.eq_ignore_ascii_case("ubuntu"));
-    let metadata_error = |source| VolumesError::Metadata {
-        release: release.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
-        source,
-    };
-    let memory = node.inventory.memory_bytes;
     let stored = if fresh {
         None
     } else {
@@ -122,10 +239,14 @@ pub fn layout(r: &ReadTxn<'_>, node: &Node, fresh: bool) -> Result<Layout, Volum
     };
     let current = match stored {
         Some(v) => v,
-        None => VolumeManager::new(&disks, memory, spaces.clone(), &rules, &[])
-            .generate()
-            .map_err(metadata_error)?,
+        None => ctx.defaults(node)?,
     };
+    let (disks, memory, spaces, rules) = (
+        disks_of(node),
+        node.inventory.memory_bytes,
+        ctx.spaces(node)?,
+        ctx.rules(),
+    );
     let over: &[J] = if fresh { &[] } else { &current };
     let manager = VolumeManager::new(&disks, memory, spaces, &rules, over);
     Ok(Layout {

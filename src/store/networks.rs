@@ -161,6 +161,29 @@ impl ReadTxn<'_> {
         text.map(|t| serde_json::from_str(&t).map_err(|e| corrupt("node interfaces", e)))
             .transpose()
     }
+
+    /// The interfaces operators set on environment `cluster_id`'s nodes, by node.
+    pub fn cluster_node_interfaces(
+        &self,
+        cluster_id: i64,
+    ) -> Result<std::collections::HashMap<i64, J>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT i.node_id, i.interfaces FROM node_interfaces i JOIN nodes n ON n.id = i.node_id
+             WHERE n.cluster_id = ?1",
+        )?;
+        let rows = stmt.query_map([cluster_id], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = std::collections::HashMap::new();
+        for row in rows {
+            let (id, text) = row?;
+            out.insert(
+                id,
+                serde_json::from_str(&text).map_err(|e| corrupt("node interfaces", e))?,
+            );
+        }
+        Ok(out)
+    }
 }
 
 fn insert_group(tx: &WriteTxn<'_>, cluster_id: Option<i64>, n: &NetworkGroup) -> Result<i64> {

@@ -59,6 +59,31 @@ impl ReadTxn<'_> {
         .transpose()
     }
 
+    /// The documents of kind `kind` of environment `cluster`'s nodes, by node.
+    pub fn node_documents(
+        &self,
+        cluster: i64,
+        kind: NodeDocument,
+    ) -> Result<std::collections::HashMap<NodeId, serde_json::Value>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT d.node_id, d.body FROM node_documents d JOIN nodes n ON n.id = d.node_id
+             WHERE n.cluster_id = ?1 AND d.kind = ?2",
+        )?;
+        let rows = stmt.query_map(params![cluster, kind.kind()], |r| {
+            Ok((r.get::<_, NodeId>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = std::collections::HashMap::new();
+        for row in rows {
+            let (id, body) = row?;
+            let v = serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+                what: "node document",
+                detail: format!("node {id} {}: {e}", kind.kind()),
+            })?;
+            out.insert(id, v);
+        }
+        Ok(out)
+    }
+
     /// The nodes in environment `cluster` (`None`: in none), for host name uniqueness.
     fn nodes_in(&self, cluster: Option<i64>) -> Result<Vec<Node>> {
         match cluster {
