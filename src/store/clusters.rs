@@ -184,12 +184,7 @@ impl WriteTxn<'_> {
             "UPDATE nodes SET deployed_roles = '[]', pending_deletion = 0 WHERE id = ?1",
             [node_id],
         )?;
-        self.erase_os_credential(node_id, now)?;
-        self.move_node(node_id, now, crate::engine::state::released)?;
-        self.conn.execute(
-            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
-            params![cluster_id, node_id.to_string()],
-        )?;
+        self.forget_os(node_id, cluster_id, now)?;
         self.add_history(
             now,
             Some(node_id),
@@ -199,6 +194,18 @@ impl WriteTxn<'_> {
                 node.name
             ),
         )
+    }
+
+    /// What leaving its installed OS (erased, or left behind) takes from a node: its service
+    /// credential, its state (back to discover), what environment `cluster_id` recorded it ran.
+    fn forget_os(&self, node_id: i64, cluster_id: i64, now: i64) -> Result<()> {
+        self.erase_os_credential(node_id, now)?;
+        self.move_node(node_id, now, crate::engine::state::released)?;
+        self.conn.execute(
+            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
+            params![cluster_id, node_id.to_string()],
+        )?;
+        Ok(())
     }
 
     /// Reset `nodes` (see [`Self::reset_node`]).
@@ -405,13 +412,8 @@ impl WriteTxn<'_> {
         )?;
         self.conn
             .execute("DELETE FROM node_documents WHERE node_id = ?1", [node_id])?;
-        self.erase_os_credential(node_id, now)?;
         self.forget_node_networks(node_id)?;
-        self.move_node(node_id, now, crate::engine::state::released)?;
-        self.conn.execute(
-            "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
-            params![cluster_id, node_id.to_string()],
-        )?;
+        self.forget_os(node_id, cluster_id, now)?;
         self.add_history(
             now,
             Some(node_id),
