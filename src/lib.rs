@@ -17,6 +17,7 @@ pub mod engine;
 pub mod graphs;
 pub mod http;
 pub mod model;
+pub mod network_check;
 pub mod networks;
 pub mod package;
 pub mod planner;

@@ -363,6 +363,7 @@ impl<M: MasterApi> Driver<'_, M> {
             output_tail: outcome.output_tail,
             error: outcome.error,
             duration_ms,
+            report: outcome.report,
         }
     }
 

@@ -33,6 +33,9 @@ pub struct Outcome {
     pub output_tail: String,
     /// Why it failed, in one line, when it did.
     pub error: Option<String>,
+    /// What the step reports beside its output (a network probe: the frames it heard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
 }
 
 impl Outcome {
@@ -43,6 +46,7 @@ impl Outcome {
             exit_code: None,
             output_tail: tail.text(),
             error: None,
+            report: None,
         }
     }
 
@@ -53,6 +57,7 @@ impl Outcome {
             exit_code: None,
             output_tail: tail.text(),
             error: Some(error),
+            report: None,
         }
     }
 
@@ -62,6 +67,7 @@ impl Outcome {
             exit_code: None,
             output_tail: String::new(),
             error: Some(error),
+            report: None,
         }
     }
 }
@@ -271,6 +277,7 @@ impl Executor {
                 exit_code: Some(0),
                 output_tail: cx.tail.text(),
                 error: None,
+                report: None,
             };
         }
         let mut attempt = 0;
@@ -644,12 +651,14 @@ pub fn run_shell(cmd: &str, cwd: &Path, root: &Path, timeout: Duration, tail: &T
                 None => "command was killed by a signal".to_string(),
             }),
             output_tail: output,
+            report: None,
         },
         Err(error) => Outcome {
             ok: false,
             exit_code: None,
             output_tail: output,
             error: Some(error),
+            report: None,
         },
     }
 }

@@ -16,6 +16,7 @@ pub mod exec;
 mod http_tests;
 pub mod image;
 pub mod inventory;
+pub mod net_probe;
 pub mod protocol;
 pub mod service;
 pub mod steps;

@@ -78,6 +78,9 @@ pub struct RunResult {
     pub output_tail: String,
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// What the step reports beside its output (a network probe: the frames it heard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
 }
 
 /// The master's answer to a result (200).
@@ -135,6 +138,7 @@ mod tests {
             output_tail: "...".into(),
             error: None,
             duration_ms: 1234,
+            report: None,
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::agent::exec::{Context, Executor, Outcome, Tail, run_shell};
 use crate::agent::image::{Checksum, DiskFormat, write_image};
 use crate::agent::inventory;
+use crate::agent::net_probe;
 use crate::agent::protocol::Run;
 
 /// Where a sandboxed node records that it rebooted to disk.
@@ -42,10 +43,53 @@ impl Executor {
             },
             ("deploy", "collect_logs") => self.collect_logs(cx.tail),
             ("power", "reboot_to_disk") => self.reboot_to_disk(cx.tail),
+            ("network", "verify") => self.verify_network(&step.args, cx.tail),
             (interface, name) => {
                 Outcome::failed_with(cx.tail, format!("unknown step {interface}.{name}"))
             }
         }
+    }
+
+    /// Network verification's probe (`agent::net_probe`): frames sent and heard on the
+    /// interfaces and VLANs of the spec; what was heard is the run's report. A sandboxed
+    /// agent (no real interfaces) reports hearing nothing.
+    fn verify_network(&self, args: &Value, tail: &Tail) -> Outcome {
+        let spec: net_probe::ProbeSpec = match serde_json::from_value(args.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                return Outcome::failed_with(tail, format!("network.verify: bad spec: {e}"));
+            }
+        };
+        let summary: Vec<String> = spec
+            .interfaces
+            .iter()
+            .map(|i| format!("{} {:?}", i.iface, i.vlans))
+            .collect();
+        tail.line(&format!(
+            "probing {} for {} ms",
+            summary.join(", "),
+            spec.listen_ms
+        ));
+        let report = if self.is_sandbox() {
+            tail.line("sandboxed agent: no interfaces probed");
+            net_probe::ProbeReport {
+                node: spec.node,
+                networks: Vec::new(),
+            }
+        } else {
+            match net_probe::run(&spec) {
+                Ok(r) => r,
+                Err(e) => return Outcome::failed_with(tail, format!("network.verify: {e}")),
+            }
+        };
+        for heard in &report.networks {
+            for (vlan, nodes) in &heard.vlans {
+                tail.line(&format!("{} vlan {vlan}: heard {nodes:?}", heard.iface));
+            }
+        }
+        let mut out = Outcome::done(tail);
+        out.report = serde_json::to_value(&report).ok();
+        out
     }
 
     /// The disk to write: `target` from the args, else the first non-removable disk of the

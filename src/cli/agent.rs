@@ -65,6 +65,10 @@ pub struct AgentArgs {
     /// Print the gathered inventory as JSON and exit without contacting the master
     #[arg(long)]
     print_inventory: bool,
+    /// Run one network verification probe (`agent::net_probe`) from this JSON spec ("-":
+    /// standard input), print what it heard as JSON and exit, without contacting the master
+    #[arg(long, value_name = "SPEC", hide = true, conflicts_with = "service")]
+    net_probe: Option<PathBuf>,
     /// Root of the /proc and /sys trees to read (for testing on a prepared tree)
     #[arg(long, default_value = "/", hide = true)]
     root: PathBuf,
@@ -73,6 +77,21 @@ pub struct AgentArgs {
     /// root, a tmpfs on a booted node.
     #[arg(long)]
     state: Option<PathBuf>,
+}
+
+/// `--net-probe SPEC`: one probe, its report on standard output.
+fn net_probe(spec: &Path) -> anyhow::Result<ExitCode> {
+    let text = if spec == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading the probe spec from stdin")?
+    } else {
+        std::fs::read_to_string(spec)
+            .with_context(|| format!("reading the probe spec {}", spec.display()))?
+    };
+    let spec: crate::agent::net_probe::ProbeSpec = serde_json::from_str(&text)
+        .with_context(|| format!("the probe spec is not valid: {text:.200}"))?;
+    let report = crate::agent::net_probe::run(&spec)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What to do after hello.
@@ -99,6 +118,9 @@ fn mode(args: &AgentArgs, boot: &BootParams) -> Mode {
 }
 
 pub fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
+    if let Some(spec) = &args.net_probe {
+        return net_probe(spec);
+    }
     if let Some(config) = &args.service {
         return service(args, config);
     }

@@ -453,6 +453,11 @@ fn network_routes(r: &mut Routes<'_>) {
         Api(O),
         networks::put_configuration,
     );
+    r.put(
+        &format!("{config}/neutron/verify"),
+        Api(O),
+        networks::verify,
+    );
     r.get(
         &format!("{config}/nova_network"),
         Api(V),

@@ -464,6 +464,10 @@ impl Node {
     }
 }
 
+/// How often the installed OS's service agent calls when it has nothing to run; its calls
+/// are its heartbeat (the bootstrap's agent asks every second).
+pub const HEARTBEAT_S: u64 = 5;
+
 /// How recently a node's agent must have called for the node to count as online: six of the
 /// service agent's 5 s heartbeats, so a lost call or two does not flap it.
 pub const ONLINE_WINDOW_S: i64 = 30;

@@ -41,6 +41,20 @@ pub(super) fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<serde_j
     })
 }
 
+/// A nullable JSON text column.
+pub(super) fn optional_json(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<serde_json::Value>> {
+    let text: Option<String> = row.get(idx)?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+        })
+    })
+    .transpose()
+}
+
 fn plugin_from_row(row: &Row<'_>) -> rusqlite::Result<PluginSummary> {
     Ok(PluginSummary {
         id: row.get(0)?,

@@ -14,7 +14,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value as J;
 
-use super::catalog::json_column;
+use super::catalog::{json_column, optional_json};
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::orchestrate::{Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
@@ -25,6 +25,12 @@ use crate::engine::steps::Location;
 /// node are done, the node is reset ([`WriteTxn::reset_node`]) rather than finished, and when
 /// it ends the environment is `new` again.
 pub const RESET: &str = "reset_environment";
+
+/// The name of a network verification (Nailgun's `verify_networks` task): a *check*, whose
+/// runs probe the nodes' networks ([`crate::engine::network::verify`]) and move nothing: no
+/// node or environment state changes, a failed probe is part of the verdict, and its end is
+/// judged ([`WriteTxn::judge_check`]) into its message and result.
+pub const VERIFY: &str = "verify_networks";
 
 /// A deployment row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,6 +46,17 @@ pub struct Deployment {
     pub name: String,
     /// The graph type it ran.
     pub graph_type: String,
+    /// What it concluded, when it judges something at its end (a network verification).
+    pub message: Option<String>,
+    /// Its result in Nailgun's task shape (a verification: the interfaces with absent VLANs).
+    pub result: Option<J>,
+}
+
+impl Deployment {
+    /// A check (network verification): it moves no node or environment state.
+    pub fn is_check(&self) -> bool {
+        self.name == VERIFY
+    }
 }
 
 /// A step run row.
@@ -67,6 +84,8 @@ pub struct Run {
     pub error: Option<String>,
     /// Where it runs (`ramdisk`, `os`, `master`).
     pub runs_on: Location,
+    /// What the agent reported beside its output (a network probe: the frames it heard).
+    pub report: Option<J>,
 }
 
 /// What an agent's poll finds.
@@ -147,6 +166,8 @@ struct RunHead {
     /// The task, or `interface.step`.
     label: String,
     runs_on: Location,
+    /// Its deployment is a check ([`VERIFY`]): it moves no node.
+    check: bool,
 }
 
 /// What an agent reported about a run.
@@ -157,6 +178,8 @@ pub struct RunResult {
     pub exit_code: Option<i32>,
     pub output_tail: String,
     pub error: Option<String>,
+    /// What the run reported beside its output (a network probe: the frames it heard).
+    pub report: Option<J>,
 }
 
 /// What became of a report.
@@ -171,10 +194,10 @@ pub enum Report {
 }
 
 const DEPLOYMENT_COLUMNS: &str =
-    "id, cluster_id, status, created_at, finished_at, name, graph_type";
+    "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result";
 const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
-     exit_code, output_tail, error, runs_on";
+     exit_code, output_tail, error, runs_on, report";
 
 fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     Ok(Deployment {
@@ -185,6 +208,8 @@ fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
         finished_at: r.get(4)?,
         name: r.get(5)?,
         graph_type: r.get(6)?,
+        message: r.get(7)?,
+        result: optional_json(r, 8)?,
     })
 }
 
@@ -224,6 +249,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
                 )
             })?
         },
+        report: optional_json(r, 21)?,
     })
 }
 
@@ -268,7 +294,7 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id, id], |r| {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
-            Ok((deployment_from_row(r)?, count(7)?, count(8)?))
+            Ok((deployment_from_row(r)?, count(9)?, count(10)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -431,8 +457,10 @@ impl WriteTxn<'_> {
                 entity: "run",
                 id: run_id.to_string(),
             })?;
-        let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
-        self.move_node_from(node_id, from, now, |s| state::enter(s, run.runs_on.phase()))?;
+        if !dep.is_check() {
+            let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
+            self.move_node_from(node_id, from, now, |s| state::enter(s, run.runs_on.phase()))?;
+        }
         Ok(Claim::Run(Box::new(run)))
     }
 
@@ -448,8 +476,9 @@ impl WriteTxn<'_> {
         let head = self
             .conn
             .prepare_cached(
-                "SELECT deployment, node_id, attempt, status, interface, step, task, runs_on
-                 FROM step_runs WHERE id = ?1",
+                "SELECT r.deployment, r.node_id, r.attempt, r.status, r.interface, r.step, r.task,
+                   r.runs_on, d.name
+                 FROM step_runs r JOIN deployments d ON d.id = r.deployment WHERE r.id = ?1",
             )?
             .query_row([run_id], |r| {
                 Ok(RunHead {
@@ -463,6 +492,7 @@ impl WriteTxn<'_> {
                         r.get_ref(5)?.as_str()?,
                     ),
                     runs_on: Location::parse(r.get_ref(7)?.as_str()?).unwrap_or_default(),
+                    check: r.get_ref(8)?.as_str()? == VERIFY,
                 })
             })
             .optional()?;
@@ -494,7 +524,7 @@ impl WriteTxn<'_> {
         self.conn
             .prepare_cached(
                 "UPDATE step_runs SET status = ?1, finished_at = ?2, exit_code = ?3,
-                   output_tail = ?4, error = ?5 WHERE id = ?6",
+                   output_tail = ?4, error = ?5, report = ?6 WHERE id = ?7",
             )?
             .execute(params![
                 status.as_str(),
@@ -502,10 +532,13 @@ impl WriteTxn<'_> {
                 result.exit_code,
                 tail(&result.output_tail),
                 result.error,
+                result.report.as_ref().map(J::to_string),
                 run_id
             ])?;
         self.mirror(run.deployment, run_id, status);
-        if !result.ok {
+        if run.check {
+            // A check's failed probe is part of its verdict, not the node's error.
+        } else if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
             self.fail_node(run.node_id, &run.label, why, now)?;
         } else if run.runs_on.phase() == state::Phase::Provision
@@ -547,7 +580,9 @@ impl WriteTxn<'_> {
                 params![now, why, run.id],
             )?;
             self.mirror(run.deployment, run.id, RunStatus::Failed);
-            self.fail_node(run.node_id, &run.label(), &why, now)?;
+            if !self.is_check(run.deployment)? {
+                self.fail_node(run.node_id, &run.label(), &why, now)?;
+            }
             self.advance(run.deployment, run.node_id, now)?;
         }
         Ok(late.len() + self.expire_untaken(now)?)
@@ -601,6 +636,11 @@ impl WriteTxn<'_> {
                     params![now, why, run.id],
                 )?;
                 self.mirror(dep, run.id, RunStatus::Failed);
+                if self.is_check(dep)? {
+                    self.advance(dep, Some(node), now)?;
+                    failed += 1;
+                    continue;
+                }
                 // The node never entered the step's phase (nobody took the step): it fails in
                 // that phase, as if it had.
                 let phase = run.runs_on.phase();
@@ -680,6 +720,21 @@ impl WriteTxn<'_> {
             "UPDATE deployments SET status = 'aborted', finished_at = ?1 WHERE id = ?2",
             params![now, id],
         )?;
+        if d.is_check() {
+            self.forget_schedule(id);
+            self.conn.execute(
+                "UPDATE deployments SET message = 'Network verification was stopped.'
+                 WHERE id = ?1",
+                [id],
+            )?;
+            self.add_history(
+                now,
+                None,
+                "deployment.aborted",
+                &format!("network verification {id} stopped"),
+            )?;
+            return self.existing_deployment(id);
+        }
         self.conn.execute(
             "UPDATE clusters SET status = 'stopped' WHERE id = ?1",
             [d.cluster_id],
@@ -711,6 +766,11 @@ impl WriteTxn<'_> {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is {}; only a failed or aborted deployment can be retried",
                 d.status
+            )));
+        }
+        if d.is_check() {
+            return Err(StoreError::Conflict(format!(
+                "{id} is a network verification; start a new one instead of retrying it"
             )));
         }
         if let Some(other) = self.read().running_deployment(d.cluster_id)? {
@@ -749,6 +809,16 @@ impl WriteTxn<'_> {
         self.existing_deployment(id)
     }
 
+    /// Whether deployment `dep` is a check ([`VERIFY`]).
+    fn is_check(&self, dep: i64) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT name FROM deployments WHERE id = ?1")?
+            .query_row([dep], |r| r.get::<_, String>(0))
+            .optional()?
+            .is_some_and(|n| n == VERIFY))
+    }
+
     pub(super) fn existing_deployment(&self, id: i64) -> Result<Deployment> {
         self.read()
             .deployment(id)?
@@ -785,7 +855,11 @@ impl WriteTxn<'_> {
     }
 
     /// Run `f` on deployment `dep`'s schedule, built from its rows when not in memory.
-    fn with_schedule<T>(&self, dep: i64, f: impl FnOnce(&mut Schedule) -> T) -> Result<T> {
+    pub(super) fn with_schedule<T>(
+        &self,
+        dep: i64,
+        f: impl FnOnce(&mut Schedule) -> T,
+    ) -> Result<T> {
         let mut cache = self.schedules.borrow_mut();
         let schedule = match cache.entry(dep) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -804,7 +878,7 @@ impl WriteTxn<'_> {
         }
     }
 
-    fn forget_schedule(&self, dep: i64) {
+    pub(super) fn forget_schedule(&self, dep: i64) {
         self.schedules.borrow_mut().remove(&dep);
     }
 
@@ -830,6 +904,9 @@ impl WriteTxn<'_> {
                     self.mirror(dep, id, RunStatus::Ok);
                 }
             }
+        }
+        if d.is_check() {
+            return self.advance_check(&d, now);
         }
         let nodes: Vec<i64> = match node {
             Some(n) => vec![n],

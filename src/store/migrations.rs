@@ -518,6 +518,37 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 21,
+        name: "transaction_data_facts_checks",
+        sql: "
+            -- What a transaction was made from, as Nailgun's transactions keep it: its
+            -- deployment data ({common, nodes}), the environment's settings and its network
+            -- configuration at its start (gzipped JSON; NULL: none, as for a provisioning).
+            CREATE TABLE transaction_data (
+                deployment      INTEGER PRIMARY KEY REFERENCES deployments(id) ON DELETE CASCADE,
+                deployment_info BLOB,
+                settings        BLOB,
+                network         BLOB
+            ) STRICT;
+            -- A transaction's own message and result (Nailgun's task `message`, `result`), for
+            -- those that judge something at their end (network verification).
+            ALTER TABLE deployments ADD COLUMN message TEXT;
+            ALTER TABLE deployments ADD COLUMN result TEXT;
+            -- What a run reported beside its output (a network probe's frames heard; JSON).
+            ALTER TABLE step_runs ADD COLUMN report TEXT;
+            -- Deployment and provisioning facts uploaded by an operator (fuel2 env
+            -- deployment-facts / provisioning-facts upload): per environment, the common part
+            -- (uid 'common') and each node's replacement, used by the next deployment.
+            CREATE TABLE facts_overrides (
+                cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+                kind       TEXT    NOT NULL CHECK (kind IN ('deployment', 'provisioning')),
+                uid        TEXT    NOT NULL,
+                body       TEXT    NOT NULL,
+                PRIMARY KEY (cluster_id, kind, uid)
+            ) STRICT;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -10,6 +10,7 @@
 mod audit;
 mod boot_tokens;
 mod catalog;
+mod checks;
 mod clusters;
 mod deployed;
 mod deployments;
@@ -39,8 +40,9 @@ use crate::engine::schedule::Schedule;
 pub use audit::AuditEntry;
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
+pub use checks::Probe;
 pub use clusters::NO_RELEASE_MESSAGE;
-pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult};
+pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
 pub use error::StoreError;
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
 pub use group::GroupWriter;

@@ -2,7 +2,8 @@
 //! network groups and Neutron parameters ([`model`]), addresses and ranges ([`ip`]), the
 //! checks of a network configuration ([`validate`]), address allocation ([`alloc`]), a node's
 //! interfaces and their networks ([`nic`]), and the deployment data's network keys
-//! ([`scheme`]). The store keeps what these decide; the HTTP edge shows it in Nailgun's shapes.
+//! ([`scheme`]), and network verification's verdict over the nodes' probes ([`verify`]). The
+//! store keeps what these decide; the HTTP edge shows it in Nailgun's shapes.
 
 pub mod alloc;
 pub mod ip;
@@ -10,5 +11,6 @@ pub mod model;
 pub mod nic;
 pub mod scheme;
 pub mod validate;
+pub mod verify;
 
 pub use model::{ADMIN, NetworkGroup};

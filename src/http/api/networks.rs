@@ -63,6 +63,24 @@ pub async fn put_configuration(
     Ok(HttpResponse::Ok().json(answer))
 }
 
+/// `PUT /api/v1/clusters/{id}/network_configuration/neutron/verify`: the configuration sent
+/// is checked as an upload (400 naming what is wrong) and verified by the nodes' probes
+/// ([`crate::network_check`]); Nailgun's `verify_networks` task, 202 while it runs, 200 when
+/// it was refused at once (fewer than two online nodes, the environment deploying).
+pub async fn verify(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let body: J = ApiError::parse(&body)?;
+    let now = crate::clock::now();
+    let d = state
+        .store(move |s| s.write(|tx| crate::network_check::start(tx, id, &body, now)))
+        .await?;
+    crate::http::api::transactions::task_answer(&state, d.id).await
+}
+
 /// `GET|PUT /api/v1/clusters/{id}/network_configuration/nova_network`: stoker's environments
 /// are Neutron's, so Nailgun's refusal.
 pub async fn nova_network(

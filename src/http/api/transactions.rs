@@ -31,10 +31,11 @@ fn iso(ts: i64) -> String {
 /// `running`, `ready` or `error` (an aborted one is an error that says so; a dry run is
 /// ready at once).
 pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
-    let message = match d.status.as_str() {
-        "dry_run" => Some("dry run: recorded what would run, ran nothing"),
-        "aborted" => Some("aborted by the operator"),
-        "error" => Some("stopped on a failed step"),
+    let message = match (&d.message, d.status.as_str()) {
+        (Some(m), _) => Some(m.as_str()),
+        (None, "dry_run") => Some("dry run: recorded what would run, ran nothing"),
+        (None, "aborted") => Some("aborted by the operator"),
+        (None, "error") => Some("stopped on a failed step"),
         _ => None,
     };
     let status = nailgun_status(&d.status);
@@ -51,7 +52,7 @@ pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
         "status": status,
         "progress": progress,
         "message": message,
-        "result": {},
+        "result": d.result.clone().unwrap_or_else(|| json!({})),
         "dry_run": d.status == "dry_run",
         "graph_type": d.graph_type,
         "parent_id": null,
@@ -115,6 +116,18 @@ async fn one(state: &AppState, id: i64) -> Result<(Deployment, u64, u64), ApiErr
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))
+}
+
+/// A transaction just started, as Nailgun raises it: 202 while it runs, 200 when it ended at
+/// once.
+pub async fn task_answer(state: &AppState, id: i64) -> Result<HttpResponse, ApiError> {
+    let (d, total, finished) = one(state, id).await?;
+    let body = transaction_json(&d, total, finished);
+    Ok(if nailgun_status(&d.status) == "running" {
+        HttpResponse::Accepted().json(body)
+    } else {
+        HttpResponse::Ok().json(body)
+    })
 }
 
 /// `GET /api/v1/transactions/{id}`

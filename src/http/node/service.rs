@@ -24,7 +24,7 @@ pub const BINARY_PATH: &str = "/api/v1/agent/service/binary";
 
 /// How often a service agent should call when it has nothing to run; its calls are its
 /// heartbeat.
-pub const HEARTBEAT_S: u64 = 5;
+pub use crate::model::node::HEARTBEAT_S;
 
 /// The prefix of a node's service credential, so a leaked one is recognisable.
 pub const CREDENTIAL_PREFIX: &str = "skn_";

@@ -164,6 +164,9 @@ struct ResultBody {
     output_tail: String,
     #[serde(default)]
     error: Option<String>,
+    /// What the step reported beside its output (a network probe: the frames it heard).
+    #[serde(default)]
+    report: Option<Value>,
 }
 
 fn run_id(raw: &str) -> Result<i64, ApiError> {
@@ -186,6 +189,7 @@ pub async fn result(
         exit_code: b.exit_code,
         output_tail: b.output_tail,
         error: b.error.clone(),
+        report: b.report,
     };
     let now = crate::clock::now();
     let (node, report) = as_agent(&state, &req, move |tx, node, _| {
