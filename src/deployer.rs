@@ -14,7 +14,7 @@ use crate::engine::orchestrate::{self, RunOptions};
 use crate::engine::state::{NodeState, Phase};
 use crate::engine::steps::{self, PlannedStep, StepsError, UserStep};
 use crate::planner::{self, PlanningError};
-use crate::store::{Deployment, GroupWriter, NewDeployment, Store, StoreError};
+use crate::store::{Deployment, GroupWriter, NewDeployment, Store, StoreError, TransactionData};
 
 /// The master's deployment settings.
 #[derive(Debug, Clone, Default)]
@@ -287,6 +287,12 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             nodes: ids.len(),
         });
     }
+    // What it is made from, kept with it (the deployment data of the nodes it deploys).
+    let data = transaction_data(
+        m,
+        cluster_id,
+        (scope.phase != Some(Phase::Provision)).then_some((&env.plan, &ids)),
+    )?;
     let deployment = store.create_deployment(
         m.writer,
         NewDeployment {
@@ -304,11 +310,58 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             name: scope.name(),
             graph_type: graph_type.to_string(),
             now,
+            data: Some(data),
         },
     )?;
     Ok(Started {
         deployment,
         plan_cached,
+    })
+}
+
+/// What a transaction keeps of what it was made from, as Nailgun's transactions do: the
+/// environment's settings (`{editable}`), its network configuration, and, when it deploys,
+/// its deployment data (`{common, nodes: {uid: facts}}`) for the nodes of `ids`; packed here,
+/// off the store's writer.
+fn transaction_data(
+    m: &Master<'_>,
+    cluster_id: i64,
+    deploys: Option<(&crate::engine::graph::Plan, &BTreeMap<String, i64>)>,
+) -> Result<TransactionData, DeployError> {
+    let accepts = planner::accepts(m.store, m.data_dir, cluster_id)?;
+    let (settings, network) = m.store.read(|r| {
+        Ok((
+            r.cluster_settings(cluster_id)?,
+            crate::networks::configuration(r, cluster_id)?,
+        ))
+    })?;
+    let editable = crate::engine::attributes::editable(
+        crate::engine::attributes::Source {
+            release: &accepts.release_attributes,
+            plugins: &accepts.plugins,
+        },
+        &settings,
+    );
+    /// Serialized from the plan's data as it is, not copied.
+    #[derive(serde::Serialize)]
+    struct Info<'a> {
+        common: &'a serde_json::Value,
+        nodes: BTreeMap<&'a str, &'a serde_json::Value>,
+    }
+    let info = deploys.map(|(plan, ids)| Info {
+        common: &plan.data.common,
+        nodes: plan
+            .uids
+            .iter()
+            .zip(&plan.data.nodes)
+            .filter(|(uid, _)| ids.contains_key(*uid))
+            .map(|(uid, facts)| (uid.as_str(), facts))
+            .collect(),
+    });
+    Ok(TransactionData {
+        deployment_info: info.as_ref().map(TransactionData::pack).transpose()?,
+        settings: Some(TransactionData::pack(&json!({ "editable": editable }))?),
+        network: Some(TransactionData::pack(&network)?),
     })
 }
 
@@ -445,6 +498,7 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
             name: crate::store::RESET,
             graph_type: "deletion".to_string(),
             now,
+            data: None,
         },
     )?)
 }

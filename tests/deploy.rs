@@ -1403,3 +1403,73 @@ fn reset_erases_the_nodes_keeps_their_roles_and_the_next_deploy_starts_over() {
     assert_eq!(r.json()["status"], "ready");
     assert_eq!(put(&base, "/api/v1/clusters/999/reset").status, 404);
 }
+
+/// What a transaction was made from, as `fuel2 task deployment-info|settings|
+/// network-configuration download` reads it, and the environment's deployed settings and
+/// network configuration (its last successful deployment's).
+#[test]
+fn a_transaction_keeps_its_deployment_data_settings_and_network_configuration() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let c = format!("/api/v1/clusters/{cluster}");
+    let get = |path: &str| Http::raw_get_json(&format!("{base}{path}"));
+    let r = d.http().get(&format!("{c}/attributes/deployed"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(
+        r.body.contains("does not have deployed attributes"),
+        "{}",
+        r.body
+    );
+    let r = d.http().get(&format!("{c}/network_configuration/deployed"));
+    assert_eq!(r.status, 404, "{}", r.body);
+
+    // A provisioning keeps the settings and networks, and no deployment data.
+    let r = put(&base, &format!("{c}/provision?nodes={},{}", a.id, b.id));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let provision = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    let t = format!("/api/v1/transactions/{provision}");
+    assert_eq!(get(&format!("{t}/deployment_info")), json!({}));
+    assert!(get(&format!("{t}/settings"))["editable"]["common"].is_object());
+
+    // A deployment keeps its deployment data for the nodes it deploys.
+    let r = put(&base, &format!("{c}/changes"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let deployed = r.json()["id"].as_i64().unwrap();
+    drive(&base, &nodes, &|_| false, 1000);
+    assert_eq!(
+        get(&format!("/api/v1/transactions/{deployed}"))["status"],
+        "ready"
+    );
+    let t = format!("/api/v1/transactions/{deployed}");
+    let info = get(&format!("{t}/deployment_info"));
+    let uids: Vec<&String> = info["nodes"].as_object().unwrap().keys().collect();
+    assert_eq!(uids, [&a.id.to_string(), &b.id.to_string()], "{info}");
+    assert!(!info["common"].as_object().unwrap().is_empty(), "{info}");
+    assert_eq!(
+        info["nodes"][a.id.to_string()]["uid"],
+        a.id.to_string(),
+        "{info}"
+    );
+    let one = get(&format!("{t}/deployment_info?nodes={}", b.id));
+    assert_eq!(one["nodes"].as_object().unwrap().len(), 1, "{one}");
+    assert!(one["nodes"].get(b.id.to_string()).is_some(), "{one}");
+    let settings = get(&format!("{t}/settings"));
+    assert!(settings["editable"]["common"].is_object(), "{settings}");
+    let network = get(&format!("{t}/network_configuration"));
+    assert!(
+        network["networks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["name"] == "management"),
+        "{network}"
+    );
+    // The environment's deployed settings and networks are that deployment's.
+    assert_eq!(get(&format!("{c}/attributes/deployed")), settings);
+    assert_eq!(get(&format!("{c}/network_configuration/deployed")), network);
+    let r = d.http().get("/api/v1/transactions/9999/deployment_info");
+    assert_eq!(r.status, 404, "{}", r.body);
+}

@@ -18,7 +18,7 @@ pub mod transport;
 use access::{login, users};
 use api::{
     attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes, ostf,
-    plugins, pxe, roles, transactions,
+    plugins, pxe, roles, transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -333,6 +333,26 @@ fn routes(r: &mut Routes<'_>) {
         transactions::delete_transaction,
     );
     r.get(
+        "/api/v1/transactions/{id}/deployment_info",
+        Api(V),
+        transaction_data::deployment_info,
+    );
+    r.get(
+        "/api/v1/transactions/{id}/settings",
+        Api(V),
+        transaction_data::settings,
+    );
+    r.get(
+        "/api/v1/transactions/{id}/network_configuration",
+        Api(V),
+        transaction_data::network_configuration,
+    );
+    r.get(
+        "/api/v1/clusters/{id}/attributes/deployed",
+        Api(V),
+        transaction_data::deployed_attributes,
+    );
+    r.get(
         "/api/v1/transactions/{id}/deployment_history",
         Api(V),
         transactions::deployment_history,
@@ -457,6 +477,11 @@ fn network_routes(r: &mut Routes<'_>) {
         &format!("{config}/neutron/verify"),
         Api(O),
         networks::verify,
+    );
+    r.get(
+        &format!("{config}/deployed"),
+        Api(V),
+        transaction_data::deployed_network,
     );
     r.get(
         &format!("{config}/nova_network"),

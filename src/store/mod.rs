@@ -25,6 +25,7 @@ mod node_edits;
 mod nodes;
 mod roles;
 mod staging;
+mod transaction_data;
 mod users;
 
 use std::cell::RefCell;
@@ -51,6 +52,7 @@ pub use node_edits::{NodeDocument, NodeEdit};
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use roles::{MetaKind, MetaOwner};
 pub use staging::NewDeployment;
+pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

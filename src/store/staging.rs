@@ -50,6 +50,8 @@ pub struct NewDeployment<'a> {
     pub name: &'static str,
     pub graph_type: String,
     pub now: i64,
+    /// What it is made from, kept with it ([`super::TransactionData`]).
+    pub data: Option<super::TransactionData>,
 }
 
 /// One `step_runs` row, ready to insert: a run with its id and its waits' ids.
@@ -77,14 +79,20 @@ impl Store {
     pub fn create_deployment(
         &self,
         writer: &GroupWriter,
-        new: NewDeployment<'_>,
+        mut new: NewDeployment<'_>,
     ) -> Result<Deployment> {
         let _one_at_a_time = Self::lock(&self.creating);
         let (cluster_id, now, name, graph_type) =
             (new.cluster_id, new.now, new.name, new.graph_type.clone());
         let (dep, first) = writer
             .write_blocking(move |tx| tx.open_deployment(cluster_id, name, &graph_type, now))?;
-        let staged = self.stage(writer, dep, first, new);
+        let data = new.data.take();
+        let staged = match data {
+            Some(data) => writer
+                .write_blocking(move |tx| tx.attach_transaction_data(dep, &data))
+                .and_then(|()| self.stage(writer, dep, first, new)),
+            None => self.stage(writer, dep, first, new),
+        };
         if staged.is_err() {
             // Best effort: a leftover is deleted at the next start anyway.
             let _ = writer.write_blocking(move |tx| tx.drop_preparing(dep));
