@@ -243,6 +243,22 @@ check "fuel network upload stuck" '"vlan_start": 112' -- "$fuel2" network-group 
 check "fuel node --network --download" "." -- "$fuel" node --node "$node2" --network --download --dir "$o"
 check "fuel node --network --upload" "." -- "$fuel" node --node "$node2" --network --upload --dir "$o"
 
+# ---- deployment and provisioning facts: defaults, upload (used by the next deployment), delete
+fd="$work/facts"; mkdir -p "$fd/down"
+check "fuel2 env deployment-facts get-default" "." -- "$fuel2" env deployment-facts get-default -e "$env" -d "$fd" -f yaml
+check "the defaults hold a file per node" "." -- ls "$fd/deployment_$env/$node2.yaml"
+check "fuel2 env deployment-facts upload" "." -- "$fuel2" env deployment-facts upload -e "$env" -d "$fd" -f yaml
+check "fuel2 env deployment-facts download" "." -- "$fuel2" env deployment-facts download -e "$env" -d "$fd/down" -f yaml
+check "the upload reads back" "." -- ls "$fd/down/deployment_$env/$node2.yaml"
+check "fuel2 env deployment-facts delete" "." -- "$fuel2" env deployment-facts delete "$env"
+check "fuel2 env provisioning-facts get-default" "." -- "$fuel2" env provisioning-facts get-default -e "$env" -d "$fd" -f yaml
+check "fuel2 env provisioning-facts upload" "." -- "$fuel2" env provisioning-facts upload -e "$env" -d "$fd" -f yaml
+check "fuel2 env provisioning-facts download" "." -- "$fuel2" env provisioning-facts download -e "$env" -d "$fd/down" -f yaml
+check "fuel2 env provisioning-facts delete" "." -- "$fuel2" env provisioning-facts delete "$env"
+mkdir -p "$fd/old"
+check "fuel deployment --default (old CLI)" "." -- "$fuel" deployment --env "$env" --default --dir "$fd/old"
+check "fuel provisioning --default (old CLI)" "." -- "$fuel" provisioning --env "$env" --default --dir "$fd/old"
+
 # ---- verification (the real probe between agents is .ci/net-verify.sh): these fake nodes have
 # no agent and were last seen at registration, so the task either runs (until stopped here) or
 # was refused at once for want of two online nodes, saying so.

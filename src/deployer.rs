@@ -204,10 +204,20 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         .filter(|n| !n.pending_deletion && chosen(n.id))
         .map(|n| (n.id.to_string(), n.id))
         .collect();
+    // A host name an operator uploaded in the provisioning facts names the node provisioned.
+    let uploaded =
+        store.read(|r| r.uploaded_facts(cluster_id, crate::store::FactsKind::Provisioning))?;
     let names: BTreeMap<i64, (String, String, Vec<String>)> = env
         .nodes
         .iter()
-        .map(|n| (n.id, (n.name.clone(), n.hostname.clone(), n.roles.clone())))
+        .map(|n| {
+            let host = uploaded
+                .get(&n.id.to_string())
+                .and_then(|f| f["hostname"].as_str())
+                .filter(|h| !h.is_empty())
+                .map_or_else(|| n.hostname.clone(), str::to_string);
+            (n.id, (n.name.clone(), host, n.roles.clone()))
+        })
         .collect();
     // A provisioned or deployed node keeps its disk: only new (or failed-to-provision) nodes
     // get their image written.

@@ -14,6 +14,7 @@ pub mod demo;
 pub mod deployer;
 pub mod dhcp;
 pub mod engine;
+pub mod facts;
 pub mod graphs;
 pub mod http;
 pub mod model;

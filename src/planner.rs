@@ -179,6 +179,8 @@ struct Inputs {
     /// What the deployment data's network keys are made from, when the environment has
     /// networks.
     network: Option<NetworkRows>,
+    /// Deployment facts an operator uploaded, by uid (`common` and node ids).
+    replaced: BTreeMap<String, J>,
 }
 
 /// What an environment's network keys are made from, as the store holds it (`None` for an
@@ -310,6 +312,7 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 deployed: r.deployed(cluster_id)?,
                 plugins,
                 stored,
+                replaced: r.uploaded_facts(cluster_id, crate::store::FactsKind::Deployment)?,
                 cluster,
                 release,
             }))
@@ -337,6 +340,7 @@ fn plan_inputs(
         plugins,
         stored,
         network,
+        replaced,
     } = inputs;
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
@@ -405,6 +409,13 @@ fn plan_inputs(
         network: network.map(|rows| rows.facts(&nodes)),
         roles_metadata: meta.cluster_roles,
         tags_metadata: meta.cluster_tags,
+        replaced: {
+            let mut nodes = replaced;
+            graph::Replaced {
+                common: nodes.remove(crate::store::COMMON),
+                nodes,
+            }
+        },
         ..graph::Cluster::default()
     };
     let specs: Vec<NodeSpec> = nodes
@@ -538,9 +549,39 @@ impl Plans {
         force: bool,
         now: i64,
     ) -> Result<Planned, PlanningError> {
+        self.plan_as(store, data_dir, cluster_id, graph_type, force, false, now)
+    }
+
+    /// The deployment graph's plan as it would be without the deployment facts an operator
+    /// uploaded (Nailgun's `ignore_customized`: `deployment-facts download --default`), kept
+    /// apart.
+    pub fn generated(
+        &self,
+        store: &Store,
+        data_dir: &Path,
+        cluster_id: i64,
+        now: i64,
+    ) -> Result<Planned, PlanningError> {
+        self.plan_as(store, data_dir, cluster_id, "default", false, true, now)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_as(
+        &self,
+        store: &Store,
+        data_dir: &Path,
+        cluster_id: i64,
+        graph_type: &str,
+        force: bool,
+        generated: bool,
+        now: i64,
+    ) -> Result<Planned, PlanningError> {
         let read = read_inputs(store, cluster_id, graph_type).and_then(|mut inputs| {
             if force {
                 inputs.deployed = graph::Deployed::default();
+            }
+            if generated {
+                inputs.replaced.clear();
             }
             let manifests = store.read(|r| r.plugin_manifests())?;
             Ok((inputs, manifests))
@@ -555,10 +596,10 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        let slot_name = if force {
-            format!("{graph_type}, every task")
-        } else {
-            graph_type.to_string()
+        let slot_name = match (force, generated) {
+            (true, _) => format!("{graph_type}, every task"),
+            (false, true) => format!("{graph_type}, generated"),
+            (false, false) => graph_type.to_string(),
         };
         let slot = Arc::clone(
             lock(&self.slots)
@@ -644,6 +685,7 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     put(inputs.settings.to_string().as_bytes());
     put(format!("{:?}", inputs.network).as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.replaced).unwrap_or_default());
     for (id, name, version, path) in &inputs.plugins {
         put(format!("{id}\0{name}\0{version}\0{path}").as_bytes());
     }

@@ -17,6 +17,7 @@ mod deployment_data;
 mod deployment_graphs;
 mod dhcp;
 mod environments;
+mod facts;
 mod flow;
 mod fuel_agent;
 mod graph;

@@ -17,7 +17,7 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes, ostf,
+    attributes, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes, ostf,
     plugins, pxe, roles, transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
@@ -347,6 +347,12 @@ fn routes(r: &mut Routes<'_>) {
         Api(V),
         transaction_data::network_configuration,
     );
+    // Deployment and provisioning facts (fuel2 env deployment-facts|provisioning-facts).
+    let facts_of = "/api/v1/clusters/{id}/orchestrator/{kind}";
+    r.get(facts_of, Api(V), facts::uploaded);
+    r.put(facts_of, Api(O), facts::upload);
+    r.delete(facts_of, Api(O), facts::delete);
+    r.get(&format!("{facts_of}/defaults"), Api(V), facts::defaults);
     r.get(
         "/api/v1/clusters/{id}/attributes/deployed",
         Api(V),

@@ -413,6 +413,7 @@ impl WriteTxn<'_> {
         self.conn
             .execute("DELETE FROM node_documents WHERE node_id = ?1", [node_id])?;
         self.forget_node_networks(node_id)?;
+        self.forget_node_facts(cluster_id, node_id)?;
         self.forget_os(node_id, cluster_id, now)?;
         self.add_history(
             now,

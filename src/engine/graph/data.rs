@@ -401,7 +401,7 @@ pub fn build(
         }
     }
     let vm_image = test_vm_image(&release.operating_system);
-    let node_parts = nodes
+    let mut node_parts: Vec<J> = nodes
         .iter()
         .zip(assigned)
         .map(|(n, a)| {
@@ -440,6 +440,16 @@ pub fn build(
             part
         })
         .collect();
+
+    // 4. What an operator uploaded: over the common part, and instead of a node's.
+    if let Some(over) = &cluster.replaced.common {
+        deep_merge(&mut common, over);
+    }
+    for (part, n) in node_parts.iter_mut().zip(nodes) {
+        if let Some(replaced) = cluster.replaced.nodes.get(&n.uid) {
+            *part = replaced.clone();
+        }
+    }
     DeploymentData {
         common,
         nodes: node_parts,

@@ -108,6 +108,25 @@ pub struct Cluster {
     /// (`engine::network::scheme::facts`). Not part of the cluster file.
     #[serde(skip)]
     pub network: Option<crate::engine::network::scheme::Facts>,
+    /// Deployment facts an operator uploaded (`fuel2 env deployment-facts upload`). Not part
+    /// of the cluster file.
+    #[serde(skip)]
+    pub replaced: Replaced,
+}
+
+/// Deployment facts an operator uploaded, as Nailgun's serializer applies them: `common` is
+/// merged over the generated common part (`dict_update`), and a node's replace its whole
+/// generated part.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Replaced {
+    pub common: Option<J>,
+    pub nodes: BTreeMap<String, J>,
+}
+
+impl Replaced {
+    pub fn is_empty(&self) -> bool {
+        self.common.is_none() && self.nodes.is_empty()
+    }
 }
 
 impl Default for Cluster {
@@ -126,6 +145,7 @@ impl Default for Cluster {
             tags_metadata: J::Null,
             tasks: Vec::new(),
             network: None,
+            replaced: Replaced::default(),
         }
     }
 }

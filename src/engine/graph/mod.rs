@@ -36,7 +36,7 @@ pub use build::{
     Change, DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,
     plan_with, plan_within,
 };
-pub use input::{Cluster, Deployed, NodeSpec, Snapshot, parse_cluster};
+pub use input::{Cluster, Deployed, NodeSpec, Replaced, Snapshot, parse_cluster};
 pub use plan::{Plan, Status, Step, Strategy};
 pub use task::{Source, Task, TaskType};
 

@@ -8,6 +8,7 @@ pub mod deploy;
 pub mod disks;
 pub mod environments;
 pub mod extras;
+pub mod facts;
 pub mod graphs;
 pub mod networks;
 pub mod nodes;
