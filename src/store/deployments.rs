@@ -40,6 +40,9 @@ pub struct Deployment {
     pub name: String,
     /// The graph type it ran.
     pub graph_type: String,
+    /// The chain it is a graph of (Nailgun's parent transaction), if any
+    /// ([`crate::store::Chain`]).
+    pub parent_id: Option<i64>,
 }
 
 /// A step run row.
@@ -170,13 +173,13 @@ pub enum Report {
     Stale,
 }
 
-const DEPLOYMENT_COLUMNS: &str =
-    "id, cluster_id, status, created_at, finished_at, name, graph_type";
+pub(super) const DEPLOYMENT_COLUMNS: &str =
+    "id, cluster_id, status, created_at, finished_at, name, graph_type, parent_id";
 const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
      exit_code, output_tail, error, runs_on";
 
-fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
+pub(super) fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     Ok(Deployment {
         id: r.get(0)?,
         cluster_id: r.get(1)?,
@@ -185,6 +188,7 @@ fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
         finished_at: r.get(4)?,
         name: r.get(5)?,
         graph_type: r.get(6)?,
+        parent_id: r.get(7)?,
     })
 }
 
@@ -268,7 +272,7 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id, id], |r| {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
-            Ok((deployment_from_row(r)?, count(7)?, count(8)?))
+            Ok((deployment_from_row(r)?, count(8)?, count(9)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -368,11 +372,13 @@ impl WriteTxn<'_> {
     /// it deployed stays the environment's deployed state. A running one is refused.
     pub fn delete_deployment(&self, id: i64, now: i64) -> Result<()> {
         let d = self.existing_deployment(id)?;
-        if matches!(d.status.as_str(), "running" | "preparing") {
+        if matches!(d.status.as_str(), "running" | "preparing" | super::CHAINING) {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is running; abort it first"
             )));
         }
+        self.refuse_in_running_chain(&d)?;
+        // A chain's children go with it (foreign key).
         self.conn
             .execute("DELETE FROM deployments WHERE id = ?1", [id])?;
         self.add_history(
@@ -719,6 +725,7 @@ impl WriteTxn<'_> {
                 other.id
             )));
         }
+        self.refuse_retry_of_chain(&d)?;
         self.conn.execute(
             "UPDATE step_runs SET status = 'pending', started_at = NULL, finished_at = NULL
              WHERE deployment = ?1 AND status = 'failed'",

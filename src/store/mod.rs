@@ -10,6 +10,7 @@
 mod audit;
 mod boot_tokens;
 mod catalog;
+mod chains;
 mod clusters;
 mod deployed;
 mod deployments;
@@ -23,6 +24,7 @@ mod networks;
 mod node_edits;
 mod nodes;
 mod roles;
+mod sequences;
 mod staging;
 mod users;
 
@@ -39,6 +41,7 @@ use crate::engine::schedule::Schedule;
 pub use audit::AuditEntry;
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
+pub use chains::{CHAIN_NAME, CHAINING, Chain, ChainChild, ChainGraph};
 pub use clusters::NO_RELEASE_MESSAGE;
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult};
 pub use error::StoreError;
@@ -48,6 +51,7 @@ pub use history::HistoryEntry;
 pub use node_edits::{NodeDocument, NodeEdit};
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use roles::{MetaKind, MetaOwner};
+pub use sequences::Sequence;
 pub use staging::NewDeployment;
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 
