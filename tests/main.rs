@@ -10,6 +10,7 @@ mod agent_steps;
 mod api;
 mod boot;
 mod catalog;
+mod chains;
 mod cli;
 mod config;
 mod deploy;

@@ -65,6 +65,8 @@ pub struct AppState {
     pub plans: Arc<crate::planner::Plans>,
     /// The agent binary served to installed OSes (`agent.binary`; default: this executable).
     pub agent_binary: Option<std::path::PathBuf>,
+    /// One caller at a time acts on chains of graphs (the API, the daemon's loop).
+    pub chains: Arc<crate::chains::Chains>,
 }
 
 /// What access control needs from the configuration.
