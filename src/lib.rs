@@ -22,6 +22,7 @@ pub mod networks;
 pub mod package;
 pub mod planner;
 pub mod roles;
+pub mod sequences;
 pub mod store;
 pub mod tftp;
 pub mod tls;

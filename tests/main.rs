@@ -28,6 +28,7 @@ mod nailgun_nodes;
 mod networks;
 mod pages;
 mod plugin;
+mod sequences;
 mod store;
 mod systemd;
 mod tftp;

@@ -16,6 +16,7 @@ pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod roles;
+pub mod sequences;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};
