@@ -127,6 +127,8 @@ pub struct Daemon {
     tftp: Option<TftpServer>,
     store: Arc<Store>,
     auth: crate::config::AuthConfig,
+    /// What moving chains of graphs on needs (the planner, the data dir): the API's state.
+    chains: AppState,
 }
 
 /// The master's admin network (Nailgun's `fuelweb_admin`) from its first PXE subnet
@@ -314,7 +316,9 @@ impl Daemon {
                 .agent_binary
                 .clone()
                 .or_else(|| std::env::current_exe().ok()),
+            chains: Arc::new(crate::chains::Chains::default()),
         };
+        let chains = state.clone();
         let tls = identity
             .as_ref()
             .map(crate::tls::Identity::shared_config)
@@ -346,6 +350,7 @@ impl Daemon {
             tftp,
             store,
             auth: config.auth,
+            chains,
         })
     }
 
@@ -389,6 +394,10 @@ impl Daemon {
         }
         udp.push(tokio::spawn(watch_timeouts(
             Arc::clone(&self.store),
+            stopped(stop_rx.clone()),
+        )));
+        udp.push(tokio::spawn(drive_chains(
+            self.chains,
             stopped(stop_rx.clone()),
         )));
         udp.push(tokio::spawn(prune_access(
@@ -486,6 +495,31 @@ async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
                 tracing::warn!(runs = n, "deploy steps timed out");
             }
         },
+    )
+    .await;
+}
+
+/// Once a second (and at start, so a chain cut short by a stop carries on), move chains of
+/// graphs on: the next graph starts when the one before it ended well, a chain ends when its
+/// last graph did or one failed or was stopped ([`crate::chains::tick`]).
+async fn drive_chains(state: AppState, stop: impl Future<Output = ()>) {
+    let store = Arc::clone(&state.store);
+    periodically(
+        Duration::from_secs(1),
+        "move chains of graphs on",
+        store,
+        stop,
+        move |s, now| {
+            let master = crate::deployer::Master {
+                store: s,
+                writer: &state.writer,
+                data_dir: &state.data_dir,
+                settings: &state.deploy,
+                plans: &state.plans,
+            };
+            crate::chains::tick(&master, &state.chains, now)
+        },
+        |_| {},
     )
     .await;
 }

@@ -65,6 +65,7 @@ impl DeployError {
     pub fn fields(&self) -> &[crate::model::FieldError] {
         match self {
             DeployError::Steps(e) => &e.0,
+            DeployError::Store(StoreError::Invalid { fields, .. }) => fields,
             _ => &[],
         }
     }
@@ -126,6 +127,8 @@ pub struct Request {
     /// An environment without nodes gets a deployment that is over as it starts, as Nailgun's
     /// LCM releases did, instead of `no_nodes` (for the whole environment only).
     pub empty_ok: bool,
+    /// The chain this deployment runs a graph of, and its place in it (`crate::chains`).
+    pub parent: Option<(i64, u32)>,
     pub now: i64,
 }
 
@@ -163,8 +166,9 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         Ok(p) => p,
         Err(e) if e.is_no_nodes() && req.empty_ok && scope.nodes.is_none() => {
             let (name, graph_type, dry) = (scope.name(), graph_type.to_string(), scope.dry_run);
+            let parent = req.parent;
             let deployment = m.writer.write_blocking(move |tx| {
-                tx.record_empty_deployment(cluster_id, name, &graph_type, dry, now)
+                tx.record_empty_deployment(cluster_id, name, &graph_type, dry, parent, now)
             })?;
             return Ok(Started {
                 deployment,
@@ -319,6 +323,7 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             dry_run: scope.dry_run,
             name: scope.name(),
             graph_type: graph_type.to_string(),
+            parent: req.parent,
             now,
             data: Some(data),
         },
@@ -471,6 +476,12 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
                 d.id
             )));
         }
+        if let Some(c) = r.active_chain(cluster_id)? {
+            return Err(StoreError::Conflict(format!(
+                "environment {cluster_id} runs graphs one after another (transaction {}); stop                  it first (PUT /api/v1/clusters/{cluster_id}/stop_deployment)",
+                c.id
+            )));
+        }
         r.cluster_nodes(cluster_id)
     })?;
     let installed: BTreeSet<i64> = nodes
@@ -507,6 +518,7 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
             dry_run: false,
             name: crate::store::RESET,
             graph_type: "deletion".to_string(),
+            parent: None,
             now,
             data: None,
         },

@@ -386,3 +386,32 @@ pub fn cluster_tasks(
         }
     })
 }
+
+/// Whether environment `cluster` has a graph of `graph_type` to run: the deployment graph
+/// always; another type when its release, one of its enabled plugins or the environment itself
+/// defines one (in its package or uploaded).
+pub fn defined_for(
+    store: &Store,
+    data_dir: &Path,
+    cluster: i64,
+    graph_type: &str,
+) -> Result<bool, PlanningError> {
+    if graph_type == "default" {
+        return Ok(true);
+    }
+    let (release, plugins) = store
+        .read(|r| release_and_plugins(r, cluster))?
+        .ok_or(PlanningError::NoCluster(cluster))?;
+    let owners = [
+        GraphOwner::Cluster(cluster),
+        GraphOwner::Release(release.id),
+    ]
+    .into_iter()
+    .chain(plugins?.into_iter().map(GraphOwner::Plugin));
+    for owner in owners {
+        if graph(store, data_dir, owner, graph_type)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod chains;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod networks;
 pub mod package;
 pub mod planner;
 pub mod roles;
+pub mod sequences;
 pub mod store;
 pub mod tftp;
 pub mod tls;

@@ -49,7 +49,10 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
              verification."
                 .to_string(),
         )
-    } else if cluster.status == "deployment" || r.running_deployment(cluster_id)?.is_some() {
+    } else if cluster.status == "deployment"
+        || r.running_deployment(cluster_id)?.is_some()
+        || r.active_chain(cluster_id)?.is_some()
+    {
         Some(format!(
             "Environment is not ready to run network verification because it is in '{}' \
              state.",

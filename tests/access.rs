@@ -73,6 +73,7 @@ fn send(
         m => {
             let mut r = match m {
                 "PUT" => agent.put(&url),
+                "PATCH" => agent.patch(&url),
                 _ => agent.post(&url),
             };
             for (k, v) in headers {

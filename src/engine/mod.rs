@@ -3,6 +3,8 @@
 //!
 //! - [`attributes`]: Nailgun's editable attributes: an environment's settings shown and
 //!   written in the Settings tab's shape, with Nailgun's restrictions and regexes.
+//! - [`chain`]: several graphs run one after another as one transaction: what comes next,
+//!   the parent's progress and why it ended.
 //! - [`graph`]: Fuel task graphs into per-node deployment plans (roles, YAQL fields, edges,
 //!   cycles, order, incremental redeploys).
 //! - [`hello`]: who may say hello (discovery, boot token, agent token).
@@ -21,6 +23,7 @@
 //!   against each step's `argsinfo` (names, required, types).
 
 pub mod attributes;
+pub mod chain;
 pub mod graph;
 pub mod hello;
 pub mod network;

@@ -18,7 +18,7 @@ pub mod transport;
 use access::{login, users};
 use api::{
     attributes, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes, ostf,
-    plugins, pxe, roles, transaction_data, transactions,
+    plugins, pxe, roles, sequences, transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -65,6 +65,8 @@ pub struct AppState {
     pub plans: Arc<crate::planner::Plans>,
     /// The agent binary served to installed OSes (`agent.binary`; default: this executable).
     pub agent_binary: Option<std::path::PathBuf>,
+    /// One caller at a time acts on chains of graphs (the API, the daemon's loop).
+    pub chains: Arc<crate::chains::Chains>,
 }
 
 /// What access control needs from the configuration.
@@ -411,6 +413,20 @@ fn routes(r: &mut Routes<'_>) {
         r.delete(&one, Api(writer), graphs::delete);
     }
     r.get("/api/v1/graphs", Api(V), graphs::list);
+    // Deployment sequences (fuel2 sequence ...): a release's, so admin's to change, as its
+    // graphs are; executing one is an operator's, as executing graphs is.
+    r.get("/api/v1/sequences", Api(V), sequences::list);
+    r.post("/api/v1/sequences", Api(A), sequences::create);
+    r.get("/api/v1/sequences/{id}", Api(V), sequences::show);
+    r.put("/api/v1/sequences/{id}", Api(A), sequences::update);
+    r.add(
+        Method::PATCH,
+        "/api/v1/sequences/{id}",
+        Api(A),
+        sequences::update,
+    );
+    r.delete("/api/v1/sequences/{id}", Api(A), sequences::delete);
+    r.post("/api/v1/sequences/{id}/execute", Api(O), sequences::execute);
     // Roles and tags: a release's are admin's to change (every environment of it uses them),
     // an environment's its operators'.
     for (owner, write) in [("releases", A), ("clusters", O)] {

@@ -36,7 +36,11 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self.read().existing_cluster(cluster_id)?;
-        if let Some(d) = self.read().running_deployment(cluster_id)? {
+        let running = match self.read().running_deployment(cluster_id)? {
+            Some(d) => Some(d),
+            None => self.read().active_chain(cluster_id)?,
+        };
+        if let Some(d) = running {
             let what = if d.is_check() {
                 "a network verification"
             } else {

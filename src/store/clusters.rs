@@ -234,7 +234,8 @@ impl WriteTxn<'_> {
     /// release has no deletion graph): every node and the environment at once, recorded as a
     /// `reset_environment` transaction that is over as it starts.
     pub fn reset_environment_now(&self, cluster_id: i64, now: i64) -> Result<super::Deployment> {
-        let d = self.record_empty_deployment(cluster_id, super::RESET, "deletion", false, now)?;
+        let d =
+            self.record_empty_deployment(cluster_id, super::RESET, "deletion", false, None, now)?;
         let nodes: Vec<i64> = self
             .read()
             .cluster_nodes(cluster_id)?
@@ -257,6 +258,7 @@ impl WriteTxn<'_> {
                 cluster.name, d.id
             )));
         }
+        self.refuse_while_chaining(id, None)?;
         for node in self.read().cluster_nodes(id)? {
             self.release_node(node.id, now)?;
         }

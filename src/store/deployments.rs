@@ -50,6 +50,9 @@ pub struct Deployment {
     pub message: Option<String>,
     /// Its result in Nailgun's task shape (a verification: the interfaces with absent VLANs).
     pub result: Option<J>,
+    /// The chain it is a graph of (Nailgun's parent transaction), if any
+    /// ([`crate::store::Chain`]).
+    pub parent_id: Option<i64>,
 }
 
 impl Deployment {
@@ -193,13 +196,13 @@ pub enum Report {
     Stale,
 }
 
-const DEPLOYMENT_COLUMNS: &str =
-    "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result";
+pub(super) const DEPLOYMENT_COLUMNS: &str =
+    "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result, parent_id";
 const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
      exit_code, output_tail, error, runs_on, report";
 
-fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
+pub(super) fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     Ok(Deployment {
         id: r.get(0)?,
         cluster_id: r.get(1)?,
@@ -210,6 +213,7 @@ fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
         graph_type: r.get(6)?,
         message: r.get(7)?,
         result: optional_json(r, 8)?,
+        parent_id: r.get(9)?,
     })
 }
 
@@ -294,7 +298,7 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id, id], |r| {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
-            Ok((deployment_from_row(r)?, count(9)?, count(10)?))
+            Ok((deployment_from_row(r)?, count(10)?, count(11)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -394,11 +398,13 @@ impl WriteTxn<'_> {
     /// it deployed stays the environment's deployed state. A running one is refused.
     pub fn delete_deployment(&self, id: i64, now: i64) -> Result<()> {
         let d = self.existing_deployment(id)?;
-        if matches!(d.status.as_str(), "running" | "preparing") {
+        if matches!(d.status.as_str(), "running" | "preparing" | super::CHAINING) {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is running; abort it first"
             )));
         }
+        self.refuse_in_running_chain(&d)?;
+        // A chain's children go with it (foreign key).
         self.conn
             .execute("DELETE FROM deployments WHERE id = ?1", [id])?;
         self.add_history(
@@ -779,6 +785,7 @@ impl WriteTxn<'_> {
                 other.id
             )));
         }
+        self.refuse_retry_of_chain(&d)?;
         self.conn.execute(
             "UPDATE step_runs SET status = 'pending', started_at = NULL, finished_at = NULL
              WHERE deployment = ?1 AND status = 'failed'",

@@ -49,6 +49,8 @@ pub struct NewDeployment<'a> {
     /// Nailgun's transaction name (`deployment`, `provision`) and the graph type run.
     pub name: &'static str,
     pub graph_type: String,
+    /// The chain it runs a graph of, and its place in it ([`super::Chain`]).
+    pub parent: Option<(i64, u32)>,
     pub now: i64,
     /// What it is made from, kept with it ([`super::TransactionData`]).
     pub data: Option<super::TransactionData>,
@@ -82,10 +84,16 @@ impl Store {
         mut new: NewDeployment<'_>,
     ) -> Result<Deployment> {
         let _one_at_a_time = Self::lock(&self.creating);
-        let (cluster_id, now, name, graph_type) =
-            (new.cluster_id, new.now, new.name, new.graph_type.clone());
-        let (dep, first) = writer
-            .write_blocking(move |tx| tx.open_deployment(cluster_id, name, &graph_type, now))?;
+        let (cluster_id, now, name, graph_type, parent) = (
+            new.cluster_id,
+            new.now,
+            new.name,
+            new.graph_type.clone(),
+            new.parent,
+        );
+        let (dep, first) = writer.write_blocking(move |tx| {
+            tx.open_deployment(cluster_id, name, &graph_type, parent, now)
+        })?;
         let data = new.data.take();
         let staged = match data {
             Some(data) => writer
@@ -208,12 +216,14 @@ impl Row {
 }
 
 impl WriteTxn<'_> {
-    /// A `preparing` deployment of `cluster_id` and the id its first run will have.
+    /// A `preparing` deployment of `cluster_id` (a graph of chain `parent`, at its place,
+    /// when given) and the id its first run will have.
     fn open_deployment(
         &self,
         cluster_id: i64,
         name: &str,
         graph_type: &str,
+        parent: Option<(i64, u32)>,
         now: i64,
     ) -> Result<(i64, i64)> {
         let cluster = self
@@ -229,11 +239,8 @@ impl WriteTxn<'_> {
                 cluster.name, d.id
             )));
         }
-        self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, name, graph_type)
-             VALUES (?1, 'preparing', ?2, ?3, ?4)",
-            rusqlite::params![cluster_id, now, name, graph_type],
-        )?;
+        self.refuse_while_chaining(cluster_id, parent.map(|p| p.0))?;
+        self.insert_deployment(cluster_id, "preparing", None, name, graph_type, parent, now)?;
         let dep = self.conn.last_insert_rowid();
         let first: i64 =
             self.conn
@@ -293,6 +300,7 @@ impl WriteTxn<'_> {
         release: &[i64],
         now: i64,
     ) -> Result<Deployment> {
+        self.check_chain_goes_on(dep)?;
         let started = self.conn.execute(
             "UPDATE deployments SET status = 'running' WHERE id = ?1 AND status = 'preparing'",
             [dep],
@@ -325,15 +333,18 @@ impl WriteTxn<'_> {
         self.existing_deployment(dep)
     }
 
-    /// A deployment of an environment with no nodes, finished as it starts: Nailgun's LCM
-    /// releases accepted deploying an empty environment and ended the task at once. Nothing
-    /// but the record and the history changes.
+    /// A deployment with nothing to run, finished as it starts: an environment with no nodes
+    /// (Nailgun's LCM releases accepted deploying an empty environment and ended the task at
+    /// once), or a graph of a chain (`parent`, at its place) whose every task is skipped.
+    /// Nothing but the record and the history changes.
+    #[allow(clippy::too_many_arguments)]
     pub fn record_empty_deployment(
         &self,
         cluster_id: i64,
         name: &str,
         graph_type: &str,
         dry_run: bool,
+        parent: Option<(i64, u32)>,
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self.read().existing_cluster(cluster_id)?;
@@ -343,21 +354,21 @@ impl WriteTxn<'_> {
                 cluster.name, d.id
             )));
         }
+        self.refuse_while_chaining(cluster_id, parent.map(|p| p.0))?;
         let status = if dry_run { "dry_run" } else { "done" };
-        self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, finished_at, name, graph_type)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
-            rusqlite::params![cluster_id, status, now, name, graph_type],
-        )?;
+        self.insert_deployment(cluster_id, status, Some(now), name, graph_type, parent, now)?;
         let dep = self.conn.last_insert_rowid();
+        self.check_chain_goes_on(dep)?;
+        let why = if parent.is_some() {
+            "no task of this graph of a chain runs here"
+        } else {
+            "the environment has no nodes"
+        };
         self.add_history(
             now,
             None,
             "deployment.empty",
-            &format!(
-                "{name} {dep} of {}: the environment has no nodes, nothing to run",
-                cluster.name
-            ),
+            &format!("{name} {dep} of {}: {why}, nothing to run", cluster.name),
         )?;
         self.existing_deployment(dep)
     }
@@ -370,6 +381,7 @@ impl WriteTxn<'_> {
         runs: usize,
         now: i64,
     ) -> Result<Deployment> {
+        self.check_chain_goes_on(dep)?;
         let done = self.conn.execute(
             "UPDATE deployments SET status = 'dry_run', finished_at = ?2
              WHERE id = ?1 AND status = 'preparing'",
@@ -413,7 +425,7 @@ mod tests {
         let path = dir.path().join("s.db");
         store
             .write(|tx| {
-                let (dep, first) = tx.open_deployment(1, "deployment", "default", 5)?;
+                let (dep, first) = tx.open_deployment(1, "deployment", "default", None, 5)?;
                 let rows = rows(
                     &[NewRun {
                         node: None,

@@ -500,6 +500,15 @@ impl Http {
         )
     }
 
+    pub fn patch(&self, path: &str, body: &str) -> Resp {
+        read(
+            with_credentials(agent().patch(self.url(path)), &self.creds_url(path), &[])
+                .header("content-type", "application/json")
+                .send(body)
+                .unwrap(),
+        )
+    }
+
     pub fn delete(&self, path: &str) -> Resp {
         read(
             with_credentials(agent().delete(self.url(path)), &self.creds_url(path), &[])

@@ -17,6 +17,7 @@ pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod roles;
+pub mod sequences;
 pub mod transaction_data;
 pub mod transactions;
 

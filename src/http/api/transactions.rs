@@ -55,7 +55,7 @@ pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
         "result": d.result.clone().unwrap_or_else(|| json!({})),
         "dry_run": d.status == "dry_run",
         "graph_type": d.graph_type,
-        "parent_id": null,
+        "parent_id": d.parent_id,
         "time_start": iso(d.created_at),
         "time_end": d.finished_at.map(iso),
     })
@@ -64,7 +64,7 @@ pub fn transaction_json(d: &Deployment, total: u64, finished: u64) -> Value {
 /// Nailgun's transaction status of a stoker deployment status.
 fn nailgun_status(status: &str) -> &'static str {
     match status {
-        "running" | "preparing" => "running",
+        "running" | "preparing" | crate::store::CHAINING => "running",
         "done" | "dry_run" => "ready",
         _ => "error",
     }
@@ -94,8 +94,15 @@ pub async fn transactions(
         &["pending", "running", "ready", "error"],
     )?;
     let types = query::list(q.transaction_types.as_deref());
-    let all = state
-        .store(move |s| s.read(|r| r.deployments_with_progress(cluster, None)))
+    let (all, chains) = state
+        .store(move |s| {
+            s.read(|r| {
+                Ok((
+                    r.deployments_with_progress(cluster, None)?,
+                    r.chains(cluster, None)?,
+                ))
+            })
+        })
         .await?;
     let body: Vec<Value> = all
         .iter()
@@ -103,7 +110,10 @@ pub async fn transactions(
             statuses.is_empty() || statuses.iter().any(|s| s == nailgun_status(&d.status))
         })
         .filter(|(d, _, _)| types.is_empty() || types.contains(&d.name))
-        .map(|(d, total, finished)| transaction_json(d, *total, *finished))
+        .map(|(d, total, finished)| {
+            let chain = chains.iter().find(|c| c.parent.id == d.id);
+            with_chain(transaction_json(d, *total, *finished), chain)
+        })
         .collect();
     Ok(HttpResponse::Ok().json(body))
 }
@@ -136,8 +146,7 @@ pub async fn transaction(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
-    let (d, total, finished) = one(&state, id).await?;
-    Ok(HttpResponse::Ok().json(transaction_json(&d, total, finished)))
+    Ok(HttpResponse::Ok().json(shown(&state, id).await?))
 }
 
 /// `DELETE /api/v1/transactions/{id}[?force=1]`: forget a finished deployment and its runs
@@ -368,8 +377,9 @@ pub async fn deploy_nodes(
 }
 
 /// `PUT /api/v1/clusters/{id}/stop_deployment`: abort the environment's running deployment
-/// (its running steps are left to finish on the nodes, their results ignored); 202 with the
-/// stopped transaction. Nothing running: 400, as Nailgun.
+/// (its running steps are left to finish on the nodes, their results ignored), or its chain
+/// of graphs (its running graph aborted, the graphs after it never started); 202 with the
+/// stopped transaction (a chain's parent). Nothing running: 400, as Nailgun.
 pub async fn stop_deployment(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -378,9 +388,14 @@ pub async fn stop_deployment(
     let now = crate::clock::now();
     let d = state
         .store(move |s| {
-            s.write(|tx| match tx.read().running_deployment(cluster)? {
-                Some(d) => Ok(Some(tx.abort_deployment(d.id, now)?)),
-                None => Ok(None),
+            s.write(|tx| {
+                if let Some(chain) = tx.stop_chain(cluster, now)? {
+                    return Ok(Some(chain));
+                }
+                match tx.read().running_deployment(cluster)? {
+                    Some(d) => Ok(Some(tx.abort_deployment(d.id, now)?)),
+                    None => Ok(None),
+                }
             })
         })
         .await?
@@ -389,8 +404,7 @@ pub async fn stop_deployment(
                 "environment {cluster} has no deployment running: nothing to stop"
             ))
         })?;
-    let (d, total, finished) = one(&state, d.id).await?;
-    Ok(HttpResponse::Accepted().json(transaction_json(&d, total, finished)))
+    Ok(HttpResponse::Accepted().json(shown(&state, d.id).await?))
 }
 
 /// `PUT /api/v1/clusters/{id}/reset/[?force=1]` (`fuel2 env reset`): every node back to
@@ -418,23 +432,11 @@ pub async fn reset(
     })
 }
 
-/// One graph of `POST /graphs/execute/`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecuteGraph {
-    #[serde(rename = "type")]
-    graph_type: String,
-    #[serde(default)]
-    nodes: Option<Vec<i64>>,
-    #[serde(default)]
-    tasks: Option<Vec<String>>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExecuteBody {
     cluster: i64,
-    graphs: Vec<ExecuteGraph>,
+    graphs: Vec<crate::chains::GraphItem>,
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
@@ -447,49 +449,70 @@ struct ExecuteBody {
     debug: bool,
 }
 
-/// `POST /api/v1/graphs/execute/`: run one graph type (a release's, a plugin's or an
-/// environment's own, `fuel2 graph execute -t TYPE [-n NODES] [--dry-run] [--force]`) on the
-/// environment's provisioned nodes. One graph per call; a subset of its tasks (`-T`) is not
-/// supported: both are refused naming the field.
+/// `POST /api/v1/graphs/execute/`: run graph types (a release's, a plugin's or an
+/// environment's own; `fuel2 graph execute -t A [B ...] [-n NODES] [--dry-run] [--force]`) on
+/// the environment's provisioned nodes, one after another ([`crate::chains`]): one graph is
+/// one transaction; several are one parent transaction whose children each run one graph.
+/// A subset of a graph's tasks (`-T`) is refused naming the field.
 pub async fn execute(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: ExecuteBody = ApiError::parse_fields(&body, "graph execution")?;
-    let refuse = |field: &str, message: &str| ApiError::field("graph execution", field, message);
-    let [graph] = <[ExecuteGraph; 1]>::try_from(body.graphs).map_err(|g| {
-        refuse(
-            "graphs",
-            &format!(
-                "{} graphs given; stoker runs one graph per execution (run them one after \
-                 another)",
-                g.len()
-            ),
-        )
+    let graphs = crate::chains::check_graphs(&body.graphs, "graphs").map_err(|fields| {
+        ApiError::InvalidInput {
+            what: "graph execution",
+            fields,
+        }
     })?;
-    if graph.tasks.is_some() {
-        return Err(refuse(
-            "graphs[0].tasks",
-            "running a subset of a graph's tasks is not supported; run the whole graph",
-        ));
-    }
-    let nodes = match graph.nodes {
-        None => None,
-        Some(ids) if ids.is_empty() => None,
-        Some(ids) => Some(ids.into_iter().collect()),
-    };
-    // The deployment graph by name is the deployment phase (and what it runs is recorded).
-    let (graph_type, phase) = if graph.graph_type == "default" {
-        (None, Some(Phase::Deploy))
-    } else {
-        (Some(graph.graph_type), None)
-    };
-    let scope = Scope {
-        graph_type,
-        phase,
-        nodes,
-        force: body.force,
+    let execution = crate::chains::Execution {
+        cluster_id: body.cluster,
+        graphs,
         dry_run: body.dry_run || body.noop_run,
+        force: body.force,
     };
-    start(&state, &body.cluster.to_string(), scope).await
+    let chains = std::sync::Arc::clone(&state.chains);
+    let now = crate::clock::now();
+    let started = crate::http::api::deploy::on_master(&state, move |m| {
+        crate::chains::execute(m, &chains, &execution, now)
+    })
+    .await?;
+    answer_started(&state, started.id).await
+}
+
+/// A chain's parent as Nailgun's transaction: the progress of its graphs, why it ended, no
+/// graph type of its own; anything else as it is.
+fn with_chain(mut body: Value, chain: Option<&crate::store::Chain>) -> Value {
+    if let Some(c) = chain {
+        body["progress"] = json!(c.progress());
+        body["dry_run"] = json!(c.dry_run);
+        body["graph_type"] = Value::Null;
+        if c.message.is_some() {
+            body["message"] = json!(c.message);
+        }
+    }
+    body
+}
+
+/// Transaction `id` as Nailgun's transaction (a chain's parent with its chain's progress).
+pub(crate) async fn shown(state: &AppState, id: i64) -> Result<Value, ApiError> {
+    let chain = state.store(move |s| s.read(|r| r.chain(id))).await?;
+    let (d, total, finished) = one(state, id).await?;
+    Ok(with_chain(
+        transaction_json(&d, total, finished),
+        chain.as_ref(),
+    ))
+}
+
+/// The answer to a call that started transaction `id`, as Nailgun's `raise_task`: 200 when it
+/// is over already (a dry run, nothing to run), else 202.
+pub(crate) async fn answer_started(state: &AppState, id: i64) -> Result<HttpResponse, ApiError> {
+    let body = shown(state, id).await?;
+    Ok(
+        if matches!(body["status"].as_str(), Some("ready" | "error")) {
+            HttpResponse::Ok().json(body)
+        } else {
+            HttpResponse::Accepted().json(body)
+        },
+    )
 }
