@@ -18,6 +18,7 @@ pub mod graphs;
 pub mod http;
 pub mod model;
 pub mod networks;
+pub mod openstack_config;
 pub mod package;
 pub mod planner;
 pub mod roles;

@@ -25,6 +25,7 @@ mod identity;
 mod nailgun;
 mod nailgun_nodes;
 mod networks;
+mod openstack_config;
 mod pages;
 mod plugin;
 mod store;

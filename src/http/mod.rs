@@ -17,8 +17,8 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes, ostf,
-    plugins, pxe, roles, transactions,
+    attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes,
+    openstack_config, ostf, plugins, pxe, roles, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -367,6 +367,24 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    // Nailgun's OpenStack configuration overrides (fuel2 openstack-config).
+    r.get("/api/v1/openstack-config", Api(V), openstack_config::list);
+    r.post("/api/v1/openstack-config", Api(O), openstack_config::create);
+    r.put(
+        "/api/v1/openstack-config/execute",
+        Api(O),
+        openstack_config::execute,
+    );
+    r.get(
+        "/api/v1/openstack-config/{id}",
+        Api(V),
+        openstack_config::show,
+    );
+    r.delete(
+        "/api/v1/openstack-config/{id}",
+        Api(O),
+        openstack_config::delete,
+    );
     network_routes(r);
     // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
     // An environment's own graphs are its operators'; a release's or a plugin's change every

@@ -11,6 +11,7 @@ pub mod extras;
 pub mod graphs;
 pub mod networks;
 pub mod nodes;
+pub mod openstack_config;
 pub mod ostf;
 pub mod plugins;
 pub mod pxe;

@@ -271,7 +271,11 @@ impl StartQuery {
 
 /// Start `scope` on environment `path` and answer 202 with the transaction (200 for a dry
 /// run, which is finished already), as Nailgun's deferred task handlers do.
-async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn start(
+    state: &AppState,
+    path: &str,
+    scope: Scope,
+) -> Result<HttpResponse, ApiError> {
     let cluster_id = id_of(path, "environment")?;
     let dry = scope.dry_run;
     let started = start_request(
