@@ -22,6 +22,7 @@ pub mod openstack_config;
 pub mod package;
 pub mod planner;
 pub mod roles;
+pub mod snapshot;
 pub mod store;
 pub mod tftp;
 pub mod tls;

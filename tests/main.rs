@@ -28,6 +28,7 @@ mod networks;
 mod openstack_config;
 mod pages;
 mod plugin;
+mod snapshot;
 mod store;
 mod systemd;
 mod tftp;

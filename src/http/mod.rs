@@ -18,7 +18,7 @@ pub mod transport;
 use access::{login, users};
 use api::{
     attributes, catalog, deploy, disks, environments, extras, graphs, networks, nodes,
-    openstack_config, ostf, plugins, pxe, roles, transactions,
+    openstack_config, ostf, plugins, pxe, roles, snapshot, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -65,6 +65,8 @@ pub struct AppState {
     pub plans: Arc<crate::planner::Plans>,
     /// The agent binary served to installed OSes (`agent.binary`; default: this executable).
     pub agent_binary: Option<std::path::PathBuf>,
+    /// Diagnostic snapshots: where they are written and what they say of the daemon.
+    pub snapshots: Arc<crate::snapshot::Snapshots>,
 }
 
 /// What access control needs from the configuration.
@@ -385,6 +387,14 @@ fn routes(r: &mut Routes<'_>) {
         Api(O),
         openstack_config::delete,
     );
+    // The diagnostic snapshot holds the master's whole state: the admin's only.
+    r.put("/api/v1/logs/package", Api(A), snapshot::create);
+    r.get(
+        "/api/v1/logs/package/config/default",
+        Api(A),
+        snapshot::default_config,
+    );
+    r.get("/api/dump/{name}", Api(A), snapshot::download);
     network_routes(r);
     // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
     // An environment's own graphs are its operators'; a release's or a plugin's change every

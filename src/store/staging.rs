@@ -221,12 +221,13 @@ impl WriteTxn<'_> {
                 cluster.name, d.id
             )));
         }
+        // One id space with the master's tasks (`master_tasks`).
+        let dep = self.read().next_transaction_id()?;
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, name, graph_type)
-             VALUES (?1, 'preparing', ?2, ?3, ?4)",
-            rusqlite::params![cluster_id, now, name, graph_type],
+            "INSERT INTO deployments (id, cluster_id, status, created_at, name, graph_type)
+             VALUES (?1, ?2, 'preparing', ?3, ?4, ?5)",
+            rusqlite::params![dep, cluster_id, now, name, graph_type],
         )?;
-        let dep = self.conn.last_insert_rowid();
         let first: i64 =
             self.conn
                 .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs", [], |r| {
@@ -336,12 +337,13 @@ impl WriteTxn<'_> {
             )));
         }
         let status = if dry_run { "dry_run" } else { "done" };
+        let dep = self.read().next_transaction_id()?;
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, finished_at, name, graph_type)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
-            rusqlite::params![cluster_id, status, now, name, graph_type],
+            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
+               graph_type)
+             VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
+            rusqlite::params![dep, cluster_id, status, now, name, graph_type],
         )?;
-        let dep = self.conn.last_insert_rowid();
         self.add_history(
             now,
             None,

@@ -17,6 +17,7 @@ pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod roles;
+pub mod snapshot;
 pub mod transactions;
 
 use actix_web::{HttpResponse, web};
