@@ -1,6 +1,6 @@
 # Sourced by the .ci scripts that drive a real client against a fresh stoker:
-#   start_stoker BIN FIRST_PORT NAME
-# starts `BIN serve` in a temp dir ($work) on the first free loopback port from FIRST_PORT
+#   start_stoker BIN FIRST_PORT NAME [SERVE-ARGS...]
+# starts `BIN serve [SERVE-ARGS...]` in a temp dir ($work) on the first free loopback port from FIRST_PORT
 # (100 tried, each checked with ss), waits until it listens, and sets $work, $pid, $port and
 # $password (the first-start admin password); the EXIT trap stops it by PID and removes $work.
 #   fuel_client_config
@@ -17,13 +17,14 @@ trap stop_stoker EXIT
 
 start_stoker() {
   local bin=$1 first=$2 name=$3 p
+  shift 3
   work=$(mktemp -d)
   port=
   for p in $(seq "$first" $((first + 99))); do
     if ! ss -ltn "( sport = :$p )" | grep -q ":$p"; then port=$p; break; fi
   done
   [ -n "$port" ] || { echo "$name: no free port in $first-$((first + 99))" >&2; exit 1; }
-  (cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" >"$work/daemon.log" 2>&1) &
+  (cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" "$@" >"$work/daemon.log" 2>&1) &
   pid=$!
   for _ in $(seq 100); do
     [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break

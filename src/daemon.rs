@@ -203,6 +203,10 @@ impl Daemon {
                 tx.ensure_network_configs()
             })
             .context("cannot record the networks")?;
+        let snapshots = Arc::new(crate::snapshot::Snapshots::new(&config.data_dir, config));
+        snapshots
+            .recover(&store, crate::clock::now())
+            .context("cannot clear what an interrupted snapshot left")?;
         let listener = TcpListener::bind(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;
@@ -317,6 +321,7 @@ impl Daemon {
                 .clone()
                 .or_else(|| std::env::current_exe().ok()),
             chains: Arc::new(crate::chains::Chains::default()),
+            snapshots,
         };
         let chains = state.clone();
         let tls = identity

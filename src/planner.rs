@@ -126,13 +126,23 @@ pub struct EnvironmentPlan {
 /// statuses in [`graph::input::REDEPLOY_STATUSES`]). Its host name is the node's (Nailgun's
 /// `node-<id>` unless an operator set one; the `configure` step's too), its `fqdn` that under
 /// `domain.tld`; the name the operator sees is its `user_node_name`.
-fn spec_of(node: &Node, volumes: &[J], vms_conf: Option<J>) -> NodeSpec {
+fn spec_of(
+    node: &Node,
+    volumes: &[J],
+    vms_conf: Option<J>,
+    openstack: &[crate::store::OpenstackConfig],
+) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
     // Nailgun's volume_manager extension adds the node's volumes to its part of the data,
-    // and its VMs' configuration is the node's (both as stored or, for volumes, defaulted).
+    // and its VMs' configuration is the node's (both as stored or, for volumes, defaulted);
+    // its OpenStack configuration is the environment's, its roles' and its own, merged.
+    let (configuration, options) =
+        crate::openstack_config::for_node(openstack, node.id, &node.roles);
     spec.data = serde_json::json!({
         "node_volumes": volumes,
         "vms_conf": vms_conf.unwrap_or_else(|| serde_json::json!([])),
+        "configuration": configuration,
+        "configuration_options": options,
     });
     spec.roles.clone_from(&node.roles);
     spec.name = Some(node.hostname.clone());
@@ -176,6 +186,8 @@ struct Inputs {
     plugins: Vec<(i64, String, String, String)>,
     /// The uploaded graphs of the type planned: the release's, the environment's, plugins'.
     stored: Vec<StoredGraph>,
+    /// The environment's active OpenStack configurations, oldest first.
+    openstack: Vec<crate::store::OpenstackConfig>,
     /// What the deployment data's network keys are made from, when the environment has
     /// networks.
     network: Option<NetworkRows>,
@@ -310,6 +322,7 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 vms_conf,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
+                openstack: r.openstack_configs(cluster_id, Some(true))?,
                 plugins,
                 stored,
                 replaced: r.uploaded_facts(cluster_id, crate::store::FactsKind::Deployment)?,
@@ -341,6 +354,7 @@ fn plan_inputs(
         stored,
         network,
         replaced,
+        openstack,
     } = inputs;
     if nodes.is_empty() {
         return Err(PlanningError::NoNodes(cluster.name));
@@ -422,7 +436,7 @@ fn plan_inputs(
         .iter()
         .zip(vms_conf)
         .enumerate()
-        .map(|(i, (n, vms))| spec_of(n, volumes.node(i), vms))
+        .map(|(i, (n, vms))| spec_of(n, volumes.node(i), vms, &openstack))
         .collect();
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
@@ -482,7 +496,7 @@ type Slot = Arc<Mutex<Option<Cached>>>;
 ///
 /// A kept plan is used while nothing it is made from has changed: the graph type, the budget,
 /// the environment's row, its release, its nodes (ids, names, roles, statuses), its settings,
-/// the deployed state, and the installed plugins (ids, names, versions, directories and loaded
+/// its active OpenStack configurations, the deployed state, and the installed plugins (ids, names, versions, directories and loaded
 /// manifests, which `plugin sync` refreshes). Each call reads those from the store and compares
 /// a SHA-256 digest of them with the kept plan's; any change makes a new plan, which replaces
 /// it. A plan that failed is kept the same way when its failure follows from those inputs (the
@@ -686,6 +700,7 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     put(format!("{:?}", inputs.network).as_bytes());
     put(&serde_json::to_vec(&inputs.deployed).unwrap_or_default());
     put(&serde_json::to_vec(&inputs.replaced).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.openstack).unwrap_or_default());
     for (id, name, version, path) in &inputs.plugins {
         put(format!("{id}\0{name}\0{version}\0{path}").as_bytes());
     }

@@ -51,6 +51,58 @@ pub fn mask(doc: &mut Value) {
     }
 }
 
+/// Whether a key names a credential (every value under it is one): a password, a secret, a
+/// token, a key. Narrower than [`is_secret_key`], which also hides `private` values.
+fn is_credential_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password")
+        || k.contains("passwd")
+        || k.contains("secret")
+        || k.contains("token")
+        || k.ends_with("_key")
+        || k == "key"
+        || k.contains("credential")
+}
+
+/// Every scalar under `v` masked; the non-empty strings go to `hidden`.
+fn hide_all(v: &mut Value, hidden: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => map.values_mut().for_each(|x| hide_all(x, hidden)),
+        Value::Array(items) => items.iter_mut().for_each(|x| hide_all(x, hidden)),
+        Value::Null => {}
+        Value::String(s) if s.is_empty() => {}
+        other => {
+            if let Value::String(s) = other {
+                hidden.push(s.clone());
+            }
+            *other = masked(other);
+        }
+    }
+}
+
+/// [`mask`] for a document that leaves the master (a diagnostic snapshot): also every value
+/// at any depth under a key that names a credential (OpenStack configurations nest theirs:
+/// `{"DEFAULT/admin_token": {"value": ...}}`). The credentials' string values it hid go to
+/// `hidden`, so they can be looked for where they were copied into other text.
+pub fn mask_everywhere(doc: &mut Value, hidden: &mut Vec<String>) {
+    match doc {
+        Value::Object(map) => {
+            let password_attr = map.get("type").and_then(Value::as_str) == Some("password");
+            for (k, v) in map.iter_mut() {
+                if is_credential_key(k) || (password_attr && k == "value") {
+                    hide_all(v, hidden);
+                } else if is_secret_key(k) && !v.is_object() && !v.is_array() {
+                    *v = masked(v);
+                } else {
+                    mask_everywhere(v, hidden);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| mask_everywhere(x, hidden)),
+        _ => {}
+    }
+}
+
 /// In a document sent back by a client, put the stored value back wherever the client sent
 /// [`MASK`] itself: what it read masked it did not mean to change.
 pub fn unmask(incoming: &mut Value, stored: &Value) {
@@ -99,6 +151,28 @@ mod tests {
         assert_eq!(doc["text"]["value"], "visible");
         assert_eq!(doc["list"][0]["db_password"], MASK);
         assert_eq!(doc["nested_secret"]["secret"]["value"], "deep");
+    }
+
+    #[test]
+    fn masking_everywhere_also_hides_what_credentials_nest_and_says_what() {
+        let mut doc = json!({
+            "keystone_config": {"DEFAULT/admin_token": {"value": "tok-123"}},
+            "access": {"password": "s3cret", "user": "admin"},
+            "quantum": {"private": "br-prv"},
+            "attr": {"type": "password", "value": "pw"},
+        });
+        let mut hidden = Vec::new();
+        mask_everywhere(&mut doc, &mut hidden);
+        assert_eq!(doc["keystone_config"]["DEFAULT/admin_token"]["value"], MASK);
+        assert_eq!(doc["access"], json!({"password": MASK, "user": "admin"}));
+        assert_eq!(doc["quantum"]["private"], MASK);
+        assert_eq!(doc["attr"]["value"], MASK);
+        hidden.sort();
+        assert_eq!(
+            hidden,
+            ["pw", "s3cret", "tok-123"],
+            "not br-prv: no credential"
+        );
     }
 
     #[test]

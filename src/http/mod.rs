@@ -17,8 +17,9 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes, ostf,
-    plugins, pxe, roles, sequences, transaction_data, transactions,
+    attributes, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes,
+    openstack_config, ostf, plugins, pxe, roles, sequences, snapshot, transaction_data,
+    transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub agent_binary: Option<std::path::PathBuf>,
     /// One caller at a time acts on chains of graphs (the API, the daemon's loop).
     pub chains: Arc<crate::chains::Chains>,
+    /// Diagnostic snapshots: where they are written and what they say of the daemon.
+    pub snapshots: Arc<crate::snapshot::Snapshots>,
 }
 
 /// What access control needs from the configuration.
@@ -395,6 +398,32 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    // Nailgun's OpenStack configuration overrides (fuel2 openstack-config).
+    r.get("/api/v1/openstack-config", Api(V), openstack_config::list);
+    r.post("/api/v1/openstack-config", Api(O), openstack_config::create);
+    r.put(
+        "/api/v1/openstack-config/execute",
+        Api(O),
+        openstack_config::execute,
+    );
+    r.get(
+        "/api/v1/openstack-config/{id}",
+        Api(V),
+        openstack_config::show,
+    );
+    r.delete(
+        "/api/v1/openstack-config/{id}",
+        Api(O),
+        openstack_config::delete,
+    );
+    // The diagnostic snapshot holds the master's whole state: the admin's only.
+    r.put("/api/v1/logs/package", Api(A), snapshot::create);
+    r.get(
+        "/api/v1/logs/package/config/default",
+        Api(A),
+        snapshot::default_config,
+    );
+    r.get("/api/dump/{name}", Api(A), snapshot::download);
     network_routes(r);
     // Deployment graphs, as Nailgun's API (fuel2 graph upload/list/download/delete).
     // An environment's own graphs are its operators'; a release's or a plugin's change every

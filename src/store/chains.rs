@@ -144,8 +144,14 @@ impl ReadTxn<'_> {
 
     /// Chains, newest first: of one environment or of all, or the one of parent `id`.
     pub fn chains(&self, cluster_id: Option<i64>, id: Option<i64>) -> Result<Vec<Chain>> {
+        // The deployment's columns qualified: `message` is also the chain's.
+        let columns: Vec<String> = DEPLOYMENT_COLUMNS
+            .split(", ")
+            .map(|c| format!("d.{c}"))
+            .collect();
+        let columns = columns.join(", ");
         let sql = format!(
-            "SELECT {DEPLOYMENT_COLUMNS}, c.graphs, c.dry_run, c.force, c.message
+            "SELECT {columns}, c.graphs, c.dry_run, c.force, c.message
              FROM deployments d JOIN deployment_chains c ON c.deployment = d.id
              WHERE (?1 IS NULL OR d.cluster_id = ?1) AND (?2 IS NULL OR d.id = ?2)
              ORDER BY d.id DESC"
@@ -155,10 +161,10 @@ impl ReadTxn<'_> {
             .query_map(params![cluster_id, id], |r| {
                 Ok((
                     deployment_from_row(r)?,
-                    r.get::<_, String>(8)?,
-                    r.get::<_, bool>(9)?,
-                    r.get::<_, bool>(10)?,
-                    r.get::<_, Option<String>>(11)?,
+                    r.get::<_, String>(10)?,
+                    r.get::<_, bool>(11)?,
+                    r.get::<_, bool>(12)?,
+                    r.get::<_, Option<String>>(13)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -194,9 +200,9 @@ impl ReadTxn<'_> {
             let count = |i| r.get::<_, i64>(i).map(|n| n.max(0).unsigned_abs());
             Ok(ChainChild {
                 deployment: deployment_from_row(r)?,
-                place: usize::try_from(r.get::<_, i64>(8)?.max(0)).unwrap_or(usize::MAX),
-                runs: count(9)?,
-                finished: count(10)?,
+                place: usize::try_from(r.get::<_, i64>(10)?.max(0)).unwrap_or(usize::MAX),
+                runs: count(11)?,
+                finished: count(12)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -217,10 +223,12 @@ impl WriteTxn<'_> {
         parent: Option<(i64, u32)>,
         now: i64,
     ) -> Result<()> {
+        // One id space with the master's tasks (`master_tasks`).
+        let id = self.read().next_transaction_id()?;
         let inserted = self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, finished_at, name,
+            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
                graph_type, parent_id, chain_seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 cluster_id,
                 status,
@@ -229,7 +237,8 @@ impl WriteTxn<'_> {
                 name,
                 graph_type,
                 parent.map(|p| p.0),
-                parent.map(|p| p.1)
+                parent.map(|p| p.1),
+                id
             ],
         );
         match (inserted, parent) {

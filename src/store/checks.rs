@@ -55,13 +55,14 @@ impl WriteTxn<'_> {
             Some(_) => ("error", Some(now)),
             None => ("running", None),
         };
+        // One id space with the master's tasks (`master_tasks`).
+        let dep = self.read().next_transaction_id()?;
         self.conn.execute(
-            "INSERT INTO deployments (cluster_id, status, created_at, finished_at, name,
+            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
                graph_type, message)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
-            params![cluster_id, status, now, finished, VERIFY, refusal],
+             VALUES (?7, ?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+            params![cluster_id, status, now, finished, VERIFY, refusal, dep],
         )?;
-        let dep = self.conn.last_insert_rowid();
         if let Some(why) = refusal {
             self.add_history(
                 now,

@@ -398,8 +398,8 @@ impl WriteTxn<'_> {
     }
 
     /// The node leaves its environment for good: its roles, what it ran there, its service
-    /// agent's credential (the agent on its old OS can no longer call) and its pending flag go,
-    /// and it is in `discover`: its next network boot finds it again.
+    /// agent's credential (the agent on its old OS can no longer call), its own OpenStack
+    /// configurations (inactive) and its pending flag go, and it is in `discover`: its next network boot finds it again.
     pub fn release_node(&self, node_id: i64, now: i64) -> Result<()> {
         let node = self.read().existing_node(node_id)?;
         let Some(cluster_id) = node.cluster_id else {
@@ -416,6 +416,7 @@ impl WriteTxn<'_> {
             .execute("DELETE FROM node_documents WHERE node_id = ?1", [node_id])?;
         self.forget_node_networks(node_id)?;
         self.forget_node_facts(cluster_id, node_id)?;
+        self.deactivate_node_openstack_configs(node_id)?;
         self.forget_os(node_id, cluster_id, now)?;
         self.add_history(
             now,

@@ -12,12 +12,14 @@ pub mod facts;
 pub mod graphs;
 pub mod networks;
 pub mod nodes;
+pub mod openstack_config;
 pub mod ostf;
 pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod roles;
 pub mod sequences;
+pub mod snapshot;
 pub mod transaction_data;
 pub mod transactions;
 

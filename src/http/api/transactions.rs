@@ -3,7 +3,8 @@
 //! `/provision?nodes=`, `/deploy?nodes=`, `POST /graphs/execute/`) or stop one
 //! (`/stop_deployment`), mapped onto stoker's deployments ([`crate::deployer::Scope`]), and the
 //! deployments read back as Nailgun's transactions (`/transactions`, filtered by status and
-//! name; one with its `deployment_history`; deleting a finished one). Thin: parse, call the
+//! name; one with its `deployment_history`; deleting a finished one), beside the master's own
+//! tasks (the snapshot's `dump`). Thin: parse, call the
 //! deployer or the store, answer in Nailgun's shapes.
 
 use std::collections::BTreeSet;
@@ -115,6 +116,7 @@ pub async fn transactions(
             with_chain(transaction_json(d, *total, *finished), chain)
         })
         .collect();
+    let body = with_master_tasks(&state, body, cluster, &statuses, &types).await?;
     Ok(HttpResponse::Ok().json(body))
 }
 
@@ -146,6 +148,9 @@ pub async fn transaction(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
+    if let Some(task) = master_task(&state, id).await? {
+        return Ok(HttpResponse::Ok().json(task));
+    }
     Ok(HttpResponse::Ok().json(shown(&state, id).await?))
 }
 
@@ -293,7 +298,11 @@ impl StartQuery {
 
 /// Start `scope` on environment `path` and answer 202 with the transaction (200 for a dry
 /// run, which is finished already), as Nailgun's deferred task handlers do.
-async fn start(state: &AppState, path: &str, scope: Scope) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn start(
+    state: &AppState,
+    path: &str,
+    scope: Scope,
+) -> Result<HttpResponse, ApiError> {
     let cluster_id = id_of(path, "environment")?;
     let dry = scope.dry_run;
     let started = start_request(
@@ -515,4 +524,58 @@ pub(crate) async fn answer_started(state: &AppState, id: i64) -> Result<HttpResp
             HttpResponse::Accepted().json(body)
         },
     )
+}
+
+// ---- the master's own tasks (`store::MasterTask`: Nailgun's `dump`) among the transactions,
+// in one id space with the deployments ----
+
+/// A task of the master as Nailgun's transaction: no environment, no graph.
+pub fn master_task_json(t: &crate::store::MasterTask) -> Value {
+    json!({
+        "id": t.id,
+        "uuid": format!("stoker-task-{}", t.id),
+        "name": t.name,
+        "cluster": null,
+        "status": t.status,
+        "progress": t.progress,
+        "message": t.message,
+        "result": t.result,
+        "dry_run": false,
+        "graph_type": null,
+        "parent_id": null,
+        "time_start": iso(t.created_at),
+        "time_end": t.finished_at.map(iso),
+    })
+}
+
+/// The deployments' transactions (newest first) with the master's tasks the filters select
+/// (none when an environment is asked for: they have none), newest first by id.
+async fn with_master_tasks(
+    state: &AppState,
+    deployments: Vec<Value>,
+    cluster: Option<i64>,
+    statuses: &[String],
+    types: &[String],
+) -> Result<Vec<Value>, ApiError> {
+    if cluster.is_some() {
+        return Ok(deployments);
+    }
+    let tasks = state.store(|s| s.read(|r| r.master_tasks(None))).await?;
+    let mut all: Vec<Value> = tasks
+        .iter()
+        .filter(|t| statuses.is_empty() || statuses.contains(&t.status))
+        .filter(|t| types.is_empty() || types.contains(&t.name))
+        .map(master_task_json)
+        .chain(deployments)
+        .collect();
+    all.sort_by_key(|t| std::cmp::Reverse(t["id"].as_i64().unwrap_or(0)));
+    Ok(all)
+}
+
+/// Task `id` of the master, as a transaction, if it is one.
+async fn master_task(state: &AppState, id: i64) -> Result<Option<Value>, ApiError> {
+    let tasks = state
+        .store(move |s| s.read(|r| r.master_tasks(Some(id))))
+        .await?;
+    Ok(tasks.first().map(master_task_json))
 }

@@ -1,0 +1,239 @@
+//! The database as a diagnostic snapshot carries it: a consistent copy (`VACUUM INTO` from a
+//! connection of its own, so neither the writer nor the readers wait), in which every secret
+//! is blanked before anything else can read it: the credential columns (password hashes,
+//! session, API, boot and agent token hashes, the service agents' credential hashes, CSRF
+//! tokens), in every JSON document of every table the values `auth::mask` masks for a viewer
+//! and everything nested under a credential's key (passwords, tokens, keys in settings, task
+//! parameters, deployed data, OpenStack configurations), and those credentials' values (of
+//! [`MIN_SCRUBBED`] characters or more) wherever they were copied into other text (a task's
+//! data as YAML, a step's output). The copy is then rebuilt (`VACUUM`, with `secure_delete`
+//! on), so no page keeps what was blanked.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::{Result, Store, StoreError};
+
+/// Every column that holds a credential, and how it is blanked (a unique or primary-key
+/// column gets a distinct placeholder per row).
+const CREDENTIALS: &[(&str, &str, &str)] = &[
+    ("users", "password_hash", "''"),
+    ("sessions", "token_hash", "'blanked-' || rowid"),
+    ("sessions", "csrf", "''"),
+    ("api_tokens", "token_hash", "'blanked-' || rowid"),
+    ("boot_tokens", "token_hash", "''"),
+    ("nodes", "agent_token_hash", "NULL"),
+    ("nodes", "agent_token_pending_hash", "NULL"),
+    ("nodes", "os_credential_hash", "NULL"),
+];
+
+fn io(dest: &Path, e: rusqlite::Error) -> StoreError {
+    StoreError::Open {
+        path: dest.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Every (table, column) of the database's tables, with the column's declared type.
+fn columns(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+             ORDER BY name",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out = Vec::new();
+    for t in tables {
+        let mut stmt = conn.prepare("SELECT name, type FROM pragma_table_info(?1)")?;
+        let cols = stmt.query_map([&t], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        for c in cols {
+            let (name, kind) = c?;
+            out.push((t.clone(), name, kind));
+        }
+    }
+    Ok(out)
+}
+
+/// Credentials shorter than this are masked where they are JSON values, but not looked for
+/// in other text: too many words are that short (Fuel's default password is `admin`).
+pub const MIN_SCRUBBED: usize = 6;
+
+/// Blank every secret of the open copy (see the module text).
+fn blank(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, value) in CREDENTIALS {
+        conn.execute(&format!("UPDATE {table} SET {column} = {value}"), [])?;
+    }
+    let text_columns: Vec<(String, String)> = columns(conn)?
+        .into_iter()
+        .filter(|(_, _, kind)| kind.eq_ignore_ascii_case("TEXT"))
+        .map(|(t, c, _)| (t, c))
+        .collect();
+    let mut hidden = Vec::new();
+    for (table, column) in &text_columns {
+        let sql = format!(
+            "SELECT rowid, {column} FROM {table}
+             WHERE substr(ltrim({column}), 1, 1) IN ('{{', '[')"
+        );
+        let mut changed: Vec<(i64, String)> = Vec::new();
+        {
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+            for row in rows {
+                let (rowid, text) = row?;
+                let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                let before = doc.clone();
+                crate::auth::mask::mask_everywhere(&mut doc, &mut hidden);
+                if doc != before {
+                    changed.push((rowid, doc.to_string()));
+                }
+            }
+        }
+        let mut update = conn.prepare(&format!(
+            "UPDATE {table} SET {column} = ?2 WHERE rowid = ?1"
+        ))?;
+        for (rowid, text) in changed {
+            update.execute(rusqlite::params![rowid, text])?;
+        }
+    }
+    // What the documents held, wherever it was copied into text (a task's parameters as
+    // YAML, a command line, a step's output).
+    hidden.sort();
+    hidden.dedup();
+    hidden.retain(|s| s.chars().count() >= MIN_SCRUBBED && s != crate::auth::mask::MASK);
+    for (table, column) in &text_columns {
+        let mut stmt = conn.prepare(&format!(
+            "UPDATE {table} SET {column} = replace({column}, ?1, ?2) WHERE instr({column}, ?1) > 0"
+        ))?;
+        for secret in &hidden {
+            stmt.execute(rusqlite::params![secret, crate::auth::mask::MASK])?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The database's size in bytes (its pages), to bound a snapshot before copying it.
+    pub fn database_bytes(&self) -> Result<u64> {
+        self.read(|r| {
+            let pages: i64 = r.conn.query_row("PRAGMA page_count", [], |x| x.get(0))?;
+            let size: i64 = r.conn.query_row("PRAGMA page_size", [], |x| x.get(0))?;
+            Ok(pages.max(0).unsigned_abs() * size.max(0).unsigned_abs())
+        })
+    }
+
+    /// Copy the database to `dest` (which must not exist) as one consistent snapshot, every
+    /// secret blanked in the copy (see the module text). The copy's schema version.
+    pub fn copy_without_secrets(&self, dest: &Path) -> Result<u32> {
+        let source = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| io(&self.path, e))?;
+        source
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| io(&self.path, e))?;
+        let target = dest.to_string_lossy().to_string();
+        source.execute("VACUUM INTO ?1", [&target])?;
+        drop(source);
+        let copy = Connection::open(dest).map_err(|e| io(dest, e))?;
+        // Nothing of a blanked value may stay on a page or in a journal beside the copy.
+        copy.pragma_update(None, "journal_mode", "MEMORY")?;
+        copy.pragma_update(None, "secure_delete", true)?;
+        copy.execute_batch("BEGIN IMMEDIATE")?;
+        match blank(&copy) {
+            Ok(()) => copy.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = copy.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+        }
+        copy.execute_batch("VACUUM")?;
+        let version: u32 = copy.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        copy.close().map_err(|(_, e)| io(dest, e))?;
+        Ok(version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::mask::is_secret_key;
+    use crate::store::testing::store_with_cluster;
+
+    /// Columns whose names sound secret but hold none.
+    const NOT_SECRET: &[(&str, &str)] = &[
+        ("nodes", "token_deployment"),
+        ("settings", "key"),
+        ("users", "password_changed_at"),
+    ];
+
+    /// A new credential column cannot slip into snapshots: every column whose name says
+    /// secret is blanked, or listed as no secret.
+    #[test]
+    fn every_secret_sounding_column_is_blanked() {
+        let (_dir, store) = store_with_cluster();
+        let all = store.read(|r| Ok(columns(r.conn)?)).unwrap();
+        for (table, column, _) in all {
+            let secret = is_secret_key(&column) || column.contains("hash") || column == "csrf";
+            let listed = CREDENTIALS
+                .iter()
+                .any(|(t, c, _)| *t == table && *c == column)
+                || NOT_SECRET.iter().any(|(t, c)| *t == table && *c == column);
+            assert!(
+                !secret || listed,
+                "{table}.{column}: blank it in a snapshot"
+            );
+        }
+    }
+
+    #[test]
+    fn the_copy_holds_no_secret() {
+        let (dir, store) = store_with_cluster();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO users (id, name, role, password_hash, created_at,
+                       password_changed_at)
+                     VALUES (1, 'admin', 'admin', '$argon2id$v=19$SECRET-HASH', 1, 1);
+                     INSERT INTO api_tokens (user_id, name, kind, role, token_hash, created_at,
+                       expires_at) VALUES (1, 't', 'personal', 'admin', 'TOKEN-HASH', 1, 9);
+                     INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at,
+                       agent_token_hash)
+                     VALUES (1, '52:54:00:00:00:01', 'n', 'discover', 1, 1, 'AGENT-HASH');
+                     UPDATE clusters SET name = 'env';",
+                )?;
+                tx.set_cluster_settings(
+                    1,
+                    &serde_json::json!({"access": {"password": "ENV-PASSWORD", "user": "admin"}}),
+                    1,
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let dest = dir.path().join("copy.db");
+        let version = store.copy_without_secrets(&dest).unwrap();
+        assert_eq!(version, crate::store::migrations::latest());
+        let bytes = std::fs::read(&dest).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in ["SECRET-HASH", "TOKEN-HASH", "AGENT-HASH", "ENV-PASSWORD"] {
+            assert!(!text.contains(secret), "{secret} in the copy");
+        }
+        assert!(text.contains("admin"), "what is not secret stays");
+        // The original is untouched.
+        let users = store
+            .read(|r| {
+                Ok(r.conn
+                    .query_row("SELECT password_hash FROM users", [], |x| {
+                        x.get::<_, String>(0)
+                    })?)
+            })
+            .unwrap();
+        assert!(users.contains("SECRET-HASH"));
+    }
+}
