@@ -246,14 +246,18 @@ check "fuel node --network --upload" "." -- "$fuel" node --node "$node2" --netwo
 # ---- deployment and provisioning facts: defaults, upload (used by the next deployment), delete
 fd="$work/facts"; mkdir -p "$fd/down"
 check "fuel2 env deployment-facts get-default" "." -- "$fuel2" env deployment-facts get-default -e "$env" -d "$fd" -f yaml
-check "the defaults hold a file per node" "." -- ls "$fd/deployment_$env/$node2.yaml"
+check "the defaults hold the node's facts" "uid: '$node2'" -- cat "$fd/deployment_$env/$node2.yaml"
+edit "$fd/deployment_$env/$node2.yaml" 'd["stoker_probe"] = "edited"'
 check "fuel2 env deployment-facts upload" "." -- "$fuel2" env deployment-facts upload -e "$env" -d "$fd" -f yaml
 check "fuel2 env deployment-facts download" "." -- "$fuel2" env deployment-facts download -e "$env" -d "$fd/down" -f yaml
-check "the upload reads back" "." -- ls "$fd/down/deployment_$env/$node2.yaml"
+check "the edited upload reads back" "stoker_probe: edited" -- cat "$fd/down/deployment_$env/$node2.yaml"
 check "fuel2 env deployment-facts delete" "." -- "$fuel2" env deployment-facts delete "$env"
+check "deleted: nothing uploaded" "There is no deployment info" -- sh -c "'$fuel2' env deployment-facts download -e '$env' -d '$fd/down' -f yaml 2>&1; true"
 check "fuel2 env provisioning-facts get-default" "." -- "$fuel2" env provisioning-facts get-default -e "$env" -d "$fd" -f yaml
+edit "$fd/provisioning_$env/engine.yaml" 'd["stoker_probe"] = "edited"'
 check "fuel2 env provisioning-facts upload" "." -- "$fuel2" env provisioning-facts upload -e "$env" -d "$fd" -f yaml
 check "fuel2 env provisioning-facts download" "." -- "$fuel2" env provisioning-facts download -e "$env" -d "$fd/down" -f yaml
+check "the edited upload reads back" "stoker_probe: edited" -- cat "$fd/down/provisioning_$env/engine.yaml"
 check "fuel2 env provisioning-facts delete" "." -- "$fuel2" env provisioning-facts delete "$env"
 mkdir -p "$fd/old"
 check "fuel deployment --default (old CLI)" "." -- "$fuel" deployment --env "$env" --default --dir "$fd/old"

@@ -469,19 +469,7 @@ fn erase_runs(
 pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, DeployError> {
     let (store, data_dir, settings, plans) = (m.store, m.data_dir, m.settings, m.plans);
     let nodes = store.read(|r| {
-        if let Some(d) = r.running_deployment(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {cluster_id} is being deployed (deployment {}); stop it first \
-                 (PUT /api/v1/clusters/{cluster_id}/stop_deployment)",
-                d.id
-            )));
-        }
-        if let Some(c) = r.active_chain(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {cluster_id} runs graphs one after another (transaction {}); stop                  it first (PUT /api/v1/clusters/{cluster_id}/stop_deployment)",
-                c.id
-            )));
-        }
+        r.refuse_if_busy(cluster_id, None)?;
         r.cluster_nodes(cluster_id)
     })?;
     let installed: BTreeSet<i64> = nodes

@@ -17,7 +17,7 @@ use crate::engine::network::alloc;
 use crate::engine::network::verify::{self, Timing};
 use crate::engine::network::{NetworkGroup, validate};
 use crate::model::NodeStatus;
-use crate::store::{Deployment, Probe, Result, StoreError, WriteTxn};
+use crate::store::{Deployment, Probe, ReadTxn, Result, Store, StoreError};
 
 /// How often an agent asks for work: the bootstrap's agent every second, the installed OS's
 /// service agent at its heartbeat.
@@ -25,14 +25,24 @@ const RAMDISK_POLL_MS: u64 = 1_000;
 const OS_POLL_MS: u64 = crate::model::node::HEARTBEAT_S * 1_000;
 
 /// Start verifying environment `cluster_id`'s networks as `body` (a network configuration in
-/// Nailgun's shape) describes them; the check's transaction.
-pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<Deployment> {
-    let r = tx.read();
+/// Nailgun's shape) describes them; the check's transaction. What each node probes is worked
+/// out in a read, off the writer; the check is written in one short write, which refuses it
+/// if something of the environment started meanwhile.
+pub fn start(store: &Store, cluster_id: i64, body: &J, now: i64) -> Result<Deployment> {
+    let (probes, refusal) = store.read(|r| probes(r, cluster_id, body, now))?;
+    store.write(|tx| tx.create_check(cluster_id, &probes, refusal.as_deref(), now))
+}
+
+/// Each online node's probe, or why there is no check.
+fn probes(
+    r: &ReadTxn<'_>,
+    cluster_id: i64,
+    body: &J,
+    now: i64,
+) -> Result<(Vec<Probe>, Option<String>)> {
     let cluster = r.existing_cluster(cluster_id)?;
     let networks = r.cluster_networks(cluster_id)?;
-    let params = r
-        .network_config(cluster_id)?
-        .map_or_else(|| serde_json::json!({}), |(p, _)| p);
+    let params = crate::networks::parameters(r, cluster_id)?;
     let (networks, params) =
         validate::apply_config(&networks, &params, body).map_err(|fields| StoreError::Invalid {
             what: "network configuration",
@@ -49,10 +59,7 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
              verification."
                 .to_string(),
         )
-    } else if cluster.status == "deployment"
-        || r.running_deployment(cluster_id)?.is_some()
-        || r.active_chain(cluster_id)?.is_some()
-    {
+    } else if cluster.status == "deployment" || r.busy(cluster_id)?.is_some() {
         Some(format!(
             "Environment is not ready to run network verification because it is in '{}' \
              state.",
@@ -61,8 +68,8 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
     } else {
         None
     };
-    if let Some(why) = refusal {
-        return tx.create_check(cluster_id, &[], Some(&why), now);
+    if refusal.is_some() {
+        return Ok((Vec::new(), refusal));
     }
     let roles = r.release_value(cluster.release_id, "roles_metadata")?;
     let settings = r.cluster_settings(cluster_id)?;
@@ -71,7 +78,8 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
         .map(|n| alloc::should_have_public(&n.roles, &roles, &settings))
         .collect();
     let public_checked = with_public.iter().filter(|p| **p).count() > 1;
-    let vlan_range = vlan_range(&params);
+    let vlan_range = validate::private_vlan_range(&params)
+        .and_then(|[lo, hi]| Some((u16::try_from(lo).ok()?, u16::try_from(hi).ok()?)));
     let poll_ms = if nodes.iter().any(|n| n.boots_from_disk()) {
         OS_POLL_MS
     } else {
@@ -86,7 +94,7 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
             .filter(|n| !(skip_public && n.name == "public"))
             .cloned()
             .collect();
-        let interfaces = crate::networks::interfaces(&r, node.id)?;
+        let interfaces = crate::networks::interfaces(r, node.id)?;
         let expected = verify::expected(
             node.id,
             &node.name,
@@ -101,17 +109,5 @@ pub fn start(tx: &WriteTxn<'_>, cluster_id: i64, body: &J, now: i64) -> Result<D
             timeout_s: timing.timeout_s(),
         });
     }
-    tx.create_check(cluster_id, &probes, None, now)
-}
-
-/// Neutron's VLAN range for the private network (`networking_parameters.vlan_range`), when
-/// segmentation is by VLAN.
-fn vlan_range(params: &J) -> Option<(u16, u16)> {
-    if params["segmentation_type"].as_str() != Some("vlan") {
-        return None;
-    }
-    let r = params["vlan_range"].as_array()?;
-    let lo = u16::try_from(r.first()?.as_u64()?).ok()?;
-    let hi = u16::try_from(r.get(1)?.as_u64()?).ok()?;
-    Some((lo, hi))
+    Ok((probes, None))
 }

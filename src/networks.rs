@@ -44,7 +44,7 @@ fn one(what: &'static str, field: &str, message: String) -> StoreError {
 
 /// A change is refused while the environment is being deployed (403, Nailgun's message).
 fn check_unlocked(r: &ReadTxn<'_>, cluster_id: i64, message: &str) -> Result<()> {
-    let deploying = r.running_deployment(cluster_id)?.is_some()
+    let deploying = r.busy(cluster_id)?.is_some()
         || r.cluster(cluster_id)?
             .is_some_and(|c| c.status == "deployment");
     if deploying {
@@ -67,7 +67,8 @@ fn group(r: &ReadTxn<'_>, id: i64) -> Result<NetworkGroup> {
     })
 }
 
-fn parameters(r: &ReadTxn<'_>, cluster_id: i64) -> Result<J> {
+/// Environment `cluster_id`'s Neutron parameters (`{}` when it has none).
+pub fn parameters(r: &ReadTxn<'_>, cluster_id: i64) -> Result<J> {
     Ok(r.network_config(cluster_id)?
         .map_or_else(|| json!({}), |(params, _)| params))
 }

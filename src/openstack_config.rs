@@ -415,7 +415,7 @@ fn roles_for(
 /// A change is refused while the environment deploys (Nailgun's
 /// `_check_no_running_deploy_tasks`: 403).
 fn check_not_deploying(r: &ReadTxn<'_>, cluster: i64) -> Result<(), StoreError> {
-    if let Some(d) = r.running_deployment(cluster)? {
+    if let Some(d) = r.busy(cluster)? {
         return Err(StoreError::Forbidden(format!(
             "Cannot perform the action because there are running deployment tasks '{}'",
             d.id

@@ -255,19 +255,6 @@ impl WriteTxn<'_> {
         }
     }
 
-    /// Refuse to start anything in environment `cluster_id` while one of its chains goes,
-    /// but the next graph of chain `own`.
-    pub(super) fn refuse_while_chaining(&self, cluster_id: i64, own: Option<i64>) -> Result<()> {
-        match self.read().active_chain(cluster_id)? {
-            Some(c) if Some(c.id) != own => Err(StoreError::Conflict(format!(
-                "environment {cluster_id} runs graphs one after another (transaction {}); stop \
-                 it first (PUT /api/v1/clusters/{cluster_id}/stop_deployment)",
-                c.id
-            ))),
-            _ => Ok(()),
-        }
-    }
-
     /// A graph of a chain is written whole only while its chain goes: one stopped meanwhile
     /// never runs it.
     pub(super) fn check_chain_goes_on(&self, dep: i64) -> Result<()> {
@@ -302,19 +289,22 @@ impl WriteTxn<'_> {
     }
 
     /// A chain's parent has no runs to retry (its failed child has); nothing else of an
-    /// environment whose chain goes is retried but that chain's own children.
+    /// environment that is busy is retried but its chain's own children.
     pub(super) fn refuse_retry_of_chain(&self, d: &Deployment) -> Result<()> {
-        if self.read().chain(d.id)?.is_some() {
+        let is_parent: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM deployment_chains WHERE deployment = ?1)",
+            )?
+            .query_row([d.id], |r| r.get(0))?;
+        if is_parent {
             return Err(StoreError::Conflict(format!(
                 "transaction {} runs graphs one after another and has no steps of its own; \
                  retry its failed graph's deployment, or execute the graphs again",
                 d.id
             )));
         }
-        match self.read().active_chain(d.cluster_id)? {
-            Some(c) if d.parent_id != Some(c.id) => self.refuse_while_chaining(d.cluster_id, None),
-            _ => Ok(()),
-        }
+        self.read().refuse_if_busy(d.cluster_id, d.parent_id)
     }
 
     /// Open a chain of `graphs` on environment `cluster_id`: its parent, going, with no child
@@ -328,13 +318,7 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self.read().existing_cluster(cluster_id)?;
-        if let Some(d) = self.read().running_deployment(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {} is being deployed (deployment {}); stop it first",
-                cluster.name, d.id
-            )));
-        }
-        self.refuse_while_chaining(cluster_id, None)?;
+        self.read().refuse_if_busy(cluster_id, None)?;
         let types: Vec<&str> = graphs.iter().map(|g| g.graph_type.as_str()).collect();
         self.insert_deployment(
             cluster_id,
@@ -451,6 +435,48 @@ mod tests {
                 nodes: None,
             })
             .collect()
+    }
+
+    /// Between two graphs of a chain (its parent going, no child running) the environment is
+    /// busy: nothing else starts (a deletion, a retry, a network verification) and its
+    /// network configuration does not change.
+    #[test]
+    fn an_environment_is_busy_between_the_graphs_of_its_chain() {
+        let (_dir, store) = crate::store::testing::store_with_cluster();
+        let parent = store
+            .write(|tx| tx.open_chain(1, &graphs(&["a", "b"]), false, false, 5))
+            .unwrap();
+        store
+            .write(|tx| {
+                tx.record_empty_deployment(1, "deployment", "a", false, Some((parent.id, 0)), 6)
+            })
+            .unwrap();
+        let busy = store.read(|r| r.busy(1)).unwrap();
+        assert_eq!(busy.map(|d| d.id), Some(parent.id));
+        let refused = |what: &str, r: Result<()>| match r {
+            Err(StoreError::Conflict(m)) => assert!(
+                m.contains(&format!("transaction {}", parent.id)) && m.contains("stop_deployment"),
+                "{what}: {m}"
+            ),
+            other => panic!("{what}: {other:?}"),
+        };
+        refused(
+            "delete",
+            store.write(|tx| tx.delete_cluster(1, 7).map(|_| ())),
+        );
+        refused(
+            "check",
+            store.write(|tx| tx.create_check(1, &[], None, 7).map(|_| ())),
+        );
+        refused("reset", store.read(|r| r.refuse_if_busy(1, None)));
+        // The chain's own next graph starts.
+        store
+            .read(|r| r.refuse_if_busy(1, Some(parent.id)))
+            .unwrap();
+        let put = store.write(|tx| {
+            crate::networks::put_configuration(tx, 1, &serde_json::json!({})).map(|_| ())
+        });
+        assert!(matches!(put, Err(StoreError::Forbidden(_))), "{put:?}");
     }
 
     #[test]

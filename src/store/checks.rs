@@ -36,21 +36,7 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self.read().existing_cluster(cluster_id)?;
-        let running = match self.read().running_deployment(cluster_id)? {
-            Some(d) => Some(d),
-            None => self.read().active_chain(cluster_id)?,
-        };
-        if let Some(d) = running {
-            let what = if d.is_check() {
-                "a network verification"
-            } else {
-                "a deployment"
-            };
-            return Err(StoreError::Conflict(format!(
-                "environment {} is running {what} (task {}); wait for it to end",
-                cluster.name, d.id
-            )));
-        }
+        self.read().refuse_if_busy(cluster_id, None)?;
         let (status, finished) = match refusal {
             Some(_) => ("error", Some(now)),
             None => ("running", None),

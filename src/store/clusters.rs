@@ -252,13 +252,7 @@ impl WriteTxn<'_> {
     /// Refused while it is being deployed: abort first, so no agent is mid-step for it.
     pub fn delete_cluster(&self, id: i64, now: i64) -> Result<Cluster> {
         let cluster = self.read().existing_cluster(id)?;
-        if let Some(d) = self.read().running_deployment(id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {} is being deployed (deployment {}); abort it first",
-                cluster.name, d.id
-            )));
-        }
-        self.refuse_while_chaining(id, None)?;
+        self.read().refuse_if_busy(id, None)?;
         for node in self.read().cluster_nodes(id)? {
             self.release_node(node.id, now)?;
         }

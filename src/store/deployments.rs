@@ -391,6 +391,51 @@ impl ReadTxn<'_> {
             .query_row([cluster_id], deployment_from_row)
             .optional()?)
     }
+
+    /// What keeps environment `cluster_id` busy: its running deployment (a graph's, a reset, a
+    /// network verification), else its chain of graphs that goes (between its graphs too).
+    /// While one is, nothing else of the environment starts and its configuration does not
+    /// change.
+    pub fn busy(&self, cluster_id: i64) -> Result<Option<Deployment>> {
+        match self.running_deployment(cluster_id)? {
+            Some(d) => Ok(Some(d)),
+            None => self.active_chain(cluster_id),
+        }
+    }
+
+    /// Refuse (409) to start something in environment `cluster_id` while it is [`busy`],
+    /// saying with what, but for chain `own`'s next graph.
+    ///
+    /// [`busy`]: ReadTxn::busy
+    pub fn refuse_if_busy(&self, cluster_id: i64, own: Option<i64>) -> Result<()> {
+        let Some(d) = self.busy(cluster_id)? else {
+            return Ok(());
+        };
+        let stop = format!("PUT /api/v1/clusters/{cluster_id}/stop_deployment");
+        let why = if d.status == super::CHAINING {
+            if Some(d.id) == own {
+                return Ok(());
+            }
+            format!(
+                "environment {cluster_id} runs graphs one after another (transaction {}); stop \
+                 it first ({stop})",
+                d.id
+            )
+        } else if d.is_check() {
+            format!(
+                "environment {cluster_id} is running a network verification (task {}); wait \
+                 for it to end",
+                d.id
+            )
+        } else {
+            format!(
+                "environment {cluster_id} is being deployed (deployment {}); abort it first \
+                 ({stop})",
+                d.id
+            )
+        };
+        Err(StoreError::Conflict(why))
+    }
 }
 
 impl WriteTxn<'_> {
@@ -777,12 +822,6 @@ impl WriteTxn<'_> {
         if d.is_check() {
             return Err(StoreError::Conflict(format!(
                 "{id} is a network verification; start a new one instead of retrying it"
-            )));
-        }
-        if let Some(other) = self.read().running_deployment(d.cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "deployment {} of this environment is running",
-                other.id
             )));
         }
         self.refuse_retry_of_chain(&d)?;

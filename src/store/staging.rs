@@ -226,20 +226,9 @@ impl WriteTxn<'_> {
         parent: Option<(i64, u32)>,
         now: i64,
     ) -> Result<(i64, i64)> {
-        let cluster = self
-            .read()
-            .cluster(cluster_id)?
-            .ok_or_else(|| StoreError::NotFound {
-                entity: "environment",
-                id: cluster_id.to_string(),
-            })?;
-        if let Some(d) = self.read().running_deployment(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {} is being deployed (deployment {}); abort it first",
-                cluster.name, d.id
-            )));
-        }
-        self.refuse_while_chaining(cluster_id, parent.map(|p| p.0))?;
+        self.read().existing_cluster(cluster_id)?;
+        self.read()
+            .refuse_if_busy(cluster_id, parent.map(|p| p.0))?;
         self.insert_deployment(cluster_id, "preparing", None, name, graph_type, parent, now)?;
         let dep = self.conn.last_insert_rowid();
         let first: i64 =
@@ -348,13 +337,8 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<Deployment> {
         let cluster = self.read().existing_cluster(cluster_id)?;
-        if let Some(d) = self.read().running_deployment(cluster_id)? {
-            return Err(StoreError::Conflict(format!(
-                "environment {} is being deployed (deployment {})",
-                cluster.name, d.id
-            )));
-        }
-        self.refuse_while_chaining(cluster_id, parent.map(|p| p.0))?;
+        self.read()
+            .refuse_if_busy(cluster_id, parent.map(|p| p.0))?;
         let status = if dry_run { "dry_run" } else { "done" };
         self.insert_deployment(cluster_id, status, Some(now), name, graph_type, parent, now)?;
         let dep = self.conn.last_insert_rowid();

@@ -438,10 +438,7 @@ pub fn check_together(networks: &[NetworkGroup], params: &J, p: &mut Problems) {
             );
         }
     }
-    let seg = params.get("segmentation_type").and_then(J::as_str);
-    if seg == Some("vlan")
-        && let Some([lo, hi]) = int_pair(params.get("vlan_range"))
-    {
+    if let Some([lo, hi]) = private_vlan_range(params) {
         let clashing: Vec<&NetworkGroup> = networks
             .iter()
             .filter(|n| n.vlan_start.is_some_and(|v| (lo..=hi).contains(&v)))
@@ -545,6 +542,15 @@ pub fn check_together(networks: &[NetworkGroup], params: &J, p: &mut Problems) {
             }
         }
     }
+}
+
+/// Neutron's VLAN range for the private network (`networking_parameters.vlan_range`), when
+/// segmentation is by VLAN.
+pub fn private_vlan_range(params: &J) -> Option<[i64; 2]> {
+    if params.get("segmentation_type").and_then(J::as_str) != Some("vlan") {
+        return None;
+    }
+    int_pair(params.get("vlan_range"))
 }
 
 fn int_pair(v: Option<&J>) -> Option<[i64; 2]> {

@@ -76,9 +76,9 @@ pub async fn verify(
     let body: J = ApiError::parse(&body)?;
     let now = crate::clock::now();
     let d = state
-        .store(move |s| s.write(|tx| crate::network_check::start(tx, id, &body, now)))
+        .store(move |s| crate::network_check::start(s, id, &body, now))
         .await?;
-    crate::http::api::transactions::task_answer(&state, d.id).await
+    crate::http::api::transactions::answer_started(&state, d.id).await
 }
 
 /// `GET|PUT /api/v1/clusters/{id}/network_configuration/nova_network`: stoker's environments

@@ -94,5 +94,5 @@ pub async fn execute(
         force: update.force,
         ..Default::default()
     };
-    crate::http::api::transactions::start(&state, &update.cluster_id.to_string(), scope).await
+    crate::http::api::transactions::start(&state, update.cluster_id, scope).await
 }

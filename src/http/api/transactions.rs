@@ -130,18 +130,6 @@ async fn one(state: &AppState, id: i64) -> Result<(Deployment, u64, u64), ApiErr
         .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))
 }
 
-/// A transaction just started, as Nailgun raises it: 202 while it runs, 200 when it ended at
-/// once.
-pub async fn task_answer(state: &AppState, id: i64) -> Result<HttpResponse, ApiError> {
-    let (d, total, finished) = one(state, id).await?;
-    let body = transaction_json(&d, total, finished);
-    Ok(if nailgun_status(&d.status) == "running" {
-        HttpResponse::Accepted().json(body)
-    } else {
-        HttpResponse::Ok().json(body)
-    })
-}
-
 /// `GET /api/v1/transactions/{id}`
 pub async fn transaction(
     state: web::Data<AppState>,
@@ -296,15 +284,13 @@ impl StartQuery {
     }
 }
 
-/// Start `scope` on environment `path` and answer 202 with the transaction (200 for a dry
-/// run, which is finished already), as Nailgun's deferred task handlers do.
+/// Start `scope` on environment `cluster_id` and answer with the transaction as Nailgun's
+/// deferred task handlers do ([`answer_started`]).
 pub(crate) async fn start(
     state: &AppState,
-    path: &str,
+    cluster_id: i64,
     scope: Scope,
 ) -> Result<HttpResponse, ApiError> {
-    let cluster_id = id_of(path, "environment")?;
-    let dry = scope.dry_run;
     let started = start_request(
         state,
         Request {
@@ -315,14 +301,7 @@ pub(crate) async fn start(
         },
     )
     .await?;
-    let id = started.deployment.id;
-    let (d, total, finished) = one(state, id).await?;
-    let body = transaction_json(&d, total, finished);
-    Ok(if dry {
-        HttpResponse::Ok().json(body)
-    } else {
-        HttpResponse::Accepted().json(body)
-    })
+    answer_started(state, started.deployment.id).await
 }
 
 /// `PUT /api/v1/clusters/{id}/changes[?dry_run=1&noop_run=1]`: deploy what changed (Deploy);
@@ -336,7 +315,7 @@ pub async fn changes(
         dry_run: query.dry()?,
         ..Default::default()
     };
-    start(&state, &path, scope).await
+    start(&state, id_of(&path, "environment")?, scope).await
 }
 
 /// `PUT /api/v1/clusters/{id}/changes/redeploy`: every task again, changed or not.
@@ -350,7 +329,7 @@ pub async fn redeploy(
         dry_run: query.dry()?,
         ..Default::default()
     };
-    start(&state, &path, scope).await
+    start(&state, id_of(&path, "environment")?, scope).await
 }
 
 /// `PUT /api/v1/clusters/{id}/provision?nodes=1,2`: the provisioning phase only, on those
@@ -365,7 +344,7 @@ pub async fn provision(
         phase: Some(Phase::Provision),
         ..Default::default()
     };
-    start(&state, &path, scope).await
+    start(&state, id_of(&path, "environment")?, scope).await
 }
 
 /// `PUT /api/v1/clusters/{id}/deploy?nodes=1,2[&force=1&noop_run=1]`: the deployment phase
@@ -382,7 +361,7 @@ pub async fn deploy_nodes(
         dry_run: query.dry()?,
         ..Default::default()
     };
-    start(&state, &path, scope).await
+    start(&state, id_of(&path, "environment")?, scope).await
 }
 
 /// `PUT /api/v1/clusters/{id}/stop_deployment`: abort the environment's running deployment
@@ -432,13 +411,7 @@ pub async fn reset(
         crate::deployer::reset(m, cluster, now)
     })
     .await?;
-    let (d, total, finished) = one(&state, d.id).await?;
-    let body = transaction_json(&d, total, finished);
-    Ok(if d.status == "running" {
-        HttpResponse::Accepted().json(body)
-    } else {
-        HttpResponse::Ok().json(body)
-    })
+    answer_started(&state, d.id).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -514,7 +487,8 @@ pub(crate) async fn shown(state: &AppState, id: i64) -> Result<Value, ApiError> 
 }
 
 /// The answer to a call that started transaction `id`, as Nailgun's `raise_task`: 200 when it
-/// is over already (a dry run, nothing to run), else 202.
+/// is over already (a dry run, an environment with nothing to do, a refused verification),
+/// else 202.
 pub(crate) async fn answer_started(state: &AppState, id: i64) -> Result<HttpResponse, ApiError> {
     let body = shown(state, id).await?;
     Ok(
