@@ -6,7 +6,7 @@
 # boots with a NoCloud seed (a FAT filesystem labelled CIDATA) whose meta-data names the host
 # ci-node and whose user-data prints STOKER-CLOUD-INIT-DONE: the marker must say host=ci-node
 # (cloud-init read the seed before the system came up), the user-data must have run, and the NIC
-# must have had a DHCP lease (systemd-networkd's configuration). The NIC is on QEMU's user network
+# must have a DHCP lease (systemd-networkd's configuration), which the user-data prints. The NIC is on QEMU's user network
 # with restrict=on: its DHCP server answers, nothing leaves QEMU.
 #
 # usage: .ci/os-image.sh [RUNS]    boots per variant (default 1); prints each boot's times
@@ -51,10 +51,15 @@ done
 # The cloud-init image's NoCloud seed.
 mkdir -p "$work/seed"
 printf 'instance-id: stoker-os-check\nlocal-hostname: ci-node\n' >"$work/seed/meta-data"
+# The user-data waits (up to 60 s) for the NIC's lease before it says so: cloud-init's own
+# network table is printed when systemd-networkd-wait-online has returned, which on a slow
+# machine can be before the lease (a CI run saw the table without 10.0.2.x).
 cat >"$work/seed/user-data" <<'EOF'
 #cloud-config
 runcmd:
-  - echo "STOKER-CLOUD-INIT-DONE host=$(hostname) uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/console
+  - |
+    for i in $(seq 60); do ip -4 -o addr show scope global | grep -q inet && break; sleep 1; done
+    echo "STOKER-CLOUD-INIT-DONE host=$(hostname) uptime=$(cut -d' ' -f1 /proc/uptime) ipv4=$(ip -4 -o addr show scope global | awk '{print $4; exit}')" > /dev/console
 EOF
 mkfs.vfat -n CIDATA -C "$work/seed.img" 2048 >/dev/null
 mcopy -i "$work/seed.img" "$work/seed/meta-data" "$work/seed/user-data" ::
@@ -94,8 +99,10 @@ boot() {
   if [ "$variant" = cloud-init ]; then
     [ -n "$t_ci" ] || { tr -d '\r' <"$log" | grep -a cloud-init | tail -15; fail "cloud-init: the seed's user-data did not run within $ci_limit s"; }
     grep -aq 'STOKER-OS-BOOTED host=ci-node ' "$log" || fail "cloud-init: the marker does not name the seed's host: $up"
-    tr -d '\r' <"$log" | grep -aqE 'ci-info: \| +[a-z0-9]+ +\| True \| +10\.0\.2\.[0-9]+ ' \
-      || fail "cloud-init: the NIC had no DHCP lease (cloud-init's network table lacks 10.0.2.x)"
+    tr -d '\r' <"$log" | grep -aqE 'STOKER-CLOUD-INIT-DONE .* ipv4=10\.0\.2\.[0-9]+/' || {
+      tr -d '\r' <"$log" | grep -aE 'STOKER-CLOUD-INIT-DONE|ci-info: \| +[a-z0-9]+ +\|' | tail -8
+      fail "cloud-init: the NIC had no DHCP lease within 60 s of the user-data's start (no 10.0.2.x)"
+    }
   else
     grep -aq 'STOKER-OS-BOOTED host=stoker-os ' "$log" || fail "base: unexpected marker: $up"
   fi
