@@ -440,17 +440,6 @@ fn readme(id: i64, now: i64, copied: &Result<u32, String>) -> String {
 
 // ---- the journal ----
 
-/// An executable `name` on `PATH`.
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 /// Run `program` with `args` for at most [`COMMAND_TIMEOUT`] (then it is killed), its output
 /// kept up to `cap` bytes; or why it could not.
 fn run(program: &Path, args: &[&str], cap: usize) -> Result<(String, bool), String> {
@@ -512,10 +501,10 @@ fn run(program: &Path, args: &[&str], cap: usize) -> Result<(String, bool), Stri
 /// `journalctl` is here; else a line saying why not. Never an error.
 fn journal() -> String {
     let not = |why: String| format!("not included: {why}\n");
-    let Some(journalctl) = find_in_path("journalctl") else {
+    let Some(journalctl) = crate::agent::exec::find_on_path("journalctl") else {
         return not("journalctl is not installed here (the daemon logs to stderr only)".into());
     };
-    let Some(systemctl) = find_in_path("systemctl") else {
+    let Some(systemctl) = crate::agent::exec::find_on_path("systemctl") else {
         return not("systemctl is not installed here: no systemd unit runs stoker".into());
     };
     match run(

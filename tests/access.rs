@@ -11,19 +11,8 @@ use crate::common::{Http, TestDaemon, form_login};
 
 /// A user of `role` with a known password; returns (API token, session cookie, CSRF token).
 fn user(d: &TestDaemon, name: &str, role: &str) -> (String, String, String) {
-    let password = format!("{name}-password-123");
-    let r = d.http().post(
-        "/api/v1/users",
-        &json!({"name": name, "role": role, "password": password}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let r = d.anonymous().post(
-        "/api/v1/login",
-        &json!({"username": name, "password": password}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let token = r.json()["token"].as_str().unwrap().to_string();
-    let (session, csrf) = form_login(&d.url(""), name, &password);
+    let token = d.user_token(name, role);
+    let (session, csrf) = form_login(&d.url(""), name, &format!("{name}-password-123"));
     (token, session, csrf)
 }
 

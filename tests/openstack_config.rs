@@ -418,3 +418,51 @@ fn execute_deploys_the_ready_nodes_it_names() {
         let _ = s.join();
     }
 }
+
+/// A configuration's credentials are nested (`{"DEFAULT/admin_token": {"value": ...}}`): a
+/// viewer (or an operator) reads them masked in the list, one by one and in the deployment
+/// data they were delivered in; the admin reads them whole.
+#[test]
+fn a_viewer_reads_no_credential_of_a_configuration() {
+    let d = TestDaemon::start_bundled("install");
+    let http = d.http();
+    let (cluster, nodes) = d.environment(&["controller"], 1);
+    let made = upload(
+        &http,
+        json!({"cluster_id": cluster, "node_id": nodes[0], "configuration": {
+            "keystone_config": {"DEFAULT/admin_token": {"value": "OS-TOKEN-77"},
+                                "DEFAULT/debug": {"value": "True"}}}}),
+    );
+    let id = made[0]["id"].as_i64().unwrap();
+    let deployed = http.put(&format!("/api/v1/clusters/{cluster}/changes"), "");
+    assert_eq!(deployed.status, 202, "{}", deployed.body);
+    let task = deployed.json()["id"].as_i64().unwrap();
+    let list = format!("/api/v1/openstack-config?cluster_id={cluster}");
+    let one = format!("/api/v1/openstack-config/{id}");
+    let info = format!("/api/v1/transactions/{task}/deployment_info");
+    let token = |doc: &Value, path: &str| -> Value {
+        let c = match path {
+            p if p == list => &doc[0]["configuration"],
+            p if p == one => &doc["configuration"],
+            _ => &doc["nodes"][nodes[0].to_string()]["configuration"],
+        };
+        assert_eq!(
+            c["keystone_config"]["DEFAULT/debug"]["value"], "True",
+            "{doc}"
+        );
+        c["keystone_config"]["DEFAULT/admin_token"]["value"].clone()
+    };
+    let viewer = d.user_token("vera", "viewer");
+    let operator = d.user_token("otto", "operator");
+    for path in [&list, &one, &info] {
+        let whole = http.get(path);
+        assert_eq!(whole.status, 200, "{path}: {}", whole.body);
+        assert_eq!(token(&whole.json(), path), "OS-TOKEN-77", "{path}");
+        for who in [&viewer, &operator] {
+            let r = http.get_as(path, who);
+            assert_eq!(r.status, 200, "{path}: {}", r.body);
+            assert!(!r.body.contains("OS-TOKEN-77"), "{path}: {}", r.body);
+            assert_eq!(token(&r.json(), path), "******", "{path}");
+        }
+    }
+}

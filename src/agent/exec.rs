@@ -571,10 +571,13 @@ fn shell_quote(s: &str) -> String {
 
 /// The first executable `name` on PATH.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// Keep the last `OUTPUT_TAIL_BYTES` of a byte stream, cut at a character boundary.

@@ -9,8 +9,14 @@ use serde_json::Value;
 /// What a masked value reads as.
 pub const MASK: &str = "******";
 
-/// Whether a key names a secret.
+/// Whether a key names a secret: a credential's ([`is_credential_key`]) or a `private` value.
 pub fn is_secret_key(key: &str) -> bool {
+    is_credential_key(key) || key.to_ascii_lowercase().contains("private")
+}
+
+/// Whether a key names a credential (every value under it is one): a password, a secret, a
+/// token, a key.
+pub fn is_credential_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
     k.contains("password")
         || k.contains("passwd")
@@ -18,7 +24,6 @@ pub fn is_secret_key(key: &str) -> bool {
         || k.contains("token")
         || k.ends_with("_key")
         || k == "key"
-        || k.contains("private")
         || k.contains("credential")
 }
 
@@ -31,37 +36,49 @@ fn masked(v: &Value) -> Value {
 }
 
 /// Replace every secret value in `doc` with [`MASK`] (empty strings and nulls stay as they are,
-/// so a viewer can still see that nothing is set).
+/// so a viewer can still see that nothing is set): a scalar under a key that names a secret,
+/// the `value` of an attribute whose `type` is `password`, and every value nested under a key
+/// that names a credential (OpenStack configurations nest theirs:
+/// `{"DEFAULT/admin_token": {"value": ...}}`; of a Fuel attribute under such a key, its
+/// `value`, so the form still has its label and type).
 pub fn mask(doc: &mut Value) {
+    mask_into(doc, &mut Vec::new());
+}
+
+/// [`mask`] for a document that leaves the master (a diagnostic snapshot): the credentials'
+/// string values it hid go to `hidden`, so they can be looked for where they were copied into
+/// other text.
+pub fn mask_everywhere(doc: &mut Value, hidden: &mut Vec<String>) {
+    mask_into(doc, hidden);
+}
+
+fn mask_into(doc: &mut Value, hidden: &mut Vec<String>) {
     match doc {
         Value::Object(map) => {
             let password_attr = map.get("type").and_then(Value::as_str) == Some("password");
             for (k, v) in map.iter_mut() {
-                if (is_secret_key(k) && !v.is_object() && !v.is_array())
-                    || (password_attr && k == "value")
-                {
+                if password_attr && k == "value" {
+                    hide_all(v, hidden);
+                } else if is_credential_key(k) {
+                    match v {
+                        Value::Object(attr) if attr.contains_key("value") => {
+                            attr.values_mut().for_each(|x| mask_into(x, hidden));
+                            if let Some(value) = attr.get_mut("value") {
+                                hide_all(value, hidden);
+                            }
+                        }
+                        _ => hide_all(v, hidden),
+                    }
+                } else if is_secret_key(k) && !v.is_object() && !v.is_array() {
                     *v = masked(v);
                 } else {
-                    mask(v);
+                    mask_into(v, hidden);
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(mask),
+        Value::Array(items) => items.iter_mut().for_each(|x| mask_into(x, hidden)),
         _ => {}
     }
-}
-
-/// Whether a key names a credential (every value under it is one): a password, a secret, a
-/// token, a key. Narrower than [`is_secret_key`], which also hides `private` values.
-fn is_credential_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    k.contains("password")
-        || k.contains("passwd")
-        || k.contains("secret")
-        || k.contains("token")
-        || k.ends_with("_key")
-        || k == "key"
-        || k.contains("credential")
 }
 
 /// Every scalar under `v` masked; the non-empty strings go to `hidden`.
@@ -77,29 +94,6 @@ fn hide_all(v: &mut Value, hidden: &mut Vec<String>) {
             }
             *other = masked(other);
         }
-    }
-}
-
-/// [`mask`] for a document that leaves the master (a diagnostic snapshot): also every value
-/// at any depth under a key that names a credential (OpenStack configurations nest theirs:
-/// `{"DEFAULT/admin_token": {"value": ...}}`). The credentials' string values it hid go to
-/// `hidden`, so they can be looked for where they were copied into other text.
-pub fn mask_everywhere(doc: &mut Value, hidden: &mut Vec<String>) {
-    match doc {
-        Value::Object(map) => {
-            let password_attr = map.get("type").and_then(Value::as_str) == Some("password");
-            for (k, v) in map.iter_mut() {
-                if is_credential_key(k) || (password_attr && k == "value") {
-                    hide_all(v, hidden);
-                } else if is_secret_key(k) && !v.is_object() && !v.is_array() {
-                    *v = masked(v);
-                } else {
-                    mask_everywhere(v, hidden);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| mask_everywhere(x, hidden)),
-        _ => {}
     }
 }
 
@@ -150,7 +144,27 @@ mod tests {
         assert_eq!(doc["attr"]["label"], "Root password");
         assert_eq!(doc["text"]["value"], "visible");
         assert_eq!(doc["list"][0]["db_password"], MASK);
-        assert_eq!(doc["nested_secret"]["secret"]["value"], "deep");
+        assert_eq!(doc["nested_secret"]["secret"]["value"], MASK);
+    }
+
+    #[test]
+    fn a_viewer_sees_no_credential_nested_under_its_key() {
+        let mut doc = json!({
+            "configuration": {"keystone": {"DEFAULT/admin_token": {"value": "tok", "ensure": "present"}}},
+            "tokens": ["a", "b"],
+            "access": {"password": {"type": "text", "value": "pw", "label": "Password"}},
+        });
+        mask(&mut doc);
+        assert_eq!(
+            doc["configuration"]["keystone"]["DEFAULT/admin_token"],
+            json!({"value": MASK, "ensure": "present"})
+        );
+        assert_eq!(doc["tokens"], json!([MASK, MASK]));
+        assert_eq!(
+            doc["access"]["password"],
+            json!({"type": "text", "value": MASK, "label": "Password"}),
+            "an attribute under a credential's key keeps its form"
+        );
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl TransactionData {
     }
 }
 
-fn unpack(bytes: &[u8], dep: i64) -> Result<J> {
+pub(super) fn unpack(bytes: &[u8], dep: i64) -> Result<J> {
     let mut text = Vec::new();
     flate2::read::GzDecoder::new(bytes)
         .read_to_end(&mut text)

@@ -113,6 +113,22 @@ impl TestDaemon {
             .expect("signed in at start")
     }
 
+    /// A new user of `role` (its password `{name}-password-123`), signed in: its API token.
+    pub fn user_token(&self, name: &str, role: &str) -> String {
+        let password = format!("{name}-password-123");
+        let r = self.http().post(
+            "/api/v1/users",
+            &serde_json::json!({"name": name, "role": role, "password": password}).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = self.anonymous().post(
+            "/api/v1/login",
+            &serde_json::json!({"username": name, "password": password}).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["token"].as_str().unwrap().to_string()
+    }
+
     /// POST a plugin package as the admin: the status and the JSON answer.
     pub fn post_package(&self, bytes: &[u8]) -> (u16, serde_json::Value) {
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -455,6 +471,17 @@ impl Http {
 
     fn creds_url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// GET `path` with `token` instead of the harness's credentials.
+    pub fn get_as(&self, path: &str, token: &str) -> Resp {
+        read(
+            agent()
+                .get(self.url(path))
+                .header("authorization", &format!("Bearer {token}"))
+                .call()
+                .unwrap(),
+        )
     }
 
     pub fn get(&self, path: &str) -> Resp {

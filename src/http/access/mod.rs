@@ -173,6 +173,17 @@ impl<'a> Routes<'a> {
 #[derive(Debug, Clone)]
 pub struct Caller(pub Principal);
 
+impl Caller {
+    /// `doc` as this caller may read it: whole for an admin, its secrets masked
+    /// ([`crate::auth::mask::mask`]) for every other role.
+    pub fn shown(&self, mut doc: serde_json::Value) -> serde_json::Value {
+        if self.0.role != crate::auth::Role::Admin {
+            crate::auth::mask::mask(&mut doc);
+        }
+        doc
+    }
+}
+
 impl FromRequest for Caller {
     type Error = ApiError;
     type Future = Ready<Result<Caller, ApiError>>;

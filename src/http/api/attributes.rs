@@ -10,7 +10,6 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::Role;
 use crate::engine::attributes::{self, Models, Source};
 use crate::http::access::Caller;
 use crate::http::api::catalog::{cluster_json, id_of};
@@ -27,11 +26,8 @@ fn source(a: &Accepts) -> Source<'_> {
     }
 }
 
-fn answer(caller: &Caller, mut editable: Value) -> HttpResponse {
-    if caller.0.role != Role::Admin {
-        crate::auth::mask::mask(&mut editable);
-    }
-    HttpResponse::Ok().json(json!({ "editable": editable }))
+fn answer(caller: &Caller, editable: Value) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "editable": caller.shown(editable) }))
 }
 
 /// The document of environment `path` with its settings, or with none (`defaults`).

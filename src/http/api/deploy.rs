@@ -159,10 +159,7 @@ pub async fn show(
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
     let mut body = deployment_json(&d, &runs);
     body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if caller.0.role != crate::auth::Role::Admin {
-        crate::auth::mask::mask(&mut body);
-    }
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(caller.shown(body)))
 }
 
 /// `POST /api/v1/deployments/{id}/abort`

@@ -233,13 +233,10 @@ pub async fn settings(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
-    let mut settings = state
+    let settings = state
         .store(move |s| s.read(|r| r.cluster_settings(id)))
         .await?;
-    if caller.0.role != crate::auth::Role::Admin {
-        crate::auth::mask::mask(&mut settings);
-    }
-    Ok(HttpResponse::Ok().json(settings))
+    Ok(HttpResponse::Ok().json(caller.shown(settings)))
 }
 
 /// `PUT /api/v1/clusters/{id}/settings`: replace the settings (a JSON object), each key backed
@@ -277,11 +274,7 @@ pub async fn put_settings(
             })
         })
         .await?;
-    let mut shown = value;
-    if caller.0.role != crate::auth::Role::Admin {
-        crate::auth::mask::mask(&mut shown);
-    }
-    Ok(HttpResponse::Ok().json(shown))
+    Ok(HttpResponse::Ok().json(caller.shown(value)))
 }
 
 #[derive(Debug, Deserialize)]

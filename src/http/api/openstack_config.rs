@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::deployer::Scope;
 use crate::engine::state::Phase;
+use crate::http::access::Caller;
 use crate::http::api::catalog::id_of;
 use crate::http::{ApiError, AppState};
 use crate::openstack_config::{self as configs, ConfigError};
@@ -35,14 +36,18 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// `GET /api/v1/openstack-config/?cluster_id=N[&node_id=|node_ids=|node_role=][&is_active=]`
-pub async fn list(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
         .map_err(|e| ApiError::BadRequest(format!("invalid query: {e}")))?;
     let filter = configs::parse_filter(&pairs)?;
     let body = state
         .store(move |s| s.read(|r| configs::list(r, &filter)))
         .await?;
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(caller.shown(Value::from(body))))
 }
 
 /// `POST /api/v1/openstack-config/`: 201 with the list of configurations stored.
@@ -56,16 +61,17 @@ pub async fn create(
     Ok(HttpResponse::Created().json(made))
 }
 
-/// `GET /api/v1/openstack-config/{id}/`
+/// `GET /api/v1/openstack-config/{id}/`: its credentials masked below admin, as every list.
 pub async fn show(
     state: web::Data<AppState>,
+    caller: Caller,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "OpenStack configuration")?;
     let body = state
         .store(move |s| s.read(|r| configs::show(r, id)))
         .await?;
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(caller.shown(body)))
 }
 
 /// `DELETE /api/v1/openstack-config/{id}/`: 204; it stays, inactive.

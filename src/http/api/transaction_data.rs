@@ -10,7 +10,6 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::Role;
 use crate::http::access::Caller;
 use crate::http::api::catalog::id_of;
 use crate::http::api::query;
@@ -29,13 +28,6 @@ async fn part(state: &AppState, id: i64, part: TransactionPart) -> Result<Value,
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("transaction {id} not found")))?;
     Ok(found.unwrap_or_else(|| json!({})))
-}
-
-fn masked(caller: &Caller, mut v: Value) -> Value {
-    if caller.0.role != Role::Admin {
-        crate::auth::mask::mask(&mut v);
-    }
-    v
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,7 +50,7 @@ pub async fn deployment_info(
     {
         nodes.retain(|uid, _| only.iter().any(|n| n.to_string() == *uid));
     }
-    Ok(HttpResponse::Ok().json(masked(&caller, info)))
+    Ok(HttpResponse::Ok().json(caller.shown(info)))
 }
 
 /// `GET /api/v1/transactions/{id}/settings`
@@ -69,7 +61,7 @@ pub async fn settings(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "transaction")?;
     let v = part(&state, id, TransactionPart::Settings).await?;
-    Ok(HttpResponse::Ok().json(masked(&caller, v)))
+    Ok(HttpResponse::Ok().json(caller.shown(v)))
 }
 
 /// `GET /api/v1/transactions/{id}/network_configuration`
@@ -114,7 +106,7 @@ pub async fn deployed_attributes(
         "Cluster does not have deployed attributes!",
     )
     .await?;
-    Ok(HttpResponse::Ok().json(masked(&caller, v)))
+    Ok(HttpResponse::Ok().json(caller.shown(v)))
 }
 
 /// `GET /api/v1/clusters/{id}/network_configuration/deployed`
