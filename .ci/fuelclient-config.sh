@@ -15,70 +15,13 @@ venv=${FCVENV:-/tmp/fcvenv}
 [ -x "$venv/bin/fuel2" ] || { echo "fuelclient-config: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
+. "$(dirname "$0")/checks.sh"
 start_stoker "$bin" 19100 fuelclient-config --demo-nodes 2
 fuel_client_config
 py=$venv/bin/python
 fuel2=$venv/bin/fuel2
 fuel=$venv/bin/fuel
 
-passed=0
-failed=0
-OUT=
-# check NAME REGEX -- CMD...: CMD exits 0 and its output matches REGEX (grep -E).
-check() {
-  local name=$1 regex=$2; shift 3
-  local rc=0
-  OUT=$(cd "$work" && "$@" 2>&1 </dev/null) || rc=$?
-  if [ "$rc" -eq 0 ] && grep -qE -- "$regex" <<<"$OUT"; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name (exit $rc): $*"; sed 's/^/    /' <<<"$OUT" | tail -15
-  fi
-}
-# refuse NAME REGEX -- CMD...: CMD fails and its output matches REGEX.
-refuse() {
-  local name=$1 regex=$2; shift 3
-  local rc=0
-  OUT=$(cd "$work" && "$@" 2>&1 </dev/null) || rc=$?
-  if [ "$rc" -ne 0 ] && grep -qE -- "$regex" <<<"$OUT"; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name (exit $rc, wanted a refusal): $*"; sed 's/^/    /' <<<"$OUT" | tail -15
-  fi
-}
-# expect NAME VERDICT: a check computed elsewhere, "ok" or why not.
-expect() {
-  local name=$1 verdict=$2
-  if [ "$verdict" = ok ]; then
-    passed=$((passed + 1)); echo "PASS $name"
-  else
-    failed=$((failed + 1)); echo "FAIL $name: $verdict"
-  fi
-}
-# judge PYTHON-EXPR: "ok" when the expression over `d` (the JSON on stdin) holds.
-judge() {
-  "$py" -c '
-import json, sys
-d = json.load(sys.stdin)
-try:
-    print("ok" if eval(sys.argv[1]) else "not true: " + sys.argv[1])
-except Exception as e:
-    print("%s %s: %s" % (type(e).__name__, e, sys.argv[1]))
-' "$1"
-}
-# judge_yaml FILE PYTHON-EXPR: the same over a YAML file.
-judge_yaml() {
-  "$py" - "$1" "$2" <<'PY'
-import sys, yaml
-path, expr = sys.argv[1], sys.argv[2]
-try:
-    with open(path) as f:
-        d = yaml.safe_load(f)
-    print("ok" if eval(expr) else f"not true: {expr}")
-except Exception as e:
-    print(f"{type(e).__name__} {e}: {expr}")
-PY
-}
 # wait_task ID: until transaction ID is no longer running (at most 180 s); its status.
 wait_task() {
   local status=running
@@ -130,22 +73,22 @@ EOF
 check "openstack-config upload (environment)" "cluster" -- "$fuel2" openstack-config upload --env "$env" --file "$d/env.yaml"
 check "openstack-config upload --role" "compute" -- "$fuel2" openstack-config upload --env "$env" --role compute --file "$d/role.yaml"
 check "openstack-config upload --node (two)" "node" -- "$fuel2" openstack-config upload --env "$env" --node "$n1" "$n2" --file "$d/node.yaml" -f json
-expect "one configuration per node" "$(judge 'sorted(c["node_id"] for c in d) == sorted(['"$n1, $n2"']) and all(c["config_type"] == "node" for c in d)' <<<"$OUT")"
+expect "one configuration per node" "$(judge - 'sorted(c["node_id"] for c in d) == sorted(['"$n1, $n2"']) and all(c["config_type"] == "node" for c in d)' <<<"$OUT")"
 node2_cfg=$("$py" -c 'import json,sys; print([c["id"] for c in json.load(sys.stdin) if c["node_id"] == int(sys.argv[1])][0])' "$n2" <<<"$OUT" 2>/dev/null || echo 0)
 check "openstack-config list" "." -- "$fuel2" openstack-config list --env "$env" -f json
-expect "list has the four active ones" "$(judge 'len(d) == 4 and all(c["is_active"] for c in d)' <<<"$OUT")"
+expect "list has the four active ones" "$(judge - 'len(d) == 4 and all(c["is_active"] for c in d)' <<<"$OUT")"
 check "openstack-config list --node" "." -- "$fuel2" openstack-config list --env "$env" --node "$n1" -f json
-expect "list --node filters" "$(judge 'len(d) == 1 and d[0]["node_id"] == '"$n1" <<<"$OUT")"
+expect "list --node filters" "$(judge - 'len(d) == 1 and d[0]["node_id"] == '"$n1" <<<"$OUT")"
 check "openstack-config list --role" "compute" -- "$fuel2" openstack-config list --env "$env" --role compute
 check "openstack-config download" "downloaded to" -- "$fuel2" openstack-config download "$node2_cfg" --file "$d/down.yaml"
-expect "download round trip" "$(judge_yaml "$d/down.yaml" 'd == {"configuration": {"keystone_config": {"DEFAULT/debug": {"value": "False"}}, "configuration_options": {"restart_services": True}}}')"
+expect "download round trip" "$(judge "$d/down.yaml" 'd == {"configuration": {"keystone_config": {"DEFAULT/debug": {"value": "False"}}, "configuration_options": {"restart_services": True}}}')"
 check "openstack-config delete" "was deleted" -- "$fuel2" openstack-config delete "$node2_cfg"
-refuse "openstack-config delete again" "already disabled" -- "$fuel2" openstack-config delete "$node2_cfg"
+refused "openstack-config delete again" "already disabled" -- "$fuel2" openstack-config delete "$node2_cfg"
 check "openstack-config list --deleted" "." -- "$fuel2" openstack-config list --env "$env" --deleted 1 -f json
-expect "the deleted one is listed inactive" "$(judge 'any(c["id"] == '"$node2_cfg"' and not c["is_active"] for c in d)' <<<"$OUT")"
-refuse "upload for a role the environment lacks" "node_role" -- "$fuel2" openstack-config upload --env "$env" --role no-such-role --file "$d/env.yaml"
-refuse "upload for a node outside the environment" "not assigned" -- "$fuel2" openstack-config upload --env "$env" --node 999 --file "$d/env.yaml"
-refuse "execute before the environment is operational" "operational" -- "$fuel2" openstack-config execute --env "$env"
+expect "the deleted one is listed inactive" "$(judge - 'any(c["id"] == '"$node2_cfg"' and not c["is_active"] for c in d)' <<<"$OUT")"
+refused "upload for a role the environment lacks" "node_role" -- "$fuel2" openstack-config upload --env "$env" --role no-such-role --file "$d/env.yaml"
+refused "upload for a node outside the environment" "not assigned" -- "$fuel2" openstack-config upload --env "$env" --node 999 --file "$d/env.yaml"
+refused "execute before the environment is operational" "operational" -- "$fuel2" openstack-config execute --env "$env"
 
 # ---- the environment deployed, then configurations pushed to its ready nodes
 check "env deploy" "started" -- "$fuel2" env deploy "$env"
@@ -162,18 +105,18 @@ check "openstack-config upload after the deployment" "compute" -- "$fuel2" opens
 # OpenstackConfigClient.execute reads `.data` of the dict it got): the update runs anyway.
 latest() { "$fuel2" task list -f value -c id | sort -n | tail -1; }
 before=$(latest)
-refuse "openstack-config execute --role (the client's own error after the request)" "'dict' object has no attribute 'data'" -- "$fuel2" openstack-config execute --env "$env" --role compute
+refused "openstack-config execute --role (the client's own error after the request)" "'dict' object has no attribute 'data'" -- "$fuel2" openstack-config execute --env "$env" --role compute
 task=$(latest)
 expect "execute started a deployment" "$([ "$task" -gt "$before" ] && echo ok || echo "no new transaction after $before")"
 expect "execute's deployment ends ready" "$( s=$(wait_task "$task"); [ "$s" = ready ] && echo ok || echo "task $task: $s")"
 check "its history" "upload_configuration" -- "$fuel2" task history show "$task" -f json
-expect "only the compute node ran" "$(judge 'all(h["node_id"] in ("'"$n2"'", "null", None) for h in d if h["status"] == "ready") and any(h["node_id"] == "'"$n2"'" and h["task_name"] == "upload_configuration" for h in d)' <<<"$OUT")"
-refuse "execute with nothing changed" "nothing to run" -- "$fuel2" openstack-config execute --env "$env" --role compute
+expect "only the compute node ran" "$(judge - 'all(h["node_id"] in ("'"$n2"'", "null", None) for h in d if h["status"] == "ready") and any(h["node_id"] == "'"$n2"'" and h["task_name"] == "upload_configuration" for h in d)' <<<"$OUT")"
+refused "execute with nothing changed" "nothing to run" -- "$fuel2" openstack-config execute --env "$env" --role compute
 before=$(latest)
-refuse "openstack-config execute --node --force (the client's own error after the request)" "'dict' object has no attribute 'data'" -- "$fuel2" openstack-config execute --env "$env" --node "$n1" --force
+refused "openstack-config execute --node --force (the client's own error after the request)" "'dict' object has no attribute 'data'" -- "$fuel2" openstack-config execute --env "$env" --node "$n1" --force
 task=$(latest)
 expect "forced update ends ready" "$( s=$(wait_task "$task"); [ "$task" -gt "$before" ] && [ "$s" = ready ] && echo ok || echo "task $task: $s")"
-refuse "execute for a node outside the environment" "not assigned" -- "$fuel2" openstack-config execute --env "$env" --node 999
+refused "execute for a node outside the environment" "not assigned" -- "$fuel2" openstack-config execute --env "$env" --node 999
 
 # ---- the old client
 o=$work/old
@@ -182,7 +125,7 @@ check "fuel openstack-config --upload" "cluster" -- "$fuel" openstack-config --u
 check "fuel openstack-config --list" "cluster" -- "$fuel" openstack-config --list --env "$env"
 old_id=$("$fuel2" openstack-config list --env "$env" -f json | "$py" -c 'import json,sys; print(max(c["id"] for c in json.load(sys.stdin) if c["config_type"] == "cluster"))')
 check "fuel openstack-config --download" "" -- "$fuel" openstack-config --download --config-id "$old_id" --file "$o/old.yaml"
-expect "fuel download round trip" "$(judge_yaml "$o/old.yaml" 'd["configuration"]["nova_config"]["DEFAULT/cpu_allocation_ratio"] == {"value": "4.0"}')"
+expect "fuel download round trip" "$(judge "$o/old.yaml" 'd["configuration"]["nova_config"]["DEFAULT/cpu_allocation_ratio"] == {"value": "4.0"}')"
 check "fuel openstack-config --execute" "update is started" -- "$fuel" openstack-config --execute --env "$env"
 wait_task "$("$fuel2" task list -f value -c id | sort -n | tail -1)" >/dev/null
 check "fuel openstack-config --delete" "has been deleted" -- "$fuel" openstack-config --delete --config-id "$old_id"
@@ -195,7 +138,7 @@ expect "snapshot task ends ready" "$( s=$(wait_task "$snap"); [ "$s" = ready ] &
 check "snapshot get-link" "http://127.0.0.1:$port/api/dump/stoker-snapshot-" -- "$fuel2" snapshot get-link "$snap" -f json
 link=$("$py" -c 'import json,sys; print(json.load(sys.stdin)["link"])' <<<"$OUT" 2>/dev/null || echo none)
 check "task list shows the dump" "dump" -- "$fuel2" task list
-refuse "get-link of a deployment" "not a snapshot" -- "$fuel2" snapshot get-link "$dep"
+refused "get-link of a deployment" "not a snapshot" -- "$fuel2" snapshot get-link "$dep"
 # The link downloads with the admin's Keystone token.
 token=$("$py" - "http://127.0.0.1:$port" "$password" <<'PY'
 import sys, requests
@@ -216,7 +159,7 @@ base, tok = sys.argv[1:3]
 requests.post(base + "/api/v1/users", timeout=10, headers={"X-Auth-Token": tok},
               json={"name": "vera", "role": "viewer", "password": "vera-password-123"})
 PY
-refuse "snapshot create as a viewer" "403|[Ff]orbidden" -- env OS_USERNAME=vera OS_PASSWORD=vera-password-123 "$fuel2" snapshot create
+refused "snapshot create as a viewer" "403|[Ff]orbidden" -- env OS_USERNAME=vera OS_PASSWORD=vera-password-123 "$fuel2" snapshot create
 vtoken=$("$py" - "http://127.0.0.1:$port" <<'PY'
 import sys, requests
 r = requests.post(sys.argv[1] + "/keystone/v2.0/tokens", timeout=10, json={"auth": {
@@ -228,5 +171,4 @@ check "a viewer's download is refused" "^403$" -- curl -s --noproxy '*' -o /dev/
 # The old client waits for the task and prints the link (its config from stdin: none here).
 check "fuel snapshot" "can be downloaded from http://127.0.0.1:$port/api/dump/" -- "$fuel" snapshot
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

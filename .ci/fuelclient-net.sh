@@ -12,35 +12,15 @@ venv=${FCVENV:-/tmp/fcvenv}
 [ -x "$venv/bin/fuel2" ] || { echo "fuelclient-net: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
+. "$(dirname "$0")/checks.sh"
 start_stoker "$bin" 18800 fuelclient-net
 fuel_client_config
 py=$venv/bin/python
 fuel2=$venv/bin/fuel2
 fuel=$venv/bin/fuel
 
-passed=0
-failed=0
-OUT=
-# check NAME REGEX -- CMD...: CMD exits 0 and its output matches REGEX (grep -E).
-check() {
-  local name=$1 regex=$2; shift 3
-  local rc=0
-  OUT=$(cd "$work" && "$@" 2>&1) || rc=$?
-  if [ "$rc" -eq 0 ] && grep -qE -- "$regex" <<<"$OUT"; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name (exit $rc): $*"; sed 's/^/    /' <<<"$OUT" | tail -15
-  fi
-}
-# expect NAME CONDITION-OUTPUT: a check computed by a python snippet printing "ok" or why not.
-expect() {
-  local name=$1 verdict=$2
-  if [ "$verdict" = ok ]; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name: $verdict"
-  fi
-}
+# A VERBOSE expect's PASS shows the last check's output too.
+expect_shows_out=1
 
 # nailgun-agent's POST /api/nodes/ with NICs eth0 (PXE) and eth1.
 register() {
@@ -102,19 +82,6 @@ with open(path, "w") as f:
         json.dump(d, f)
     else:
         yaml.safe_dump(d, f)
-PY
-}
-# judge FILE PYTHON-EXPR: "ok" when the expression over `d` holds, else the expression.
-judge() {
-  "$py" - "$1" "$2" <<'PY'
-import json, sys, yaml
-path, expr = sys.argv[1], sys.argv[2]
-with open(path) as f:
-    d = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
-try:
-    print("ok" if eval(expr) else f"not true: {expr}")
-except Exception as e:
-    print(f"{type(e).__name__} {e}: {expr}")
 PY
 }
 
@@ -274,5 +241,4 @@ check "fuel2 task show: running, or why not" "running|At least two online nodes"
 check "fuel network --verify" "Verification status is '(running|error)'" -- "$fuel" --env "$env" network --verify --dir "$o"
 "$fuel2" env stop-deployment "$env" >/dev/null 2>&1 || true
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

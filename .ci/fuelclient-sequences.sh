@@ -16,6 +16,7 @@ venv=${FCVENV:-/tmp/fcvenv}
 [ -x "$venv/bin/fuel2" ] || { echo "fuelclient-sequences: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
+. "$(dirname "$0")/checks.sh"
 agent_pid=
 stop_all() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null || true; wait "$agent_pid" 2>/dev/null || true; fi
@@ -28,40 +29,6 @@ py=$venv/bin/python
 fuel2=$venv/bin/fuel2
 base="http://127.0.0.1:$port"
 
-passed=0
-failed=0
-OUT=
-# check NAME REGEX -- CMD...: CMD exits 0 and its output matches REGEX (grep -E).
-check() {
-  local name=$1 regex=$2; shift 3
-  local rc=0
-  OUT=$(cd "$work" && "$@" 2>&1) || rc=$?
-  if [ "$rc" -eq 0 ] && grep -qE -- "$regex" <<<"$OUT"; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name (exit $rc): $*"; sed 's/^/    /' <<<"$OUT" | tail -15
-  fi
-}
-# refused NAME REGEX -- CMD...: CMD exits non-zero and its output matches REGEX.
-refused() {
-  local name=$1 regex=$2; shift 3
-  local rc=0
-  OUT=$(cd "$work" && "$@" 2>&1) || rc=$?
-  if [ "$rc" -ne 0 ] && grep -qE -- "$regex" <<<"$OUT"; then
-    passed=$((passed + 1)); echo "PASS $name"; [ -z "${VERBOSE:-}" ] || sed "s/^/    /" <<<"$OUT" | tail -3
-  else
-    failed=$((failed + 1)); echo "FAIL $name (exit $rc): $*"; sed 's/^/    /' <<<"$OUT" | tail -15
-  fi
-}
-# expect NAME VERDICT: PASS when VERDICT is "ok" (computed by `api` below), else FAIL with it.
-expect() {
-  local name=$1 verdict=$2
-  if [ "$verdict" = ok ]; then
-    passed=$((passed + 1)); echo "PASS $name"
-  else
-    failed=$((failed + 1)); echo "FAIL $name: $verdict"
-  fi
-}
 # The id in "... task with id N ..." of the last command's output.
 task_id() { sed -n 's/.*task with id \([0-9][0-9]*\).*/\1/p' <<<"$OUT" | head -1; }
 
@@ -289,5 +256,4 @@ refused "sequence execute on no environment" "404|not found" -- "$fuel2" sequenc
 check "sequence delete" "Sequence with id $seq was deleted" -- "$fuel2" sequence delete "$seq"
 refused "sequence show after delete" "404|not found" -- "$fuel2" sequence show "$seq"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

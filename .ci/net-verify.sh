@@ -80,13 +80,7 @@ unset SERVER_ADDRESS SERVER_PORT LISTEN_PORT KEYSTONE_USER KEYSTONE_PASS \
   FUELCLIENT_CUSTOM_SETTINGS HTTP_PROXY http_proxy https_proxy no_proxy HTTPS_PROXY NO_PROXY
 fuel2() { (cd "$work" && ip netns exec "$a" "$venv/bin/fuel2" "$@"); }
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "PASS $1"; }
-bad() {
-  failed=$((failed + 1)); echo "FAIL $1"; shift
-  printf '    %s\n' "$@"
-}
+. "$(dirname "$0")/checks.sh"
 
 # Both nodes register.
 nodes=
@@ -97,7 +91,7 @@ for _ in $(seq 100); do
 done
 if [ "$(wc -w <<<"$nodes")" = 2 ]; then ok "both agents registered ($nodes)"; else
   bad "both agents registered" "nodes: $nodes" "$(tail -5 "$work/$a.log")"
-  echo "$passed passed, $failed failed"; exit 1
+  summary; exit 1
 fi
 read -r n1 n2 <<<"$nodes"
 release=$(fuel2 release list -f value -c id | head -1)
@@ -167,5 +161,4 @@ fi
 states=$(fuel2 node list -f value -c status | sort -u | tr '\n' ' ')
 [ "$states" = "discover " ] && ok "no node state moved" || bad "no node state moved" "$states"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary
