@@ -65,16 +65,6 @@ pub struct GraphItem {
     pub tasks: Option<Vec<String>>,
 }
 
-/// Whether `raw` is a graph type: 1-255 letters, digits, `_`, `-` or `.` (what Nailgun's URLs
-/// and fuel2 take).
-pub fn is_graph_type(raw: &str) -> bool {
-    !raw.is_empty()
-        && raw.len() <= 255
-        && raw
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
-
 /// `items` (the request's field `field`) checked into the graphs to run: at least one, at
 /// most [`MAX_GRAPHS`]; each a graph type, its node ids positive (an empty list: every node),
 /// no subset of tasks. Every problem named by its field.
@@ -103,7 +93,7 @@ pub fn check_graphs(items: &[GraphItem], field: &str) -> Result<Vec<ChainGraph>,
     }
     let mut out = Vec::new();
     for (i, g) in items.iter().enumerate().take(MAX_GRAPHS) {
-        if !is_graph_type(&g.graph_type) {
+        if !crate::graphs::is_graph_type(&g.graph_type) {
             bad(
                 format!("{field}[{i}].type"),
                 format!(
@@ -200,6 +190,7 @@ fn check_against_environment(m: &Master<'_>, e: &Execution) -> Result<(), Deploy
         .iter()
         .map(|n| n.id)
         .collect();
+    let types = crate::graphs::types_for(m.store, m.data_dir, e.cluster_id)?;
     let mut errors = Vec::new();
     for (i, g) in e.graphs.iter().enumerate() {
         let strangers: Vec<String> = g
@@ -219,7 +210,7 @@ fn check_against_environment(m: &Master<'_>, e: &Execution) -> Result<(), Deploy
                 ),
             });
         }
-        if !crate::graphs::defined_for(m.store, m.data_dir, e.cluster_id, &g.graph_type)? {
+        if !types.contains(&g.graph_type) {
             errors.push(FieldError {
                 field: format!("graphs[{i}].type"),
                 message: format!(
@@ -266,22 +257,24 @@ pub fn execute(
     let parent = m
         .writer
         .write_blocking(move |tx| tx.open_chain(cluster, &graphs, dry, force, now))?;
-    match drive(m, parent.id, true, now) {
-        Ok(()) => {}
-        Err(err) => {
-            let id = parent.id;
-            m.writer.write_blocking(move |tx| tx.drop_chain(id))?;
-            return Err(err);
+    if let Err(err) = drive(m, parent.id, true, now) {
+        let id = parent.id;
+        // The request is refused for `err`; a chain that cannot be dropped stays, ended by
+        // the daemon's loop as one whose first graph did not start.
+        if let Err(drop_err) = m.writer.write_blocking(move |tx| tx.drop_chain(id)) {
+            tracing::error!(transaction = id, %drop_err, "cannot drop a chain that did not start");
         }
+        return Err(err);
     }
     Ok(m.store.read(|r| r.deployment(parent.id))?.unwrap_or(parent))
 }
 
-/// Move every chain that goes as far as it can now: start its next graph when the one before
-/// it ended well, end it when its last graph did or one failed or was stopped. Returns how
-/// many chains there were; one chain's error is logged and the others go on.
+/// Move every chain that goes and waits for no graph as far as it can now: start its next
+/// graph when the one before it ended well, end it when its last graph did or one failed or
+/// was stopped. Returns how many chains there were; one chain's error is logged and the
+/// others go on.
 pub fn tick(m: &Master<'_>, chains: &Chains, now: i64) -> Result<usize, StoreError> {
-    let active = m.store.read(|r| r.active_chains())?;
+    let active = m.store.read(|r| r.chains_to_move())?;
     if active.is_empty() {
         return Ok(0);
     }
@@ -307,82 +300,49 @@ fn drive(m: &Master<'_>, parent: i64, opening: bool, now: i64) -> Result<(), Dep
         if !chain.goes() {
             return Ok(());
         }
-        let total = chain.graphs.len();
-        let end = match chain.next() {
-            Next::Wait(_) => return Ok(()),
-            Next::Finish => {
-                let status = if chain.dry_run { "dry_run" } else { "done" };
+        let next = chain.next();
+        if let Some((status, message)) = chain.ending(next) {
+            m.writer
+                .write_blocking(move |tx| tx.end_chain(parent, status, message.as_deref(), now))?;
+            return Ok(());
+        }
+        let Next::Start(i) = next else {
+            // A graph runs: its end moves the chain on.
+            return Ok(());
+        };
+        let Some(graph) = chain.graphs.get(i) else {
+            return Ok(());
+        };
+        let request = Request {
+            cluster_id: chain.parent.cluster_id,
+            scope: scope_of(graph, chain.dry_run, chain.force),
+            empty_ok: true,
+            parent: Some((parent, u32::try_from(i).unwrap_or(u32::MAX))),
+            now,
+            ..Request::default()
+        };
+        // Every task skipped: the graph is over with nothing run, as Nailgun ran a graph
+        // whose tasks were all skipped.
+        let started = match deployer::start(m, &request) {
+            Err(DeployError::NothingToRun { .. }) => deployer::record_empty(m, &request),
+            other => other.map(|s| s.deployment),
+        };
+        match started {
+            Ok(_) => continue,
+            Err(err) if opening && i == 0 => return Err(err),
+            Err(err) => {
+                let message = End::NotStarted {
+                    index: i,
+                    graphs: chain.graphs.len(),
+                    graph_type: graph.graph_type.clone(),
+                    why: err.to_string(),
+                }
+                .message();
                 m.writer
-                    .write_blocking(move |tx| tx.end_chain(parent, status, None, now))?;
+                    .write_blocking(move |tx| tx.end_chain(parent, "error", Some(&message), now))?;
                 return Ok(());
             }
-            Next::Fail(i) => End::Failed {
-                index: i,
-                graphs: total,
-                graph_type: chain.graph_type(i),
-                child: chain.child(i).map_or(0, |c| c.deployment.id),
-            },
-            Next::Stop(i) => End::Stopped {
-                index: i,
-                graphs: total,
-                graph_type: chain.graph_type(i),
-                child: chain.child(i).map(|c| c.deployment.id),
-            },
-            Next::Start(i) => {
-                let Some(graph) = chain.graphs.get(i) else {
-                    return Ok(());
-                };
-                let place = u32::try_from(i).unwrap_or(u32::MAX);
-                let request = Request {
-                    cluster_id: chain.parent.cluster_id,
-                    scope: scope_of(graph, chain.dry_run, chain.force),
-                    empty_ok: true,
-                    parent: Some((parent, place)),
-                    now,
-                    ..Request::default()
-                };
-                match deployer::start(m, &request) {
-                    Ok(_) => continue,
-                    // Every task skipped: the graph is over, with nothing run, as Nailgun ran
-                    // a graph whose tasks were all skipped.
-                    Err(DeployError::NothingToRun { .. }) => {
-                        let (cluster, name, ty, dry) = (
-                            chain.parent.cluster_id,
-                            request.scope.name(),
-                            graph.graph_type.clone(),
-                            chain.dry_run,
-                        );
-                        m.writer.write_blocking(move |tx| {
-                            tx.record_empty_deployment(
-                                cluster,
-                                name,
-                                &ty,
-                                dry,
-                                Some((parent, place)),
-                                now,
-                            )
-                        })?;
-                        continue;
-                    }
-                    Err(err) if opening && i == 0 => return Err(err),
-                    Err(err) => End::NotStarted {
-                        index: i,
-                        graphs: total,
-                        graph_type: graph.graph_type.clone(),
-                        why: err.to_string(),
-                    },
-                }
-            }
-        };
-        let status = if matches!(end, End::Stopped { .. }) {
-            "aborted"
-        } else {
-            "error"
-        };
-        let message = end.message();
-        m.writer
-            .write_blocking(move |tx| tx.end_chain(parent, status, Some(&message), now))?;
-        return Ok(());
+        }
     }
     Ok(())
 }

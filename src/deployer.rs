@@ -141,6 +141,21 @@ pub struct Master<'a> {
     pub plans: &'a planner::Plans,
 }
 
+/// Record the request's deployment as over as it starts, with nothing run (an environment
+/// without nodes; a graph of a chain whose tasks are all skipped).
+pub fn record_empty(m: &Master<'_>, req: &Request) -> Result<Deployment, DeployError> {
+    let (cluster_id, now, parent, dry) = (req.cluster_id, req.now, req.parent, req.scope.dry_run);
+    let name = req.scope.name();
+    let graph_type = req
+        .scope
+        .graph_type
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
+    Ok(m.writer.write_blocking(move |tx| {
+        tx.record_empty_deployment(cluster_id, name, &graph_type, dry, parent, now)
+    })?)
+}
+
 /// Plan the request's environment through `plans` (the kept plan when nothing it is made from
 /// changed since the environment's page showed it, else a new one within the plan budget) and
 /// start deploying it, or, for a dry run, record what would run.
@@ -165,13 +180,8 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
     let (plan_cached, env) = match planned_env {
         Ok(p) => p,
         Err(e) if e.is_no_nodes() && req.empty_ok && scope.nodes.is_none() => {
-            let (name, graph_type, dry) = (scope.name(), graph_type.to_string(), scope.dry_run);
-            let parent = req.parent;
-            let deployment = m.writer.write_blocking(move |tx| {
-                tx.record_empty_deployment(cluster_id, name, &graph_type, dry, parent, now)
-            })?;
             return Ok(Started {
-                deployment,
+                deployment: record_empty(m, req)?,
                 plan_cached: false,
             });
         }

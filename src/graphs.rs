@@ -9,6 +9,7 @@
 //! package is unchanged: `-(kind * 10^9 + owner id * 1000 + place of its type + 1)`, `kind` 1
 //! for a release, 2 for a plugin. Stored graphs have Nailgun's positive ids.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{Value as J, json};
@@ -387,18 +388,24 @@ pub fn cluster_tasks(
     })
 }
 
-/// Whether environment `cluster` has a graph of `graph_type` to run: the deployment graph
-/// always; another type when its release, one of its enabled plugins or the environment itself
-/// defines one (in its package or uploaded).
-pub fn defined_for(
+/// Whether `raw` is a graph type: 1-255 letters, digits, `_`, `-` or `.` (what Nailgun's URLs
+/// and fuel2 take).
+pub fn is_graph_type(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.len() <= 255
+        && raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// The graph types environment `cluster` can run: the deployment graph (`default`) always,
+/// and every type its release, its enabled plugins or the environment itself defines (in a
+/// package or uploaded). Each package's list of types is read once; no task is read.
+pub fn types_for(
     store: &Store,
     data_dir: &Path,
     cluster: i64,
-    graph_type: &str,
-) -> Result<bool, PlanningError> {
-    if graph_type == "default" {
-        return Ok(true);
-    }
+) -> Result<BTreeSet<String>, PlanningError> {
     let (release, plugins) = store
         .read(|r| release_and_plugins(r, cluster))?
         .ok_or(PlanningError::NoCluster(cluster))?;
@@ -408,10 +415,11 @@ pub fn defined_for(
     ]
     .into_iter()
     .chain(plugins?.into_iter().map(GraphOwner::Plugin));
+    let mut types = BTreeSet::from(["default".to_string()]);
     for owner in owners {
-        if graph(store, data_dir, owner, graph_type)?.is_some() {
-            return Ok(true);
-        }
+        let (package, stored) = read_owner(store, owner)?;
+        types.extend(stored.into_iter().map(|g| g.graph_type));
+        types.extend(package_types(owner, data_dir, &package)?);
     }
-    Ok(false)
+    Ok(types)
 }

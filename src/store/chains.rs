@@ -1,8 +1,9 @@
 //! Chains of graphs: several graphs run one after another as one transaction (Nailgun's
 //! parent transaction and its sub-transactions). The parent is a `deployments` row of the
 //! environment without runs, so its id is a transaction id like any other: status [`CHAINING`]
-//! while it goes, then `done`, `dry_run`, `error` or `aborted`; `deployment_chains` keeps what
-//! it runs (its graphs in order, dry run, force) and why it ended when it did not end well.
+//! while it goes, then `done`, `dry_run`, `error` or `aborted`, its message saying why when
+//! it did not end well; `deployment_chains` keeps what it runs (its graphs in order, dry run,
+//! force).
 //! Each graph's deployment is a child row carrying `parent_id` and its place (`chain_seq`),
 //! created only when its graph starts (a place is taken once: a unique index). What comes
 //! next is decided by [`crate::engine::chain`]; starting a child needs the planner, so
@@ -54,8 +55,6 @@ pub struct Chain {
     pub graphs: Vec<ChainGraph>,
     pub dry_run: bool,
     pub force: bool,
-    /// Why it ended, when it did not end well.
-    pub message: Option<String>,
     pub children: Vec<ChainChild>,
 }
 
@@ -76,6 +75,40 @@ impl Chain {
     /// What comes next ([`chain::next`]).
     pub fn next(&self) -> Next {
         chain::next(self.graphs.len(), &self.standing())
+    }
+
+    /// How the chain ends when `next` (its [`Chain::next`]) says it is over: the parent's
+    /// status and, when it did not end well, why. None while a graph runs or is to start.
+    pub fn ending(&self, next: Next) -> Option<(&'static str, Option<String>)> {
+        let graphs = self.graphs.len();
+        match next {
+            Next::Wait(_) | Next::Start(_) => None,
+            Next::Finish => Some((if self.dry_run { "dry_run" } else { "done" }, None)),
+            Next::Fail(index) => Some((
+                "error",
+                Some(
+                    End::Failed {
+                        index,
+                        graphs,
+                        graph_type: self.graph_type(index),
+                        child: self.child(index).map_or(0, |c| c.deployment.id),
+                    }
+                    .message(),
+                ),
+            )),
+            Next::Stop(index) => Some(("aborted", Some(self.stopped_at(index)))),
+        }
+    }
+
+    /// The message of a chain stopped at graph `index` (its child, if started, aborted).
+    fn stopped_at(&self, index: usize) -> String {
+        End::Stopped {
+            index,
+            graphs: self.graphs.len(),
+            graph_type: self.graph_type(index),
+            child: self.child(index).map(|c| c.deployment.id),
+        }
+        .message()
     }
 
     /// The child at `place`, if started.
@@ -128,11 +161,17 @@ impl ReadTxn<'_> {
             .optional()?)
     }
 
-    /// Every chain that goes, by id.
-    pub fn active_chains(&self) -> Result<Vec<i64>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id FROM deployments WHERE status = ?1 ORDER BY id")?;
+    /// Every chain that goes and has something to do, by id: none of its graphs runs (or is
+    /// being written), so its next one is to start or it is over. A chain whose graph runs is
+    /// left alone until that graph ends, so the daemon's loop reads nothing more of it.
+    pub fn chains_to_move(&self) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT p.id FROM deployments p
+             WHERE p.status = ?1 AND NOT EXISTS (
+               SELECT 1 FROM deployments c
+               WHERE c.parent_id = p.id AND c.status IN ('running', 'preparing'))
+             ORDER BY p.id",
+        )?;
         let rows = stmt.query_map([CHAINING], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -144,14 +183,8 @@ impl ReadTxn<'_> {
 
     /// Chains, newest first: of one environment or of all, or the one of parent `id`.
     pub fn chains(&self, cluster_id: Option<i64>, id: Option<i64>) -> Result<Vec<Chain>> {
-        // The deployment's columns qualified: `message` is also the chain's.
-        let columns: Vec<String> = DEPLOYMENT_COLUMNS
-            .split(", ")
-            .map(|c| format!("d.{c}"))
-            .collect();
-        let columns = columns.join(", ");
         let sql = format!(
-            "SELECT {columns}, c.graphs, c.dry_run, c.force, c.message
+            "SELECT {DEPLOYMENT_COLUMNS}, c.graphs, c.dry_run, c.force
              FROM deployments d JOIN deployment_chains c ON c.deployment = d.id
              WHERE (?1 IS NULL OR d.cluster_id = ?1) AND (?2 IS NULL OR d.id = ?2)
              ORDER BY d.id DESC"
@@ -164,12 +197,11 @@ impl ReadTxn<'_> {
                     r.get::<_, String>(10)?,
                     r.get::<_, bool>(11)?,
                     r.get::<_, bool>(12)?,
-                    r.get::<_, Option<String>>(13)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(heads.len());
-        for (parent, graphs, dry_run, force, message) in heads {
+        for (parent, graphs, dry_run, force) in heads {
             let graphs: Vec<ChainGraph> = serde_json::from_str(&graphs).map_err(corrupt)?;
             let children = self.chain_children(parent.id)?;
             out.push(Chain {
@@ -177,7 +209,6 @@ impl ReadTxn<'_> {
                 graphs,
                 dry_run,
                 force,
-                message,
                 children,
             });
         }
@@ -210,51 +241,6 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// Insert a deployment row (a graph of chain `parent` at its place, when given); a place
-    /// taken already is a conflict.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn insert_deployment(
-        &self,
-        cluster_id: i64,
-        status: &str,
-        finished_at: Option<i64>,
-        name: &str,
-        graph_type: &str,
-        parent: Option<(i64, u32)>,
-        now: i64,
-    ) -> Result<()> {
-        // One id space with the master's tasks (`master_tasks`).
-        let id = self.read().next_transaction_id()?;
-        let inserted = self.conn.execute(
-            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
-               graph_type, parent_id, chain_seq)
-             VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                cluster_id,
-                status,
-                now,
-                finished_at,
-                name,
-                graph_type,
-                parent.map(|p| p.0),
-                parent.map(|p| p.1),
-                id
-            ],
-        );
-        match (inserted, parent) {
-            (Ok(_), _) => Ok(()),
-            (Err(rusqlite::Error::SqliteFailure(e, _)), Some((chain, place)))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                Err(StoreError::Conflict(format!(
-                    "graph {} of transaction {chain} has started already",
-                    place + 1
-                )))
-            }
-            (Err(e), _) => Err(e.into()),
-        }
-    }
-
     /// A graph of a chain is written whole only while its chain goes: one stopped meanwhile
     /// never runs it.
     pub(super) fn check_chain_goes_on(&self, dep: i64) -> Result<()> {
@@ -320,7 +306,7 @@ impl WriteTxn<'_> {
         let cluster = self.read().existing_cluster(cluster_id)?;
         self.read().refuse_if_busy(cluster_id, None)?;
         let types: Vec<&str> = graphs.iter().map(|g| g.graph_type.as_str()).collect();
-        self.insert_deployment(
+        let id = self.insert_deployment(
             cluster_id,
             CHAINING,
             None,
@@ -329,7 +315,6 @@ impl WriteTxn<'_> {
             None,
             now,
         )?;
-        let id = self.conn.last_insert_rowid();
         let graphs_json = serde_json::to_string(graphs).map_err(corrupt)?;
         self.conn.execute(
             "INSERT INTO deployment_chains (deployment, graphs, dry_run, force)
@@ -360,16 +345,13 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<bool> {
         let ended = self.conn.execute(
-            "UPDATE deployments SET status = ?2, finished_at = ?3 WHERE id = ?1 AND status = ?4",
-            params![parent, status, now, CHAINING],
+            "UPDATE deployments SET status = ?2, finished_at = ?3, message = ?5
+             WHERE id = ?1 AND status = ?4",
+            params![parent, status, now, CHAINING, message],
         )?;
         if ended == 0 {
             return Ok(false);
         }
-        self.conn.execute(
-            "UPDATE deployment_chains SET message = ?2 WHERE deployment = ?1",
-            params![parent, message],
-        )?;
         self.add_history(
             now,
             None,
@@ -395,7 +377,8 @@ impl WriteTxn<'_> {
 
     /// Stop environment `cluster_id`'s chain, if one goes: its running graph is aborted (as a
     /// deployment is) and the chain ends `aborted`, naming where; the graphs after it never
-    /// start. The stopped parent, or None when no chain goes.
+    /// start. A chain already over but not yet ended by the daemon's loop (its last graph
+    /// done, or one failed) ends as it stands. The ended parent, or None when no chain goes.
     pub fn stop_chain(&self, cluster_id: i64, now: i64) -> Result<Option<Deployment>> {
         let Some(parent) = self.read().active_chain(cluster_id)? else {
             return Ok(None);
@@ -403,22 +386,19 @@ impl WriteTxn<'_> {
         let Some(c) = self.read().chain(parent.id)? else {
             return Ok(None);
         };
-        let (place, child) = match c.next() {
-            Next::Wait(i) => (i, c.child(i).map(|ch| ch.deployment.id)),
-            Next::Start(i) | Next::Fail(i) | Next::Stop(i) => (i, None),
-            Next::Finish => (c.graphs.len().saturating_sub(1), None),
+        let next = c.next();
+        let (status, message) = match (next, c.ending(next)) {
+            (_, Some(ending)) => ending,
+            (Next::Wait(i), None) => {
+                if let Some(running) = c.child(i) {
+                    self.abort_deployment(running.deployment.id, now)?;
+                }
+                ("aborted", Some(c.stopped_at(i)))
+            }
+            (Next::Start(i), None) => ("aborted", Some(c.stopped_at(i))),
+            (_, None) => ("aborted", None),
         };
-        if let Some(running) = child {
-            self.abort_deployment(running, now)?;
-        }
-        let message = End::Stopped {
-            index: place,
-            graphs: c.graphs.len(),
-            graph_type: c.graph_type(place),
-            child,
-        }
-        .message();
-        self.end_chain(parent.id, "aborted", Some(&message), now)?;
+        self.end_chain(parent.id, status, message.as_deref(), now)?;
         Ok(Some(self.existing_deployment(parent.id)?))
     }
 }
@@ -521,7 +501,7 @@ mod tests {
         assert_eq!(stopped.status, "aborted");
         let c = store.read(|r| r.chain(parent.id)).unwrap().unwrap();
         assert_eq!(
-            c.message.as_deref(),
+            c.parent.message.as_deref(),
             Some("stopped by the operator at graph 2 of 2 (b)")
         );
         let late = store.write(|tx| {
@@ -537,6 +517,59 @@ mod tests {
             .write(|tx| tx.delete_deployment(parent.id, 13))
             .unwrap();
         assert!(store.read(|r| r.deployment(first.id)).unwrap().is_none());
+    }
+
+    /// The daemon's loop reads only chains with something to do; one whose graph is being
+    /// written when the daemon is killed (-9) carries on after a restart: the half-written
+    /// graph is gone and is started again. A failed graph ends the chain failed, even when
+    /// the operator stops it before the loop saw the failure.
+    #[test]
+    fn the_loop_moves_only_idle_chains_and_a_cut_graph_starts_again() {
+        let (dir, store) = crate::store::testing::store_with_cluster();
+        let parent = store
+            .write(|tx| tx.open_chain(1, &graphs(&["a", "b"]), false, false, 5))
+            .unwrap();
+        let to_move = |store: &crate::store::Store| store.read(|r| r.chains_to_move()).unwrap();
+        assert_eq!(to_move(&store), [parent.id], "its first graph is to start");
+        let child = |store: &crate::store::Store, status: &str| {
+            store
+                .write(|tx| {
+                    tx.conn.execute(
+                        "INSERT OR REPLACE INTO deployments (id, cluster_id, status, created_at,
+                           name, graph_type, parent_id, chain_seq)
+                         VALUES (90, 1, ?1, 6, 'deployment', 'a', ?2, 0)",
+                        params![status, parent.id],
+                    )?;
+                    Ok(())
+                })
+                .unwrap()
+        };
+        child(&store, "preparing");
+        assert!(to_move(&store).is_empty(), "a graph is being written");
+        drop(store);
+        // kill -9 here: the reopened store drops the half-written graph; the chain goes on
+        // and its first graph is to start again.
+        let store = crate::store::Store::open(&dir.path().join("s.db")).unwrap();
+        assert!(store.read(|r| r.deployment(90)).unwrap().is_none());
+        let c = store.read(|r| r.chain(parent.id)).unwrap().unwrap();
+        assert!(c.goes());
+        assert_eq!(c.next(), Next::Start(0));
+        assert_eq!(to_move(&store), [parent.id]);
+        child(&store, "running");
+        assert!(to_move(&store).is_empty(), "its graph runs");
+        child(&store, "error");
+        assert_eq!(to_move(&store), [parent.id], "its graph failed: to end");
+        // Stopped before the loop ended it: it ends failed, naming the failure.
+        let ended = store.write(|tx| tx.stop_chain(1, 9)).unwrap().unwrap();
+        assert_eq!(ended.status, "error");
+        assert_eq!(
+            ended.message.as_deref(),
+            Some(
+                "graph 1 of 2 (a) failed: transaction 90 stopped on a failed step; the graph \
+                 after it did not run"
+            )
+        );
+        assert!(to_move(&store).is_empty());
     }
 
     #[test]

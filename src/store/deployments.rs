@@ -865,6 +865,52 @@ impl WriteTxn<'_> {
             .is_some_and(|n| n == VERIFY))
     }
 
+    /// Insert a deployment row (a graph of chain `parent` at its place, when given), its id
+    /// taken from the one id space of transactions and master tasks; a place taken already
+    /// is a conflict.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn insert_deployment(
+        &self,
+        cluster_id: i64,
+        status: &str,
+        finished_at: Option<i64>,
+        name: &str,
+        graph_type: &str,
+        parent: Option<(i64, u32)>,
+        now: i64,
+    ) -> Result<i64> {
+        // One id space with the master's tasks (`master_tasks`).
+        let id = self.read().next_transaction_id()?;
+        let inserted = self.conn.execute(
+            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
+               graph_type, parent_id, chain_seq)
+             VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                cluster_id,
+                status,
+                now,
+                finished_at,
+                name,
+                graph_type,
+                parent.map(|p| p.0),
+                parent.map(|p| p.1),
+                id
+            ],
+        );
+        match (inserted, parent) {
+            (Ok(_), _) => Ok(id),
+            (Err(rusqlite::Error::SqliteFailure(e, _)), Some((chain, place)))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(StoreError::Conflict(format!(
+                    "graph {} of transaction {chain} has started already",
+                    place + 1
+                )))
+            }
+            (Err(e), _) => Err(e.into()),
+        }
+    }
+
     pub(super) fn existing_deployment(&self, id: i64) -> Result<Deployment> {
         self.read()
             .deployment(id)?

@@ -610,14 +610,13 @@ pub const MIGRATIONS: &[Migration] = &[
                 WHERE parent_id IS NOT NULL;
             CREATE INDEX deployments_chaining ON deployments (cluster_id)
                 WHERE status = 'chain';
-            -- What a chain runs: its graphs in order (JSON [{type, nodes?}]), how, and why it
-            -- ended when it did not end well.
+            -- What a chain runs: its graphs in order (JSON [{type, nodes?}]) and how (why it
+            -- ended is its parent's message).
             CREATE TABLE deployment_chains (
                 deployment INTEGER PRIMARY KEY REFERENCES deployments(id) ON DELETE CASCADE,
                 graphs     TEXT    NOT NULL,
                 dry_run    INTEGER NOT NULL CHECK (dry_run IN (0, 1)),
-                force      INTEGER NOT NULL CHECK (force IN (0, 1)),
-                message    TEXT
+                force      INTEGER NOT NULL CHECK (force IN (0, 1))
             ) STRICT;
             -- Nailgun's deployment sequences: a release's named list of graphs to run in
             -- order (JSON [{type, nodes?}]), one name per release; gone with the release.

@@ -229,8 +229,8 @@ impl WriteTxn<'_> {
         self.read().existing_cluster(cluster_id)?;
         self.read()
             .refuse_if_busy(cluster_id, parent.map(|p| p.0))?;
-        self.insert_deployment(cluster_id, "preparing", None, name, graph_type, parent, now)?;
-        let dep = self.conn.last_insert_rowid();
+        let dep =
+            self.insert_deployment(cluster_id, "preparing", None, name, graph_type, parent, now)?;
         let first: i64 =
             self.conn
                 .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM step_runs", [], |r| {
@@ -340,8 +340,8 @@ impl WriteTxn<'_> {
         self.read()
             .refuse_if_busy(cluster_id, parent.map(|p| p.0))?;
         let status = if dry_run { "dry_run" } else { "done" };
-        self.insert_deployment(cluster_id, status, Some(now), name, graph_type, parent, now)?;
-        let dep = self.conn.last_insert_rowid();
+        let dep =
+            self.insert_deployment(cluster_id, status, Some(now), name, graph_type, parent, now)?;
         self.check_chain_goes_on(dep)?;
         let why = if parent.is_some() {
             "no task of this graph of a chain runs here"

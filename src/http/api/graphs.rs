@@ -35,12 +35,7 @@ fn owner_of(req: &HttpRequest, id: &str) -> Result<GraphOwner, ApiError> {
 
 /// A graph type from the path: what Nailgun's URL pattern (`\w+`-like) and fuel2 accept.
 fn graph_type(raw: &str) -> Result<String, ApiError> {
-    let ok = !raw.is_empty()
-        && raw.len() <= 255
-        && raw
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if ok {
+    if crate::graphs::is_graph_type(raw) {
         Ok(raw.to_string())
     } else {
         Err(ApiError::BadRequest(format!(

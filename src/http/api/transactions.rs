@@ -457,16 +457,13 @@ pub async fn execute(
     answer_started(&state, started.id).await
 }
 
-/// A chain's parent as Nailgun's transaction: the progress of its graphs, why it ended, no
-/// graph type of its own; anything else as it is.
+/// A chain's parent as Nailgun's transaction: the progress of its graphs, no graph type of its
+/// own (its message, why it ended, is its row's); anything else as it is.
 fn with_chain(mut body: Value, chain: Option<&crate::store::Chain>) -> Value {
     if let Some(c) = chain {
         body["progress"] = json!(c.progress());
         body["dry_run"] = json!(c.dry_run);
         body["graph_type"] = Value::Null;
-        if c.message.is_some() {
-            body["message"] = json!(c.message);
-        }
     }
     body
 }
