@@ -61,6 +61,14 @@ refused "" "" -- fuel2 role delete -r "$rel" -n dbrole
 check "" dbrole -- fuel2 role list -e "$env"
 check "" "" -- fuel2 tag list -r "$rel"
 check "" "" -- fuel2 release component list "$rel"
+# A release's repositories: listed, replaced from a file and read back, a bad one refused.
+check "" "archive.ubuntu.com" -- fuel2 release repos list "$rel"
+printf '%s\n' '- {name: ubuntu, type: deb, uri: "http://mirror.example.org/ubuntu/", suite: xenial, section: main, priority: null}' \
+  '- {name: mos, type: deb, uri: "http://mirror.example.org/mos/", suite: mos10.0, section: main, priority: 1050}' >"$work/repos.yaml"
+check "" "were set from" -- fuel2 release repos update "$rel" -f "$work/repos.yaml"
+check "" "mirror.example.org/mos" -- fuel2 release repos list "$rel"
+printf '%s\n' '- {name: bad, type: zip, uri: "gopher://x"}' >"$work/bad-repos.yaml"
+refused "" 'value\[0\]\.type' -- fuel2 release repos update "$rel" -f "$work/bad-repos.yaml"
 check "" "" -- fuel2 extension list
 check "" volume_manager -- fuel2 env extension show "$env"
 refused "" "" -- fuel2 env extension enable "$env" -E bogus

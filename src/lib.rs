@@ -24,6 +24,7 @@ pub mod networks;
 pub mod openstack_config;
 pub mod package;
 pub mod planner;
+pub mod release_repos;
 pub mod roles;
 pub mod sequences;
 pub mod snapshot;

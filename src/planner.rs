@@ -400,6 +400,9 @@ fn plan_inputs(
     if let Some(g) = release_stored {
         opened.graph.tasks = uploaded(g, &format!("release {}", release.name));
     }
+    if let Some(repos) = &meta.release_repos {
+        crate::release_repos::apply_to_settings(&mut opened.graph.settings, repos);
+    }
     if let Some(roles) = meta.release_roles {
         opened.graph.roles_metadata = roles;
     }
@@ -798,7 +801,13 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
             let Some((_, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
             };
-            let sections = r.release_roles_and_attributes(release.id)?;
+            let mut sections = r.release_roles_and_attributes(release.id)?;
+            if let (Some((_, attributes)), Some(repos)) = (
+                sections.as_mut(),
+                crate::release_repos::stored(r, release.id)?,
+            ) {
+                crate::release_repos::apply(attributes, &repos);
+            }
             let settings = r.cluster_settings(cluster_id)?;
             let plugins = r.plugin_paths()?;
             let own = crate::roles::all(

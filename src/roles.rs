@@ -140,12 +140,14 @@ pub fn volumes(
     Ok((ids, mapping))
 }
 
-/// The overrides a planner applies: a release's roles and tags after the API's changes, and
-/// an environment's own.
+/// The overrides a planner applies: a release's roles, tags and repositories after the API's
+/// changes, and an environment's own roles and tags.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PlanMeta {
     pub release_roles: Option<J>,
     pub release_tags: Option<J>,
+    /// The repositories set with `fuel2 release repos update` ([`crate::release_repos`]).
+    pub release_repos: Option<J>,
     pub cluster_roles: J,
     pub cluster_tags: J,
 }
@@ -167,6 +169,7 @@ pub fn plan_meta(r: &ReadTxn<'_>, release: i64, cluster: i64) -> Result<PlanMeta
         } else {
             None
         },
+        release_repos: crate::release_repos::stored(r, release)?,
         cluster_roles: J::Object(own(r, MetaOwner::Cluster(cluster), MetaKind::Role)?),
         cluster_tags: J::Object(own(r, MetaOwner::Cluster(cluster), MetaKind::Tag)?),
     })

@@ -197,3 +197,84 @@ fn rename_empty_deploy_version_and_health() {
         r.body
     );
 }
+
+/// `fuel2 release repos list|update`: the release's `attributes_metadata` read and sent back
+/// with new repositories, which every environment of the release then gets as its default
+/// (its settings' defaults and its deployment data); any other change, bad repositories, a
+/// missing release or a caller below admin is refused and changes nothing.
+#[test]
+fn release_repositories_are_set_through_its_attributes_metadata() {
+    let d = TestDaemon::start_bundled("install");
+    let http = d.http();
+    let (cluster, _) = d.environment(&["controller"], 1);
+    let release = http.get(&format!("/api/v1/clusters/{cluster}")).json()["release_id"]
+        .as_i64()
+        .unwrap();
+    let path = format!("/api/v1/releases/{release}/attributes_metadata");
+    let before = http.get(&path).json();
+    let repos = &before["editable"]["repo_setup"]["repos"]["value"];
+    assert!(repos.as_array().is_some_and(|r| !r.is_empty()), "{repos}");
+    let mirror = json!([{"name": "ubuntu", "type": "deb", "uri": "http://mirror.example.org/u/",
+                         "suite": "xenial", "section": "main", "priority": null}]);
+    let mut doc = before.clone();
+    doc["editable"]["repo_setup"]["repos"]["value"] = mirror.clone();
+
+    // Refused, changing nothing: another attribute, bad repositories, a viewer, an operator.
+    let mut other = doc.clone();
+    other["editable"]["access"]["user"]["value"] = json!("root");
+    let r = http.put(&path, &other.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(fields(&r.json()), ["editable.access.user.value"]);
+    let mut bad = doc.clone();
+    bad["editable"]["repo_setup"]["repos"]["value"] = json!([{"name": "x", "type": "deb"}]);
+    let r = http.put(&path, &bad.to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        fields(&r.json()),
+        [
+            "editable.repo_setup.repos.value[0].uri",
+            "editable.repo_setup.repos.value[0].suite"
+        ]
+    );
+    for role in ["viewer", "operator"] {
+        let token = d.user_token(&format!("{role}-user"), role);
+        let r = ureq::Agent::from(
+            ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build(),
+        )
+        .put(&d.url(&path))
+        .header("authorization", &format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .send(doc.to_string())
+        .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{role}");
+        assert_eq!(http.get_as(&path, &token).status, 200, "{role} reads them");
+    }
+    assert_eq!(
+        http.put("/api/v1/releases/999/attributes_metadata", &doc.to_string())
+            .status,
+        404
+    );
+    assert_eq!(http.get(&path).json(), before, "nothing changed");
+
+    // Set: read back, and the release's environments get them.
+    let r = http.put(&path, &doc.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), doc);
+    assert_eq!(http.get(&path).json(), doc);
+    let defaults = http
+        .get(&format!("/api/v1/clusters/{cluster}/attributes/defaults"))
+        .json();
+    assert_eq!(defaults["editable"]["repo_setup"]["repos"]["value"], mirror);
+    let facts = http
+        .get(&format!(
+            "/api/v1/clusters/{cluster}/orchestrator/deployment/defaults"
+        ))
+        .json();
+    assert_eq!(
+        facts[0]["repo_setup"]["repos"], mirror,
+        "{}",
+        facts[0]["repo_setup"]
+    );
+}

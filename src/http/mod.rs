@@ -238,6 +238,16 @@ fn routes(r: &mut Routes<'_>) {
         extras::components,
     );
     r.get(
+        "/api/v1/releases/{id}/attributes_metadata",
+        Api(V),
+        extras::attributes_metadata,
+    );
+    r.put(
+        "/api/v1/releases/{id}/attributes_metadata",
+        Api(A),
+        extras::update_attributes_metadata,
+    );
+    r.get(
         "/api/v1/clusters/{id}/extensions",
         Api(V),
         extras::cluster_extensions,

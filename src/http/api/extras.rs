@@ -3,8 +3,9 @@
 //! (`/extensions`, `/clusters/{id}/extensions`: stoker's volume and network managers are built
 //! in and always on; other names are refused by name), a node's VMs' configuration
 //! (`/nodes/{id}/vms_conf`, Nailgun's `NODE_VM_SCHEMA`, stored and carried in the deployment
-//! data's `vms_conf`) and `PUT /clusters/{id}/spawn_vms`, which answers Nailgun's refusal: no
-//! node has the `virt` role (stoker's releases have none).
+//! data's `vms_conf`), `PUT /clusters/{id}/spawn_vms`, which answers Nailgun's refusal: no
+//! node has the `virt` role (stoker's releases have none), and a release's
+//! `attributes_metadata` (`fuel2 release repos list|update`, over [`crate::release_repos`]).
 
 use std::collections::BTreeMap;
 
@@ -261,4 +262,33 @@ pub async fn spawn_vms(
     } else {
         format!("No VMs to spawn: no node of environment {id} has the virt role")
     }))
+}
+
+/// `GET /api/v1/releases/{id}/attributes_metadata`: the release's attributes, with the
+/// repositories set through the API.
+pub async fn attributes_metadata(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "release")?;
+    let body = state
+        .store(move |s| s.read(|r| crate::release_repos::attributes_metadata(r, id)))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `PUT /api/v1/releases/{id}/attributes_metadata`: the whole document back with new
+/// repositories (`fuel2 release repos update`); any other change refused, naming where.
+pub async fn update_attributes_metadata(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "release")?;
+    let doc: Value = ApiError::parse(&body)?;
+    let now = crate::clock::now();
+    let body = state
+        .store(move |s| s.write(|tx| crate::release_repos::update(tx, id, &doc, now)))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
 }
