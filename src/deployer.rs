@@ -311,48 +311,58 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             nodes: ids.len(),
         });
     }
-    // What it is made from, kept with it (the deployment data of the nodes it deploys).
-    let data = transaction_data(
-        m,
-        cluster_id,
-        (scope.phase != Some(Phase::Provision)).then_some((&env.plan, &ids)),
-    )?;
-    let deployment = store.create_deployment(
-        m.writer,
-        NewDeployment {
-            cluster_id,
-            plan: &env.plan,
-            runs: &runs,
-            release: if scope.dry_run {
-                Vec::new()
-            } else {
-                release_now
+    // What it is made from, kept with it (the deployment data of the nodes it deploys):
+    // packed on a thread of its own while the runs are written, waited for just before the
+    // deployment becomes visible.
+    let sources = transaction_sources(m, cluster_id)?;
+    let deploys = (scope.phase != Some(Phase::Provision)).then_some((&env.plan, &ids));
+    let deployment = std::thread::scope(|s| {
+        let packing = s.spawn(move || transaction_data(sources, deploys));
+        let data: crate::store::PendingData<'_> = Box::new(move || {
+            packing.join().unwrap_or_else(|_| {
+                Err(StoreError::Corrupt {
+                    what: "transaction data",
+                    detail: "packing it failed (a panic)".into(),
+                })
+            })
+        });
+        store.create_deployment(
+            m.writer,
+            NewDeployment {
+                cluster_id,
+                plan: &env.plan,
+                runs: &runs,
+                release: if scope.dry_run {
+                    Vec::new()
+                } else {
+                    release_now
+                },
+                // Only the deployment graph's runs are what `changed()` compares with next
+                // time.
+                record: scope.graph_type.is_none(),
+                dry_run: scope.dry_run,
+                name: scope.name(),
+                graph_type: graph_type.to_string(),
+                parent: req.parent,
+                now,
+                data: Some(data),
             },
-            // Only the deployment graph's runs are what `changed()` compares with next time.
-            record: scope.graph_type.is_none(),
-            dry_run: scope.dry_run,
-            name: scope.name(),
-            graph_type: graph_type.to_string(),
-            parent: req.parent,
-            now,
-            data: Some(data),
-        },
-    )?;
+        )
+    })?;
     Ok(Started {
         deployment,
         plan_cached,
     })
 }
 
-/// What a transaction keeps of what it was made from, as Nailgun's transactions do: the
-/// environment's settings (`{editable}`), its network configuration, and, when it deploys,
-/// its deployment data (`{common, nodes: {uid: facts}}`) for the nodes of `ids`; packed here,
-/// off the store's writer.
-fn transaction_data(
-    m: &Master<'_>,
-    cluster_id: i64,
-    deploys: Option<(&crate::engine::graph::Plan, &BTreeMap<String, i64>)>,
-) -> Result<TransactionData, DeployError> {
+/// What a transaction keeps of what it was made from, read before it is packed: the
+/// environment's settings as Nailgun's `editable` document and its network configuration.
+struct TransactionSources {
+    editable: serde_json::Value,
+    network: serde_json::Value,
+}
+
+fn transaction_sources(m: &Master<'_>, cluster_id: i64) -> Result<TransactionSources, DeployError> {
     let accepts = planner::accepts(m.store, m.data_dir, cluster_id)?;
     let (settings, network) = m.store.read(|r| {
         Ok((
@@ -367,7 +377,17 @@ fn transaction_data(
         },
         &settings,
     );
-    /// Serialized from the plan's data as it is, not copied.
+    Ok(TransactionSources { editable, network })
+}
+
+/// What a transaction keeps of what it was made from, as Nailgun's transactions do: the
+/// environment's settings (`{editable}`), its network configuration, and, when it deploys,
+/// its deployment data (`{common, nodes: {uid: facts}}`) for the nodes of `ids`; packed off
+/// the store's writer (serialized from the plan as it is, not copied).
+fn transaction_data(
+    sources: TransactionSources,
+    deploys: Option<(&crate::engine::graph::Plan, &BTreeMap<String, i64>)>,
+) -> Result<TransactionData, StoreError> {
     #[derive(serde::Serialize)]
     struct Info<'a> {
         common: &'a serde_json::Value,
@@ -385,8 +405,10 @@ fn transaction_data(
     });
     Ok(TransactionData {
         deployment_info: info.as_ref().map(TransactionData::pack).transpose()?,
-        settings: Some(TransactionData::pack(&json!({ "editable": editable }))?),
-        network: Some(TransactionData::pack(&network)?),
+        settings: Some(TransactionData::pack(
+            &json!({ "editable": sources.editable }),
+        )?),
+        network: Some(TransactionData::pack(&sources.network)?),
     })
 }
 

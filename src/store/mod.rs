@@ -62,7 +62,7 @@ pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use openstack_configs::{ConfigScope, OpenstackConfig};
 pub use roles::{MetaKind, MetaOwner};
 pub use sequences::Sequence;
-pub use staging::NewDeployment;
+pub use staging::{NewDeployment, PendingData};
 pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
 

@@ -52,9 +52,14 @@ pub struct NewDeployment<'a> {
     /// The chain it runs a graph of, and its place in it ([`super::Chain`]).
     pub parent: Option<(i64, u32)>,
     pub now: i64,
-    /// What it is made from, kept with it ([`super::TransactionData`]).
-    pub data: Option<super::TransactionData>,
+    /// What it is made from, kept with it ([`super::TransactionData`]): called once its runs
+    /// are written, just before it becomes visible, so the caller can pack it on another
+    /// thread meanwhile (the deployment data of 1,000 nodes takes most of a second).
+    pub data: Option<PendingData<'a>>,
 }
+
+/// A transaction's data still being made: called once, it waits for it.
+pub type PendingData<'a> = Box<dyn FnOnce() -> Result<super::TransactionData> + 'a>;
 
 /// One `step_runs` row, ready to insert: a run with its id and its waits' ids.
 struct Row {
@@ -81,7 +86,7 @@ impl Store {
     pub fn create_deployment(
         &self,
         writer: &GroupWriter,
-        mut new: NewDeployment<'_>,
+        new: NewDeployment<'_>,
     ) -> Result<Deployment> {
         let _one_at_a_time = Self::lock(&self.creating);
         let (cluster_id, now, name, graph_type, parent) = (
@@ -94,13 +99,7 @@ impl Store {
         let (dep, first) = writer.write_blocking(move |tx| {
             tx.open_deployment(cluster_id, name, &graph_type, parent, now)
         })?;
-        let data = new.data.take();
-        let staged = match data {
-            Some(data) => writer
-                .write_blocking(move |tx| tx.attach_transaction_data(dep, &data))
-                .and_then(|()| self.stage(writer, dep, first, new)),
-            None => self.stage(writer, dep, first, new),
-        };
+        let staged = self.stage(writer, dep, first, new);
         if staged.is_err() {
             // Best effort: a leftover is deleted at the next start anyway.
             let _ = writer.write_blocking(move |tx| tx.drop_preparing(dep));
@@ -113,7 +112,7 @@ impl Store {
         writer: &GroupWriter,
         dep: i64,
         first: i64,
-        new: NewDeployment<'_>,
+        mut new: NewDeployment<'_>,
     ) -> Result<Deployment> {
         // What a success keeps: the plan's tasks this deployment has a run for that is not
         // skipped (not those of nodes or phases left out), and its data for their nodes.
@@ -144,6 +143,10 @@ impl Store {
         in_parts(writer, change.tasks, move |tx, part| {
             tx.insert_ran(dep, part)
         })?;
+        if let Some(pending) = new.data.take() {
+            let data = pending()?;
+            writer.write_blocking(move |tx| tx.attach_transaction_data(dep, &data))?;
+        }
         let (cluster_id, release, now) = (new.cluster_id, new.release, new.now);
         if new.dry_run {
             return writer.write_blocking(move |tx| tx.finish_dry_run(dep, cluster_id, total, now));
