@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value as J, json};
 
-use crate::model::{FieldError, NodeStatus};
+use crate::model::{FieldError, NodeStatus, iso};
 use crate::planner::{self, PlanningError};
 use crate::store::{ConfigScope, OpenstackConfig, ReadTxn, Store, StoreError};
 
@@ -54,13 +54,6 @@ fn field(field: impl Into<String>, message: impl Into<String>) -> FieldError {
 
 fn invalid(fields: Vec<FieldError>) -> StoreError {
     StoreError::Invalid { what: WHAT, fields }
-}
-
-/// Unix seconds as Nailgun wrote `created_at`: `YYYY-MM-DDTHH:MM:SS` (UTC).
-fn iso(ts: i64) -> String {
-    crate::model::utc(ts)
-        .trim_end_matches(" UTC")
-        .replacen(' ', "T", 1)
 }
 
 /// A configuration as Nailgun's `OpenstackConfigSerializer` showed it.

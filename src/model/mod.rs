@@ -12,6 +12,11 @@ pub use node::{
     RawInventory, parse_inventory,
 };
 
+/// Unix seconds as Nailgun wrote times: `YYYY-MM-DDTHH:MM:SS` (UTC, no zone suffix).
+pub fn iso(ts: i64) -> String {
+    utc(ts).trim_end_matches(" UTC").replacen(' ', "T", 1)
+}
+
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian; Howard Hinnant's algorithm).
 pub fn utc(ts: i64) -> String {
     let days = ts.div_euclid(86_400);

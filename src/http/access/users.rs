@@ -142,11 +142,9 @@ pub async fn login(
     })))
 }
 
-/// Keystone's time format.
+/// Keystone's time format: Nailgun's with a `Z`.
 fn iso(ts: i64) -> String {
-    // views::utc gives "2026-11-24 16:56:12 UTC".
-    let utc = crate::http::pages::views::utc(ts);
-    format!("{}Z", utc.trim_end_matches(" UTC").replacen(' ', "T", 1))
+    format!("{}Z", crate::model::iso(ts))
 }
 
 /// `POST /keystone/v2.0/tokens`: Keystone v2.0 as python-fuelclient 11.0.0 uses it, with a

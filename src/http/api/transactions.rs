@@ -19,14 +19,8 @@ use crate::http::api::catalog::id_of;
 use crate::http::api::deploy::start_request;
 use crate::http::api::query;
 use crate::http::{ApiError, AppState};
+use crate::model::iso;
 use crate::store::{Deployment, Run};
-
-/// Unix seconds as Nailgun wrote times: `YYYY-MM-DDTHH:MM:SS` (UTC).
-fn iso(ts: i64) -> String {
-    crate::model::utc(ts)
-        .trim_end_matches(" UTC")
-        .replacen(' ', "T", 1)
-}
 
 /// A deployment as Nailgun's transaction (`objects/serializers/transaction.py`): status
 /// `running`, `ready` or `error` (an aborted one is an error that says so; a dry run is
