@@ -2,7 +2,8 @@
 # The real python-fuelclient 11.0.0 against a fresh stoker for issue 16's nodes part: node list
 # by environment, update (name, hostname), labels, ansible-inventory, disks download / upload /
 # get-default, roles and tags per release and environment, release components, extensions,
-# VMs configuration, spawn-vms's refusal, undiscover, and the old `fuel node --disk`.
+# VMs configuration, spawn-vms's refusal, node attributes download / upload, undiscover, and the
+# old `fuel node --disk`.
 # usage: fuelclient-nodes.sh BIN VENV      (VENV: a python-fuelclient 11.0.0 virtualenv)
 # Prints one PASS/FAIL line per command and the totals; exits 1 on any FAIL.
 set -uo pipefail
@@ -77,6 +78,21 @@ refused "" "" -- fuel2 env extension disable "$env" -E volume_manager
 check "" "" -- fuel2 node create-vms-conf "$n1" --conf '{"id":1,"mem":2,"cpu":1}'
 check "" "" -- fuel2 node list-vms-conf "$n1"
 refused "" "" -- fuel2 env spawn-vms "$env"
+# Node attributes: downloaded, one value changed in the YAML and uploaded, read back; pinning
+# both of the node's CPUs refused by name.
+attrs="$work/attrs/node_$n1/attributes.yaml"
+mkdir -p "$work/attrs"  # fuel2 makes node_N, not its parent
+yamlset() { "$venv/bin/python" -c 'import sys, yaml; p = sys.argv[1]; d = yaml.safe_load(open(p)); d["cpu_pinning"]["nova"]["value"] = int(sys.argv[2]); yaml.safe_dump(d, open(p, "w"))' "$attrs" "$1"; }
+yamlget() { "$venv/bin/python" -c 'import sys, yaml; print("nova pins", yaml.safe_load(open(sys.argv[1]))["cpu_pinning"]["nova"]["value"])' "$attrs"; }
+check "" "were written to" -- fuel2 node attributes-download "$n1" --dir "$work/attrs"
+check "downloaded attributes: cpu_pinning.nova.value 0" "nova pins 0" -- yamlget
+yamlset 1
+check "" "were uploaded" -- fuel2 node attributes-upload "$n1" --dir "$work/attrs"
+rm -f "$attrs"
+check "" "were written to" -- fuel2 node attributes-download "$n1" --dir "$work/attrs"
+check "downloaded again: cpu_pinning.nova.value 1" "nova pins 1" -- yamlget
+yamlset 2
+refused "" 'cpu_pinning\.nova\.value' -- fuel2 node attributes-upload "$n1" --dir "$work/attrs"
 mkdir -p "$work/old"
 check "" "" -- fuel node --node-id "$n1" --disk --download --dir "$work/old"
 check "" "" -- fuel node --node-id "$n1" --disk --upload --dir "$work/old"

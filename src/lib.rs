@@ -21,6 +21,7 @@ pub mod http;
 pub mod model;
 pub mod network_check;
 pub mod networks;
+pub mod node_attributes;
 pub mod openstack_config;
 pub mod package;
 pub mod planner;

@@ -130,6 +130,7 @@ fn spec_of(
     node: &Node,
     volumes: &[J],
     vms_conf: Option<J>,
+    attributes: &J,
     openstack: &[crate::store::OpenstackConfig],
 ) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
@@ -144,6 +145,11 @@ fn spec_of(
         "configuration": configuration,
         "configuration_options": options,
     });
+    // Nailgun 10's DeploymentHASerializer90: CPU pinning and huge pages from its attributes.
+    let derived = crate::node_attributes::deployment(attributes, node.inventory.cpu.count);
+    crate::engine::graph::data::deep_merge(&mut spec.data, &derived.data);
+    spec.nova_cpu_pinning = derived.nova_cpu_pinning;
+    spec.nova_hugepages = derived.nova_hugepages;
     spec.roles.clone_from(&node.roles);
     spec.name = Some(node.hostname.clone());
     spec.user_node_name = Some(node.name.clone());
@@ -179,6 +185,9 @@ struct Inputs {
     volumes: crate::volumes::Volumes,
     /// Each node's VMs' configuration, in the order of `nodes`.
     vms_conf: Vec<Option<J>>,
+    /// Each node's attributes (the release's with its stored values), in the order of
+    /// `nodes`.
+    attributes: Vec<J>,
     /// Roles and tags the API created, changed or deleted.
     meta: crate::roles::PlanMeta,
     settings: J,
@@ -312,6 +321,15 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
             let nodes = r.cluster_nodes(cluster_id)?;
             let mut vms = r.node_documents(cluster_id, crate::store::NodeDocument::VmsConf)?;
             let vms_conf = nodes.iter().map(|n| vms.remove(&n.id)).collect();
+            let node_meta = crate::node_attributes::metadata_of(r, release.id)?;
+            let mut stored_attrs =
+                r.node_documents(cluster_id, crate::store::NodeDocument::Attributes)?;
+            let attributes = nodes
+                .iter()
+                .map(|n| {
+                    crate::node_attributes::current(&node_meta, stored_attrs.remove(&n.id).as_ref())
+                })
+                .collect();
             let volumes = crate::volumes::of_nodes(r, cluster_id, &nodes)?;
             let network = NetworkRows::read(r, &cluster)?;
             Ok(Some(Inputs {
@@ -320,6 +338,7 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 nodes,
                 volumes,
                 vms_conf,
+                attributes,
                 settings: r.cluster_settings(cluster_id)?,
                 deployed: r.deployed(cluster_id)?,
                 openstack: r.openstack_configs(cluster_id, Some(true))?,
@@ -347,6 +366,7 @@ fn plan_inputs(
         nodes,
         volumes,
         vms_conf,
+        attributes,
         meta,
         settings,
         deployed,
@@ -438,8 +458,9 @@ fn plan_inputs(
     let specs: Vec<NodeSpec> = nodes
         .iter()
         .zip(vms_conf)
+        .zip(&attributes)
         .enumerate()
-        .map(|(i, (n, vms))| spec_of(n, volumes.node(i), vms, &openstack))
+        .map(|(i, ((n, vms), attrs))| spec_of(n, volumes.node(i), vms, attrs, &openstack))
         .collect();
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
@@ -498,7 +519,8 @@ type Slot = Arc<Mutex<Option<Cached>>>;
 /// of each environment kept, so pages do not plan again on every view.
 ///
 /// A kept plan is used while nothing it is made from has changed: the graph type, the budget,
-/// the environment's row, its release, its nodes (ids, names, roles, statuses), its settings,
+/// the environment's row, its release, its nodes (ids, names, roles, statuses, volumes, VMs'
+/// configurations, attributes), its settings,
 /// its active OpenStack configurations, the deployed state, and the installed plugins (ids, names, versions, directories and loaded
 /// manifests, which `plugin sync` refreshes). Each call reads those from the store and compares
 /// a SHA-256 digest of them with the kept plan's; any change makes a new plan, which replaces
@@ -686,18 +708,21 @@ fn digest(inputs: &Inputs, manifests: &[(i64, String)], graph_type: &str, budget
     )
     .as_bytes());
     for n in &inputs.nodes {
+        // Its CPU count: its attributes' pinned CPUs are numbered within it.
         put(format!(
-            "{}\0{}\0{}\0{}\0{:?}",
+            "{}\0{}\0{}\0{}\0{:?}\0{}",
             n.id,
             n.name,
             n.hostname,
             n.status.as_str(),
-            n.roles
+            n.roles,
+            n.inventory.cpu.count
         )
         .as_bytes());
     }
     put(&serde_json::to_vec(&inputs.volumes).unwrap_or_default());
     put(&serde_json::to_vec(&inputs.vms_conf).unwrap_or_default());
+    put(&serde_json::to_vec(&inputs.attributes).unwrap_or_default());
     put(&serde_json::to_vec(&inputs.meta).unwrap_or_default());
     put(inputs.settings.to_string().as_bytes());
     put(format!("{:?}", inputs.network).as_bytes());

@@ -28,6 +28,7 @@ mod nailgun;
 mod nailgun_nodes;
 mod net_probe;
 mod networks;
+mod node_attributes;
 mod openstack_config;
 mod pages;
 mod plugin;

@@ -231,6 +231,21 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/nodes/{id}/disks/defaults", Api(V), disks::defaults);
     r.get("/api/v1/nodes/{id}/vms_conf", Api(V), extras::vms_conf);
     r.put("/api/v1/nodes/{id}/vms_conf", Api(O), extras::set_vms_conf);
+    r.get(
+        "/api/v1/nodes/{id}/attributes",
+        Api(V),
+        extras::node_attributes,
+    );
+    r.put(
+        "/api/v1/nodes/{id}/attributes",
+        Api(O),
+        extras::set_node_attributes,
+    );
+    r.get(
+        "/api/v1/nodes/{id}/attributes/defaults",
+        Api(V),
+        extras::node_attributes_defaults,
+    );
     r.get("/api/v1/extensions", Api(V), extras::extensions);
     r.get(
         "/api/v1/releases/{id}/components",

@@ -629,6 +629,25 @@ pub const MIGRATIONS: &[Migration] = &[
             ) STRICT;
         ",
     },
+    Migration {
+        version: 24,
+        name: "node_attributes",
+        sql: "
+            -- A node's attributes' values (Nailgun's node attributes: CPU pinning, huge
+            -- pages) are one more of its documents: the kinds' check is widened, which
+            -- SQLite does by making the table again.
+            CREATE TABLE node_documents_24 (
+                node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+                kind    TEXT    NOT NULL CHECK (kind IN ('disks', 'vms_conf', 'attributes')),
+                body    TEXT    NOT NULL,
+                PRIMARY KEY (node_id, kind)
+            ) STRICT;
+            INSERT INTO node_documents_24 (node_id, kind, body)
+                SELECT node_id, kind, body FROM node_documents;
+            DROP TABLE node_documents;
+            ALTER TABLE node_documents_24 RENAME TO node_documents;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -1104,7 +1123,7 @@ mod tests {
             "INSERT INTO deployments (id, cluster_id, status, created_at) VALUES (1, 1, 'done', 1);",
         )
         .unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), 23);
+        assert_eq!(migrate_to(&mut conn, 23).unwrap(), 23);
         let parent: Option<i64> = conn
             .query_row("SELECT parent_id FROM deployments WHERE id = 1", [], |r| {
                 r.get(0)
@@ -1142,6 +1161,37 @@ mod tests {
             )
             .unwrap();
         assert_eq!(left, 1, "the chain's graphs and record go with it");
+    }
+
+    #[test]
+    fn migration_24_keeps_node_documents_and_takes_attributes() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 23).unwrap();
+        conn.execute_batch(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
+             VALUES (1, '52:54:00:00:00:01', 'n', 'discover', 1, 1);
+             INSERT INTO node_documents (node_id, kind, body) VALUES (1, 'vms_conf', '[]');",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 24).unwrap(), 24);
+        conn.execute(
+            "INSERT INTO node_documents (node_id, kind, body) VALUES (1, 'attributes', '{}')",
+            [],
+        )
+        .unwrap();
+        assert!(
+            conn.execute(
+                "INSERT INTO node_documents (node_id, kind, body) VALUES (1, 'other', '{}')",
+                [],
+            )
+            .is_err()
+        );
+        conn.execute("DELETE FROM nodes WHERE id = 1", []).unwrap();
+        let left: i64 = conn
+            .query_row("SELECT COUNT(*) FROM node_documents", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0, "a node's documents go with it");
     }
 
     #[test]

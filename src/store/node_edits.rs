@@ -1,6 +1,7 @@
 //! What an operator changes on nodes through Nailgun's node API: a node's name, host name and
 //! labels (`PUT /nodes/{id}`), several nodes deleted at once (`DELETE /nodes/?ids=`), and a
-//! node's uploaded documents (`node_documents`: its disks' layout, its VMs' configuration).
+//! node's uploaded documents (`node_documents`: its disks' layout, its VMs' configuration, its
+//! attributes).
 //! Nailgun's rules that need the other nodes (a host name unique in the environment, only a
 //! node not yet provisioned renamed) are checked here, in the write's transaction.
 
@@ -19,6 +20,8 @@ pub enum NodeDocument {
     Disks,
     /// Its virtual machines (Nailgun's `/nodes/{id}/vms_conf`).
     VmsConf,
+    /// Its attributes' values (Nailgun's `/nodes/{id}/attributes`; `crate::node_attributes`).
+    Attributes,
 }
 
 impl NodeDocument {
@@ -26,6 +29,7 @@ impl NodeDocument {
         match self {
             NodeDocument::Disks => "disks",
             NodeDocument::VmsConf => "vms_conf",
+            NodeDocument::Attributes => "attributes",
         }
     }
 }

@@ -288,8 +288,8 @@ pub fn build(
                 "swift_zone": n.uid,
                 "node_roles": roles,
                 "network_roles": {},
-                "nova_cpu_pinning_enabled": false,
-                "nova_hugepages_enabled": false,
+                "nova_cpu_pinning_enabled": n.nova_cpu_pinning,
+                "nova_hugepages_enabled": n.nova_hugepages,
             }),
         );
         // DeploymentMultinodeSerializer.node_list (+ user_node_name in 6.1, swift_zone in HA).

@@ -193,6 +193,12 @@ pub struct NodeSpec {
     /// Node-specific deployment data, over the generated part.
     #[serde(default = "empty_object")]
     pub data: J,
+    /// Its attributes pin CPUs for Nova (`network_metadata.nodes.<node>.nova_cpu_pinning_enabled`).
+    #[serde(default)]
+    pub nova_cpu_pinning: bool,
+    /// Its attributes give Nova huge pages (`network_metadata.nodes.<node>.nova_hugepages_enabled`).
+    #[serde(default)]
+    pub nova_hugepages: bool,
 }
 
 impl NodeSpec {
@@ -209,6 +215,8 @@ impl NodeSpec {
             primary: Vec::new(),
             online: true,
             data: empty_object(),
+            nova_cpu_pinning: false,
+            nova_hugepages: false,
         }
     }
 

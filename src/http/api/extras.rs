@@ -240,6 +240,45 @@ pub async fn set_vms_conf(
     Ok(HttpResponse::Ok().json(json!({"vms_conf": conf})))
 }
 
+/// `GET /api/v1/nodes/{id}/attributes` (`fuel2 node attributes-download`)
+pub async fn node_attributes(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = crate::http::api::node_id(&path)?;
+    let body = state
+        .store(move |s| s.read(|r| crate::node_attributes::of_node(r, id)))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `GET /api/v1/nodes/{id}/attributes/defaults`
+pub async fn node_attributes_defaults(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = crate::http::api::node_id(&path)?;
+    let body = state
+        .store(move |s| s.read(|r| crate::node_attributes::defaults_of(r, id)))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// `PUT /api/v1/nodes/{id}/attributes` (`fuel2 node attributes-upload`): merged over the
+/// node's attributes, checked by field (`crate::node_attributes`).
+pub async fn set_node_attributes(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = crate::http::api::node_id(&path)?;
+    let doc: Value = ApiError::parse(&body)?;
+    let body = state
+        .store(move |s| s.write(|tx| crate::node_attributes::update(tx, id, &doc)))
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
 /// `PUT /api/v1/clusters/{id}/spawn_vms` (`fuel2 env spawn-vms`): Nailgun's answer when no node
 /// has the `virt` role, which no release of stoker's has.
 pub async fn spawn_vms(
