@@ -355,7 +355,10 @@ fn wanted_pages(attrs: &J) -> std::collections::BTreeMap<u64, (u64, Vec<String>)
 pub fn check_hardware(attrs: &J, hw: Hardware) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let pinned = numbers(attrs, "cpu_pinning", None);
-    let total: u64 = pinned.iter().map(|(_, n)| n).sum();
+    // Saturating: hostile counts must not wrap round to a total that passes.
+    let total = pinned
+        .iter()
+        .fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
     if total > 0 && total >= u64::from(hw.cpus) {
         for (a, _) in &pinned {
             errors.push(FieldError {
@@ -437,7 +440,7 @@ pub fn deployment(attrs: &J, cpus: u32) -> Deployment {
         // by name, each its count, CPUs in order.
         let mut next = 0u64;
         let mut take = |n: u64| {
-            let end = (next + n).min(u64::from(cpus));
+            let end = next.saturating_add(n).min(u64::from(cpus));
             let cpus: Vec<u64> = (next..end).collect();
             next = end;
             cpus
@@ -579,6 +582,11 @@ mod tests {
         let m = |v: u64| merge(&d, &d, &json!({"cpu_pinning": {"nova": {"value": v}}}), HW);
         assert!(m(3).is_ok());
         assert_eq!(fields(m(4)), ["cpu_pinning.nova.value"]);
+        // Counts that would wrap round to a small total are refused, not passed.
+        let wrapping = json!({"cpu_pinning": {
+            "nova": {"type": "number", "value": u64::MAX},
+            "other": {"type": "number", "value": 2}}});
+        assert_eq!(check_hardware(&wrapping, HW).len(), 2);
     }
 
     #[test]
