@@ -119,6 +119,28 @@ fn scrub_strings(doc: &mut serde_json::Value, found: &regex::Regex) -> bool {
     }
 }
 
+/// Every packed document ([`PACKED`]) unpacked, blanked by `f` (which says whether it changed
+/// anything) and packed again; see [`repacked`].
+fn rewrite_packed(
+    conn: &Connection,
+    mut f: impl FnMut(&mut serde_json::Value) -> bool,
+) -> Result<()> {
+    for (table, column) in PACKED {
+        let filter = format!("{column} IS NOT NULL");
+        rewrite(
+            conn,
+            table,
+            column,
+            &filter,
+            |rowid, bytes: Option<Vec<u8>>| {
+                let Some(bytes) = bytes else { return Ok(None) };
+                repacked(bytes, rowid, &mut f)
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// A packed document, blanked by `f` (which says whether it changed anything) and packed
 /// again; one that does not unpack is dropped whole, as nothing can say it holds no secret.
 fn repacked(
@@ -160,22 +182,11 @@ fn blank(conn: &Connection) -> Result<()> {
             Ok((doc != before).then(|| doc.to_string()))
         })?;
     }
-    for (table, column) in PACKED {
-        rewrite(
-            conn,
-            table,
-            column,
-            &format!("{column} IS NOT NULL"),
-            |rowid, bytes: Option<Vec<u8>>| {
-                let Some(bytes) = bytes else { return Ok(None) };
-                repacked(bytes, rowid, |doc| {
-                    let before = doc.clone();
-                    mask_everywhere(doc, &mut hidden);
-                    *doc != before
-                })
-            },
-        )?;
-    }
+    rewrite_packed(conn, |doc| {
+        let before = doc.clone();
+        mask_everywhere(doc, &mut hidden);
+        *doc != before
+    })?;
     // What the documents held, wherever it was copied into text (a task's parameters as
     // YAML, a command line, a step's output): all of it found in one pass per value, the
     // longest first where one secret holds another.
@@ -202,19 +213,7 @@ fn blank(conn: &Connection) -> Result<()> {
             })
         })?;
     }
-    for (table, column) in PACKED {
-        rewrite(
-            conn,
-            table,
-            column,
-            &format!("{column} IS NOT NULL"),
-            |rowid, bytes: Option<Vec<u8>>| {
-                let Some(bytes) = bytes else { return Ok(None) };
-                repacked(bytes, rowid, |doc| scrub_strings(doc, &found))
-            },
-        )?;
-    }
-    Ok(())
+    rewrite_packed(conn, |doc| scrub_strings(doc, &found))
 }
 
 impl Store {
