@@ -14,39 +14,21 @@
 # Ends with "N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 bin=$(realpath "$1")
-venv=${FCVENV:-/tmp/fcvenv}
-[ -x "$venv/bin/fuel" ] || { echo "fuel-old: no client at $venv/bin/fuel" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
 . "$(dirname "$0")/checks.sh"
+fuel_client_venv "${FCVENV:-/tmp/fcvenv}"
 start_stoker "$bin" 19300 fuel-old --demo-nodes 2
 fuel_client_config
-py=$venv/bin/python
-fuel2=$venv/bin/fuel2
-fuel=$venv/bin/fuel
 
-# wait_task ID: until transaction ID is no longer running (at most 180 s); its status.
-wait_task() {
-  local status=running
-  for _ in $(seq 360); do
-    status=$("$fuel2" task show -f value -c status "$1" 2>/dev/null || echo unknown)
-    [ "$status" = running ] || [ "$status" = pending ] || break
-    sleep 0.5
-  done
-  echo "$status"
-}
 # The newest transaction's id (the old client prints no id for some of the tasks it starts).
 latest() { "$fuel2" task list -f value -c id | sort -n | tail -1; }
 # field NODE COLUMN: a node's column as fuel2 shows it.
 field() { "$fuel2" node show "$1" -f value -c "$2" 2>/dev/null; }
 
-for _ in $(seq 100); do
-  n=$("$fuel2" node list -f value -c id 2>/dev/null | wc -l)
-  [ "$n" -ge 2 ] && break
-  sleep 0.3
-done
-n1=$("$fuel2" node list -f value -c id | sort -n | sed -n 1p)
-n2=$("$fuel2" node list -f value -c id | sort -n | sed -n 2p)
+ids=$(node_ids 2)
+n1=$(sed -n 1p <<<"$ids")
+n2=$(sed -n 2p <<<"$ids")
 echo "# nodes $n1 $n2"
 d=$work/old
 mkdir -p "$d"
@@ -112,7 +94,9 @@ check "fuel2 downloads the network configuration" "stored in" -- "$fuel2" env ne
 check "fuel2 reads the uploaded VLAN back" "vlan_start: 142" -- cat "$d/back/environment_$env/network.yaml"
 check "fuel network --verify starts a verification" "Verification status is '(running|ready)'" -- "$fuel" network --env "$env" --verify --dir "$d"
 t=$(latest)
-expect "the verification is a verify_networks task that ends" "$( s=$(wait_task "$t"); n=$("$fuel2" task show -f value -c name "$t"); [ "$n" = verify_networks ] && { [ "$s" = ready ] || [ "$s" = error ]; } && echo ok || echo "task $t ($n): $s")"
+# The simulated nodes' agents are sandboxed: they probe no interface and hear nothing, so the
+# verification ends in error naming what was not heard (.ci/net-verify.sh runs real probes).
+expect "the verification is a verify_networks task that ends in error, nothing heard" "$( s=$(wait_task "$t"); n=$("$fuel2" task show -f value -c name "$t"); r=$("$fuel2" task show -f value -c result "$t"); [ "$n" = verify_networks ] && [ "$s" = error ] && grep -q "absent_vlans" <<<"$r" && echo ok || echo "task $t ($n): $s: $r")"
 
 # ---- provisioning and deployment of single nodes, then the whole environment
 check "fuel node --provision" "Started provisioning nodes \\[$n1\\]" -- "$fuel" node --env "$env" --provision --node "$n1"

@@ -11,36 +11,17 @@
 # Ends with "N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 bin=$(realpath "$1")
-venv=${FCVENV:-/tmp/fcvenv}
-[ -x "$venv/bin/fuel2" ] || { echo "fuelclient-config: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
 . "$(dirname "$0")/checks.sh"
+fuel_client_venv "${FCVENV:-/tmp/fcvenv}"
 start_stoker "$bin" 19100 fuelclient-config --demo-nodes 2
 fuel_client_config
-py=$venv/bin/python
-fuel2=$venv/bin/fuel2
-fuel=$venv/bin/fuel
-
-# wait_task ID: until transaction ID is no longer running (at most 180 s); its status.
-wait_task() {
-  local status=running
-  for _ in $(seq 360); do
-    status=$("$fuel2" task show -f value -c status "$1" 2>/dev/null || echo unknown)
-    [ "$status" = running ] || [ "$status" = pending ] || break
-    sleep 0.5
-  done
-  echo "$status"
-}
 
 # ---- an environment of the two simulated nodes, deployed
-for _ in $(seq 100); do
-  n=$("$fuel2" node list -f value -c id 2>/dev/null | wc -l)
-  [ "$n" -ge 2 ] && break
-  sleep 0.3
-done
-n1=$("$fuel2" node list -f value -c id | sort -n | sed -n 1p)
-n2=$("$fuel2" node list -f value -c id | sort -n | sed -n 2p)
+ids=$(node_ids 2)
+n1=$(sed -n 1p <<<"$ids")
+n2=$(sed -n 2p <<<"$ids")
 echo "# nodes $n1 $n2"
 check "release list" "[Uu]buntu" -- "$fuel2" release list
 rel=$("$fuel2" release list -f value -c id | head -1)

@@ -10,36 +10,21 @@
 # Ends with "N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 bin=$(realpath "$1")
-venv=${FCVENV:-/tmp/fcvenv}
-[ -x "$venv/bin/fuel2" ] || { echo "fuelclient-day: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
 . "$(dirname "$0")/checks.sh"
+fuel_client_venv "${FCVENV:-/tmp/fcvenv}"
 start_stoker "$bin" 19800 fuelclient-day --demo-nodes 2
 fuel_client_config
-py=$venv/bin/python
-fuel2=$venv/bin/fuel2
 
-wait_task() {
-  local status=running
-  for _ in $(seq 360); do
-    status=$("$fuel2" task show -f value -c status "$1" 2>/dev/null || echo unknown)
-    [ "$status" = running ] || [ "$status" = pending ] || break
-    sleep 0.5
-  done
-  echo "$status"
-}
 # The id in "... task with id N ..." of the last command's output.
 task_id() { { sed -n 's/.*task with id \([0-9][0-9]*\).*/\1/p' <<<"$OUT" || true; } | head -1; }
 status_of() { "$fuel2" node show "$1" -f value -c status 2>/dev/null; }
 ends() { local s; s=$(wait_task "$1"); [ "$s" = "$2" ] && echo ok || echo "task $1: $s"; }
 
-for _ in $(seq 100); do
-  [ "$("$fuel2" node list -f value -c id 2>/dev/null | wc -l)" -ge 2 ] && break
-  sleep 0.3
-done
-n1=$("$fuel2" node list -f value -c id | sort -n | sed -n 1p)
-n2=$("$fuel2" node list -f value -c id | sort -n | sed -n 2p)
+ids=$(node_ids 2)
+n1=$(sed -n 1p <<<"$ids")
+n2=$(sed -n 2p <<<"$ids")
 d=$work/day
 mkdir -p "$d"
 

@@ -8,16 +8,12 @@
 # Ends with "N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 bin=$(realpath "$1")
-venv=${FCVENV:-/tmp/fcvenv}
-[ -x "$venv/bin/fuel2" ] || { echo "fuelclient-net: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
 . "$(dirname "$0")/checks.sh"
+fuel_client_venv "${FCVENV:-/tmp/fcvenv}"
 start_stoker "$bin" 18800 fuelclient-net
 fuel_client_config
-py=$venv/bin/python
-fuel2=$venv/bin/fuel2
-fuel=$venv/bin/fuel
 
 # A VERBOSE expect's PASS shows the last check's output too.
 expect_shows_out=1

@@ -12,11 +12,10 @@
 # Ends with "N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 bin=$(realpath "$1")
-venv=${FCVENV:-/tmp/fcvenv}
-[ -x "$venv/bin/fuel2" ] || { echo "fuelclient-sequences: no client at $venv/bin/fuel2" >&2; exit 1; }
 
 . "$(dirname "$0")/stoker-daemon.sh"
 . "$(dirname "$0")/checks.sh"
+fuel_client_venv "${FCVENV:-/tmp/fcvenv}"
 agent_pid=
 stop_all() {
   if [ -n "$agent_pid" ]; then kill "$agent_pid" 2>/dev/null || true; wait "$agent_pid" 2>/dev/null || true; fi
@@ -25,8 +24,6 @@ stop_all() {
 trap stop_all EXIT
 start_stoker "$bin" 19300 fuelclient-sequences
 fuel_client_config
-py=$venv/bin/python
-fuel2=$venv/bin/fuel2
 base="http://127.0.0.1:$port"
 
 # The id in "... task with id N ..." of the last command's output.

@@ -6,6 +6,9 @@
 #   fuel_client_config
 # then points python-fuelclient at it through $XDG_CONFIG_HOME (never ~/.config) and clears
 # the environment variables that would override that file or send requests through a proxy.
+#   fuel_client_venv VENV     sets $py, $fuel2, $fuel (exits when VENV has no client)
+#   wait_task ID              waits for a transaction to end; prints its status
+#   node_ids N                waits until N nodes are listed; prints their ids, sorted
 
 work=
 pid=
@@ -47,4 +50,32 @@ HTTP_TIMEOUT: 30
 CONF
   unset SERVER_ADDRESS SERVER_PORT LISTEN_PORT KEYSTONE_USER KEYSTONE_PASS \
     FUELCLIENT_CUSTOM_SETTINGS HTTP_PROXY http_proxy https_proxy no_proxy HTTPS_PROXY NO_PROXY
+}
+
+# fuel_client_venv VENV: the client's programs ($py, $fuel2, $fuel) in VENV; exits when it has
+# none.
+fuel_client_venv() {
+  py=$1/bin/python fuel2=$1/bin/fuel2 fuel=$1/bin/fuel
+  [ -x "$fuel2" ] && [ -x "$fuel" ] || { echo "no python-fuelclient at $1" >&2; exit 1; }
+}
+
+# wait_task ID: until transaction ID is no longer running or pending (at most 180 s); prints
+# its status.
+wait_task() {
+  local status=running
+  for _ in $(seq 360); do
+    status=$("$fuel2" task show -f value -c status "$1" 2>/dev/null || echo unknown)
+    [ "$status" = running ] || [ "$status" = pending ] || break
+    sleep 0.5
+  done
+  echo "$status"
+}
+
+# node_ids N: waits (at most 30 s) until fuel2 lists N nodes; prints their ids, sorted.
+node_ids() {
+  for _ in $(seq 100); do
+    [ "$("$fuel2" node list -f value -c id 2>/dev/null | wc -l)" -ge "$1" ] && break
+    sleep 0.3
+  done
+  "$fuel2" node list -f value -c id | sort -n
 }
