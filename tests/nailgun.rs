@@ -6,19 +6,6 @@ use serde_json::{Value, json};
 
 use crate::common::TestDaemon;
 
-fn env(d: &TestDaemon, name: &str) -> i64 {
-    let http = d.http();
-    let release = http.get("/api/v1/releases").json()[0]["id"]
-        .as_i64()
-        .unwrap();
-    let r = http.post(
-        "/api/v1/clusters",
-        &json!({"name": name, "release_id": release}).to_string(),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    r.json()["id"].as_i64().unwrap()
-}
-
 fn fields(body: &Value) -> Vec<String> {
     body["fields"]
         .as_array()
@@ -34,7 +21,7 @@ fn fields(body: &Value) -> Vec<String> {
 fn attributes_download_edit_upload_as_nailgun() {
     let d = TestDaemon::start_bundled("install");
     let http = d.http();
-    let c = env(&d, "attrs");
+    let c = d.new_environment("attrs");
     let a = format!("/api/v1/clusters/{c}/attributes");
     let r = http.get(&a);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -133,8 +120,8 @@ fn attributes_download_edit_upload_as_nailgun() {
 fn rename_empty_deploy_version_and_health() {
     let d = TestDaemon::start_bundled("install");
     let http = d.http();
-    let a = env(&d, "first");
-    let b = env(&d, "second");
+    let a = d.new_environment("first");
+    let b = d.new_environment("second");
     let r = http.put(&format!("/api/v1/clusters/{a}"), r#"{"name": "renamed"}"#);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["name"], "renamed");

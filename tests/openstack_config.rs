@@ -312,17 +312,7 @@ fn execute_deploys_the_ready_nodes_it_names() {
     wait_for("discovery", || {
         http.get("/api/v1/nodes").json().as_array().unwrap().len() == 2
     });
-    let release = http.get("/api/v1/releases").json()[0]["id"]
-        .as_i64()
-        .unwrap();
-    let cluster = http
-        .post(
-            "/api/v1/clusters",
-            &json!({"name": "cfg", "release_id": release}).to_string(),
-        )
-        .json()["id"]
-        .as_i64()
-        .unwrap();
+    let cluster = d.new_environment("cfg");
     let listed = http.get("/api/v1/nodes").json();
     let id_of = |mac: &str| {
         listed

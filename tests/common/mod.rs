@@ -161,15 +161,7 @@ impl TestDaemon {
     /// of them assigned those roles (one each). Returns its id and the node ids.
     pub fn environment(&self, roles: &[&str], n: usize) -> (i64, Vec<i64>) {
         let http = self.http();
-        let release = http.get("/api/v1/releases").json()[0]["id"]
-            .as_i64()
-            .unwrap();
-        let r = http.post(
-            "/api/v1/clusters",
-            &serde_json::json!({"name": "env", "release_id": release}).to_string(),
-        );
-        assert_eq!(r.status, 201, "{}", r.body);
-        let cluster = r.json()["id"].as_i64().unwrap();
+        let cluster = self.new_environment("env");
         let mut ids = Vec::new();
         for i in 0..n {
             let mac = format!("52:54:00:00:40:{i:02x}");
@@ -187,6 +179,20 @@ impl TestDaemon {
             ids.push(id);
         }
         (cluster, ids)
+    }
+
+    /// A new environment `name` of the first release, without nodes: its id.
+    pub fn new_environment(&self, name: &str) -> i64 {
+        let http = self.http();
+        let release = http.get("/api/v1/releases").json()[0]["id"]
+            .as_i64()
+            .unwrap();
+        let r = http.post(
+            "/api/v1/clusters",
+            &serde_json::json!({"name": name, "release_id": release}).to_string(),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["id"].as_i64().unwrap()
     }
 
     /// Stop gracefully; hand back the data directory so the test can inspect what is left.
