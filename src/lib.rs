@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod bmc;
 pub mod chains;
 pub mod cli;
 pub mod clock;

@@ -31,6 +31,7 @@ pub mod orchestrate;
 pub mod order;
 pub mod plugin;
 pub mod pyregex;
+pub mod raid;
 pub mod schedule;
 pub mod settings;
 pub mod state;
