@@ -12,8 +12,10 @@
 //! (`bios.apply_configuration`, `raid.*`, `management.update_firmware`, the power steps)
 //! against a node's BMC.
 
+pub mod actions;
 pub mod ipmi;
 pub mod redfish;
+pub mod vault;
 
 use std::fmt;
 use std::time::Duration;

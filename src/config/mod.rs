@@ -109,6 +109,7 @@ pub struct Config {
     /// `deploy.agent_binary`: the service agent's binary, when not the master's own.
     pub agent_binary: Option<PathBuf>,
     pub auth: AuthConfig,
+    pub bmc: BmcConfig,
 }
 
 /// `http.tls` with `auto` resolved.
@@ -139,6 +140,17 @@ pub struct AuthConfig {
     pub login_token_lifetime: i64,
     /// Days the audit log keeps an entry.
     pub audit_retention_days: i64,
+}
+
+/// How the master talks to BMCs.
+#[derive(Debug, Clone, Copy)]
+pub struct BmcConfig {
+    /// Seconds between two power readings of one BMC.
+    pub sync_interval: u64,
+    /// Requests in flight at most, sweeps and bulk actions alike (at least 1).
+    pub sync_workers: usize,
+    /// Seconds one request may take.
+    pub timeout: u64,
 }
 
 /// Who discovery lets in.
@@ -376,6 +388,11 @@ impl Layers {
             login_token_lifetime: secs(v.seconds("auth.login_token_lifetime")),
             audit_retention_days: secs(v.count("audit.retention_days")),
         };
+        let bmc = BmcConfig {
+            sync_interval: v.seconds("bmc.sync_interval").max(1),
+            sync_workers: usize::try_from(v.count("bmc.sync_workers").clamp(1, 256)).unwrap_or(8),
+            timeout: v.seconds("bmc.timeout").max(1),
+        };
         let boot_token_binding = match v.text("boot.token_binding").as_str() {
             "lease" => Binding::Lease,
             "address" => Binding::Address,
@@ -435,6 +452,7 @@ impl Layers {
             http_tls,
             http_boot_listen,
             auth,
+            bmc,
             boot_token_binding,
             discovery,
             dhcp,

@@ -23,6 +23,7 @@
 //!   against each step's `argsinfo` (names, required, types).
 
 pub mod attributes;
+pub mod bmc_steps;
 pub mod chain;
 pub mod graph;
 pub mod hello;

@@ -619,13 +619,15 @@ pub fn builtins_with(
         s.runs_on = Location::Os;
         s
     };
-    vec![
+    let mut all = vec![
         write,
         configure,
         base(Interface::Power, "reboot_to_disk", 10, false),
         on_os(base(Interface::Deploy, "run_tasks", 60, true)),
         on_os(base(Interface::Deploy, "collect_logs", 0, false)),
-    ]
+    ];
+    all.extend(super::bmc_steps::defs());
+    all
 }
 
 #[cfg(test)]
@@ -875,7 +877,8 @@ mod tests {
             )],
         )
         .unwrap();
-        assert_eq!(steps[0].args["image_url"], "http://m/other.img");
+        let write = steps.iter().find(|s| s.step == "write_image").unwrap();
+        assert_eq!(write.args["image_url"], "http://m/other.img");
     }
 
     #[test]

@@ -26,6 +26,7 @@ const CREDENTIALS: &[(&str, &str, &str)] = &[
     ("nodes", "agent_token_hash", "NULL"),
     ("nodes", "agent_token_pending_hash", "NULL"),
     ("nodes", "os_credential_hash", "NULL"),
+    ("node_bmcs", "sealed_password", "NULL"),
 ];
 
 fn io(dest: &Path, e: rusqlite::Error) -> StoreError {

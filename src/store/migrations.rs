@@ -648,6 +648,31 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE node_documents_24 RENAME TO node_documents;
         ",
     },
+    Migration {
+        version: 25,
+        name: "node_bmcs",
+        sql: "
+            -- A node's BMC: how the master reaches it, and what it last read of its power.
+            -- The password is sealed by bmc::vault with the key in data_dir/bmc.key; NULL
+            -- while none is set (an address the agent reported at discovery).
+            CREATE TABLE node_bmcs (
+                node_id          INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+                driver           TEXT    NOT NULL CHECK (driver IN ('redfish', 'ipmi')),
+                address          TEXT    NOT NULL,
+                username         TEXT    NOT NULL DEFAULT '',
+                sealed_password  BLOB,
+                verify_tls       INTEGER NOT NULL DEFAULT 0 CHECK (verify_tls IN (0, 1)),
+                source           TEXT    NOT NULL CHECK (source IN ('operator', 'discovered')),
+                power_state      TEXT,
+                power_checked_at INTEGER,
+                power_error      TEXT,
+                failures         INTEGER NOT NULL DEFAULT 0,
+                next_check_at    INTEGER NOT NULL DEFAULT 0,
+                updated_at       INTEGER NOT NULL
+            ) STRICT;
+            CREATE INDEX node_bmcs_due ON node_bmcs (next_check_at);
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -8,6 +8,7 @@
 //! in one file per table group; no SQL exists outside this module.
 
 mod audit;
+mod bmcs;
 mod boot_tokens;
 mod catalog;
 mod chains;
@@ -45,6 +46,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::engine::schedule::Schedule;
 
 pub use audit::AuditEntry;
+pub use bmcs::{BmcWrite, StoredBmc};
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use chains::{CHAIN_NAME, CHAINING, Chain, ChainChild, ChainGraph};

@@ -269,7 +269,7 @@ pub(crate) fn default_hostname(id: NodeId) -> String {
     format!("node-{id}")
 }
 
-fn default_name(mac: &Mac) -> String {
+pub(super) fn default_name(mac: &Mac) -> String {
     let s = mac.as_str();
     format!("Untitled ({})", &s[s.len().saturating_sub(5)..])
 }
@@ -416,7 +416,7 @@ impl WriteTxn<'_> {
 
     /// The node's MACs become those the inventory lists, and the one it was discovered by
     /// (its name in `nodes.mac`), which it keeps. A MAC another node owns is a conflict.
-    fn replace_macs(&self, id: NodeId, inventory: &Inventory) -> Result<()> {
+    pub(super) fn replace_macs(&self, id: NodeId, inventory: &Inventory) -> Result<()> {
         let own: String = self
             .conn
             .prepare_cached("SELECT mac FROM nodes WHERE id = ?1")?

@@ -1,0 +1,288 @@
+//! Queries on `node_bmcs`: each node's BMC (driver, address, user, the password sealed by
+//! `bmc::vault`, whether its TLS certificate is checked, who set it), the power state the
+//! background sync last read and, for a BMC that does not answer, the failure, how many in a
+//! row and when to try again. Also enrolling a node by its MAC before it ever booted, so its
+//! BMC can power it on into discovery.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::bmc::{Driver, PowerState};
+use crate::model::node::{Cpu, Nic, System};
+use crate::model::{Inventory, Mac, NodeId, NodeStatus};
+
+/// A node's BMC as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredBmc {
+    pub node_id: NodeId,
+    pub driver: Driver,
+    pub address: String,
+    pub username: String,
+    /// The password sealed by `bmc::vault`; never serialized.
+    #[serde(skip)]
+    pub sealed_password: Option<Vec<u8>>,
+    pub verify_tls: bool,
+    /// `operator` (the API, the dashboard, the CLI, enrollment) or `discovered` (the agent
+    /// reported the address; no credentials yet).
+    pub source: String,
+    pub power_state: Option<PowerState>,
+    pub power_checked_at: Option<i64>,
+    /// Why the last reading failed, while it fails.
+    pub power_error: Option<String>,
+    pub failures: u32,
+    pub next_check_at: i64,
+    pub updated_at: i64,
+}
+
+impl StoredBmc {
+    /// Whether the master can act on it: a password is set (IPMI and Redfish both need one).
+    pub fn usable(&self) -> bool {
+        self.sealed_password.is_some()
+    }
+}
+
+const COLUMNS: &str = "node_id, driver, address, username, sealed_password, verify_tls, source,
+    power_state, power_checked_at, power_error, failures, next_check_at, updated_at";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredBmc> {
+    let driver: String = r.get(1)?;
+    let power: Option<String> = r.get(7)?;
+    Ok(StoredBmc {
+        node_id: r.get(0)?,
+        driver: Driver::parse(&driver).unwrap_or(Driver::Redfish),
+        address: r.get(2)?,
+        username: r.get(3)?,
+        sealed_password: r.get(4)?,
+        verify_tls: r.get(5)?,
+        source: r.get(6)?,
+        power_state: power.as_deref().and_then(PowerState::parse),
+        power_checked_at: r.get(8)?,
+        power_error: r.get(9)?,
+        failures: r.get(10)?,
+        next_check_at: r.get(11)?,
+        updated_at: r.get(12)?,
+    })
+}
+
+/// A BMC set by an operator. `sealed_password: None` keeps the stored one (a form that
+/// changes the address only).
+#[derive(Debug, Clone)]
+pub struct BmcWrite {
+    pub driver: Driver,
+    pub address: String,
+    pub username: String,
+    pub sealed_password: Option<Vec<u8>>,
+    pub verify_tls: bool,
+}
+
+impl ReadTxn<'_> {
+    pub fn bmc(&self, node: NodeId) -> Result<Option<StoredBmc>> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM node_bmcs WHERE node_id = ?1"
+            ))?
+            .query_row([node], row)
+            .optional()?)
+    }
+
+    /// Every node's BMC, by node id.
+    pub fn bmcs(&self) -> Result<Vec<StoredBmc>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM node_bmcs ORDER BY node_id"))?;
+        let rows = stmt.query_map([], row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Up to `limit` BMCs with credentials whose power is due to be read at `now`, the most
+    /// overdue first.
+    pub fn bmcs_due(&self, now: i64, limit: u32) -> Result<Vec<StoredBmc>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM node_bmcs
+             WHERE next_check_at <= ?1 AND sealed_password IS NOT NULL
+             ORDER BY next_check_at, node_id LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![now, limit], row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Set node `node`'s BMC (an operator's; replaces a discovered one) and read its power at
+    /// the next sweep.
+    pub fn set_bmc(&self, node: NodeId, w: &BmcWrite, now: i64) -> Result<()> {
+        self.read().existing_node(node)?;
+        let sealed = match &w.sealed_password {
+            Some(s) => Some(s.clone()),
+            None => self.read().bmc(node)?.and_then(|b| b.sealed_password),
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT INTO node_bmcs (node_id, driver, address, username, sealed_password,
+                   verify_tls, source, next_check_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'operator', 0, ?7)
+                 ON CONFLICT(node_id) DO UPDATE SET driver = ?2, address = ?3, username = ?4,
+                   sealed_password = ?5, verify_tls = ?6, source = 'operator',
+                   power_error = NULL, failures = 0, next_check_at = 0, updated_at = ?7",
+            )?
+            .execute(params![
+                node,
+                w.driver.as_str(),
+                w.address,
+                w.username,
+                sealed,
+                w.verify_tls,
+                now
+            ])?;
+        self.add_history(
+            now,
+            Some(node),
+            "bmc.set",
+            &format!("BMC set: {} {} as {:?}", w.driver, w.address, w.username),
+        )?;
+        Ok(())
+    }
+
+    /// Forget node `node`'s BMC; false if it had none.
+    pub fn delete_bmc(&self, node: NodeId, now: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .execute("DELETE FROM node_bmcs WHERE node_id = ?1", [node])?;
+        if n > 0 {
+            self.add_history(now, Some(node), "bmc.removed", "BMC removed")?;
+        }
+        Ok(n > 0)
+    }
+
+    /// The address the node's agent reported: kept when the node has no BMC or only a
+    /// discovered one; an operator's is never replaced.
+    pub fn learn_bmc(&self, node: NodeId, driver: Driver, address: &str, now: i64) -> Result<()> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO node_bmcs (node_id, driver, address, source, updated_at)
+             VALUES (?1, ?2, ?3, 'discovered', ?4)
+             ON CONFLICT(node_id) DO UPDATE SET driver = ?2, address = ?3, updated_at = ?4
+               WHERE source = 'discovered' AND (driver <> ?2 OR address <> ?3)",
+            )?
+            .execute(params![node, driver.as_str(), address, now])?;
+        if n > 0 {
+            self.add_history(
+                now,
+                Some(node),
+                "bmc.discovered",
+                &format!("the agent reported a {driver} BMC at {address}; set its credentials"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// What a power reading gave: the state, or why it failed and when to try again. History
+    /// gets a line when the state changes and when the BMC stops or starts answering, not on
+    /// every sweep.
+    pub fn record_power(
+        &self,
+        node: NodeId,
+        reading: std::result::Result<PowerState, &str>,
+        now: i64,
+        next_check_at: i64,
+    ) -> Result<()> {
+        let Some(before) = self.read().bmc(node)? else {
+            return Ok(());
+        };
+        match reading {
+            Ok(state) => {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE node_bmcs SET power_state = ?1, power_checked_at = ?2,
+                           power_error = NULL, failures = 0, next_check_at = ?3
+                         WHERE node_id = ?4",
+                    )?
+                    .execute(params![state.as_str(), now, next_check_at, node])?;
+                if before.power_error.is_some() {
+                    self.add_history(now, Some(node), "bmc.reachable", "BMC answers again")?;
+                }
+                if before.power_state.is_some_and(|p| p != state) {
+                    self.add_history(
+                        now,
+                        Some(node),
+                        "power.changed",
+                        &format!(
+                            "power is {} (was {})",
+                            state.as_str(),
+                            before.power_state.map_or("unknown", PowerState::as_str)
+                        ),
+                    )?;
+                }
+            }
+            Err(why) => {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE node_bmcs SET power_checked_at = ?1, power_error = ?2,
+                           failures = failures + 1, next_check_at = ?3
+                         WHERE node_id = ?4",
+                    )?
+                    .execute(params![now, why, next_check_at, node])?;
+                if before.power_error.is_none() {
+                    self.add_history(now, Some(node), "bmc.unreachable", why)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A node known by its MAC before it booted (Ironic's enroll): in `discover`, approved,
+    /// never seen; its first hello from that MAC fills in its inventory.
+    pub fn enroll_node(&self, mac: &Mac, name: Option<&str>, now: i64) -> Result<NodeId> {
+        if let Some((mac, owner)) = self.read().mac_owners([mac])?.pop() {
+            return Err(StoreError::Conflict(format!(
+                "MAC {mac} belongs to node {owner}"
+            )));
+        }
+        let inventory = Inventory {
+            interfaces: vec![Nic {
+                name: "enrolled".to_string(),
+                mac: mac.clone(),
+                speed_mbps: None,
+                link: None,
+            }],
+            cpu: Cpu {
+                count: 0,
+                model: None,
+            },
+            memory_bytes: 0,
+            disks: Vec::new(),
+            system: System::default(),
+            boot_mode: None,
+        };
+        let inventory_json =
+            serde_json::to_string(&inventory).map_err(|e| StoreError::Corrupt {
+                what: "inventory",
+                detail: e.to_string(),
+            })?;
+        // Ids are never reused, as in `apply_hello`.
+        self.conn.execute(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved)
+             VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
+                         coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                   WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
+                     ?1, ?2, ?3, ?4, 0, 1)",
+            params![
+                mac.as_str(),
+                name.map_or_else(|| super::nodes::default_name(mac), str::to_string),
+                NodeStatus::Discover.as_str(),
+                now,
+            ],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        self.conn.execute(
+            "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
+            params![id, inventory_json],
+        )?;
+        self.replace_macs(id, &inventory)?;
+        self.add_history(now, Some(id), "node.enrolled", &format!("enrolled {mac}"))?;
+        Ok(id)
+    }
+}
