@@ -2,6 +2,7 @@
 //! data directory, and [`Http`] is a small blocking client that never treats a status as an error.
 
 pub mod bin;
+pub mod ipmi_sim;
 pub mod plan;
 
 use std::net::SocketAddr;
