@@ -23,6 +23,14 @@
 # Environment: AGENT_INSTALL=inject|config-2 (default inject); STOKER_OS_IMAGE=FILE deploys that
 # image instead of building one (it must be the variant AGENT_INSTALL needs); KEEP=1 keeps the
 # work directory (logs, disk).
+# POWER=redfish: nobody starts the VM by hand. A Redfish BMC stands in front of it: sushy-tools'
+# fake driver (sushy-emulator from $SUSHY_EMULATOR, the program or its venv, else a venv made in
+# /var/cache/stoker-ci/sushy-fake with sushy-tools 2.2.0) with its external notifier, whose
+# notifications .ci/redfish-lab.py turns into the VM started (the same boot-vm.sh command as
+# without POWER) or stopped; both run in the lab's netns on 127.0.0.1, where stoker reaches them.
+# The script enrolls the node with that BMC over the API before it ever booted, assigns it and
+# deploys: the deployment's power.boot_network powers the VM on. At the end the VM is powered off
+# through the API (action off) and the adapter must have stopped QEMU.
 # Needs root and ../shared/tools/pxe-lab; otherwise it says why it skipped and exits 0.
 # Traffic stays inside the lab's namespaces; only processes started here are stopped, by PID.
 # Prints seconds from VM power-on to discovered, provisioned and ready, and the redeploy's time.
@@ -31,6 +39,7 @@ bin=$(readlink -f "$1"); shared=$2; agent_bin=$(readlink -f "${3:-$1}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 lab=$shared/tools/pxe-lab
 install=${AGENT_INSTALL:-inject}
+power=${POWER:-}
 skip() { echo "pxe-deploy: skipped: $*"; exit 0; }
 [ -d "$lab" ] || skip "$lab not found"
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, a tap, building the OS image)"
@@ -42,12 +51,19 @@ case $install in
   config-2|nocloud) variant=cloud-init; flag=(--cloud-init) ;;
   *) echo "pxe-deploy: AGENT_INSTALL must be inject, config-2 or nocloud, not $install" >&2; exit 2 ;;
 esac
+case $power in
+  ''|redfish) ;;
+  *) echo "pxe-deploy: POWER must be redfish or unset, not $power" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d /tmp/stoker-deploy.XXXXXX)
 cache=${STOKER_DEB_CACHE:-/var/cache/stoker-ci/debs}
 mkdir -p "$cache"
-pid=; vm=
+pid=; vm=; adapter=; sushy=
 cleanup() {
+  # The adapter first: on SIGTERM it stops the VM it started.
+  if [ -n "$adapter" ] && kill -0 "$adapter" 2>/dev/null; then kill -TERM "$adapter"; wait "$adapter" 2>/dev/null || true; fi
+  if [ -n "$sushy" ] && kill -0 "$sushy" 2>/dev/null; then kill -TERM "$sushy"; wait "$sushy" 2>/dev/null || true; fi
   if [ -n "$vm" ] && kill -0 "$vm" 2>/dev/null; then kill -TERM "$vm"; wait "$vm" 2>/dev/null || true; fi
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
   "$lab/lab-down.sh" >/dev/null 2>&1 || true
@@ -55,6 +71,29 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "pxe-deploy: FAILED: $*"; exit 1; }
+
+# POWER=redfish: sushy-emulator (and bcrypt, for its htpasswd file) from a venv.
+if [ "$power" = redfish ]; then
+  if [ -n "${SUSHY_EMULATOR:-}" ]; then
+    if [ -d "$SUSHY_EMULATOR" ]; then sushy_bin=$SUSHY_EMULATOR/bin/sushy-emulator; else sushy_bin=$SUSHY_EMULATOR; fi
+  else
+    venv=/var/cache/stoker-ci/sushy-fake
+    sushy_bin=$venv/bin/sushy-emulator
+    if [ ! -x "$sushy_bin" ]; then
+      echo "pxe-deploy: installing sushy-tools 2.2.0 into $venv"
+      { python3 -m venv "$venv" && "$venv/bin/pip" install --disable-pip-version-check -q sushy-tools==2.2.0; } \
+        >"$work/sushy-install.log" 2>&1 || { tail -5 "$work/sushy-install.log"; rm -rf "$venv"; skip "cannot install sushy-tools into $venv"; }
+    fi
+  fi
+  [ -x "$sushy_bin" ] || skip "no sushy-emulator at $sushy_bin"
+  sushy_py=$(dirname "$sushy_bin")/python3
+  [ -x "$sushy_py" ] || sushy_py=python3
+  if ! "$sushy_py" -c 'import bcrypt' 2>/dev/null; then
+    "$sushy_py" -m pip install --disable-pip-version-check -q bcrypt >"$work/bcrypt-install.log" 2>&1 \
+      || { tail -5 "$work/bcrypt-install.log"; skip "no bcrypt for $sushy_py"; }
+  fi
+  echo "pxe-deploy: power over Redfish: $sushy_bin ($("$sushy_py" -c 'import importlib.metadata as m; print("sushy-tools", m.version("sushy-tools"))' 2>/dev/null || echo "sushy-tools ?"))"
+fi
 
 echo "pxe-deploy: building the bootstrap image"
 STOKER_DEB_CACHE=$cache "$root/images/build-bootstrap.sh" --stoker "$agent_bin" \
@@ -199,30 +238,114 @@ ip netns exec pxelab "$bin" plugin install "$rel" --url "$url" >"$work/install.l
 # socket lets the script power it off at the end as a power button would.
 mac=52:54:00:77:03:01
 qmp=$work/qmp.sock
-t0=$(date +%s.%N)
-"$lab/boot-vm.sh" --log "$work/vm.log" --mac "$mac" --marker STOKER-AGENT --fail STOKER-AGENT-FAIL \
-  --keep --timeout 900 -- -drive "file=$disk,format=raw,if=virtio" -action reboot=reset \
-  -qmp "unix:$qmp,server=on,wait=off" >"$work/boot-vm.out" 2>&1 &
-vm=$!
+vm_cmd=("$lab/boot-vm.sh" --log "$work/vm.log" --mac "$mac" --marker STOKER-AGENT --fail STOKER-AGENT-FAIL
+  --keep --timeout 900 -- -drive "file=$disk,format=raw,if=virtio" -action reboot=reset
+  -qmp "unix:$qmp,server=on,wait=off")
+bmc_address=; bmc_password=
+if [ "$power" != redfish ]; then
+  t0=$(date +%s.%N)
+  "${vm_cmd[@]}" >"$work/boot-vm.out" 2>&1 &
+  vm=$!
+else
+  # The same VM, started and stopped by the adapter through this wrapper. boot-vm.sh empties its
+  # serial log at each start: the wrapper keeps the earlier power-ons' in vm.earlier.log.
+  {
+    echo '#!/usr/bin/env bash'
+    echo '# The lab VM'"'"'s power-on: run by .ci/redfish-lab.py, stopped by it with SIGTERM (boot-vm.sh then stops QEMU).'
+    printf 'if [ -s %q ]; then cat %q >>%q; fi\n' "$work/vm.log" "$work/vm.log" "$work/vm.earlier.log"
+    printf 'echo "pxe-deploy: power-on at $(date +%%T.%%N)" >>%q\n' "$work/boot-vm.out"
+    printf 'exec'; printf ' %q' "${vm_cmd[@]}"; printf ' >>%q 2>&1\n' "$work/boot-vm.out"
+  } >"$work/vm-power.sh"
+  chmod +x "$work/vm-power.sh"
+  : >"$work/boot-vm.out"
+  # Free ports on the lab netns' loopback, each checked with ss.
+  free_port() {
+    local p
+    for p in $(seq "$1" $(($1 + 99))); do
+      [ "$p" != "${2:-}" ] || continue
+      ip netns exec pxelab ss -ltnH "( sport = :$p )" | grep -q . || { echo "$p"; return; }
+    done
+  }
+  sport=$(free_port 8000); [ -n "$sport" ] || fail "no free port in 8000-8099 in the lab's netns"
+  aport=$(free_port 9100 "$sport"); [ -n "$aport" ] || fail "no free port in 9100-9199 in the lab's netns"
+  uuid=$(python3 -c 'import uuid; print(uuid.uuid4())')
+  bmc_password=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+  bmc_address=http://127.0.0.1:$sport/redfish/v1/Systems/$uuid
+  # sushy-emulator's auth file: Apache htpasswd lines, bcrypt digests only ($2b$).
+  printf '%s' "$bmc_password" | "$sushy_py" -c 'import bcrypt, sys
+print("admin:" + bcrypt.hashpw(sys.stdin.read().encode(), bcrypt.gensalt()).decode())' >"$work/sushy.htpasswd" \
+    || fail "cannot write the emulator's htpasswd file with bcrypt"
+  printf 'user = "admin:%s"\n' "$bmc_password" >"$work/sushy.curlrc"; chmod 600 "$work/sushy.curlrc"
+  cat >"$work/sushy.conf" <<EOF
+SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'
+SUSHY_EMULATOR_LISTEN_PORT = $sport
+SUSHY_EMULATOR_FAKE_DRIVER = True
+SUSHY_EMULATOR_STATE_DIR = '$work/sushy-state'
+SUSHY_EMULATOR_AUTH_FILE = '$work/sushy.htpasswd'
+EXTERNAL_NOTIFICATION_URL = 'http://127.0.0.1:$aport'
+SUSHY_EMULATOR_FAKE_SYSTEMS = [{
+    'uuid': '$uuid',
+    'name': 'lab-vm',
+    'power_state': 'Off',
+    'external_notifier': True,
+    'nics': [{'mac': '$mac'}],
+}]
+EOF
+  # `ip netns exec` execs each program, so $! is its PID.
+  ip netns exec pxelab python3 "$root/.ci/redfish-lab.py" --port "$aport" --system "$uuid" \
+    --state "$work/adapter.json" -- "$work/vm-power.sh" 2>"$work/adapter.log" &
+  adapter=$!
+  for _ in $(seq 100); do
+    ip netns exec pxelab curl -fsS -o /dev/null "http://127.0.0.1:$aport/" 2>/dev/null && break
+    kill -0 "$adapter" 2>/dev/null || { cat "$work/adapter.log"; fail "the Redfish adapter exited"; }
+    sleep 0.1
+  done
+  ip netns exec pxelab env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u all_proxy \
+    -u ALL_PROXY NO_PROXY=127.0.0.1 no_proxy=127.0.0.1 \
+    "$sushy_bin" --config "$work/sushy.conf" >"$work/sushy.log" 2>&1 &
+  sushy=$!
+  for _ in $(seq 200); do
+    ip netns exec pxelab curl -fsS -K "$work/sushy.curlrc" -o "$work/sushy-system.json" "$bmc_address" 2>/dev/null && break
+    kill -0 "$sushy" 2>/dev/null || { tail -20 "$work/sushy.log"; fail "sushy-emulator exited"; }
+    sleep 0.1
+  done
+  [ -s "$work/sushy-system.json" ] || { tail -20 "$work/sushy.log"; fail "sushy-emulator does not answer on 127.0.0.1:$sport"; }
+  echo "pxe-deploy: Redfish BMC (sushy-tools fake driver) at $bmc_address, PowerState" \
+    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["PowerState"])' "$work/sushy-system.json");" \
+    "adapter .ci/redfish-lab.py on 127.0.0.1:$aport (lab netns)"
+  t0=$(date +%s.%N)
+fi
 
 # Drive both deployments over the API while the VM runs; print the times.
-if ! ip netns exec pxelab python3 - "$url" "$mac" "$t0" "$id" "$cacert" >"$work/drive.out" 2>&1 <<'EOF'
+if ! POWER=$power BMC_ADDRESS=$bmc_address BMC_PASSWORD=$bmc_password ADAPTER_STATE=$work/adapter.json \
+  ip netns exec pxelab python3 - "$url" "$mac" "$t0" "$id" "$cacert" >"$work/drive.out" 2>&1 <<'EOF'
 import json, os, ssl, sys, time, urllib.request, urllib.error
 url, mac, t0, run_id = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 tls = ssl.create_default_context(cafile=sys.argv[5])
 token = os.environ["STOKER_TOKEN"]
+redfish = os.environ.get("POWER") == "redfish"
 
-def call(method, path, body=None):
+def request(method, path, body=None):
+    """(HTTP status, the answer: JSON when it is JSON, else text)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url + path, data=data, method=method,
                                  headers={"content-type": "application/json",
                                           "authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=10, context=tls) as r:
-            text = r.read().decode()
-            return json.loads(text) if text.startswith(("{", "[")) else text
+        with urllib.request.urlopen(req, timeout=30, context=tls) as r:
+            code, text = r.status, r.read().decode()
     except urllib.error.HTTPError as e:
-        sys.exit(f"{method} {path}: HTTP {e.code}: {e.read().decode()}")
+        code, text = e.code, e.read().decode()
+    try:
+        return code, json.loads(text) if text.startswith(("{", "[")) else text
+    except ValueError:
+        return code, text
+
+def call(method, path, body=None):
+    code, answer = request(method, path, body)
+    if code >= 400:
+        sys.exit(f"{method} {path}: HTTP {code}: {json.dumps(answer) if not isinstance(answer, str) else answer}")
+    return answer
 
 def since():
     return time.time() - t0
@@ -243,19 +366,93 @@ def show_steps(dep):
         print(f"  run {s['interface']}.{s['step']} {s.get('task') or ''}: {s['status']} ({took} s) {s.get('error') or ''}".rstrip())
     return done
 
-node = wait("the node's hello", 120,
-            lambda: next((n for n in call("GET", "/api/v1/nodes") if n["mac"] == mac), None))
-nid = node["id"]
-print(f"discovered {since():.2f} node={nid}", flush=True)
-inv = node.get("inventory") or {}
-disks = [d["name"] for d in inv.get("disks", [])]
-assert "vda" in disks, f"the inventory lacks the virtual disk: {disks}"
+def vm_state():
+    with open(os.environ["ADAPTER_STATE"]) as f:
+        return json.load(f)
+
+def powered_on(asked, what, dep_id=None, limit=60):
+    """Waits for the adapter's first VM start (`asked`: the time.time() of the request that
+    should power it on; `dep_id`: the deployment that should, given up on when it ended); from
+    then on, times count from that power-on."""
+    global t0
+    def check():
+        st = vm_state()
+        if st["starts"] > 0:
+            return st
+        if dep_id is not None:
+            d = call("GET", f"/api/v1/deployments/{dep_id}")
+            if d["status"] not in ("pending", "running"):
+                show_steps(dep_id)
+                sys.exit(f"deployment {dep_id} is {d['status']} and the VM was never powered on")
+        return None
+    st = wait("the adapter to start the VM", since() + limit, check)
+    print(f"powered on {st['started_at'] - t0:.2f} ({st['started_at'] - asked:.2f} s after the {what}"
+          f" request; VM PID {st['pid']}, started by the adapter)", flush=True)
+    t0 = st["started_at"]
+
+def discovered(nid):
+    """The node's inventory from its agent's hello (an enrolled node has none before)."""
+    n = call("GET", f"/api/v1/nodes/{nid}")
+    disks = [d.get("name") for d in (n.get("inventory") or {}).get("disks") or []]
+    return n if disks else None
+
+if not redfish:
+    node = wait("the node's hello", 120,
+                lambda: next((n for n in call("GET", "/api/v1/nodes") if n["mac"] == mac), None))
+    nid = node["id"]
+else:
+    # Enrolled before it ever booted: a MAC and a BMC, no inventory.
+    address, password = os.environ["BMC_ADDRESS"], os.environ["BMC_PASSWORD"]
+    code, node = request("POST", "/api/v1/nodes", {"mac": mac, "name": "lab-vm", "bmc": {
+        "driver": "redfish", "address": address, "username": "admin", "password": password}})
+    if code != 201 or not isinstance(node, dict) or "id" not in node:
+        sys.exit(f"POST /api/v1/nodes (enrollment): HTTP {code}: {json.dumps(node) if not isinstance(node, str) else node}")
+    nid = node["id"]
+    print(f"enrolled {since():.2f} node={nid} status={node.get('status')} (HTTP {code})", flush=True)
+    assert node.get("status") == "discover", f"an enrolled node's status should be discover: {node}"
+    bmc = call("GET", f"/api/v1/nodes/{nid}/bmc")
+    assert password not in json.dumps(bmc) and "password" not in bmc, f"GET bmc shows the password: {bmc}"
+    assert (bmc.get("driver"), bmc.get("address"), bmc.get("username")) == ("redfish", address, "admin"), bmc
+    print("bmc: " + json.dumps({k: bmc.get(k) for k in
+          ("driver", "address", "username", "verify_tls", "source", "power_state", "power_error")}), flush=True)
+    assert vm_state()["starts"] == 0, "the VM was powered on by the enrollment"
 release = next(r["id"] for r in call("GET", "/api/v1/releases") if r["name"] == "stoker lab")
 env = call("POST", "/api/v1/clusters", {"name": "pxe-lab", "release_id": release})
-call("PUT", f"/api/v1/clusters/{env['id']}/nodes/{nid}", {"roles": ["lab"]})
+assign = f"/api/v1/clusters/{env['id']}/nodes/{nid}"
+code, answer = request("PUT", assign, {"roles": ["lab"]})
+fallback = False
+if code >= 400 and redfish:
+    # A node that never booted could not be assigned: boot it once from the network through its
+    # BMC, wait for its agent's hello, then assign it.
+    fallback = True
+    print(f"fallback: assignment of the enrolled node refused: PUT {assign} {{\"roles\": [\"lab\"]}}"
+          f" -> HTTP {code}: {json.dumps(answer) if not isinstance(answer, str) else answer}", flush=True)
+    asked = time.time()
+    code, r = request("POST", f"/api/v1/nodes/{nid}/power", {"action": "pxe"})
+    print(f"power pxe: HTTP {code}: {json.dumps(r) if not isinstance(r, str) else r}", flush=True)
+    if code != 200 or not isinstance(r, dict) or r.get("ok") is not True:
+        sys.exit(f"POST /api/v1/nodes/{nid}/power pxe failed")
+    powered_on(asked, "power pxe")
+    node = wait("the node's hello", since() + 120, lambda: discovered(nid))
+    call("PUT", assign, {"roles": ["lab"]})
+elif code >= 400:
+    sys.exit(f"PUT {assign}: HTTP {code}: {json.dumps(answer) if not isinstance(answer, str) else answer}")
+if not redfish or fallback:
+    print(f"discovered {since():.2f} node={nid}", flush=True)
+    inv = node.get("inventory") or {}
+    disks = [d["name"] for d in inv.get("disks", [])]
+    assert "vda" in disks, f"the inventory lacks the virtual disk: {disks}"
+asked = time.time()
 dep = call("POST", f"/api/v1/clusters/{env['id']}/deploy")
 t_dep = since()
 print(f"deployment {dep['id']} started {t_dep:.2f}", flush=True)
+if redfish and not fallback:
+    # The deployment's power.boot_network powers the VM on through the BMC.
+    powered_on(asked, "deploy", dep["id"])
+    node = wait("the node's hello", since() + 120, lambda: discovered(nid))
+    print(f"discovered {since():.2f} node={nid}", flush=True)
+    disks = [d["name"] for d in node["inventory"].get("disks", [])]
+    assert "vda" in disks, f"the inventory lacks the virtual disk: {disks}"
 
 # Provisioned: the first time the node is seen past provisioning (reboot_to_disk reported).
 seen = {}
@@ -275,6 +472,13 @@ print(f"ready {t_ready:.2f} deployment={done['status']}", flush=True)
 ran = [f"{s['interface']}.{s['step']}" for s in done["steps"] if s["status"] == "ok"]
 for want in ("deploy.write_image", "deploy.configure", "power.reboot_to_disk", "deploy.run_tasks"):
     assert want in ran, f"{want} did not run: {ran}"
+if redfish:
+    boot = [s for s in done["steps"] if (s["interface"], s["step"]) == ("power", "boot_network")]
+    assert boot, f"the deployment has no power.boot_network step: {[(s['interface'], s['step']) for s in done['steps']]}"
+    out = " | ".join(l for l in (boot[0].get("output_tail") or "").splitlines() if l.strip())
+    print(f"power.boot_network: {boot[0]['status']}: {out}", flush=True)
+    # Without the fallback it is what powered the VM on; with it, the agent may already answer.
+    assert fallback or boot[0]["status"] == "ok", boot[0]
 task = next(s for s in done["steps"] if s.get("task") == "lab-marker")
 assert f"run=1 id={run_id}" in task["output_tail"], task
 script = call("GET", f"/boot/{mac}.ipxe")
@@ -305,18 +509,37 @@ assert f"run=2 id={run_id}" in task["output_tail"], task
 print(f"redeployed {took:.2f} deployment={final}", flush=True)
 EOF
 then
-  cat "$work/drive.out"; tail -40 "$work/vm.log" | tr -d '\r'; tail -20 "$work/stoker.log"
+  cat "$work/drive.out"; { tail -40 "$work/vm.log" 2>/dev/null || true; } | tr -d '\r'; tail -20 "$work/stoker.log"
+  if [ "$power" = redfish ]; then
+    echo "--- adapter:"; tail -20 "$work/adapter.log"; echo "--- sushy-emulator:"; tail -20 "$work/sushy.log"
+  fi
   fail "the deployment did not finish"
 fi
 sed 's/^/pxe-deploy: /' "$work/drive.out"
-kill -0 "$vm" 2>/dev/null || fail "the VM is gone: $(tail -5 "$work/boot-vm.out")"
+state() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/adapter.json" "$1"; }
+serial=$work/vm.log
+if [ "$power" = redfish ]; then
+  [ "$(state running)" = True ] || fail "the VM is gone: $(tail -5 "$work/boot-vm.out"; tail -5 "$work/adapter.log")"
+  # The serial logs of every power-on the adapter made, in order.
+  cat "$work/vm.earlier.log" "$work/vm.log" >"$work/vm.all.log" 2>/dev/null || true
+  serial=$work/vm.all.log
+else
+  kill -0 "$vm" 2>/dev/null || fail "the VM is gone: $(tail -5 "$work/boot-vm.out")"
+fi
 
 # Two boots on the serial console: power-on (the bootstrap) and reboot_to_disk's (the installed
 # OS). SeaBIOS prints "Booting from ROM" at each; a third would be a reboot by the redeploy.
-boots=$(grep -ac 'Booting from ROM' "$work/vm.log" || true)
-[ "$boots" = 2 ] || fail "the serial console shows $boots boots, not 2 (bootstrap, installed OS)"
-grep -aq 'STOKER-OS-BOOTED' "$work/vm.log" || fail "the installed OS did not say it booted"
-grep -aq 'booting from local disk' "$work/vm.log" || fail "iPXE did not run the local disk script"
+# (POWER=redfish when an enrolled node could not be assigned: a first bootstrap boot for
+# discovery, which the deployment's power.boot_network may power-cycle into a second one.)
+boots=$(grep -ac 'Booting from ROM' "$serial" || true)
+if grep -q '^fallback:' "$work/drive.out"; then
+  [ "$boots" = 2 ] || [ "$boots" = 3 ] || fail "the serial console shows $boots boots, not 2 or 3 (bootstrap(s), installed OS)"
+else
+  [ "$boots" = 2 ] || fail "the serial console shows $boots boots, not 2 (bootstrap, installed OS)"
+fi
+grep -aq 'STOKER-OS-BOOTED' "$serial" || fail "the installed OS did not say it booted"
+grep -aq 'booting from local disk' "$serial" || fail "iPXE did not run the local disk script"
+node=$(sed -n 's/^discovered [0-9.]* node=\([0-9]*\)$/\1/p' "$work/drive.out")
 
 # Power off as the power button would (ACPI); the OS shuts down, QEMU exits, so does boot-vm.sh.
 qmp_send() {
@@ -330,15 +553,56 @@ for cmd in ("qmp_capabilities", sys.argv[2]):
         pass
 EOF
 }
-qmp_send system_powerdown || true
-for _ in $(seq 600); do kill -0 "$vm" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$vm" 2>/dev/null; then
-  echo "pxe-deploy: the OS did not power off within 60 s; stopping QEMU"
-  qmp_send quit || true
-  for _ in $(seq 100); do kill -0 "$vm" 2>/dev/null || break; sleep 0.1; done
+if [ "$power" != redfish ]; then
+  qmp_send system_powerdown || true
+  for _ in $(seq 600); do kill -0 "$vm" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$vm" 2>/dev/null; then
+    echo "pxe-deploy: the OS did not power off within 60 s; stopping QEMU"
+    qmp_send quit || true
+    for _ in $(seq 100); do kill -0 "$vm" 2>/dev/null || break; sleep 0.1; done
+  fi
+  wait "$vm" || true; vm=
+else
+  # Power off through stoker's API: its Redfish driver asks the BMC, the fake driver notifies the
+  # adapter, which stops the VM (SIGTERM to boot-vm.sh, which stops QEMU; SIGKILL after 5 s).
+  vmpid=$(state pid)
+  qemu=$(sed -n 's/^boot-vm: qemu PID \([0-9]*\) .*/\1/p' "$work/boot-vm.out" | tail -1)
+  [ -n "$qemu" ] && kill -0 "$qemu" 2>/dev/null || fail "no running QEMU found in $work/boot-vm.out"
+  api() {
+    ip netns exec pxelab curl -sS --cacert "$cacert" -H "authorization: Bearer $STOKER_TOKEN" \
+      -H 'content-type: application/json' -o "$work/api.out" -w '%{http_code}' "$@"
+  }
+  t=$(date +%s.%N)
+  code=$(api -X POST "$url/api/v1/nodes/$node/power" -d '{"action":"off"}') || code=000
+  echo "pxe-deploy: POST /api/v1/nodes/$node/power {\"action\":\"off\"} -> HTTP $code $(cat "$work/api.out")"
+  [ "$code" = 200 ] && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("ok") is not True)' "$work/api.out" \
+    || fail "powering the node off through the API failed"
+  for _ in $(seq 300); do
+    { kill -0 "$qemu" 2>/dev/null || kill -0 "$vmpid" 2>/dev/null; } || break
+    sleep 0.1
+  done
+  if kill -0 "$qemu" 2>/dev/null || kill -0 "$vmpid" 2>/dev/null; then
+    tail -10 "$work/adapter.log"; fail "30 s after power off, QEMU (PID $qemu) or boot-vm.sh (PID $vmpid) still runs"
+  fi
+  for _ in $(seq 20); do [ "$(state running)" = False ] && break; sleep 0.1; done
+  [ "$(state running)" = False ] || fail "the adapter still counts the VM as running"
+  echo "pxe-deploy: powered off over Redfish: the adapter stopped boot-vm.sh (PID $vmpid) and QEMU (PID $qemu)" \
+    "$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}') s after the request"
+  # The BMC's power state as stoker reports it (the fake driver applies it 1-11 s later).
+  for _ in $(seq 30); do
+    code=$(api "$url/api/v1/nodes/$node/bmc") || code=000
+    bmc_power=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("power_state"))' "$work/api.out" 2>/dev/null || echo "?")
+    [ "$bmc_power" = off ] && break
+    sleep 1
+  done
+  echo "pxe-deploy: GET /api/v1/nodes/$node/bmc -> HTTP $code power_state=$bmc_power"
+  [ "$bmc_power" = off ] || echo "pxe-deploy: warning: stoker does not report the node's power as off 30 s later: $(cat "$work/api.out")"
+  sed -n 's/^\([0-9-]* [0-9:.]*\) redfish-lab: \(.*\(started VM\|stopping VM\|ended\).*\)/pxe-deploy:   adapter \1 \2/p' "$work/adapter.log"
+  kill -TERM "$adapter"; wait "$adapter" 2>/dev/null || true; adapter=
+  kill -TERM "$sushy"; wait "$sushy" 2>/dev/null || true; sushy=
 fi
-wait "$vm" || true; vm=
-grep -E '^boot-vm: +[0-9.]+s ' "$work/boot-vm.out" | sed 's/^boot-vm:/pxe-deploy:   vm/' || true
+grep -E '^(boot-vm: +[0-9.]+s |pxe-deploy: power-on at )' "$work/boot-vm.out" \
+  | sed 's/^boot-vm:/pxe-deploy:   vm/;s/^pxe-deploy: power-on/pxe-deploy:   vm: power-on/' || true
 kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=
 
 # The disk, read on the host: the ext4 root filesystem of partition 1, found by the MBR.
@@ -346,7 +610,6 @@ start=$(sfdisk -J "$disk" | python3 -c 'import json,sys; print(json.load(sys.std
 got=$(debugfs -R "cat $marker" "$disk?offset=$((start * 512))" 2>"$work/debugfs.err") \
   || fail "debugfs cannot read $marker: $(cat "$work/debugfs.err")"
 echo "$got" | sed "s|^|pxe-deploy: disk: $marker: |"
-node=$(sed -n 's/^discovered [0-9.]* node=\([0-9]*\)$/\1/p' "$work/drive.out")
 [ "$(echo "$got" | wc -l)" = 2 ] || fail "$marker should have 2 lines (deploy, redeploy)"
 l1=$(echo "$got" | sed -n 1p); l2=$(echo "$got" | sed -n 2p)
 case $l1 in "STOKER-LAB-TASK run=1 id=$id host=node-$node boot_id="*) ;; *) fail "first line: $l1" ;; esac
@@ -358,4 +621,10 @@ disc=$(sed -n 's/^discovered \([0-9.]*\).*/\1/p' "$work/drive.out")
 prov=$(sed -n 's/^provisioned \([0-9.]*\).*/\1/p' "$work/drive.out")
 ready=$(sed -n 's/^ready \([0-9.]*\).*/\1/p' "$work/drive.out")
 redep=$(sed -n 's/^redeployed \([0-9.]*\).*/\1/p' "$work/drive.out")
+if [ "$power" = redfish ]; then
+  on=$(sed -n 's/^powered on [0-9.]* (\([0-9.]*\) s after the \([a-z ]*\) request.*/\1 s after the \2 request/p' "$work/drive.out")
+  how=enrolled
+  grep -q '^fallback:' "$work/drive.out" && how="enrolled (assignment refused: powered on with action pxe first)"
+  echo "pxe-deploy: $how, powered on over Redfish (sushy-tools fake driver + .ci/redfish-lab.py adapter) $on"
+fi
 echo "pxe-deploy: $install: VM power-on -> discovered ${disc}s, -> provisioned ${prov}s, -> ready ${ready}s; redeploy (one task, no reboot) ${redep}s"

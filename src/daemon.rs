@@ -285,10 +285,17 @@ impl Daemon {
             None
         };
         let tftp_addr = tftp.as_ref().map(TftpServer::local_addr).transpose()?;
+        let writer = crate::store::GroupWriter::start(Arc::clone(&store))
+            .context("cannot start the database writer thread")?;
+        let bmcs = crate::bmc::actions::Bmcs::new(&config.data_dir, &config.bmc)?;
+        let bmc = Arc::new(crate::bmc::runner::Runner::new(
+            Arc::new(bmcs),
+            Arc::clone(&store),
+            writer.clone(),
+        ));
         let state = AppState {
             store: Arc::clone(&store),
-            writer: crate::store::GroupWriter::start(Arc::clone(&store))
-                .context("cannot start the database writer thread")?,
+            writer,
             boot: http::BootSettings {
                 tls: identity.as_ref().map(|id| http::transport::TlsInfo {
                     fingerprint: id.fingerprint.to_string(),
@@ -322,6 +329,7 @@ impl Daemon {
                 .or_else(|| std::env::current_exe().ok()),
             chains: Arc::new(crate::chains::Chains::default()),
             snapshots,
+            bmc,
         };
         let chains = state.clone();
         let tls = identity
@@ -401,8 +409,19 @@ impl Daemon {
             Arc::clone(&self.store),
             stopped(stop_rx.clone()),
         )));
+        let bmc = Arc::clone(&self.chains.bmc);
         udp.push(tokio::spawn(drive_chains(
             self.chains,
+            stopped(stop_rx.clone()),
+        )));
+        udp.push(tokio::spawn(run_bmc_steps(
+            Arc::clone(&bmc),
+            Arc::clone(&self.store),
+            stopped(stop_rx.clone()),
+        )));
+        udp.push(tokio::spawn(sync_power(
+            bmc,
+            Arc::clone(&self.store),
             stopped(stop_rx.clone()),
         )));
         udp.push(tokio::spawn(prune_access(
@@ -525,6 +544,50 @@ async fn drive_chains(state: AppState, stop: impl Future<Output = ()>) {
             crate::chains::tick(&master, &state.chains, now)
         },
         |_| {},
+    )
+    .await;
+}
+
+/// Once a second, start the deploy steps due on the master (against nodes' BMCs).
+async fn run_bmc_steps(
+    runner: Arc<crate::bmc::runner::Runner>,
+    store: Arc<Store>,
+    stop: impl Future<Output = ()>,
+) {
+    periodically(
+        Duration::from_secs(1),
+        "start the master's BMC steps",
+        store,
+        stop,
+        move |_, _| Ok(runner.tick()),
+        |_| {},
+    )
+    .await;
+}
+
+/// Every few seconds, read the power of the BMCs that are due (each once per
+/// `bmc.sync_interval`, the unreachable ones backing off).
+async fn sync_power(
+    runner: Arc<crate::bmc::runner::Runner>,
+    store: Arc<Store>,
+    stop: impl Future<Output = ()>,
+) {
+    let period = Duration::from_secs(runner.bmcs.interval.clamp(1, 5));
+    periodically(
+        period,
+        "read the BMCs' power states",
+        store,
+        stop,
+        move |s, now| Ok(runner.bmcs.sweep(s, now, 100_000)),
+        |sweep| {
+            if sweep.failed > 0 {
+                tracing::warn!(
+                    read = sweep.read,
+                    failed = sweep.failed,
+                    "some BMCs did not answer"
+                );
+            }
+        },
     )
     .await;
 }

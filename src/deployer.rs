@@ -51,6 +51,12 @@ pub enum DeployError {
          first (PUT /api/v1/clusters/{cluster}/provision?nodes=...) or deploy the environment"
     )]
     NotProvisioned { nodes: String, cluster: i64 },
+    /// A BMC step asked for nodes that have no BMC with credentials.
+    #[error(
+        "deploy step {step} runs against the node's BMC, and nodes {nodes} have none with \
+         credentials: set one (PUT /api/v1/nodes/{{id}}/bmc) or deploy without the step"
+    )]
+    NoBmc { step: String, nodes: String },
 }
 
 impl From<PlanningError> for DeployError {
@@ -78,6 +84,7 @@ impl DeployError {
             DeployError::NothingToRun { .. } => "nothing_to_run",
             DeployError::NotInEnvironment { .. } => "not_in_environment",
             DeployError::NotProvisioned { .. } => "not_provisioned",
+            DeployError::NoBmc { .. } => "no_bmc",
         }
     }
 }
@@ -169,6 +176,10 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         settings.agent_install,
     );
     let mut planned: Vec<PlannedStep> = steps::plan(&defs, &req.steps)?;
+    let deeper = crate::engine::bmc_steps::check(&req.steps);
+    if !deeper.is_empty() {
+        return Err(steps::StepsError(deeper).into());
+    }
     let graph_type = scope.graph_type.as_deref().unwrap_or("default");
     if scope.graph_type.is_some() {
         // Another graph: its tasks only, on the installed OS.
@@ -256,11 +267,41 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             });
         }
     }
+    // The master's steps need the node's BMC: a BMC step asked for a node without one is
+    // refused, naming the nodes; the built-in power step is skipped for them.
+    let with_bmc: BTreeSet<i64> = store.read(|r| {
+        Ok(r.bmcs()?
+            .into_iter()
+            .filter(crate::store::StoredBmc::usable)
+            .map(|b| b.node_id)
+            .collect())
+    })?;
+    let provisioning =
+        |id: &i64| !provisioned.contains(id) && scope.phase.is_none_or(|p| p == Phase::Provision);
+    for s in planned.iter().filter(|s| {
+        s.runs_on == steps::Location::Master
+            && crate::engine::bmc_steps::needs_bmc(s.interface, &s.step)
+    }) {
+        let bare: Vec<String> = ids
+            .values()
+            .filter(|id| provisioning(id) && !with_bmc.contains(id))
+            .map(|id| format!("node-{id}"))
+            .collect();
+        if !bare.is_empty() && !scope.dry_run {
+            return Err(DeployError::NoBmc {
+                step: s.id(),
+                nodes: bare.join(", "),
+            });
+        }
+    }
     let cluster_name = env.cluster.name.clone();
     let per_node = |node: i64| -> Vec<PlannedStep> {
         let mut out = planned.clone();
         if provisioned.contains(&node) {
             out.retain(|s| s.runs_on.phase() != Phase::Provision);
+        }
+        if !with_bmc.contains(&node) {
+            out.retain(|s| s.runs_on != steps::Location::Master);
         }
         if let Some(phase) = scope.phase {
             out.retain(|s| s.runs_on.phase() == phase);

@@ -8,6 +8,7 @@ mod access;
 mod agent;
 mod agent_steps;
 mod api;
+mod bmc_api;
 mod bmc_ipmi;
 mod boot;
 mod catalog;

@@ -51,7 +51,14 @@ pub enum Act {
 }
 
 impl Act {
-    pub const ALL: [Act; 6] = [Act::On, Act::Off, Act::SoftOff, Act::Reboot, Act::Pxe, Act::Disk];
+    pub const ALL: [Act; 6] = [
+        Act::On,
+        Act::Off,
+        Act::SoftOff,
+        Act::Reboot,
+        Act::Pxe,
+        Act::Disk,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -147,12 +154,14 @@ fn host_port_ok(s: &str) -> bool {
 /// or `host[:port]`; IPMI `host[:port]`.
 pub fn check_address(driver: Driver, address: &str) -> Result<(), String> {
     if address.len() > MAX_ADDRESS || address.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("expected an address of at most {MAX_ADDRESS} characters, without spaces"));
+        return Err(format!(
+            "expected an address of at most {MAX_ADDRESS} characters, without spaces"
+        ));
     }
     match driver {
-        Driver::Ipmi => host_port_ok(address)
-            .then_some(())
-            .ok_or_else(|| "expected host or host:port (IPMI over LAN, UDP 623 by default)".to_string()),
+        Driver::Ipmi => host_port_ok(address).then_some(()).ok_or_else(|| {
+            "expected host or host:port (IPMI over LAN, UDP 623 by default)".to_string()
+        }),
         Driver::Redfish => {
             let rest = address
                 .strip_prefix("https://")
@@ -163,9 +172,11 @@ pub fn check_address(driver: Driver, address: &str) -> Result<(), String> {
                 None => (rest, ""),
             };
             if !host_port_ok(authority) {
-                return Err("expected https://host[:port], optionally with a system's path \
+                return Err(
+                    "expected https://host[:port], optionally with a system's path \
                             (/redfish/v1/Systems/ID)"
-                    .to_string());
+                        .to_string(),
+                );
             }
             if !path.is_empty() && path != "/" && !path.starts_with("/redfish/v1/") {
                 return Err(format!("the path {path:?} is not under /redfish/v1/"));
@@ -184,11 +195,17 @@ pub fn parse_input(body: &Value, has_password: bool) -> Result<BmcInput, Vec<Fie
     };
     const KEYS: [&str; 5] = ["driver", "address", "username", "password", "verify_tls"];
     for k in obj.keys().filter(|k| !KEYS.contains(&k.as_str())) {
-        errors.push(problem(k, format!("unknown field; the fields are: {}", KEYS.join(", "))));
+        errors.push(problem(
+            k,
+            format!("unknown field; the fields are: {}", KEYS.join(", ")),
+        ));
     }
     let driver = match obj.get("driver").and_then(Value::as_str) {
         Some(d) => Driver::parse(d).or_else(|| {
-            errors.push(problem("driver", format!("{d:?} is not one of: redfish, ipmi")));
+            errors.push(problem(
+                "driver",
+                format!("{d:?} is not one of: redfish, ipmi"),
+            ));
             None
         }),
         None => {
@@ -284,7 +301,10 @@ fn audit(store: &Store, actor: &str, node: NodeId, what: &str, ok: bool, detail:
 }
 
 impl Bmcs {
-    pub fn new(data_dir: &std::path::Path, cfg: &crate::config::BmcConfig) -> Result<Bmcs, VaultError> {
+    pub fn new(
+        data_dir: &std::path::Path,
+        cfg: &crate::config::BmcConfig,
+    ) -> Result<Bmcs, VaultError> {
         Ok(Bmcs {
             vault: Vault::open(data_dir)?,
             timeout: Duration::from_secs(cfg.timeout),
@@ -294,7 +314,13 @@ impl Bmcs {
     }
 
     /// Store node `node`'s BMC from an API body.
-    pub fn set(&self, store: &Store, node: NodeId, body: &Value, now: i64) -> Result<StoredBmc, ActionError> {
+    pub fn set(
+        &self,
+        store: &Store,
+        node: NodeId,
+        body: &Value,
+        now: i64,
+    ) -> Result<StoredBmc, ActionError> {
         let existing = store.read(|r| r.bmc(node))?;
         let has_password = existing.as_ref().is_some_and(StoredBmc::usable);
         let input = parse_input(body, has_password).map_err(ActionError::Invalid)?;
@@ -309,16 +335,23 @@ impl Bmcs {
             sealed_password: sealed,
             verify_tls: input.verify_tls,
         };
-        store.write(|tx| {
-            tx.set_bmc(node, &w, now)?;
-            tx.read().bmc(node)?.ok_or_else(|| StoreError::NotFound { entity: "BMC of node", id: node.to_string() })
-        })
-        .map_err(Into::into)
+        store
+            .write(|tx| {
+                tx.set_bmc(node, &w, now)?;
+                tx.read().bmc(node)?.ok_or_else(|| StoreError::NotFound {
+                    entity: "BMC of node",
+                    id: node.to_string(),
+                })
+            })
+            .map_err(Into::into)
     }
 
     /// How to reach a stored BMC.
     pub fn endpoint(&self, b: &StoredBmc) -> Result<Endpoint, ActionError> {
-        let sealed = b.sealed_password.as_ref().ok_or(ActionError::NoCredentials(b.node_id))?;
+        let sealed = b
+            .sealed_password
+            .as_ref()
+            .ok_or(ActionError::NoCredentials(b.node_id))?;
         Ok(Endpoint {
             driver: b.driver,
             address: b.address.clone(),
@@ -331,7 +364,9 @@ impl Bmcs {
 
     /// Node `node`'s endpoint from the store.
     pub fn endpoint_of(&self, store: &Store, node: NodeId) -> Result<Endpoint, ActionError> {
-        let b = store.read(|r| r.bmc(node))?.ok_or(ActionError::NoBmc(node))?;
+        let b = store
+            .read(|r| r.bmc(node))?
+            .ok_or(ActionError::NoBmc(node))?;
         self.endpoint(&b)
     }
 
@@ -345,11 +380,20 @@ impl Bmcs {
             Err(e) => (false, None, Some(e.to_string())),
         };
         let message = match &outcome {
-            Ok(p) => format!("power {} by {actor}: done, power {}", act.as_str(), p.as_str()),
+            Ok(p) => format!(
+                "power {} by {actor}: done, power {}",
+                act.as_str(),
+                p.as_str()
+            ),
             Err(e) => format!("power {} by {actor} failed: {e}", act.as_str()),
         };
         let kind = if ok { "power.action" } else { "power.failed" };
-        let next = now + if ok { 5 } else { i64::try_from(self.interval).unwrap_or(60) };
+        let next = now
+            + if ok {
+                5
+            } else {
+                i64::try_from(self.interval).unwrap_or(60)
+            };
         let recorded = store.write(|tx| {
             tx.add_history(now, Some(node), kind, &message)?;
             if let Some(p) = power_state {
@@ -364,9 +408,21 @@ impl Bmcs {
         if ok {
             tracing::info!(node, action = act.as_str(), actor, "power action done");
         } else {
-            tracing::warn!(node, action = act.as_str(), actor, error = error.as_deref().unwrap_or(""), "power action failed");
+            tracing::warn!(
+                node,
+                action = act.as_str(),
+                actor,
+                error = error.as_deref().unwrap_or(""),
+                "power action failed"
+            );
         }
-        ActResult { node, action: act.as_str(), ok, power_state, error }
+        ActResult {
+            node,
+            action: act.as_str(),
+            ok,
+            power_state,
+            error,
+        }
     }
 
     fn try_act(&self, store: &Store, node: NodeId, act: Act) -> Result<PowerState, ActionError> {
@@ -378,10 +434,18 @@ impl Bmcs {
             Act::SoftOff => bmc.power(PowerAction::SoftOff)?,
             Act::Reboot => bmc.power(PowerAction::Reboot)?,
             Act::Pxe | Act::Disk => {
-                let device = if act == Act::Pxe { BootDevice::Pxe } else { BootDevice::Disk };
+                let device = if act == Act::Pxe {
+                    BootDevice::Pxe
+                } else {
+                    BootDevice::Disk
+                };
                 bmc.boot_once(device)?;
                 let now = bmc.power_state()?;
-                bmc.power(if now == PowerState::Off { PowerAction::On } else { PowerAction::Reboot })?;
+                bmc.power(if now == PowerState::Off {
+                    PowerAction::On
+                } else {
+                    PowerAction::Reboot
+                })?;
             }
         }
         // Many BMCs take seconds to act: what they say now, or where they are going.
@@ -393,7 +457,13 @@ impl Bmcs {
     }
 
     /// [`Bmcs::act`] on each of `nodes`, at most `workers` at once; results in `nodes`' order.
-    pub fn act_many(self: &Arc<Self>, store: &Arc<Store>, nodes: &[NodeId], act: Act, actor: &str) -> Vec<ActResult> {
+    pub fn act_many(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        nodes: &[NodeId],
+        act: Act,
+        actor: &str,
+    ) -> Vec<ActResult> {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results = std::sync::Mutex::new(Vec::with_capacity(nodes.len()));
         std::thread::scope(|s| {
@@ -439,10 +509,20 @@ mod tests {
         for f in ["colour", "driver", "username", "password"] {
             assert!(fields.contains(&f), "{f}: {e:?}");
         }
-        let e = parse_input(&json!({"driver": "ipmi", "address": "-H evil", "username": "a", "password": "b"}), false).unwrap_err();
+        let e = parse_input(
+            &json!({"driver": "ipmi", "address": "-H evil", "username": "a", "password": "b"}),
+            false,
+        )
+        .unwrap_err();
         assert_eq!(e[0].field, "address");
         // The stored password is kept when none is sent.
-        assert!(parse_input(&json!({"driver": "ipmi", "address": "10.0.0.5:623", "username": "a"}), true).is_ok());
+        assert!(
+            parse_input(
+                &json!({"driver": "ipmi", "address": "10.0.0.5:623", "username": "a"}),
+                true
+            )
+            .is_ok()
+        );
         assert!(check_address(Driver::Redfish, "https://[fe80::1]:8443").is_ok());
         assert!(check_address(Driver::Redfish, "https://bmc/other").is_err());
         assert!(check_address(Driver::Ipmi, "bmc.example:70000").is_err());

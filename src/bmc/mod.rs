@@ -15,6 +15,8 @@
 pub mod actions;
 pub mod ipmi;
 pub mod redfish;
+pub mod runner;
+pub mod sync;
 pub mod vault;
 
 use std::fmt;

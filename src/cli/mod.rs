@@ -8,6 +8,7 @@ mod agent;
 mod client;
 mod config_args;
 mod graph;
+mod node;
 mod plugin;
 mod serve;
 mod user;
@@ -82,6 +83,11 @@ pub enum Command {
         #[command(subcommand)]
         command: user::TokenCommand,
     },
+    /// Nodes' power and BMCs, through the API
+    Node {
+        #[command(subcommand)]
+        command: node::NodeCommand,
+    },
     /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
     Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
@@ -116,6 +122,7 @@ pub fn run() -> ExitCode {
         Command::Login { user, client } => report(user::login(&user, &client)),
         Command::User { command } => report(user::run_user(command)),
         Command::Token { command } => report(user::run_token(command)),
+        Command::Node { command } => report(node::run(command)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

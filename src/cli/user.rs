@@ -108,7 +108,7 @@ fn new_password(from_stdin: bool) -> anyhow::Result<(String, bool)> {
 }
 
 /// Call the API; the JSON answer for a 2xx, an error naming the status and message otherwise.
-fn call(
+pub(super) fn call(
     client: &ClientArgs,
     method: &str,
     path: &str,

@@ -168,7 +168,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self.code() {
             "bad_request" | "invalid_json" | "invalid_input" | "invalid_steps"
-            | "not_provisioned" | "not_in_environment" => StatusCode::BAD_REQUEST,
+            | "not_provisioned" | "not_in_environment" | "no_bmc" => StatusCode::BAD_REQUEST,
             "unauthorized" => StatusCode::UNAUTHORIZED,
             "forbidden" | "awaiting_approval" | "discovery_full" => StatusCode::FORBIDDEN,
             "misdirected_request" => StatusCode::MISDIRECTED_REQUEST,

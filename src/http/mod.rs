@@ -17,7 +17,7 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes,
+    attributes, bmc, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes,
     openstack_config, ostf, plugins, pxe, roles, sequences, snapshot, transaction_data,
     transactions,
 };
@@ -70,6 +70,8 @@ pub struct AppState {
     pub chains: Arc<crate::chains::Chains>,
     /// Diagnostic snapshots: where they are written and what they say of the daemon.
     pub snapshots: Arc<crate::snapshot::Snapshots>,
+    /// The nodes' BMCs: credentials, power actions, the master's BMC steps.
+    pub bmc: Arc<crate::bmc::runner::Runner>,
 }
 
 /// What access control needs from the configuration.
@@ -225,6 +227,12 @@ fn routes(r: &mut Routes<'_>) {
     r.put("/api/v1/nodes", Api(O), nodes::update_many);
     r.delete("/api/v1/nodes", Api(O), nodes::delete_many);
     r.get("/api/v1/nodes/{id}", Api(V), api::node);
+    r.post("/api/v1/nodes", Api(O), bmc::enroll);
+    r.post("/api/v1/nodes/power", Api(O), bmc::power_many);
+    r.get("/api/v1/nodes/{id}/bmc", Api(V), bmc::show);
+    r.put("/api/v1/nodes/{id}/bmc", Api(O), bmc::update);
+    r.delete("/api/v1/nodes/{id}/bmc", Api(O), bmc::delete);
+    r.post("/api/v1/nodes/{id}/power", Api(O), bmc::power);
     r.put("/api/v1/nodes/{id}", Api(O), nodes::update);
     r.get("/api/v1/nodes/{id}/disks", Api(V), disks::disks);
     r.put("/api/v1/nodes/{id}/disks", Api(O), disks::update);

@@ -160,6 +160,45 @@ pub struct Inventory {
     pub system: System,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_mode: Option<String>,
+    /// The BMC the agent found on the machine (`ipmitool lan print`, the SMBIOS Redfish host
+    /// interface): the master records it as the node's discovered BMC, without credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc: Option<ReportedBmc>,
+}
+
+/// A BMC address an agent reported: its driver (`ipmi`, `redfish`) and an IP address (with
+/// a port for Redfish); never a host name, which the master would have to trust.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedBmc {
+    pub driver: String,
+    pub address: String,
+}
+
+impl ReportedBmc {
+    /// The report checked: `ipmi` with an IP address, or `redfish` with `https://IP[:port]`.
+    pub fn check(driver: &str, address: &str) -> Result<ReportedBmc, String> {
+        let ip_port = |s: &str| -> bool {
+            s.parse::<std::net::IpAddr>().is_ok() || s.parse::<std::net::SocketAddr>().is_ok()
+        };
+        let ok = match driver {
+            "ipmi" => address.parse::<std::net::IpAddr>().is_ok(),
+            "redfish" => address
+                .strip_prefix("https://")
+                .or_else(|| address.strip_prefix("http://"))
+                .is_some_and(ip_port),
+            _ => return Err(format!("{driver:?} is not one of: ipmi, redfish")),
+        };
+        if ok {
+            Ok(ReportedBmc {
+                driver: driver.to_string(),
+                address: address.to_string(),
+            })
+        } else {
+            Err(format!(
+                "{address:?} is not an IP address (ipmi) or http(s)://IP[:port] (redfish)"
+            ))
+        }
+    }
 }
 
 impl Inventory {
@@ -187,6 +226,13 @@ pub struct RawInventory {
     pub disks: Option<Vec<RawDisk>>,
     pub system: Option<System>,
     pub boot_mode: Option<String>,
+    pub bmc: Option<RawBmc>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawBmc {
+    pub driver: Option<String>,
+    pub address: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -335,6 +381,22 @@ impl RawInventory {
                 serial: disk.serial,
             });
         }
+        let bmc = match self.bmc {
+            None => None,
+            Some(b) => match ReportedBmc::check(
+                b.driver.as_deref().unwrap_or(""),
+                b.address.as_deref().unwrap_or(""),
+            ) {
+                Ok(b) => Some(b),
+                Err(message) => {
+                    errors.push(FieldError {
+                        field: "bmc".to_string(),
+                        message,
+                    });
+                    None
+                }
+            },
+        };
         if errors.is_empty() {
             Ok(Inventory {
                 interfaces,
@@ -343,6 +405,7 @@ impl RawInventory {
                 disks,
                 system: self.system.unwrap_or_default(),
                 boot_mode: self.boot_mode,
+                bmc,
             })
         } else {
             Err(errors)

@@ -256,6 +256,7 @@ impl WriteTxn<'_> {
             disks: Vec::new(),
             system: System::default(),
             boot_mode: None,
+            bmc: None,
         };
         let inventory_json =
             serde_json::to_string(&inventory).map_err(|e| StoreError::Corrupt {

@@ -515,6 +515,29 @@ impl WriteTxn<'_> {
         Ok(Claim::Run(Box::new(run)))
     }
 
+    /// The nodes whose next run is due on the master (a BMC step), in every running
+    /// deployment: what the master's step runner claims with [`WriteTxn::claim_run`].
+    pub fn master_runs_due(&self) -> Result<Vec<i64>> {
+        let deployments: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM deployments WHERE status = 'running'")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut nodes = Vec::new();
+        for dep in deployments {
+            let due = self.with_schedule(dep, |s| {
+                s.nodes()
+                    .filter(|n| {
+                        s.next_for(*n)
+                            .is_some_and(|id| s.runs_on(id) == Some(Location::Master))
+                    })
+                    .collect::<Vec<_>>()
+            })?;
+            nodes.extend(due);
+        }
+        Ok(nodes)
+    }
+
     /// Record an agent's result for a run of `node_id`.
     pub fn report_run(
         &self,

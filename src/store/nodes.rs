@@ -410,6 +410,11 @@ impl WriteTxn<'_> {
             )?;
         }
         self.add_history(now, Some(id), kind, &message)?;
+        if let Some(b) = &inventory.bmc
+            && let Some(driver) = crate::bmc::Driver::parse(&b.driver)
+        {
+            self.learn_bmc(id, driver, &b.address, now)?;
+        }
         let node = self.read().existing_node(id)?;
         Ok((node, outcome))
     }

@@ -491,6 +491,18 @@ impl Http {
         )
     }
 
+    /// PUT a JSON body with `token` instead of the admin's.
+    pub fn put_as(&self, path: &str, body: &str, token: &str) -> Resp {
+        read(
+            agent()
+                .put(self.url(path))
+                .header("authorization", &format!("Bearer {token}"))
+                .header("content-type", "application/json")
+                .send(body)
+                .unwrap(),
+        )
+    }
+
     pub fn get(&self, path: &str) -> Resp {
         read(
             with_credentials(agent().get(self.url(path)), &self.creds_url(path), &[])

@@ -3,6 +3,7 @@
 //! its input, makes one store call and returns JSON.
 
 pub mod attributes;
+pub mod bmc;
 pub mod catalog;
 pub mod deploy;
 pub mod disks;

@@ -116,6 +116,16 @@ pub async fn next(
     .await?;
     let (claim, rotated, kind) = outcome
         .ok_or_else(|| ApiError::Unauthorized("node_id does not match the agent token".into()))?;
+    if kind == Location::Ramdisk
+        && let Claim::Elsewhere {
+            runs_on: Location::Os,
+            ..
+        } = &claim
+    {
+        // The bootstrap's agent asks while the node's next run waits for the installed OS:
+        // it did not reboot to its disk. A node with a BMC is rebooted through it.
+        state.bmc.reboot_to_disk(node);
+    }
     let idle_ms = match kind {
         Location::Os => crate::http::node::service::HEARTBEAT_S * 1000,
         _ => RETRY_AFTER_MS,

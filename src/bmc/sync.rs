@@ -1,0 +1,123 @@
+//! The background power-state sync, as Ironic's `sync_power_state_interval` and
+//! `sync_power_state_workers`: every BMC with credentials is read once per
+//! `bmc.sync_interval`, by at most `bmc.sync_workers` requests in flight, and the readings are
+//! written in one transaction per sweep. A BMC that does not answer is flagged on its node
+//! (`power_error`, a history line when it starts and stops failing) and tried again after
+//! twice as long each time, up to 32 intervals: never in a hot loop.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::PowerState;
+use super::actions::Bmcs;
+use crate::model::NodeId;
+use crate::store::Store;
+
+/// What one sweep did, for logs and the bench.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sweep {
+    pub read: usize,
+    pub failed: usize,
+    /// The most requests that were in flight at once.
+    pub peak_in_flight: usize,
+    pub elapsed: Duration,
+}
+
+/// One BMC's reading: its node, the state or why not, its failures before.
+type Reading = (NodeId, Result<PowerState, String>, u32);
+
+/// Seconds until a BMC that failed `failures` times in a row is tried again.
+pub fn backoff(interval: u64, failures: u32) -> u64 {
+    interval.saturating_mul(1 << failures.min(5))
+}
+
+impl Bmcs {
+    /// Read the power of every BMC due at `now`; `max` caps how many in one sweep.
+    pub fn sweep(&self, store: &Store, now: i64, max: u32) -> Sweep {
+        let started = Instant::now();
+        let due = match store.read(|r| r.bmcs_due(now, max)) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the BMCs to read");
+                return Sweep::default();
+            }
+        };
+        if due.is_empty() {
+            return Sweep::default();
+        }
+        let next = AtomicUsize::new(0);
+        let in_flight = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        let readings: Mutex<Vec<Reading>> = Mutex::new(Vec::with_capacity(due.len()));
+        std::thread::scope(|s| {
+            for _ in 0..self.workers.min(due.len()) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(b) = due.get(i) else { break };
+                        let now_in = in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+                        peak.fetch_max(now_in, Ordering::Relaxed);
+                        let r = self.endpoint(b).map_err(|e| e.to_string()).and_then(|ep| {
+                            super::connect(&ep).power_state().map_err(|e| e.to_string())
+                        });
+                        in_flight.fetch_sub(1, Ordering::Relaxed);
+                        if let Ok(mut all) = readings.lock() {
+                            all.push((b.node_id, r, b.failures));
+                        }
+                    }
+                });
+            }
+        });
+        let readings = readings.into_inner().unwrap_or_default();
+        let failed = readings.iter().filter(|(_, r, _)| r.is_err()).count();
+        let interval = self.interval;
+        let at = crate::clock::now();
+        let written = store.write(|tx| {
+            for (node, r, failures) in &readings {
+                let wait = match r {
+                    Ok(_) => interval,
+                    Err(_) => backoff(interval, *failures + 1),
+                };
+                let next_at = at.saturating_add(i64::try_from(wait).unwrap_or(i64::MAX));
+                tx.record_power(
+                    *node,
+                    r.as_ref().copied().map_err(String::as_str),
+                    at,
+                    next_at,
+                )?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot record the power states read");
+        }
+        let sweep = Sweep {
+            read: readings.len(),
+            failed,
+            peak_in_flight: peak.load(Ordering::Relaxed),
+            elapsed: started.elapsed(),
+        };
+        tracing::debug!(
+            read = sweep.read,
+            failed,
+            ms = sweep.elapsed.as_millis() as u64,
+            "power states read"
+        );
+        sweep
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_32_intervals() {
+        assert_eq!(backoff(60, 0), 60);
+        assert_eq!(backoff(60, 1), 120);
+        assert_eq!(backoff(60, 5), 1920);
+        assert_eq!(backoff(60, 40), 1920);
+        assert_eq!(backoff(u64::MAX, 3), u64::MAX);
+    }
+}
