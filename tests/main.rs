@@ -8,6 +8,7 @@ mod access;
 mod agent;
 mod agent_steps;
 mod api;
+mod bmc_redfish;
 mod boot;
 mod catalog;
 mod chains;

@@ -3,6 +3,8 @@
 
 pub mod bin;
 pub mod plan;
+pub mod redfish_bmc;
+pub mod sushy;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
