@@ -12,8 +12,7 @@ use super::Conn;
 impl Conn {
     /// The Bios resource's path.
     fn bios_path(&mut self) -> Result<String, BmcError> {
-        let doc = self.system_doc()?;
-        self.link_of(&doc, "Bios")?.ok_or_else(|| {
+        self.system_link("Bios")?.ok_or_else(|| {
             self.client
                 .unsupported("read or change BIOS settings (the system links no Bios resource)")
         })

@@ -21,6 +21,7 @@ mod task;
 mod tls;
 mod update;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -79,6 +80,10 @@ struct Conn {
     root: Value,
     /// The system's `@odata.id`.
     system: String,
+    /// Links of the system document read once (`Bios`, `Storage`): they do not move.
+    links: BTreeMap<&'static str, Option<String>>,
+    /// The UpdateService's SimpleUpdate (target, action), once looked for.
+    simple_update: Option<Option<(String, Value)>>,
     poll_interval: Duration,
     /// The endpoint's timeout, also the bound of waiting for a power change.
     timeout: Duration,
@@ -95,6 +100,8 @@ impl Conn {
             client,
             root,
             system: String::new(),
+            links: BTreeMap::new(),
+            simple_update: None,
             poll_interval,
             timeout: endpoint.timeout,
         };
@@ -153,6 +160,17 @@ impl Conn {
         self.client.get(&path)
     }
 
+    /// The system's link `key` (`Bios`, `Storage`), read from its document once.
+    fn system_link(&mut self, key: &'static str) -> Result<Option<String>, BmcError> {
+        if let Some(known) = self.links.get(key) {
+            return Ok(known.clone());
+        }
+        let doc = self.system_doc()?;
+        let link = self.link_of(&doc, key)?;
+        self.links.insert(key, link.clone());
+        Ok(link)
+    }
+
     /// The members of a collection, all pages, at most [`MAX_MEMBERS`].
     fn members(&mut self, collection: &str) -> Result<Vec<String>, BmcError> {
         let mut out = Vec::new();
@@ -192,10 +210,9 @@ impl Conn {
     }
 
     fn capabilities(&mut self) -> Result<Capabilities, BmcError> {
-        let system = self.system_doc()?;
         Ok(Capabilities {
-            bios: system["Bios"]["@odata.id"].is_string(),
-            raid: self.can_raid(&system)?,
+            bios: self.system_link("Bios")?.is_some(),
+            raid: self.can_raid()?,
             firmware: self.can_update()?,
         })
     }

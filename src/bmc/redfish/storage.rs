@@ -64,8 +64,8 @@ fn allows_delete(allow: &str) -> bool {
 
 impl Conn {
     /// Each storage resource of the system (path, document); `None` when it links no Storage.
-    fn storage(&mut self, system: &Value) -> Result<Option<Vec<(String, Value)>>, BmcError> {
-        let Some(collection) = self.link_of(system, "Storage")? else {
+    fn storage(&mut self) -> Result<Option<Vec<(String, Value)>>, BmcError> {
+        let Some(collection) = self.system_link("Storage")? else {
             return Ok(None);
         };
         let mut out = Vec::new();
@@ -77,8 +77,7 @@ impl Conn {
     }
 
     fn storage_or_unsupported(&mut self, what: &str) -> Result<Vec<(String, Value)>, BmcError> {
-        let system = self.system_doc()?;
-        self.storage(&system)?.ok_or_else(|| {
+        self.storage()?.ok_or_else(|| {
             self.client
                 .unsupported(format!("{what} (the system links no Storage)"))
         })
@@ -86,8 +85,8 @@ impl Conn {
 
     /// RAID is possible when some storage has a Volumes collection; a BMC that links Storage
     /// but refuses to list it cannot do RAID.
-    pub(super) fn can_raid(&mut self, system: &Value) -> Result<bool, BmcError> {
-        refused_is_no(self.storage(system).map(|s| {
+    pub(super) fn can_raid(&mut self) -> Result<bool, BmcError> {
+        refused_is_no(self.storage().map(|s| {
             s.into_iter()
                 .flatten()
                 .any(|(_, doc)| doc["Volumes"]["@odata.id"].is_string())

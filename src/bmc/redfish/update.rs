@@ -33,8 +33,17 @@ pub(super) fn shown_url(url: &str) -> String {
 }
 
 impl Conn {
-    /// The SimpleUpdate action's target and description, when the service has one.
+    /// The SimpleUpdate action's target and description, when the service has one; read once.
     fn simple_update(&mut self) -> Result<Option<(String, Value)>, BmcError> {
+        if let Some(known) = &self.simple_update {
+            return Ok(known.clone());
+        }
+        let found = self.find_simple_update()?;
+        self.simple_update = Some(found.clone());
+        Ok(found)
+    }
+
+    fn find_simple_update(&mut self) -> Result<Option<(String, Value)>, BmcError> {
         let root = self.root.clone();
         let Some(service) = self.link_of(&root, "UpdateService")? else {
             return Ok(None);
