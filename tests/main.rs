@@ -10,6 +10,7 @@ mod agent_steps;
 mod api;
 mod bmc_api;
 mod bmc_ipmi;
+mod bmc_redfish;
 mod boot;
 mod catalog;
 mod chains;

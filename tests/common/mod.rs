@@ -4,6 +4,8 @@
 pub mod bin;
 pub mod ipmi_sim;
 pub mod plan;
+pub mod redfish_bmc;
+pub mod sushy;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
