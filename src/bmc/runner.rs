@@ -390,12 +390,8 @@ impl Runner {
 /// asked. Returns its size.
 fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<u64, String> {
     use sha2::Digest;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout.max(Duration::from_secs(60))))
-        .http_status_as_error(false)
-        .tls_config(crate::tls::trusting_nothing())
-        .build()
-        .into();
+    // HTTPS images are checked against the system's roots.
+    let agent = super::redfish::tls::agent(true, timeout.max(Duration::from_secs(60)))?;
     let resp = agent
         .get(url)
         .call()

@@ -98,10 +98,11 @@ impl Bmcs {
             peak_in_flight: peak.load(Ordering::Relaxed),
             elapsed: started.elapsed(),
         };
-        tracing::debug!(
+        tracing::info!(
             read = sweep.read,
             failed,
             ms = sweep.elapsed.as_millis() as u64,
+            peak_in_flight = sweep.peak_in_flight,
             "power states read"
         );
         sweep

@@ -518,6 +518,9 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/nodes/{id}", Page(V), ui::node);
     r.post("/nodes/{id}/delete", Page(O), ui::delete_node);
     r.post("/nodes/{id}/approve", Page(O), ui::approve_node);
+    r.post("/nodes/power", Page(O), ui::power_nodes);
+    r.post("/nodes/{id}/power", Page(O), ui::power_node);
+    r.post("/nodes/{id}/bmc", Page(O), ui::set_bmc);
     r.get("/environments", Page(V), ui::environments);
     r.post("/environments", Page(O), ui::create_environment);
     r.get("/environments/{id}", Page(V), ui::environment);

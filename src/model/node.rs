@@ -178,10 +178,10 @@ impl ReportedBmc {
     /// The report checked: `ipmi` with an IP address, or `redfish` with `https://IP[:port]`.
     pub fn check(driver: &str, address: &str) -> Result<ReportedBmc, String> {
         let ip_port = |s: &str| -> bool {
-            s.parse::<std::net::IpAddr>().is_ok() || s.parse::<std::net::SocketAddr>().is_ok()
+            s.parse::<core::net::IpAddr>().is_ok() || s.parse::<core::net::SocketAddr>().is_ok()
         };
         let ok = match driver {
-            "ipmi" => address.parse::<std::net::IpAddr>().is_ok(),
+            "ipmi" => address.parse::<core::net::IpAddr>().is_ok(),
             "redfish" => address
                 .strip_prefix("https://")
                 .or_else(|| address.strip_prefix("http://"))

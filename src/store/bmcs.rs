@@ -76,7 +76,40 @@ pub struct BmcWrite {
     pub verify_tls: bool,
 }
 
+/// A BMC step as a node's page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MasterRun {
+    pub id: i64,
+    pub deployment: i64,
+    pub step: String,
+    pub status: String,
+    pub finished_at: Option<i64>,
+    pub output_tail: String,
+    pub error: Option<String>,
+}
+
 impl ReadTxn<'_> {
+    /// The master's runs (BMC steps) on `node`, newest first.
+    pub fn master_runs_of(&self, node: NodeId, limit: u32) -> Result<Vec<MasterRun>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, deployment, interface || '.' || step, status, finished_at, output_tail,
+               error
+             FROM step_runs WHERE node_id = ?1 AND runs_on = 'master' ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![node, limit], |r| {
+            Ok(MasterRun {
+                id: r.get(0)?,
+                deployment: r.get(1)?,
+                step: r.get(2)?,
+                status: r.get(3)?,
+                finished_at: r.get(4)?,
+                output_tail: r.get(5)?,
+                error: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub fn bmc(&self, node: NodeId) -> Result<Option<StoredBmc>> {
         Ok(self
             .conn

@@ -46,7 +46,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::engine::schedule::Schedule;
 
 pub use audit::AuditEntry;
-pub use bmcs::{BmcWrite, StoredBmc};
+pub use bmcs::{BmcWrite, MasterRun, StoredBmc};
 pub use boot_tokens::TokenCheck;
 pub use catalog::{NewPlugin, NewRelease};
 pub use chains::{CHAIN_NAME, CHAINING, Chain, ChainChild, ChainGraph};

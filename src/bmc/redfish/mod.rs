@@ -18,7 +18,7 @@ mod http;
 mod storage;
 mod system;
 mod task;
-mod tls;
+pub(crate) mod tls;
 mod update;
 
 use std::collections::BTreeMap;

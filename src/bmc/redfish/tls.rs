@@ -37,7 +37,7 @@ const ROOT_BUNDLES: [&str; 3] = [
 
 /// An agent for one BMC: every call bounded by `timeout`, statuses returned (not errors),
 /// redirects returned (not followed).
-pub(super) fn agent(verify: bool, timeout: Duration) -> Result<ureq::Agent, String> {
+pub(crate) fn agent(verify: bool, timeout: Duration) -> Result<ureq::Agent, String> {
     let tls = if verify { verified()? } else { unverified()? };
     let config = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))

@@ -34,6 +34,8 @@ pub struct NodesPage {
     version: &'static str,
     me: Me,
     rows: Vec<NodeRow>,
+    /// After a bulk power action: a line per node.
+    results: Vec<(i64, bool, String)>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -47,6 +49,11 @@ pub struct NodePage {
     created: String,
     memory: String,
     disks: Vec<(String, String, String, String)>,
+    bmc: Option<crate::store::StoredBmc>,
+    /// The master's BMC steps on this node, newest first.
+    bmc_runs: Vec<crate::store::MasterRun>,
+    /// What the last power action or BMC change said.
+    message: Option<String>,
 }
 
 /// One row of the environments table.
@@ -175,13 +182,134 @@ pub async fn overview(
 /// `GET /nodes`
 pub async fn nodes(state: web::Data<AppState>, caller: Caller) -> Result<NodesPage, PageError> {
     let now = crate::clock::now();
-    let nodes = state.store(|s| s.read(|tx| tx.nodes())).await?;
+    nodes_page(&state, caller, now, Vec::new()).await
+}
+
+async fn nodes_page(
+    state: &AppState,
+    caller: Caller,
+    now: i64,
+    results: Vec<(i64, bool, String)>,
+) -> Result<NodesPage, PageError> {
+    let (nodes, bmcs) = state
+        .store(|s| s.read(|tx| Ok((tx.nodes()?, tx.bmcs()?))))
+        .await?;
+    let bmcs: std::collections::BTreeMap<i64, crate::store::StoredBmc> =
+        bmcs.into_iter().map(|b| (b.node_id, b)).collect();
     Ok(NodesPage {
         nav: "nodes",
         version: VERSION,
         me: Me::of(&caller),
-        rows: nodes.iter().map(|n| NodeRow::new(n, now)).collect(),
+        rows: nodes
+            .iter()
+            .map(|n| NodeRow::new(n, now).with_power(bmcs.get(&n.id)))
+            .collect(),
+        results,
     })
+}
+
+/// A power form: the action, and on the node list the nodes ticked.
+#[derive(Debug, serde::Deserialize)]
+pub struct PowerForm {
+    action: String,
+    #[serde(default)]
+    nodes: Vec<i64>,
+}
+
+/// `POST /nodes/power`: a power action on the nodes ticked; the list again with a line per
+/// node.
+pub async fn power_nodes(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: web::Bytes,
+) -> Result<NodesPage, PageError> {
+    // Repeated `nodes=` fields: serde_urlencoded takes them as a sequence only by hand.
+    let mut action = String::new();
+    let mut nodes = Vec::new();
+    for (k, v) in serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
+        .map_err(|e| ApiError::BadRequest(format!("form: {e}")))?
+    {
+        match k.as_str() {
+            "action" => action = v,
+            "nodes" => nodes.push(crate::http::api::node_id(&v)?),
+            _ => {}
+        }
+    }
+    let form = PowerForm { action, nodes };
+    let act = crate::bmc::actions::Act::parse(&form.action)
+        .ok_or_else(|| ApiError::BadRequest(format!("no power action {:?}", form.action)))?;
+    if form.nodes.is_empty() {
+        return Err(ApiError::BadRequest("tick at least one node".into()).into());
+    }
+    let user = caller.0.user.clone();
+    let results = crate::http::api::bmc::power_nodes(&state, form.nodes, act, user).await?;
+    let lines = results
+        .into_iter()
+        .map(|r| {
+            let text = match (&r.error, r.power_state) {
+                (Some(e), _) => format!("{} failed: {e}", r.action),
+                (None, p) => format!(
+                    "{} done, power {}",
+                    r.action,
+                    p.map_or("unknown", crate::bmc::PowerState::as_str)
+                ),
+            };
+            (r.node, r.ok, text)
+        })
+        .collect();
+    nodes_page(&state, caller, crate::clock::now(), lines).await
+}
+
+/// `POST /nodes/{id}/power`: one node's power button; its page with what the BMC said.
+pub async fn power_node(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    form: web::Form<PowerForm>,
+) -> Result<NodePage, PageError> {
+    let id = crate::http::api::node_id(&path)?;
+    let act = crate::bmc::actions::Act::parse(&form.action)
+        .ok_or_else(|| ApiError::BadRequest(format!("no power action {:?}", form.action)))?;
+    let user = caller.0.user.clone();
+    let r = crate::http::api::bmc::power_nodes(&state, vec![id], act, user).await?;
+    let message = r.first().map(|r| match &r.error {
+        Some(e) => format!("Power {} failed: {e}", r.action),
+        None => format!("Power {} done.", r.action),
+    });
+    node_page(&state, caller, id, message).await
+}
+
+/// The BMC form.
+#[derive(Debug, serde::Deserialize)]
+pub struct BmcForm {
+    driver: String,
+    address: String,
+    username: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    verify_tls: Option<String>,
+}
+
+/// `POST /nodes/{id}/bmc`: set the node's BMC (an empty password keeps the stored one).
+pub async fn set_bmc(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<String>,
+    form: web::Form<BmcForm>,
+) -> Result<NodePage, PageError> {
+    let id = crate::http::api::node_id(&path)?;
+    let f = form.into_inner();
+    let mut body = serde_json::json!({"driver": f.driver, "address": f.address,
+        "username": f.username, "verify_tls": f.verify_tls.is_some()});
+    if !f.password.is_empty() {
+        body["password"] = f.password.into();
+    }
+    let message = match crate::http::api::bmc::set_bmc(&state, id, body).await {
+        Ok(_) => "BMC saved; its power is read within seconds.".to_string(),
+        Err(e) => format!("BMC not saved: {e}"),
+    };
+    node_page(&state, caller, id, Some(message)).await
 }
 
 /// `GET /nodes/{id}`
@@ -191,16 +319,28 @@ pub async fn node(
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    let node = state
-        .store(move |s| s.read(|tx| tx.node(id)))
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
+    node_page(&state, caller, id, None).await
+}
+
+async fn node_page(
+    state: &AppState,
+    caller: Caller,
+    id: i64,
+    message: Option<String>,
+) -> Result<NodePage, PageError> {
+    let (node, bmc, bmc_runs) = state
+        .store(move |s| s.read(|tx| Ok((tx.node(id)?, tx.bmc(id)?, tx.master_runs_of(id, 20)?))))
+        .await?;
+    let node = node.ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
     let now = crate::clock::now();
     Ok(NodePage {
         nav: "nodes",
         version: VERSION,
         me: Me::of(&caller),
-        row: NodeRow::new(&node, now),
+        row: NodeRow::new(&node, now).with_power(bmc.as_ref()),
+        bmc,
+        bmc_runs,
+        message,
         created: crate::http::pages::views::utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
         disks: node

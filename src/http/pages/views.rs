@@ -62,9 +62,25 @@ pub struct NodeRow {
     pub last_seen_utc: String,
     /// Its agent called recently ([`Node::online`]).
     pub online: bool,
+    /// Its power as its BMC last said (`on`, `off`, `unreachable`), empty without a BMC.
+    pub power: String,
 }
 
 impl NodeRow {
+    /// The row with its BMC's power reading.
+    pub fn with_power(mut self, bmc: Option<&crate::store::StoredBmc>) -> NodeRow {
+        self.power = match bmc {
+            None => String::new(),
+            Some(b) if b.power_error.is_some() => "unreachable".to_string(),
+            Some(b) if !b.usable() => "no credentials".to_string(),
+            Some(b) => b
+                .power_state
+                .map_or("unknown", crate::bmc::PowerState::as_str)
+                .to_string(),
+        };
+        self
+    }
+
     pub fn new(node: &Node, now: i64) -> NodeRow {
         let inv = &node.inventory;
         let disks = match inv.disks.len() {
@@ -94,6 +110,7 @@ impl NodeRow {
             last_seen: ago(node.last_seen_at, now),
             last_seen_utc: utc(node.last_seen_at),
             online: node.online(now),
+            power: String::new(),
         }
     }
 }
