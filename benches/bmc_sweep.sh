@@ -19,7 +19,7 @@ work=$(mktemp -d /tmp/stoker-bmc-sweep.XXXXXX)
 spid=; epid=
 cleanup() {
   for p in $spid $epid; do kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
+  if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
