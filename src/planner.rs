@@ -61,7 +61,7 @@ pub enum PlanningError {
     /// and the plugin's versions).
     #[error(
         "the environment's settings do not enable one version of each plugin: {}",
-        .0.iter().map(|p| format!("{}: {}", p.field, p.message)).collect::<Vec<_>>().join("; ")
+        FieldError::joined(.0)
     )]
     PluginChoice(Vec<FieldError>),
     #[error(transparent)]

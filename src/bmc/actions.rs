@@ -25,7 +25,7 @@ pub enum ActionError {
          password"
     )]
     NoCredentials(NodeId),
-    #[error("invalid BMC: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    #[error("invalid BMC: {}", FieldError::joined(.0))]
     Invalid(Vec<FieldError>),
     #[error(transparent)]
     Vault(#[from] VaultError),

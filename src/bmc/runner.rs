@@ -22,7 +22,7 @@ use super::actions::{Act, Bmcs};
 use super::{BmcError, PowerAction, PowerState};
 use crate::engine::steps::Location;
 use crate::engine::{bmc_steps, raid};
-use crate::model::NodeId;
+use crate::model::{FieldError, NodeId};
 use crate::store::{Claim, GroupWriter, Run, RunResult, Store};
 
 /// What runs the master's steps, shared by the daemon's loop and the agents' calls.
@@ -40,13 +40,6 @@ impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runner").finish_non_exhaustive()
     }
-}
-
-/// A step's outcome: output lines, a report, or the error.
-struct Outcome {
-    lines: Vec<String>,
-    report: Option<Value>,
-    error: Option<String>,
 }
 
 impl Runner {
@@ -116,10 +109,14 @@ impl Runner {
     fn run(&self, run: &Run, node: NodeId) {
         let started = Instant::now();
         tracing::info!(node, run = run.id, step = %run.step_id(), "BMC step started");
-        let o = self.execute(run, node);
-        let ok = o.error.is_none();
-        let mut tail = o.lines.join("\n");
-        if let Some(e) = &o.error {
+        let mut lines = Vec::new();
+        let (report, error) = match self.step(run, node, &mut lines) {
+            Ok(report) => (report, None),
+            Err(e) => (None, Some(e)),
+        };
+        let ok = error.is_none();
+        let mut tail = lines.join("\n");
+        if let Some(e) = &error {
             if !tail.is_empty() {
                 tail.push('\n');
             }
@@ -130,15 +127,15 @@ impl Runner {
             ok,
             exit_code: None,
             output_tail: tail,
-            error: o.error.clone(),
-            report: o.report,
+            error: error.clone(),
+            report,
         };
         let (id, now) = (run.id, crate::clock::now());
         let history = format!(
             "{} {} through the BMC{}",
             run.step_id(),
             if ok { "done" } else { "failed" },
-            o.error
+            error
                 .as_deref()
                 .map(|e| format!(": {e}"))
                 .unwrap_or_default()
@@ -155,26 +152,9 @@ impl Runner {
             run = run.id,
             ok,
             ms = started.elapsed().as_millis() as u64,
-            error = o.error.as_deref().unwrap_or(""),
+            error = error.as_deref().unwrap_or(""),
             "BMC step ended"
         );
-    }
-
-    fn execute(&self, run: &Run, node: NodeId) -> Outcome {
-        let mut lines = Vec::new();
-        let r = self.step(run, node, &mut lines);
-        match r {
-            Ok(report) => Outcome {
-                lines,
-                report,
-                error: None,
-            },
-            Err(e) => Outcome {
-                lines,
-                report: None,
-                error: Some(e),
-            },
-        }
     }
 
     fn step(
@@ -212,19 +192,13 @@ impl Runner {
                 ))
             }
             ("bios", "apply_configuration") => {
-                let settings =
-                    bmc_steps::bios_settings(&args["settings"], "settings").map_err(|v| {
-                        v.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })?;
-                if !bmc.capabilities().map_err(e)?.bios {
-                    return Err(format!(
-                        "the {} BMC at {} has no BIOS settings resource; nothing was changed",
-                        endpoint.driver, endpoint.address
-                    ));
-                }
+                let settings = bmc_steps::bios_settings(&args["settings"], "settings")
+                    .map_err(|v| FieldError::joined(&v))?;
+                require(
+                    bmc.capabilities().map_err(e)?.bios,
+                    &endpoint,
+                    "BIOS settings resource",
+                )?;
                 bmc.apply_bios(&settings).map_err(e)?;
                 for (k, v) in &settings {
                     lines.push(format!("{k} = {v}"));
@@ -234,18 +208,12 @@ impl Runner {
             }
             ("raid", "create_configuration") => {
                 let config = raid::parse(&args["target_raid_config"], "target_raid_config")
-                    .map_err(|v| {
-                        v.iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })?;
-                if !bmc.capabilities().map_err(e)?.raid {
-                    return Err(format!(
-                        "the {} BMC at {} has no RAID volumes; nothing was changed",
-                        endpoint.driver, endpoint.address
-                    ));
-                }
+                    .map_err(|v| FieldError::joined(&v))?;
+                require(
+                    bmc.capabilities().map_err(e)?.raid,
+                    &endpoint,
+                    "RAID volumes",
+                )?;
                 let drives = bmc.drives().map_err(e)?;
                 lines.push(format!(
                     "{} drives: {}",
@@ -257,12 +225,8 @@ impl Runner {
                         .join(", ")
                 ));
                 // Placed before anything is deleted: a layout larger than the disks changes nothing.
-                let plan = raid::plan(&config, &drives, "target_raid_config").map_err(|v| {
-                    v.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })?;
+                let plan = raid::plan(&config, &drives, "target_raid_config")
+                    .map_err(|v| FieldError::joined(&v))?;
                 if args["delete_existing"].as_bool().unwrap_or(false) {
                     let n = bmc.delete_volumes().map_err(e)?;
                     lines.push(format!("deleted {n} existing volumes"));
@@ -279,12 +243,11 @@ impl Runner {
                 Ok(Some(json!({"volumes": made, "plan": plan})))
             }
             ("raid", "delete_configuration") => {
-                if !bmc.capabilities().map_err(e)?.raid {
-                    return Err(format!(
-                        "the {} BMC at {} has no RAID volumes; nothing was changed",
-                        endpoint.driver, endpoint.address
-                    ));
-                }
+                require(
+                    bmc.capabilities().map_err(e)?.raid,
+                    &endpoint,
+                    "RAID volumes",
+                )?;
                 let n = bmc.delete_volumes().map_err(e)?;
                 lines.push(format!("deleted {n} volumes"));
                 Ok(Some(json!({"deleted": n})))
@@ -292,33 +255,19 @@ impl Runner {
             ("management", "update_firmware") => {
                 let images =
                     bmc_steps::firmware_images(&args["firmware_images"], "firmware_images")
-                        .map_err(|v| {
-                            v.iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        })?;
-                if !bmc.capabilities().map_err(e)?.firmware {
-                    return Err(format!(
-                        "the {} BMC at {} has no UpdateService.SimpleUpdate; nothing was changed",
-                        endpoint.driver, endpoint.address
-                    ));
-                }
+                        .map_err(|v| FieldError::joined(&v))?;
+                require(
+                    bmc.capabilities().map_err(e)?.firmware,
+                    &endpoint,
+                    "UpdateService.SimpleUpdate",
+                )?;
                 // Every image is checked before the first is installed.
                 for (i, img) in images.iter().enumerate() {
-                    let size = check_image(&img.url, img.checksum.as_deref(), self.bmcs.timeout)
+                    let found = check_image(&img.url, img.checksum.as_deref(), self.bmcs.timeout)
                         .map_err(|m| {
-                            format!("firmware_images[{i}].url: {m}; nothing was changed")
-                        })?;
-                    lines.push(format!(
-                        "image {} checked: {size} bytes{}",
-                        img.url,
-                        if img.checksum.is_some() {
-                            ", checksum matches"
-                        } else {
-                            ""
-                        }
-                    ));
+                        format!("firmware_images[{i}].url: {m}; nothing was changed")
+                    })?;
+                    lines.push(format!("image {}: {found}", img.url));
                 }
                 let mut done = Vec::new();
                 for img in &images {
@@ -385,10 +334,22 @@ impl Runner {
     }
 }
 
-/// Fetch a firmware image's whole body (bounded at 4 GiB) to check it answers and, with a
-/// checksum, that it matches: a URL that 404s or a wrong image fails before the BMC is
-/// asked. Returns its size.
-fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<u64, String> {
+/// Refuses a step the BMC lacks `what` for, before anything is sent.
+fn require(has: bool, endpoint: &super::Endpoint, what: &str) -> Result<(), String> {
+    if has {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {} BMC at {} has no {what}; nothing was changed",
+            endpoint.driver, endpoint.address
+        ))
+    }
+}
+
+/// Check a firmware image before the BMC is asked for it: its URL must answer 200 (a URL that
+/// 404s fails here), and with a checksum the whole body (bounded at 4 GiB) must match it.
+/// Without one only the answer's head is read. What it found, for the step's output.
+fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<String, String> {
     use sha2::Digest;
     // HTTPS images are checked against the system's roots.
     let agent = super::redfish::tls::agent(true, timeout.max(Duration::from_secs(60)))?;
@@ -400,6 +361,9 @@ fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<u
     if status != 200 {
         return Err(format!("the image URL answered HTTP {status}"));
     }
+    let Some(want) = checksum else {
+        return Ok("answers 200".to_string());
+    };
     let mut body = resp.into_body();
     let mut reader = body.as_reader().take(4 << 30);
     let mut hash = sha2::Sha256::new();
@@ -415,11 +379,9 @@ fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<u
         size += n as u64;
         hash.update(&buf[..n]);
     }
-    if let Some(want) = checksum {
-        let got = format!("sha256:{}", crate::model::hex(&hash.finalize()));
-        if got != want {
-            return Err(format!("the image's checksum is {got}, not {want}"));
-        }
+    let got = format!("sha256:{}", crate::model::hex(&hash.finalize()));
+    if got != want {
+        return Err(format!("the image's checksum is {got}, not {want}"));
     }
-    Ok(size)
+    Ok(format!("{size} bytes, checksum matches"))
 }

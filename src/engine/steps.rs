@@ -299,16 +299,8 @@ impl PlannedStep {
 /// Why a set of steps was refused; every problem is reported, not just the first, each with
 /// the field of the request it is about (`steps[1].args.image_url`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid deploy steps: {}", list(.0))]
+#[error("invalid deploy steps: {}", FieldError::joined(.0))]
 pub struct StepsError(pub Vec<FieldError>);
-
-fn list(errors: &[FieldError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 fn problem(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {

@@ -19,7 +19,7 @@ pub enum ApiError {
     BadRequest(String),
     #[error("request body is not valid JSON: {0}")]
     InvalidJson(String),
-    #[error("invalid {what}: {}", summary(.fields))]
+    #[error("invalid {what}: {}", FieldError::joined(.fields))]
     InvalidInput {
         what: &'static str,
         fields: Vec<FieldError>,
@@ -77,14 +77,6 @@ impl From<crate::planner::PlanningError> for ApiError {
     fn from(e: crate::planner::PlanningError) -> ApiError {
         ApiError::Planning(Box::new(e))
     }
-}
-
-fn summary(fields: &[FieldError]) -> String {
-    fields
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 #[derive(Serialize)]

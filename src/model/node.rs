@@ -270,6 +270,17 @@ impl fmt::Display for FieldError {
     }
 }
 
+impl FieldError {
+    /// Several problems as one message: `a.b: why; c: why`.
+    pub fn joined(errors: &[FieldError]) -> String {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 fn count(value: &Option<serde_json::Value>, field: &str, errors: &mut Vec<FieldError>) -> u64 {
     match value {
         None => {
@@ -425,7 +436,7 @@ pub enum InventoryError {
     Json(String),
     /// JSON, but not a valid inventory: every field at fault, by its path (`$` for the whole
     /// document).
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    #[error("{}", FieldError::joined(.0))]
     Fields(Vec<FieldError>),
 }
 

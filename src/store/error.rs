@@ -27,7 +27,7 @@ pub enum StoreError {
     NoRelease,
     /// Input the engine refused inside a write (a network configuration, interfaces): each
     /// problem named by its field; nothing was written.
-    #[error("invalid {what}: {}", .fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    #[error("invalid {what}: {}", crate::model::FieldError::joined(.fields))]
     Invalid {
         what: &'static str,
         fields: Vec<crate::model::FieldError>,
