@@ -46,6 +46,37 @@ for (const c of checks) {
   ok(html.includes('class="badge badge-neutral user-role">admin<'), `${c.path} shows the role`);
 }
 
+// A node's BMC through its page: the form saves it, its password never comes back, and a
+// destructive power button asks first (a dismissed question sends nothing). Nothing listens on
+// the BMC's loopback port, so the action fails, and the page says so.
+await page.goto(`${base}/nodes/1`);
+await page.selectOption("#bmc-driver", "redfish");
+await page.fill("#bmc-address", "http://127.0.0.1:9");
+await page.fill("#bmc-user", "root");
+await page.fill("#bmc-password", "browser-Secret-9");
+await Promise.all([page.waitForNavigation(),
+                   page.click('form[action="/nodes/1/bmc"] button[type="submit"]')]);
+let html = await page.content();
+ok(html.includes("BMC saved"), "the BMC form says it saved");
+ok(!html.includes("browser-Secret-9"), "the BMC password is not on the page");
+let asked = "";
+page.once("dialog", (d) => { asked = d.message(); d.dismiss(); });
+await page.click('button[data-confirm^="Power off"]');
+ok(asked.startsWith("Power off"), `power off asks first (${asked})`);
+ok(!(await page.content()).includes("Power off failed"), "a dismissed question sends nothing");
+page.once("dialog", (d) => d.accept());
+await Promise.all([page.waitForNavigation(), page.click('button[data-confirm^="Power off"]')]);
+ok((await page.content()).includes("Power off failed"), "an accepted power off is tried, its failure shown");
+await page.screenshot({ path: `${out}/node_power.png`, fullPage: true });
+// Bulk power from the node list: a line per ticked node.
+await page.goto(`${base}/nodes`);
+await page.check('input[name="nodes"][value="1"]');
+await page.selectOption("#power-action", "off");
+page.once("dialog", (d) => d.accept());
+await Promise.all([page.waitForNavigation(), page.click('#power-form button[type="submit"]')]);
+ok((await page.content()).includes("node 1</a>: off failed"), "bulk power shows a line per node");
+await page.screenshot({ path: `${out}/nodes_power.png`, fullPage: true });
+
 // An API token made on the Account page is shown once.
 await page.goto(`${base}/account`);
 await page.fill('input[name="name"]', "browser-ci");

@@ -51,7 +51,8 @@ pub struct NodePage {
     disks: Vec<(String, String, String, String)>,
     bmc: Option<crate::store::StoredBmc>,
     /// The master's BMC steps on this node, newest first.
-    bmc_runs: Vec<crate::store::MasterRun>,
+    /// The node's BMC steps, newest first, with when each finished.
+    bmc_runs: Vec<(crate::store::MasterRun, String)>,
     /// What the last power action or BMC change said.
     message: Option<String>,
 }
@@ -208,12 +209,15 @@ async fn nodes_page(
     })
 }
 
-/// A power form: the action, and on the node list the nodes ticked.
+/// A node page's power button.
 #[derive(Debug, serde::Deserialize)]
 pub struct PowerForm {
     action: String,
-    #[serde(default)]
-    nodes: Vec<i64>,
+}
+
+fn power_action(action: &str) -> Result<crate::bmc::actions::Act, ApiError> {
+    crate::bmc::actions::Act::parse(action)
+        .ok_or_else(|| ApiError::BadRequest(format!("action: no power action {action:?}")))
 }
 
 /// `POST /nodes/power`: a power action on the nodes ticked; the list again with a line per
@@ -235,14 +239,12 @@ pub async fn power_nodes(
             _ => {}
         }
     }
-    let form = PowerForm { action, nodes };
-    let act = crate::bmc::actions::Act::parse(&form.action)
-        .ok_or_else(|| ApiError::BadRequest(format!("no power action {:?}", form.action)))?;
-    if form.nodes.is_empty() {
+    let act = power_action(&action)?;
+    if nodes.is_empty() {
         return Err(ApiError::BadRequest("tick at least one node".into()).into());
     }
     let user = caller.0.user.clone();
-    let results = crate::http::api::bmc::power_nodes(&state, form.nodes, act, user).await?;
+    let results = crate::http::api::bmc::power_nodes(&state, nodes, act, user).await?;
     let lines = results
         .into_iter()
         .map(|r| {
@@ -268,8 +270,7 @@ pub async fn power_node(
     form: web::Form<PowerForm>,
 ) -> Result<NodePage, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    let act = crate::bmc::actions::Act::parse(&form.action)
-        .ok_or_else(|| ApiError::BadRequest(format!("no power action {:?}", form.action)))?;
+    let act = power_action(&form.action)?;
     let user = caller.0.user.clone();
     let r = crate::http::api::bmc::power_nodes(&state, vec![id], act, user).await?;
     let message = r.first().map(|r| match &r.error {
@@ -339,7 +340,15 @@ async fn node_page(
         me: Me::of(&caller),
         row: NodeRow::new(&node, now).with_power(bmc.as_ref()),
         bmc,
-        bmc_runs,
+        bmc_runs: bmc_runs
+            .into_iter()
+            .map(|r| {
+                let finished = r
+                    .finished_at
+                    .map_or_else(String::new, crate::http::pages::views::utc);
+                (r, finished)
+            })
+            .collect(),
         message,
         created: crate::http::pages::views::utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
