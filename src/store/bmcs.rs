@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::bmc::{Driver, PowerState};
 use crate::model::node::{Cpu, Nic, System};
-use crate::model::{Inventory, Mac, NodeId, NodeStatus};
+use crate::model::{Inventory, Mac, NodeId};
 
 /// A node's BMC as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -81,6 +81,8 @@ pub struct BmcWrite {
 pub struct MasterRun {
     pub id: i64,
     pub deployment: i64,
+    /// The environment the deployment belongs to.
+    pub cluster: i64,
     pub step: String,
     pub status: String,
     pub finished_at: Option<i64>,
@@ -92,19 +94,21 @@ impl ReadTxn<'_> {
     /// The master's runs (BMC steps) on `node`, newest first.
     pub fn master_runs_of(&self, node: NodeId, limit: u32) -> Result<Vec<MasterRun>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, deployment, interface || '.' || step, status, finished_at, output_tail,
-               error
-             FROM step_runs WHERE node_id = ?1 AND runs_on = 'master' ORDER BY id DESC LIMIT ?2",
+            "SELECT r.id, r.deployment, d.cluster_id, r.interface || '.' || r.step, r.status,
+               r.finished_at, r.output_tail, r.error
+             FROM step_runs r JOIN deployments d ON d.id = r.deployment
+             WHERE r.node_id = ?1 AND r.runs_on = 'master' ORDER BY r.id DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![node, limit], |r| {
             Ok(MasterRun {
                 id: r.get(0)?,
                 deployment: r.get(1)?,
-                step: r.get(2)?,
-                status: r.get(3)?,
-                finished_at: r.get(4)?,
-                output_tail: r.get(5)?,
-                error: r.get(6)?,
+                cluster: r.get(2)?,
+                step: r.get(3)?,
+                status: r.get(4)?,
+                finished_at: r.get(5)?,
+                output_tail: r.get(6)?,
+                error: r.get(7)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -269,11 +273,6 @@ impl WriteTxn<'_> {
     /// A node known by its MAC before it booted (Ironic's enroll): in `discover`, approved,
     /// never seen; its first hello from that MAC fills in its inventory.
     pub fn enroll_node(&self, mac: &Mac, name: Option<&str>, now: i64) -> Result<NodeId> {
-        if let Some((mac, owner)) = self.read().mac_owners([mac])?.pop() {
-            return Err(StoreError::Conflict(format!(
-                "MAC {mac} belongs to node {owner}"
-            )));
-        }
         let inventory = Inventory {
             interfaces: vec![Nic {
                 name: "enrolled".to_string(),
@@ -296,24 +295,17 @@ impl WriteTxn<'_> {
                 what: "inventory",
                 detail: e.to_string(),
             })?;
-        // Ids are never reused, as in `apply_hello`.
-        self.conn.execute(
-            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved)
-             VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
-                         coalesce((SELECT CAST(value AS INTEGER) FROM settings
-                                   WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
-                     ?1, ?2, ?3, ?4, 0, 1)",
-            params![
-                mac.as_str(),
-                name.map_or_else(|| super::nodes::default_name(mac), str::to_string),
-                NodeStatus::Discover.as_str(),
+        let name = name.map_or_else(|| super::nodes::default_name(mac), str::to_string);
+        let id = self.insert_node(
+            mac,
+            &name,
+            &inventory_json,
+            super::nodes::NewNode {
                 now,
-            ],
-        )?;
-        let id = self.conn.last_insert_rowid();
-        self.conn.execute(
-            "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
-            params![id, inventory_json],
+                last_seen_at: 0,
+                approved: true,
+                address: None,
+            },
         )?;
         self.replace_macs(id, &inventory)?;
         self.add_history(now, Some(id), "node.enrolled", &format!("enrolled {mac}"))?;

@@ -258,6 +258,19 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
 }
 
 impl ReadTxn<'_> {
+    /// The running deployments that have a master run (a BMC step) not started yet.
+    pub fn deployments_with_master_runs(&self) -> Result<Vec<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT r.deployment FROM step_runs r
+                   JOIN deployments d ON d.id = r.deployment
+                 WHERE r.runs_on = 'master' AND r.status = 'pending' AND d.status = 'running'",
+            )?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     pub fn deployment(&self, id: i64) -> Result<Option<Deployment>> {
         let sql = format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = ?1");
         Ok(self
@@ -517,12 +530,10 @@ impl WriteTxn<'_> {
 
     /// The nodes whose next run is due on the master (a BMC step), in every running
     /// deployment: what the master's step runner claims with [`WriteTxn::claim_run`].
+    /// Only deployments with a pending master run are looked at (an index holds just those),
+    /// so with no BMC step waiting this costs one empty index lookup.
     pub fn master_runs_due(&self) -> Result<Vec<i64>> {
-        let deployments: Vec<i64> = self
-            .conn
-            .prepare_cached("SELECT id FROM deployments WHERE status = 'running'")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let deployments = self.read().deployments_with_master_runs()?;
         let mut nodes = Vec::new();
         for dep in deployments {
             let due = self.with_schedule(dep, |s| {

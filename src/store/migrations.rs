@@ -671,6 +671,11 @@ pub const MIGRATIONS: &[Migration] = &[
                 updated_at       INTEGER NOT NULL
             ) STRICT;
             CREATE INDEX node_bmcs_due ON node_bmcs (next_check_at);
+            -- The master's runs (BMC steps): a node's, for its page, and the pending ones,
+            -- which the step runner looks for every second and which are usually none.
+            CREATE INDEX step_runs_on_master ON step_runs (node_id, id) WHERE runs_on = 'master';
+            CREATE INDEX step_runs_master_pending ON step_runs (deployment)
+                WHERE runs_on = 'master' AND status = 'pending';
         ",
     },
 ];

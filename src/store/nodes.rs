@@ -295,7 +295,56 @@ pub struct HelloWrite<'a> {
     pub now: i64,
 }
 
+/// What a new node row starts with besides its MAC, name and inventory.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NewNode<'a> {
+    pub now: i64,
+    pub last_seen_at: i64,
+    pub approved: bool,
+    pub address: Option<&'a str>,
+}
+
 impl WriteTxn<'_> {
+    /// A new node with `mac` as its primary MAC (refused when another node has it), under an
+    /// id never used before, not even the highest one after its node was deleted: Fuel
+    /// clients and deployed state name nodes by id. Its MACs are the caller's to record.
+    pub(super) fn insert_node(
+        &self,
+        mac: &Mac,
+        name: &str,
+        inventory_json: &str,
+        n: NewNode<'_>,
+    ) -> Result<NodeId> {
+        if let Some((mac, owner)) = self.read().mac_owners([mac])?.pop() {
+            return Err(StoreError::Conflict(format!(
+                "MAC {mac} belongs to node {owner}"
+            )));
+        }
+        self.conn.execute(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved,
+               address)
+             VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
+                         coalesce((SELECT CAST(value AS INTEGER) FROM settings
+                                   WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
+                     ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                mac.as_str(),
+                name,
+                NodeStatus::Discover.as_str(),
+                n.now,
+                n.last_seen_at,
+                n.approved,
+                n.address
+            ],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        self.conn.execute(
+            "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
+            params![id, inventory_json],
+        )?;
+        Ok(id)
+    }
+
     /// Record an agent's hello the way discovery always did: create the node, or refresh the
     /// one that owns the inventory's first known MAC (replacing its MACs while in `discover`).
     /// For callers that made no decision of their own (tools, tests); the HTTP handlers decide
@@ -364,33 +413,16 @@ impl WriteTxn<'_> {
                 (node, HelloOutcome::Updated, macs)
             }
             HelloTarget::Create { approved } => {
-                if let Some((mac, owner)) = self.read().mac_owners([primary])?.pop() {
-                    return Err(StoreError::Conflict(format!(
-                        "MAC {mac} belongs to node {owner}"
-                    )));
-                }
-                // Ids are never reused, not even the highest one after its node was deleted:
-                // Fuel clients and deployed state name nodes by id.
-                self.conn.execute(
-                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved,
-                       address)
-                     VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
-                                 coalesce((SELECT CAST(value AS INTEGER) FROM settings
-                                           WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
-                             ?1, ?2, ?3, ?4, ?4, ?5, ?6)",
-                    params![
-                        primary.as_str(),
-                        default_name(primary),
-                        NodeStatus::Discover.as_str(),
+                let id = self.insert_node(
+                    primary,
+                    &default_name(primary),
+                    &inventory_json,
+                    NewNode {
                         now,
+                        last_seen_at: now,
                         approved,
-                        w.address
-                    ],
-                )?;
-                let id = self.conn.last_insert_rowid();
-                self.conn.execute(
-                    "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
-                    params![id, inventory_json],
+                        address: w.address,
+                    },
                 )?;
                 (id, HelloOutcome::Created, Macs::Replace)
             }
