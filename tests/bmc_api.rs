@@ -191,12 +191,15 @@ fn power_actions_are_recorded_and_a_dead_bmc_is_a_clear_failure() {
     let b = enroll("52:54:00:aa:01:03");
     let r = http.post(
         "/api/v1/nodes/power",
-        &json!({"nodes": [a, b], "action": "pxe"}).to_string(),
+        &json!({"nodes": [b, a, b], "action": "pxe"}).to_string(),
     );
     assert_eq!(r.status, 207, "{}", r.body);
     let v: Value = r.json();
+    // A node named twice is acted on once, in the order first named.
     assert_eq!(v["failed"], 2);
-    assert_eq!(v["results"][1]["node"], b);
+    assert_eq!(v["results"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["results"][0]["node"], b);
+    assert_eq!(v["results"][1]["node"], a);
 }
 
 #[test]
@@ -242,7 +245,7 @@ fn a_bmc_step_for_a_node_without_a_bmc_is_refused_naming_it() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn power_through_ipmi_sim() {
     let sim = crate::common::ipmi_sim::IpmiSim::start();
     let d = TestDaemon::start();
@@ -272,4 +275,91 @@ fn power_through_ipmi_sim() {
     assert_eq!(sim.power(), "0");
     let b = http.get(&format!("/api/v1/nodes/{id}/bmc")).json();
     assert_eq!(b["power_state"], "off", "{b}");
+}
+
+#[test]
+fn the_dashboard_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    let port = closed_port();
+    let mut ids = Vec::new();
+    for mac in ["52:54:00:aa:03:01", "52:54:00:aa:03:02"] {
+        let r = http.post("/api/v1/agent/hello", &inventory(mac).to_string());
+        ids.push(r.json()["node"]["id"].as_i64().unwrap());
+    }
+    let (a, b) = (ids[0], ids[1]);
+    // The node page's BMC form: saved, shown without its password.
+    let address = crate::common::urlencode(&format!("http://127.0.0.1:{port}"));
+    for id in [a, b] {
+        let r = http.post_form(
+            &format!("/nodes/{id}/bmc"),
+            &format!("driver=redfish&address={address}&username=root&password=Form-s3cret-pw"),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("BMC saved"), "{}", r.body);
+        assert!(r.body.contains(&format!("http://127.0.0.1:{port}")));
+        assert!(!r.body.contains("Form-s3cret-pw"));
+        assert!(r.body.contains(r#"data-confirm="Power off"#), "{}", r.body);
+    }
+    // A bad field is said on the page, and nothing changes.
+    let r = http.post_form(
+        &format!("/nodes/{a}/bmc"),
+        "driver=ipmi&address=-H%20evil&username=root",
+    );
+    assert!(r.body.contains("BMC not saved"), "{}", r.body);
+    assert!(r.body.contains("address"), "{}", r.body);
+    assert_eq!(
+        http.get(&format!("/api/v1/nodes/{a}/bmc")).json()["driver"],
+        "redfish"
+    );
+    // Bulk power from the node list: a line per node, in the page.
+    let r = http.post_form("/nodes/power", &format!("action=off&nodes={b}&nodes={a}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    for id in [a, b] {
+        assert!(
+            r.body.contains(&format!(
+                r#"<a href="/nodes/{id}">node {id}</a>: off failed"#
+            )),
+            "{}",
+            r.body
+        );
+    }
+    let r = http.post_form("/nodes/power", "action=off");
+    assert_eq!(r.status, 400, "{}", r.body);
+    // One node's button, with what the BMC said.
+    let r = http.post_form(&format!("/nodes/{a}/power"), "action=on");
+    assert!(r.body.contains("Power on failed"), "{}", r.body);
+    // The BMC that did not answer is flagged on its node at once.
+    assert!(
+        r.body.contains(r#"badge-error">unreachable<"#),
+        "{}",
+        r.body
+    );
+    let bmc = http.get(&format!("/api/v1/nodes/{a}/bmc")).json();
+    assert!(
+        bmc["power_error"].as_str().unwrap().contains("unreachable"),
+        "{bmc}"
+    );
+    // The activity feed has the actions.
+    let feed = http.get("/").body;
+    assert!(feed.contains("power off by admin failed"), "{feed}");
+    assert!(feed.contains("power on by admin failed"), "{feed}");
+    // A viewer sees the BMC and its power, but neither the form nor the buttons.
+    d.user_token("vic", "viewer");
+    let (session, _) = crate::common::form_login(&d.url(""), "vic", "vic-password-123");
+    let page = |path: &str| {
+        let mut r = ureq::get(d.url(path))
+            .header("cookie", &format!("stoker_session={session}"))
+            .call()
+            .unwrap();
+        r.body_mut().read_to_string().unwrap()
+    };
+    let html = page(&format!("/nodes/{a}"));
+    assert!(html.contains("BMC and power"), "{html}");
+    assert!(
+        !html.contains("Save BMC") && !html.contains("data-confirm"),
+        "{html}"
+    );
+    let html = page("/nodes");
+    assert!(!html.contains("power-action") && !html.contains(r#"name="nodes""#));
 }

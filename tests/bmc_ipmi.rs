@@ -30,7 +30,7 @@ fn count(calls: &[String], call: &str) -> usize {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn power_actions_change_the_simulated_chassis() {
     let sim = IpmiSim::start();
     let mut bmc = Ipmi::new(sim.endpoint());
@@ -82,7 +82,7 @@ fn power_actions_change_the_simulated_chassis() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn boot_once_sets_the_chassis_boot_device() {
     let sim = IpmiSim::start();
     let mut bmc = Ipmi::new(sim.endpoint());
@@ -107,7 +107,7 @@ fn boot_once_sets_the_chassis_boot_device() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn wrong_password_or_unknown_user_is_credentials() {
     let sim = IpmiSim::start();
     let mut endpoint = sim.endpoint();
@@ -139,7 +139,7 @@ fn wrong_password_or_unknown_user_is_credentials() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn no_answer_is_unreachable_within_the_timeout() {
     ipmi_sim::ipmitool();
     // A port nobody listens on, and one bound by a socket that never answers.
@@ -171,7 +171,7 @@ fn no_answer_is_unreachable_within_the_timeout() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn a_chassis_that_refuses_is_refused_with_ipmitools_message() {
     let sim = IpmiSim::start();
     let mut bmc = Ipmi::new(sim.endpoint());
@@ -212,7 +212,7 @@ fn a_chassis_that_refuses_is_refused_with_ipmitools_message() {
 }
 
 #[test]
-#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc.sh installs them)"]
+#[ignore = "needs ipmi_sim and ipmitool (.ci/bmc-emulators.sh installs them)"]
 fn bios_raid_and_firmware_are_unsupported_and_send_nothing() {
     let sim = IpmiSim::start();
     let mut bmc = Ipmi::new(sim.endpoint());

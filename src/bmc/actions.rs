@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::vault::{Vault, VaultError};
 use super::{BmcError, BootDevice, Driver, Endpoint, PowerAction, PowerState};
 use crate::model::{FieldError, NodeId};
-use crate::store::{AuditEntry, BmcWrite, Store, StoreError, StoredBmc};
+use crate::store::{AuditEntry, BmcWrite, Store, StoreError, StoredBmc, WriteTxn};
 
 /// Why a BMC action could not even be tried, or what the BMC said.
 #[derive(Debug, thiserror::Error)]
@@ -25,8 +25,6 @@ pub enum ActionError {
          password"
     )]
     NoCredentials(NodeId),
-    #[error("invalid BMC: {}", FieldError::joined(.0))]
-    Invalid(Vec<FieldError>),
     #[error(transparent)]
     Vault(#[from] VaultError),
     #[error(transparent)]
@@ -283,8 +281,16 @@ pub fn parse_input(body: &Value, has_password: bool) -> Result<BmcInput, Vec<Fie
     }
 }
 
-fn audit(store: &Store, actor: &str, node: NodeId, what: &str, ok: bool, detail: String, now: i64) {
-    let entry = AuditEntry {
+/// The audit log's line for a BMC action of `actor` on `node`.
+fn audit_entry(
+    actor: &str,
+    node: NodeId,
+    what: &str,
+    ok: bool,
+    detail: String,
+    now: i64,
+) -> AuditEntry {
+    AuditEntry {
         id: 0,
         at: now,
         actor: actor.to_string(),
@@ -294,9 +300,6 @@ fn audit(store: &Store, actor: &str, node: NodeId, what: &str, ok: bool, detail:
         path: format!("/api/v1/nodes/{node}/{what}"),
         status: if ok { 200 } else { 502 },
         detail,
-    };
-    if let Err(e) = store.write(|tx| tx.add_audit(&entry)) {
-        tracing::warn!(node, error = %e, "cannot write the BMC action's audit entry");
     }
 }
 
@@ -313,19 +316,41 @@ impl Bmcs {
         })
     }
 
-    /// Store node `node`'s BMC from an API body.
+    /// Store node `node`'s BMC from an API body, in one transaction.
     pub fn set(
         &self,
         store: &Store,
         node: NodeId,
         body: &Value,
         now: i64,
-    ) -> Result<StoredBmc, ActionError> {
-        let existing = store.read(|r| r.bmc(node))?;
-        let has_password = existing.as_ref().is_some_and(StoredBmc::usable);
-        let input = parse_input(body, has_password).map_err(ActionError::Invalid)?;
+    ) -> Result<StoredBmc, StoreError> {
+        store.write(|tx| self.set_in(tx, node, body, now))
+    }
+
+    /// Node `node`'s BMC from an API body, inside `tx`: checked against what is stored (a
+    /// password may be left out once one is), sealed, written and read back. A bad body is
+    /// [`StoreError::Invalid`], by field; the transaction is then rolled back.
+    pub fn set_in(
+        &self,
+        tx: &WriteTxn<'_>,
+        node: NodeId,
+        body: &Value,
+        now: i64,
+    ) -> Result<StoredBmc, StoreError> {
+        let read = tx.read();
+        read.existing_node(node)?;
+        let has_password = read.bmc(node)?.as_ref().is_some_and(StoredBmc::usable);
+        let input = parse_input(body, has_password).map_err(|fields| StoreError::Invalid {
+            what: "BMC",
+            fields,
+        })?;
         let sealed = match &input.password {
-            Some(p) => Some(self.vault.seal(node, p)?),
+            // Sealing fails only without randomness; nothing is written then.
+            Some(p) => Some(
+                self.vault
+                    .seal(node, p)
+                    .map_err(|e| StoreError::Commit(e.to_string()))?,
+            ),
             None => None,
         };
         let w = BmcWrite {
@@ -335,15 +360,11 @@ impl Bmcs {
             sealed_password: sealed,
             verify_tls: input.verify_tls,
         };
-        store
-            .write(|tx| {
-                tx.set_bmc(node, &w, now)?;
-                tx.read().bmc(node)?.ok_or_else(|| StoreError::NotFound {
-                    entity: "BMC of node",
-                    id: node.to_string(),
-                })
-            })
-            .map_err(Into::into)
+        tx.set_bmc(node, &w, now)?;
+        read.bmc(node)?.ok_or_else(|| StoreError::NotFound {
+            entity: "BMC of node",
+            id: node.to_string(),
+        })
     }
 
     /// How to reach a stored BMC.
@@ -394,17 +415,28 @@ impl Bmcs {
             } else {
                 i64::try_from(self.interval).unwrap_or(60)
             };
+        // A BMC that cannot be reached or refuses the credentials is flagged on its node at
+        // once, as the sync would on its next round; a refused request is not such a sign.
+        let flag = match &outcome {
+            Err(ActionError::Bmc(
+                e @ (BmcError::Unreachable { .. } | BmcError::Credentials { .. }),
+            )) => Some(e.to_string()),
+            _ => None,
+        };
+        let entry = audit_entry(actor, node, "power", ok, message.clone(), now);
         let recorded = store.write(|tx| {
             tx.add_history(now, Some(node), kind, &message)?;
-            if let Some(p) = power_state {
-                tx.record_power(node, Ok(p), now, next)?;
+            tx.add_audit(&entry)?;
+            match (power_state, &flag) {
+                (Some(p), _) => tx.record_power(node, Ok(p), now, next)?,
+                (None, Some(why)) => tx.record_power(node, Err(why), now, next)?,
+                (None, None) => {}
             }
             Ok(())
         });
         if let Err(e) = recorded {
             tracing::warn!(node, error = %e, "cannot record the power action");
         }
-        audit(store, actor, node, "power", ok, message.clone(), now);
         if ok {
             tracing::info!(node, action = act.as_str(), actor, "power action done");
         } else {
@@ -464,25 +496,10 @@ impl Bmcs {
         act: Act,
         actor: &str,
     ) -> Vec<ActResult> {
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results = std::sync::Mutex::new(Vec::with_capacity(nodes.len()));
-        std::thread::scope(|s| {
-            for _ in 0..self.workers.min(nodes.len()).max(1) {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&node) = nodes.get(i) else { break };
-                        let r = self.act(store, node, act, actor);
-                        if let Ok(mut all) = results.lock() {
-                            all.push((i, r));
-                        }
-                    }
-                });
-            }
-        });
-        let mut all = results.into_inner().unwrap_or_default();
-        all.sort_by_key(|(i, _)| *i);
-        all.into_iter().map(|(_, r)| r).collect()
+        super::pool::map(nodes, self.workers, |&node| {
+            self.act(store, node, act, actor)
+        })
+        .0
     }
 }
 

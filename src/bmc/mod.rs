@@ -14,6 +14,7 @@
 
 pub mod actions;
 pub mod ipmi;
+pub mod pool;
 pub mod redfish;
 pub mod runner;
 pub mod sync;

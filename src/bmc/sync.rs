@@ -5,8 +5,6 @@
 //! (`power_error`, a history line when it starts and stops failing) and tried again after
 //! twice as long each time, up to 32 intervals: never in a hot loop.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::PowerState;
@@ -46,30 +44,13 @@ impl Bmcs {
         if due.is_empty() {
             return Sweep::default();
         }
-        let next = AtomicUsize::new(0);
-        let in_flight = AtomicUsize::new(0);
-        let peak = AtomicUsize::new(0);
-        let readings: Mutex<Vec<Reading>> = Mutex::new(Vec::with_capacity(due.len()));
-        std::thread::scope(|s| {
-            for _ in 0..self.workers.min(due.len()) {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(b) = due.get(i) else { break };
-                        let now_in = in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-                        peak.fetch_max(now_in, Ordering::Relaxed);
-                        let r = self.endpoint(b).map_err(|e| e.to_string()).and_then(|ep| {
-                            super::connect(&ep).power_state().map_err(|e| e.to_string())
-                        });
-                        in_flight.fetch_sub(1, Ordering::Relaxed);
-                        if let Ok(mut all) = readings.lock() {
-                            all.push((b.node_id, r, b.failures));
-                        }
-                    }
-                });
-            }
+        let (readings, peak): (Vec<Reading>, usize) = super::pool::map(&due, self.workers, |b| {
+            let r = self
+                .endpoint(b)
+                .map_err(|e| e.to_string())
+                .and_then(|ep| super::connect(&ep).power_state().map_err(|e| e.to_string()));
+            (b.node_id, r, b.failures)
         });
-        let readings = readings.into_inner().unwrap_or_default();
         let failed = readings.iter().filter(|(_, r, _)| r.is_err()).count();
         let interval = self.interval;
         let at = crate::clock::now();
@@ -95,7 +76,7 @@ impl Bmcs {
         let sweep = Sweep {
             read: readings.len(),
             failed,
-            peak_in_flight: peak.load(Ordering::Relaxed),
+            peak_in_flight: peak,
             elapsed: started.elapsed(),
         };
         tracing::info!(

@@ -27,15 +27,6 @@ use crate::model::FieldError;
 /// the ramdisk's `deploy.write_image` (80).
 pub const BOOT_NETWORK_PRIORITY: u32 = 90;
 
-fn arg(description: &str, required: bool, ty: ArgType) -> ArgInfo {
-    ArgInfo {
-        description: description.to_string(),
-        required,
-        ty: Some(ty),
-        choices: None,
-    }
-}
-
 fn def(interface: Interface, step: &str, priority: u32, args: &[(&str, ArgInfo)]) -> StepDef {
     StepDef {
         interface,
@@ -62,7 +53,7 @@ pub fn defs() -> Vec<StepDef> {
             0,
             &[(
                 "settings",
-                arg(
+                ArgInfo::typed(
                     "BIOS attributes to set: a list of {\"name\": ..., \"value\": ...}",
                     true,
                     ArgType::Array,
@@ -76,7 +67,7 @@ pub fn defs() -> Vec<StepDef> {
             &[
                 (
                     "target_raid_config",
-                    arg(
+                    ArgInfo::typed(
                         "the logical disks to create, as Ironic's target_raid_config: \
                          {\"logical_disks\": [{\"size_gb\": 100 or \"MAX\", \"raid_level\": \"1\", ...}]}",
                         true,
@@ -85,7 +76,7 @@ pub fn defs() -> Vec<StepDef> {
                 ),
                 (
                     "delete_existing",
-                    arg(
+                    ArgInfo::typed(
                         "delete the existing logical disks first (default false)",
                         false,
                         ArgType::Boolean,
@@ -100,7 +91,7 @@ pub fn defs() -> Vec<StepDef> {
             0,
             &[(
                 "firmware_images",
-                arg(
+                ArgInfo::typed(
                     "images to apply in order: a list of {\"url\": http(s) URL, \"checksum\": \
                      \"sha256:<hex>\" (optional), \"wait\": seconds for the BMC's task (optional)}",
                     true,

@@ -356,7 +356,6 @@ fn gib(bytes: u64) -> String {
 pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan, Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut taken: BTreeSet<&str> = BTreeSet::new();
-    let mut volumes = Vec::new();
     // Named drives are taken first, so a chosen set never steals them.
     let mut order: Vec<usize> = (0..config.logical_disks.len()).collect();
     order.sort_by_key(|&i| config.logical_disks[i].physical_disks.is_none());
@@ -364,6 +363,7 @@ pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan,
     for i in order {
         let d = &config.logical_disks[i];
         let f = format!("{at}.logical_disks[{i}]");
+        let errors_before = errors.len();
         let name = d.name.clone().unwrap_or_else(|| format!("stoker-{i}"));
         let want = match d.size {
             Size::Gib(g) => g.saturating_mul(GIB),
@@ -391,6 +391,9 @@ pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan,
                     Some(x) => out.push(x),
                 }
             }
+            if errors.len() > errors_before {
+                continue;
+            }
             out
         } else {
             let n = d.drive_count.unwrap_or(d.level.min_drives());
@@ -410,16 +413,14 @@ pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan,
                     .filter(|x| x.controller == c && !taken.contains(x.id.as_str()))
                     .collect();
                 free.sort_by_key(|x| (x.capacity_bytes, x.id.clone()));
-                // The smallest window of n drives whose smallest drive makes the size.
-                let fits = (0..free.len().saturating_sub(n - 1).min(free.len())).find_map(|s| {
-                    let set = &free[s..s + n];
-                    (want == 0 || d.level.usable(n, set[0].capacity_bytes) >= want)
-                        .then(|| set.to_vec())
-                });
                 let fits = match d.size {
-                    // MAX takes the largest drives.
-                    Size::Max if free.len() >= n => Some(free[free.len() - n..].to_vec()),
-                    _ => fits,
+                    // MAX takes the n largest drives.
+                    Size::Max => free.len().checked_sub(n).map(|s| free[s..].to_vec()),
+                    // Else the smallest n in a row whose smallest drive makes the size.
+                    Size::Gib(_) => free
+                        .windows(n.max(1))
+                        .find(|set| d.level.usable(n, set[0].capacity_bytes) >= want)
+                        .map(<[&Drive]>::to_vec),
                 };
                 if let Some(set) = fits
                     && best
@@ -466,9 +467,6 @@ pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan,
             }
         };
         if chosen.len() < d.level.min_drives() {
-            if d.physical_disks.is_some() && !errors.is_empty() {
-                continue;
-            }
             errors.push(problem(
                 format!("{f}.physical_disks"),
                 format!(
@@ -519,8 +517,9 @@ pub fn plan(config: &RaidConfig, drives: &[Drive], at: &str) -> Result<RaidPlan,
     if !errors.is_empty() {
         return Err(errors);
     }
-    volumes.extend(placed.into_iter().flatten());
-    Ok(RaidPlan { volumes })
+    Ok(RaidPlan {
+        volumes: placed.into_iter().flatten().collect(),
+    })
 }
 
 #[cfg(test)]

@@ -227,6 +227,18 @@ pub struct ArgInfo {
     pub choices: Option<Vec<String>>,
 }
 
+impl ArgInfo {
+    /// An argument of JSON type `ty`, any value of it.
+    pub fn typed(description: &str, required: bool, ty: ArgType) -> ArgInfo {
+        ArgInfo {
+            description: description.to_string(),
+            required,
+            ty: Some(ty),
+            choices: None,
+        }
+    }
+}
+
 /// Where a step definition came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "name", rename_all = "lowercase")]
@@ -512,14 +524,7 @@ pub fn builtins_with(
     image_checksum: Option<&str>,
     install: AgentInstall,
 ) -> Vec<StepDef> {
-    fn arg(description: &str, required: bool, ty: ArgType) -> ArgInfo {
-        ArgInfo {
-            description: description.to_string(),
-            required,
-            ty: Some(ty),
-            choices: None,
-        }
-    }
+    let arg = ArgInfo::typed;
     let base = |interface, step: &str, priority, core| StepDef {
         interface,
         step: step.to_string(),

@@ -58,7 +58,7 @@ fn required(found: Option<PathBuf>, name: &str, package: &str) -> PathBuf {
         Some(p) if p.is_file() => p,
         _ => panic!(
             "{name} is not installed: this test needs the Debian package {package} \
-             (.ci/bmc.sh installs it)"
+             (.ci/bmc-emulators.sh installs it)"
         ),
     }
 }

@@ -9,7 +9,7 @@
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
 
-use crate::bmc::actions::{Act, ActionError};
+use crate::bmc::actions::Act;
 use crate::http::access::Caller;
 use crate::http::{ApiError, AppState};
 use crate::model::{FieldError, Mac, NodeId};
@@ -22,15 +22,6 @@ fn invalid(fields: Vec<FieldError>) -> ApiError {
     ApiError::InvalidInput {
         what: "BMC",
         fields,
-    }
-}
-
-fn action_error(e: ActionError) -> ApiError {
-    match e {
-        ActionError::NoBmc(_) | ActionError::NoCredentials(_) => ApiError::Conflict(e.to_string()),
-        ActionError::Invalid(f) => invalid(f),
-        ActionError::Store(s) => ApiError::Store(s),
-        other => ApiError::Internal(other.to_string()),
     }
 }
 
@@ -79,16 +70,10 @@ pub(crate) async fn set_bmc(
         std::sync::Arc::clone(&state.bmc),
         std::sync::Arc::clone(&state.store),
     );
-    web::block(move || {
-        store.read(|r| r.existing_node(id))?;
-        bmc.bmcs.set(&store, id, &body, crate::clock::now())
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(|e| match e {
-        ActionError::Store(s) => ApiError::Store(s),
-        other => action_error(other),
-    })
+    web::block(move || bmc.bmcs.set(&store, id, &body, crate::clock::now()))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(ApiError::Store)
 }
 
 /// `PUT /api/v1/nodes/{id}/bmc`.
@@ -220,7 +205,9 @@ pub async fn power_many(
                     message: "expected positive node ids".into(),
                 }])
             })?;
-            ids.dedup();
+            // A node named twice is acted on once, in the order first named.
+            let mut seen = std::collections::HashSet::new();
+            ids.retain(|id| seen.insert(*id));
             ids
         }
         _ => {
@@ -312,24 +299,19 @@ pub async fn enroll(
         std::sync::Arc::clone(&state.bmc),
         std::sync::Arc::clone(&state.store),
     );
-    let (node, b) = web::block(move || -> Result<_, ActionError> {
-        let id = store.write(|tx| tx.enroll_node(&mac, name.as_deref(), now))?;
-        let b = match bmc {
-            Some(body) => match bmcs.bmcs.set(&store, id, &body, now) {
-                Ok(b) => Some(b),
-                Err(e) => {
-                    // Enroll all or nothing.
-                    let _ = store.write(|tx| tx.delete_node(id, now));
-                    return Err(e);
-                }
-            },
-            None => None,
-        };
-        Ok((store.read(|r| r.existing_node(id))?, b))
+    // The node and its BMC in one transaction: a BMC that cannot be stored enrolls nothing.
+    let (node, b) = web::block(move || {
+        store.write(|tx| {
+            let id = tx.enroll_node(&mac, name.as_deref(), now)?;
+            let b = match &bmc {
+                Some(body) => Some(bmcs.bmcs.set_in(tx, id, body, now)?),
+                None => None,
+            };
+            Ok((tx.read().existing_node(id)?, b))
+        })
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(action_error)?;
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     tracing::info!(node = node.id, mac = %node.mac, "node enrolled");
     let mut doc = crate::http::api::catalog::node_json(&node);
     if let Some(b) = &b {
