@@ -495,7 +495,7 @@ fn deletion_runs(
         return Ok(Vec::new());
     }
     match deletion_plan(store, data_dir, cluster_id, plans, now)? {
-        Some(plan) => erase_runs(&plan, pending, settings),
+        Some(plan) => erase_runs(&plan, pending, settings, &BTreeSet::new()),
         // The release has none: the nodes are released without one.
         None => Ok(Vec::new()),
     }
@@ -516,19 +516,43 @@ fn deletion_plan(
     }
 }
 
-/// The deletion plan's runs on `nodes`, each on its installed OS.
+/// The deletion plan's runs on `nodes`, each on its installed OS; the nodes in `power_off`
+/// are then powered off by the master through their BMCs (`power.power_off`).
 fn erase_runs(
     plan: &planner::EnvironmentPlan,
     nodes: &BTreeSet<i64>,
     settings: &DeploySettings,
+    power_off: &BTreeSet<i64>,
 ) -> Result<Vec<orchestrate::NewRun>, DeployError> {
     let ids: BTreeMap<String, i64> = nodes.iter().map(|n| (n.to_string(), *n)).collect();
-    // The graph's tasks, whatever user steps the deployment has (they are about deploying).
-    let tasks_only: Vec<PlannedStep> = steps::plan(&steps::builtins(None, None), &[])?
-        .into_iter()
+    // The graph's tasks, whatever user steps the deployment has (they are about deploying),
+    // then the power-off, last.
+    let off = steps::UserStep {
+        interface: steps::Interface::Power,
+        step: "power_off".to_string(),
+        priority: 1,
+        args: serde_json::Map::new(),
+    };
+    let planned = steps::plan(&steps::builtins(None, None), &[off])?;
+    let tasks_only: Vec<PlannedStep> = planned
+        .iter()
         .filter(|s| s.step == "run_tasks")
+        .cloned()
         .collect();
-    let all = orchestrate::runs_for(&plan.plan, &ids, &|_| tasks_only.clone(), &settings.runs);
+    // A node's runs go in this order (the plan would put the master's step first).
+    let with_off: Vec<PlannedStep> = tasks_only
+        .iter()
+        .chain(planned.iter().filter(|s| s.step == "power_off"))
+        .cloned()
+        .collect();
+    let per_node = |node: i64| {
+        if power_off.contains(&node) {
+            with_off.clone()
+        } else {
+            tasks_only.clone()
+        }
+    };
+    let all = orchestrate::runs_for(&plan.plan, &ids, &per_node, &settings.runs);
     // Keep the node runs, renumbering their waits.
     Ok(retain_runs(all, |r| r.node.is_some()))
 }
@@ -539,12 +563,36 @@ fn erase_runs(
 /// graph first (`erase_node`: their disk wiped, a reboot into the network boot) in a
 /// `reset_environment` deployment; the others, and all of them when the release has no
 /// deletion graph, are reset at once. Refused while a deployment runs (stop it first).
-pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, DeployError> {
+///
+/// With `power_off`, every node with a usable BMC ends powered off: the erased ones by the
+/// master right after their erase (a `power.power_off` run), the others at once by the caller
+/// ([`Reset::power_off_now`]).
+pub fn reset(
+    m: &Master<'_>,
+    cluster_id: i64,
+    power_off: bool,
+    now: i64,
+) -> Result<Reset, DeployError> {
     let (store, data_dir, settings, plans) = (m.store, m.data_dir, m.settings, m.plans);
-    let nodes = store.read(|r| {
+    let (nodes, with_bmc) = store.read(|r| {
         r.refuse_if_busy(cluster_id, None)?;
-        r.cluster_nodes(cluster_id)
+        let bmcs: BTreeSet<i64> = r
+            .bmcs()?
+            .into_iter()
+            .filter(crate::store::StoredBmc::usable)
+            .map(|b| b.node_id)
+            .collect();
+        Ok((r.cluster_nodes(cluster_id)?, bmcs))
     })?;
+    let off: BTreeSet<i64> = if power_off {
+        nodes
+            .iter()
+            .map(|n| n.id)
+            .filter(|id| with_bmc.contains(id))
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let installed: BTreeSet<i64> = nodes
         .iter()
         .filter(|n| !NodeState::of_node(n, false).needs_provisioning())
@@ -556,19 +604,25 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
         deletion_plan(store, data_dir, cluster_id, plans, now)?
     };
     let Some(plan) = plan else {
-        return Ok(m
+        let deployment = m
             .writer
-            .write_blocking(move |tx| tx.reset_environment_now(cluster_id, now))?);
+            .write_blocking(move |tx| tx.reset_environment_now(cluster_id, now))?;
+        return Ok(Reset {
+            deployment,
+            power_off_now: off.into_iter().collect(),
+        });
     };
-    let runs = erase_runs(&plan, &installed, settings)?;
+    let erased_off: BTreeSet<i64> = off.intersection(&installed).copied().collect();
+    let runs = erase_runs(&plan, &installed, settings, &erased_off)?;
     let bare: Vec<i64> = nodes
         .iter()
         .map(|n| n.id)
         .filter(|id| !installed.contains(id))
         .collect();
+    let power_off_now = off.difference(&installed).copied().collect();
     m.writer
         .write_blocking(move |tx| tx.reset_nodes(&bare, now))?;
-    Ok(store.create_deployment(
+    let deployment = store.create_deployment(
         m.writer,
         NewDeployment {
             cluster_id,
@@ -583,7 +637,20 @@ pub fn reset(m: &Master<'_>, cluster_id: i64, now: i64) -> Result<Deployment, De
             now,
             data: None,
         },
-    )?)
+    )?;
+    Ok(Reset {
+        deployment,
+        power_off_now,
+    })
+}
+
+/// What a reset started.
+#[derive(Debug)]
+pub struct Reset {
+    /// The `reset_environment` transaction (over already when no node had an OS to erase).
+    pub deployment: Deployment,
+    /// Nodes to power off now: asked for, with a BMC, and nothing to erase first.
+    pub power_off_now: Vec<i64>,
 }
 
 /// A deployment just started, and whether its plan was the kept one.

@@ -673,3 +673,300 @@ fn sushy_libvirt_bios_firmware_and_raid_volumes() {
     drop(rf);
     drop(sushy);
 }
+
+/// Drive `nodes`' agents until deployment `dep` has ended (the master's BMC steps run on their
+/// own, so the agents are told to wait meanwhile); its final document.
+fn deploy_to_end(base: &str, nodes: &[crate::deploy::Node], dep: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        crate::deploy::drive(base, nodes, &|_| false, 1000);
+        let d = crate::deploy::deployment(base, dep);
+        if d["status"] != "running" {
+            return d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deployment {dep} did not end: {d}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn start_deploy(base: &str, cluster: i64, steps: Value) -> i64 {
+    let r = crate::common::Http::raw_post(
+        &format!("{base}/api/v1/clusters/{cluster}/deploy"),
+        &json!({ "steps": steps }).to_string(),
+        &[],
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    r.json()["id"].as_i64().unwrap()
+}
+
+fn step_of<'a>(dep: &'a Value, name: &str) -> &'a Value {
+    dep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            format!(
+                "{}.{}",
+                s["interface"].as_str().unwrap_or(""),
+                s["step"].as_str().unwrap_or("")
+            ) == name
+        })
+        .unwrap_or_else(|| panic!("no step {name} in {dep}"))
+}
+
+#[test]
+fn a_deployment_runs_its_bmc_steps_on_the_master_in_step_order() {
+    let bmc = FakeBmc::start();
+    let d = crate::common::TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let http = d.http();
+    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
+    let node = nodes[0].id;
+    let r = http.put(
+        &format!("/api/v1/nodes/{node}/bmc"),
+        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
+                "password": PASSWORD})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The firmware image: any file the master can fetch over HTTP, with its checksum.
+    let image = format!("{base}/assets/css/stoker.css");
+    let bytes = ureq::get(&image)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_vec()
+        .unwrap();
+    let sum = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let dep = start_deploy(
+        &base,
+        cluster,
+        json!([
+            {"interface": "bios", "step": "apply_configuration", "priority": 99,
+             "args": {"settings": [{"name": "ProcVirtualization", "value": "Disabled"}]}},
+            {"interface": "raid", "step": "create_configuration", "priority": 98,
+             "args": {"target_raid_config": {"logical_disks": [
+                 {"size_gb": 100, "raid_level": "1", "is_root_volume": true,
+                  "volume_name": "root"}]}, "delete_existing": true}},
+            {"interface": "management", "step": "update_firmware", "priority": 97,
+             "args": {"firmware_images": [{"url": image, "checksum": format!("sha256:{sum}"),
+                                            "wait": 30}]}}
+        ]),
+    );
+    let done = deploy_to_end(&base, &nodes, dep);
+    assert_eq!(done["status"], "done", "{done}");
+    // On the BMC: BIOS staged, the old volumes replaced by the layout, the image installed,
+    // then a network boot and a power cycle (ForceOff, then On: this BMC has no restart).
+    {
+        let st = bmc.state();
+        assert_eq!(st.bios_pending["ProcVirtualization"], "Disabled");
+        let names: Vec<&str> = st
+            .volumes
+            .values()
+            .map(|v| v["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["root"], "{:?}", st.volumes);
+        assert_eq!(st.updates.len(), 1);
+        assert_eq!(st.updates[0]["ImageURI"], image.as_str());
+        assert_eq!(st.boot_target, "Pxe");
+        assert_eq!(st.resets, vec!["ForceOff", "On"]);
+        let first = |prefix: &str| {
+            st.requests
+                .iter()
+                .position(|r| r.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix}: {:?}", st.requests))
+        };
+        let bios = first(&format!("PATCH {SYSTEM}/Bios/Settings"));
+        let volume = first(&format!("POST {}/Volumes", fake::STORAGE));
+        let update = first("POST /redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate");
+        let reset = first(&format!("POST {SYSTEM}/Actions/ComputerSystem.Reset"));
+        assert!(
+            bios < volume && volume < update && update < reset,
+            "{:?}",
+            st.requests
+        );
+    }
+    // In the deployment: each BMC step ran on the master, before the agent's first step.
+    let configure = step_of(&done, "deploy.configure");
+    for name in [
+        "bios.apply_configuration",
+        "raid.create_configuration",
+        "management.update_firmware",
+        "power.boot_network",
+    ] {
+        let s = step_of(&done, name);
+        assert_eq!(s["status"], "ok", "{s}");
+        assert!(
+            s["finished_at"].as_i64() <= configure["started_at"].as_i64(),
+            "{s}"
+        );
+    }
+    let fw = step_of(&done, "management.update_firmware");
+    assert!(
+        fw["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("Completed 100%"),
+        "{fw}"
+    );
+    // The node page shows them.
+    let page = http.get(&format!("/nodes/{node}")).body;
+    assert!(
+        page.contains("raid.create_configuration") && page.contains("badge-ok\">ok<"),
+        "{page}"
+    );
+}
+
+#[test]
+fn bmc_steps_that_cannot_be_done_fail_before_anything_changes() {
+    let bmc = FakeBmc::start();
+    let d = crate::common::TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let http = d.http();
+    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
+    let node = nodes[0].id;
+    let r = http.put(
+        &format!("/api/v1/nodes/{node}/bmc"),
+        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
+                "password": PASSWORD})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let volumes_before = bmc.state().volumes.clone();
+    // A layout larger than the drives: refused by field, the existing volumes kept.
+    let dep = start_deploy(
+        &base,
+        cluster,
+        json!([{"interface": "raid", "step": "create_configuration", "priority": 98,
+                "args": {"target_raid_config": {"logical_disks": [
+                    {"size_gb": 5000, "raid_level": "1"}]}, "delete_existing": true}}]),
+    );
+    let failed = deploy_to_end(&base, &nodes, dep);
+    assert_eq!(failed["status"], "error", "{}", failed["runs"]);
+    let s = step_of(&failed, "raid.create_configuration");
+    assert_eq!(s["status"], "failed");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("target_raid_config.logical_disks[0].size_gb"),
+        "{s}"
+    );
+    assert!(error.contains("larger than the drives"), "{s}");
+    {
+        let st = bmc.state();
+        assert_eq!(st.volumes, volumes_before);
+        assert!(
+            st.requests
+                .iter()
+                .all(|r| !r.starts_with("DELETE") || r.contains("Sessions")),
+            "{:?}",
+            st.requests
+        );
+        assert!(
+            st.resets.is_empty(),
+            "the node did not go on: {:?}",
+            st.resets
+        );
+    }
+    // A firmware URL that answers 404: failed naming it, nothing sent to the BMC.
+    let dep = start_deploy(
+        &base,
+        cluster,
+        json!([{"interface": "management", "step": "update_firmware", "priority": 97,
+                "args": {"firmware_images": [{"url": format!("{base}/assets/no-such.bin")}]}}]),
+    );
+    let failed = deploy_to_end(&base, &nodes, dep);
+    assert_eq!(failed["status"], "error", "{}", failed["runs"]);
+    let s = step_of(&failed, "management.update_firmware");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("firmware_images[0].url") && error.contains("404"),
+        "{s}"
+    );
+    assert!(bmc.state().updates.is_empty());
+    // A BIOS attribute the BMC does not have: the BMC's own message, nothing staged.
+    let dep = start_deploy(
+        &base,
+        cluster,
+        json!([{"interface": "bios", "step": "apply_configuration", "priority": 99,
+                "args": {"settings": [{"name": "NoSuchKnob", "value": "On"}]}}]),
+    );
+    let failed = deploy_to_end(&base, &nodes, dep);
+    assert_eq!(failed["status"], "error", "{}", failed["runs"]);
+    let s = step_of(&failed, "bios.apply_configuration");
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("NoSuchKnob"),
+        "{s}"
+    );
+    let st = bmc.state();
+    assert_eq!(st.bios_pending, st.bios);
+}
+
+#[test]
+fn resetting_or_deleting_an_environment_can_power_its_nodes_off() {
+    let bmc = FakeBmc::start();
+    let d = crate::common::TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let http = d.http();
+    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
+    let node = nodes[0].id;
+    let r = http.put(
+        &format!("/api/v1/nodes/{node}/bmc"),
+        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
+                "password": PASSWORD})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let dep = start_deploy(&base, cluster, json!([]));
+    assert_eq!(deploy_to_end(&base, &nodes, dep)["status"], "done");
+    bmc.state().resets.clear();
+    // With power_off=1: the node's disk is erased on its OS, then the master switches it off.
+    let r = http.put(&format!("/api/v1/clusters/{cluster}/reset?power_off=1"), "");
+    assert_eq!(r.status, 202, "{}", r.body);
+    let reset = r.json()["id"].as_i64().unwrap();
+    let done = deploy_to_end(&base, &nodes, reset);
+    assert_eq!(done["status"], "done", "{}", done["runs"]);
+    let erase = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["task"] == "erase_node")
+        .unwrap();
+    let off = step_of(&done, "power.power_off");
+    assert_eq!(
+        (erase["status"].as_str(), off["status"].as_str()),
+        (Some("ok"), Some("ok"))
+    );
+    assert!(
+        off["started_at"].as_i64() >= erase["finished_at"].as_i64(),
+        "{off}"
+    );
+    assert_eq!(bmc.state().resets, vec!["ForceOff"]);
+    let v = http.get(&format!("/api/v1/nodes/{node}")).json();
+    assert_eq!(v["status"], "discover", "{v}");
+    // Deleting the environment with power_off=1: a result per node in the answer.
+    bmc.state().power = "On".into();
+    bmc.state().resets.clear();
+    let r = http.delete(&format!("/api/v1/clusters/{cluster}?power_off=1"));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let results = &r.json()["result"]["power_off"];
+    assert_eq!(results[0]["node"], node, "{results}");
+    assert_eq!(results[0]["ok"], true, "{results}");
+    assert_eq!(bmc.state().resets, vec!["ForceOff"]);
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/reset?power_off=maybe"),
+        "",
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+}

@@ -103,6 +103,8 @@ pub struct Bmcs {
     pub workers: usize,
     /// Seconds between two power readings of one BMC.
     pub interval: u64,
+    /// Whether nodes leaving an environment (deleted or reset) are powered off by default.
+    pub power_off_released: bool,
 }
 
 const MAX_USER: usize = 64;
@@ -313,6 +315,7 @@ impl Bmcs {
             timeout: Duration::from_secs(cfg.timeout),
             workers: cfg.sync_workers,
             interval: cfg.sync_interval,
+            power_off_released: cfg.power_off_released,
         })
     }
 

@@ -200,6 +200,12 @@ impl Runner {
                     json!({"boot_device": "pxe", "power": action.as_str()}),
                 ))
             }
+            ("power", "power_off") => {
+                bmc.power(PowerAction::Off).map_err(e)?;
+                lines.push("power: off".into());
+                self.note_power(node, PowerState::PoweringOff);
+                Ok(Some(json!({"power": "off"})))
+            }
             ("bios", "apply_configuration") => {
                 let settings = bmc_steps::bios_settings(&args["settings"], "settings")
                     .map_err(|v| FieldError::joined(&v))?;

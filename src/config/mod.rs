@@ -151,6 +151,8 @@ pub struct BmcConfig {
     pub sync_workers: usize,
     /// Seconds one request may take.
     pub timeout: u64,
+    /// Power off the nodes of an environment deleted or reset, unless the request says not to.
+    pub power_off_released: bool,
 }
 
 /// Who discovery lets in.
@@ -392,6 +394,7 @@ impl Layers {
             sync_interval: v.seconds("bmc.sync_interval").max(1),
             sync_workers: usize::try_from(v.count("bmc.sync_workers").clamp(1, 256)).unwrap_or(8),
             timeout: v.seconds("bmc.timeout").max(1),
+            power_off_released: v.bool("bmc.power_off_released"),
         };
         let boot_token_binding = match v.text("boot.token_binding").as_str() {
             "lease" => Binding::Lease,

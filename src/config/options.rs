@@ -434,6 +434,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Seconds one request to a BMC may take, connect to last byte",
     },
     OptionSpec {
+        key: "bmc.power_off_released",
+        env: "STOKER_BMC_POWER_OFF_RELEASED",
+        flag: "bmc-power-off-released",
+        default: "false",
+        kind: Kind::Bool,
+        help: "Power off, through their BMCs, the nodes of an environment that is deleted or reset (after their disks are erased), unless the request says `power_off=0`; without it only `power_off=1` does",
+    },
+    OptionSpec {
         key: "audit.retention_days",
         env: "STOKER_AUDIT_RETENTION_DAYS",
         flag: "audit-retention-days",

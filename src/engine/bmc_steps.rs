@@ -85,6 +85,8 @@ pub fn defs() -> Vec<StepDef> {
             ],
         ),
         def(Interface::Raid, "delete_configuration", 0, &[]),
+        // Off unless asked for: a reset with power_off puts it after the erase.
+        def(Interface::Power, "power_off", 0, &[]),
         def(
             Interface::Management,
             "update_firmware",
@@ -100,6 +102,13 @@ pub fn defs() -> Vec<StepDef> {
             )],
         ),
     ]
+}
+
+/// Whether running the step moves its node through the provisioning states. The master's
+/// `power.power_off` does not: it ends a reset after the erase, and leaves the node where the
+/// erase put it (back in discover).
+pub fn moves_node(interface: &str, step: &str) -> bool {
+    !(interface == "power" && step == "power_off")
 }
 
 /// Whether a step needs the node's BMC (every step on the master but `power.boot_network`,

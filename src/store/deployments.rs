@@ -16,6 +16,7 @@ use serde_json::Value as J;
 
 use super::catalog::{json_column, optional_json};
 use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::engine::bmc_steps;
 use crate::engine::orchestrate::{Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
 use crate::engine::state::{self, Event, NodeState};
@@ -169,8 +170,9 @@ struct RunHead {
     /// The task, or `interface.step`.
     label: String,
     runs_on: Location,
-    /// Its deployment is a check ([`VERIFY`]): it moves no node.
-    check: bool,
+    /// Whether its result moves its node through its states: not in a check ([`VERIFY`]),
+    /// nor the master's power-off that ends a reset ([`bmc_steps::moves_node`]).
+    moves_node: bool,
 }
 
 /// What an agent reported about a run.
@@ -521,7 +523,7 @@ impl WriteTxn<'_> {
                 entity: "run",
                 id: run_id.to_string(),
             })?;
-        if !dep.is_check() {
+        if !dep.is_check() && bmc_steps::moves_node(&run.interface, &run.step) {
             let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
             self.move_node_from(node_id, from, now, |s| state::enter(s, run.runs_on.phase()))?;
         }
@@ -577,7 +579,8 @@ impl WriteTxn<'_> {
                         r.get_ref(5)?.as_str()?,
                     ),
                     runs_on: Location::parse(r.get_ref(7)?.as_str()?).unwrap_or_default(),
-                    check: r.get_ref(8)?.as_str()? == VERIFY,
+                    moves_node: r.get_ref(8)?.as_str()? != VERIFY
+                        && bmc_steps::moves_node(r.get_ref(4)?.as_str()?, r.get_ref(5)?.as_str()?),
                 })
             })
             .optional()?;
@@ -621,8 +624,9 @@ impl WriteTxn<'_> {
                 run_id
             ])?;
         self.mirror(run.deployment, run_id, status);
-        if run.check {
-            // A check's failed probe is part of its verdict, not the node's error.
+        if !run.moves_node {
+            // A check's failed probe is part of its verdict, not the node's error; a failed
+            // power-off after an erase leaves the node where the erase put it.
         } else if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
             self.fail_node(run.node_id, &run.label, why, now)?;

@@ -161,17 +161,52 @@ pub async fn cluster(
     Ok(HttpResponse::Ok().json(cluster_json(&cluster, release.as_ref())))
 }
 
-/// `DELETE /api/v1/clusters/{id}` (`fuel2 env delete`): the environment goes at once, so the
-/// answer is Nailgun's `cluster_deletion` task, already finished (202, as Nailgun answers).
+/// `DELETE /api/v1/clusters/{id}[?power_off=1]` (`fuel2 env delete`): the environment goes at
+/// once, so the answer is Nailgun's `cluster_deletion` task, already finished (202, as Nailgun
+/// answers). With `power_off=1` (the default with `bmc.power_off_released`) its nodes with a
+/// BMC are powered off first-hand, a result each in the task's `result.power_off`.
 pub async fn delete_cluster(
     state: web::Data<AppState>,
+    caller: crate::http::access::Caller,
     path: web::Path<String>,
+    query: web::Query<PowerOffQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "environment")?;
+    let power_off = match &query.power_off {
+        Some(v) => crate::http::api::query::flag("power_off", Some(v.as_str()))?,
+        None => state.bmc.bmcs.power_off_released,
+    };
     let now = crate::clock::now();
-    let gone = state
-        .store(move |s| s.write(|tx| tx.delete_cluster(id, now)))
+    let (gone, with_bmc) = state
+        .store(move |s| {
+            s.write(|tx| {
+                let read = tx.read();
+                let mut with_bmc = Vec::new();
+                for n in read.cluster_nodes(id)? {
+                    if read.bmc(n.id)?.is_some_and(|b| b.usable()) {
+                        with_bmc.push(n.id);
+                    }
+                }
+                Ok((tx.delete_cluster(id, now)?, with_bmc))
+            })
+        })
         .await?;
+    let mut result = json!({});
+    if power_off && !with_bmc.is_empty() {
+        let (runner, store) = (
+            std::sync::Arc::clone(&state.bmc),
+            std::sync::Arc::clone(&state.store),
+        );
+        let actor = caller.0.user.clone();
+        let results = web::block(move || {
+            runner
+                .bmcs
+                .act_many(&store, &with_bmc, crate::bmc::actions::Act::Off, &actor)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        result = json!({ "power_off": results });
+    }
     Ok(HttpResponse::Accepted().json(json!({
         "id": null,
         "uuid": null,
@@ -180,13 +215,19 @@ pub async fn delete_cluster(
         "progress": 100,
         "message": format!("environment {} deleted", gone.name),
         "cluster": id,
-        "result": {},
+        "result": result,
         "parent_id": null,
         "dry_run": false,
         "graph_type": null,
         "time_start": null,
         "time_end": null,
     })))
+}
+
+/// `?power_off=` of an environment's deletion.
+#[derive(Debug, Deserialize)]
+pub struct PowerOffQuery {
+    power_off: Option<String>,
 }
 
 /// The body of `POST /api/v1/clusters` as fuelclient sends it (`nodes` and `tasks` are legacy

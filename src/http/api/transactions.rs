@@ -243,6 +243,7 @@ pub struct StartQuery {
     noop_run: Option<String>,
     force: Option<String>,
     nodes: Option<String>,
+    power_off: Option<String>,
 }
 
 impl StartQuery {
@@ -250,6 +251,7 @@ impl StartQuery {
         let raw = match name {
             "dry_run" => &self.dry_run,
             "noop_run" => &self.noop_run,
+            "power_off" => &self.power_off,
             _ => &self.force,
         };
         query::flag(name, raw.as_deref())
@@ -388,19 +390,38 @@ pub async fn stop_deployment(
 /// discover, keeping its roles, the environment back to `new` ([`crate::deployer::reset`]);
 /// 202 with the `reset_environment` transaction (200 when it was over at once: no node had an
 /// OS to erase). Refused while a deployment runs, `force` or not: stop it first.
+/// `power_off=1` (the default with `bmc.power_off_released`) powers the nodes off through their
+/// BMCs: after their erase, or at once when they have nothing to erase (in the background; each
+/// action is in the node's history and the audit log).
 pub async fn reset(
     state: web::Data<AppState>,
+    caller: crate::http::access::Caller,
     path: web::Path<String>,
     query: web::Query<StartQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let cluster = id_of(&path, "environment")?;
     query.flag("force")?;
+    let power_off = match query.power_off {
+        Some(_) => query.flag("power_off")?,
+        None => state.bmc.bmcs.power_off_released,
+    };
     let now = crate::clock::now();
-    let d = crate::http::api::deploy::on_master(&state, move |m| {
-        crate::deployer::reset(m, cluster, now)
+    let r = crate::http::api::deploy::on_master(&state, move |m| {
+        crate::deployer::reset(m, cluster, power_off, now)
     })
     .await?;
-    answer_started(&state, d.id).await
+    if !r.power_off_now.is_empty() {
+        let (runner, store) = (
+            std::sync::Arc::clone(&state.bmc),
+            std::sync::Arc::clone(&state.store),
+        );
+        let actor = caller.0.user.clone();
+        tokio::task::spawn_blocking(move || {
+            let act = crate::bmc::actions::Act::Off;
+            runner.bmcs.act_many(&store, &r.power_off_now, act, &actor)
+        });
+    }
+    answer_started(&state, r.deployment.id).await
 }
 
 #[derive(Debug, Deserialize)]
