@@ -565,7 +565,7 @@ fn write_atomically(
 }
 
 /// Quote for `sh`.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -2,11 +2,14 @@
 //! directory (`/` on a node; a prepared tree in tests). Interfaces: every device under
 //! /sys/class/net that is backed by hardware (has a `device` link) plus, failing that, every
 //! non-loopback one. Disks: /sys/block entries that are not loop, ram, zram or device-mapper.
+//! The BMC: what [`bmc_probe`] finds, the field left out when it finds nothing.
 
 use std::fs;
 use std::path::Path;
 
 use serde_json::{Value, json};
+
+use crate::agent::bmc_probe;
 
 fn read(root: &Path, rel: &str) -> Option<String> {
     fs::read_to_string(root.join(rel))
@@ -105,14 +108,20 @@ pub fn gather(root: &Path) -> Value {
     } else {
         "bios"
     };
-    json!({
+    let mut doc = json!({
         "interfaces": interfaces(root),
         "cpu": {"count": cpus, "model": model},
         "memory_bytes": memory,
         "disks": disks(root),
         "system": {"vendor": dmi("sys_vendor"), "product": dmi("product_name"), "serial": dmi("product_serial")},
         "boot_mode": boot_mode,
-    })
+    });
+    if let Some(bmc) = bmc_probe::probe(root)
+        && let Ok(value) = serde_json::to_value(&bmc)
+    {
+        doc["bmc"] = value;
+    }
+    doc
 }
 
 #[cfg(test)]
@@ -131,5 +140,28 @@ mod tests {
             Some(8_029_720 * 1024)
         );
         assert_eq!(parse_meminfo("nothing"), None);
+    }
+
+    #[test]
+    fn the_bmc_field_is_absent_unless_the_probe_finds_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(gather(dir.path()).get("bmc").is_none());
+        // A Network Host Interface whose one Redfish-over-IP record names 10.20.0.7:8443.
+        let mut data = vec![0u8; 91];
+        data[50] = 0x01; // static
+        data[51] = 0x01; // IPv4
+        data[52..56].copy_from_slice(&[10, 20, 0, 7]);
+        data[84..86].copy_from_slice(&8443u16.to_le_bytes());
+        let mut raw = vec![42, 0, 0, 0, 0x40, 0, 1, 0x04, data.len() as u8];
+        raw.extend(&data);
+        raw[1] = raw.len() as u8;
+        raw.extend([0, 0]);
+        let entry = dir.path().join("sys/firmware/dmi/entries/42-0");
+        fs::create_dir_all(&entry).unwrap();
+        fs::write(entry.join("raw"), raw).unwrap();
+        assert_eq!(
+            gather(dir.path())["bmc"],
+            json!({"driver": "redfish", "address": "https://10.20.0.7:8443"})
+        );
     }
 }
