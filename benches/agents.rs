@@ -19,8 +19,18 @@
 //! p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
 //! /proc/PID/stat over the phase) and its peak RSS (VmHWM), and names what bounds the rate.
 //!
-//! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2]` (default 1000 agents, 250 ms).
-//! Not part of CI.
+//! `STOKER_BENCH_BMCS=FILE` (one Redfish BMC address per line, as `benches/redfish_farm.py
+//! --list` writes them) adds the background power sync to the daemon's work: before the hellos,
+//! one node per line is enrolled with that BMC (admin/password, the farm's defaults) and the
+//! bench waits until the daemon's sweeps have read each once; the sweep's pace comes from the
+//! environment the daemon inherits (`STOKER_BMC_SYNC_INTERVAL`, `STOKER_BMC_SYNC_WORKERS`).
+//! `STOKER_BENCH_BMC_OFF=1` enrolls the same nodes without their BMCs: the baseline with the
+//! same database. Each phase then also reports the sweeps the daemon logged within it and the
+//! latency of the agent calls that overlapped a sweep beside the others' (`benches/bmc_sweep.sh`
+//! with `AGENTS=` runs both alternately).
+//!
+//! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2]` (default 1000 agents, 250 ms);
+//! `STOKER_BENCH_BIN` runs another stoker binary than cargo's. Not part of CI.
 
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
@@ -313,7 +323,7 @@ fn bench_release(dir: &std::path::Path) -> Vec<u8> {
             .replace("Fixture Release", "Bench Release"),
     )
     .expect("metadata");
-    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+    let out = Command::new(stoker_bin())
         .args(["plugin", "build"])
         .arg(&dst)
         .arg("--output")
@@ -339,6 +349,105 @@ fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
             std::fs::copy(e.path(), to).expect("copy");
         }
     }
+}
+
+/// The stoker binary to run: `STOKER_BENCH_BIN` when set (`benches/bmc_sweep.sh` passes the
+/// binary it measured), else the one cargo built with this bench.
+fn stoker_bin() -> std::ffi::OsString {
+    std::env::var_os("STOKER_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_stoker").into())
+}
+
+/// One power sweep the daemon logged ("power states read"): when its line was read, how long
+/// it took, what it read.
+#[derive(Clone, Copy)]
+struct SweepLog {
+    end: Instant,
+    ms: u64,
+    read: usize,
+    failed: usize,
+    peak: usize,
+}
+
+/// A sweep as a window of the bench's time (s since `Shared::t0`).
+#[derive(Clone, Copy)]
+struct Window {
+    start: f64,
+    end: f64,
+    log: SweepLog,
+}
+
+/// The sweep in a daemon log line, colours or not: `power states read read=N failed=N ms=N
+/// peak_in_flight=N`.
+fn parse_sweep(line: &str, end: Instant) -> Option<SweepLog> {
+    if !line.contains("power states read") {
+        return None;
+    }
+    let mut plain = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An ANSI sequence: ESC [ parameters, then one letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let field = |name: &str| -> Option<u64> {
+        let at = plain.find(&format!(" {name}="))? + name.len() + 2;
+        let digits: String = plain[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    Some(SweepLog {
+        end,
+        ms: field("ms")?,
+        read: field("read")? as usize,
+        failed: field("failed")? as usize,
+        peak: field("peak_in_flight")? as usize,
+    })
+}
+
+/// `STOKER_BENCH_BMCS`: enroll one node per BMC address in `file` (with its BMC unless
+/// `with_bmc` is false), eight at a time; returns how many.
+fn enroll_bmcs(api: &Api, file: &str, with_bmc: bool) -> usize {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let addresses: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(address) = addresses.get(i) else {
+                        break;
+                    };
+                    let mut body = json!({"mac": format!(
+                        "52:54:10:{:02x}:{:02x}:{:02x}",
+                        (i >> 16) & 0xff,
+                        (i >> 8) & 0xff,
+                        i & 0xff
+                    )});
+                    if with_bmc {
+                        body["bmc"] = json!({"driver": "redfish", "address": address,
+                                             "username": "admin", "password": "password"});
+                    }
+                    let (status, r) = api.call("POST", "/api/v1/nodes", Some(&body));
+                    assert_eq!(status, 201, "enroll {address}: {r}");
+                }
+            });
+        }
+    });
+    addresses.len()
 }
 
 /// The daemon this benchmark started: stopped (by its PID) however the benchmark ends.
@@ -590,7 +699,14 @@ fn latency(calls: &[&Call], kind: Option<Kind>) -> String {
 }
 
 /// The phase's figures, with its ceiling and what bounds it.
-fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64) {
+fn report(
+    p: &Phase,
+    records: &[Record],
+    agents: usize,
+    step_ms: u64,
+    cores: f64,
+    sweeps: &[Window],
+) {
     let secs = p.end - p.start;
     let calls: Vec<&Call> = records
         .iter()
@@ -674,6 +790,7 @@ fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64
         p.hwm_kb / 1024,
         p.rss_kb / 1024
     );
+    report_sweeps(p, &calls, sweeps);
     let bound = if share >= 0.9 {
         "the agents' pacing: the rate says nothing about the daemon (its latency and CPU per call do)"
             .to_string()
@@ -686,6 +803,46 @@ fn report(p: &Phase, records: &[Record], agents: usize, step_ms: u64, cores: f64
         "the daemon's latency (neither the pacing nor the CPU is used up)".to_string()
     };
     println!("bound: {bound}");
+}
+
+/// The BMC sweeps that overlapped phase `p`, and the agent calls that overlapped them beside
+/// the others.
+fn report_sweeps(p: &Phase, calls: &[&Call], sweeps: &[Window]) {
+    let within: Vec<&Window> = sweeps
+        .iter()
+        .filter(|w| w.end > p.start && w.start < p.end)
+        .collect();
+    if sweeps.is_empty() {
+        return;
+    }
+    let covered: f64 = within
+        .iter()
+        .map(|w| w.end.min(p.end) - w.start.max(p.start))
+        .sum();
+    let mut ms: Vec<u64> = within.iter().map(|w| w.log.ms).collect();
+    ms.sort_unstable();
+    println!(
+        "BMC sweeps overlapping the phase: {} ({:.0}% of its time), read {}, failed {}, \
+         {} ms each (median {} ms), peak in flight {}",
+        within.len(),
+        100.0 * covered / (p.end - p.start).max(1e-9),
+        within.iter().map(|w| w.log.read).sum::<usize>(),
+        within.iter().map(|w| w.log.failed).sum::<usize>(),
+        match (ms.first(), ms.last()) {
+            (Some(a), Some(b)) => format!("{a}–{b}"),
+            _ => "—".into(),
+        },
+        ms.get(ms.len() / 2).copied().unwrap_or(0),
+        within.iter().map(|w| w.log.peak).max().unwrap_or(0)
+    );
+    let during = |c: &&&Call| {
+        within
+            .iter()
+            .any(|w| c.at < w.end && c.at + c.secs > w.start)
+    };
+    let (a, b): (Vec<&Call>, Vec<&Call>) = calls.iter().partition(during);
+    println!("  calls during a sweep: {}", latency(&a, None));
+    println!("  calls outside sweeps: {}", latency(&b, None));
 }
 
 /// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are.
@@ -776,7 +933,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = Daemon(
-        Command::new(env!("CARGO_BIN_EXE_stoker"))
+        Command::new(stoker_bin())
             .current_dir(dir.path())
             .args([
                 "serve",
@@ -799,7 +956,20 @@ fn main() {
             break rest.split_whitespace().next().unwrap_or("").to_string();
         }
     };
-    std::thread::spawn(move || for _ in lines {});
+    let sweep_log: Arc<Mutex<Vec<SweepLog>>> = Arc::default();
+    {
+        let sweep_log = Arc::clone(&sweep_log);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if let Some(s) = parse_sweep(&line, Instant::now()) {
+                    sweep_log
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(s);
+                }
+            }
+        });
+    }
     let base = format!("http://{addr}");
     let password = std::fs::read_to_string(dir.path().join("stoker-data/initial-admin-password"))
         .expect("initial-admin-password");
@@ -844,6 +1014,42 @@ fn main() {
         Some(&json!({"name": "bench", "release_id": release})),
     );
     let cluster = c["id"].as_i64().expect("cluster");
+
+    if let Ok(file) = std::env::var("STOKER_BENCH_BMCS") {
+        let with_bmc = std::env::var_os("STOKER_BENCH_BMC_OFF").is_none();
+        let t = Instant::now();
+        let count = enroll_bmcs(&api, &file, with_bmc);
+        let enrolled = t.elapsed().as_secs_f64();
+        if with_bmc {
+            // Every BMC read once before the agents start: the sweeps' steady state.
+            loop {
+                let read: usize = sweep_log
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .map(|s| s.read)
+                    .sum();
+                if read >= count || t.elapsed() > Duration::from_secs(300) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        println!(
+            "BMC nodes: {count} enrolled in {enrolled:.1} s, {}",
+            if with_bmc {
+                format!(
+                    "each with a Redfish BMC, all read once after {:.1} s (sync interval {} s, \
+                     {} workers)",
+                    t.elapsed().as_secs_f64(),
+                    std::env::var("STOKER_BMC_SYNC_INTERVAL").unwrap_or_else(|_| "60".into()),
+                    std::env::var("STOKER_BMC_SYNC_WORKERS").unwrap_or_else(|_| "8".into())
+                )
+            } else {
+                "without BMCs (the baseline: no power sync)".into()
+            }
+        );
+    }
 
     // Hello, one by one; the hello is rate-limited per client address, so each node comes
     // from a 127.0.0.0/8 address of its own.
@@ -977,7 +1183,20 @@ fn main() {
     if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
         timeline(&records);
     }
+    let windows: Vec<Window> = sweep_log
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .map(|s| {
+            let end = s.end.saturating_duration_since(shared.t0).as_secs_f64();
+            Window {
+                start: end - s.ms as f64 / 1000.0,
+                end,
+                log: *s,
+            }
+        })
+        .collect();
     for p in &phases {
-        report(p, &records, n, step_ms, cores);
+        report(p, &records, n, step_ms, cores, &windows);
     }
 }
