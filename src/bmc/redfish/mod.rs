@@ -80,6 +80,9 @@ struct Conn {
     root: Value,
     /// The system's `@odata.id`.
     system: String,
+    /// The system document read while connecting, given to the first reader instead of
+    /// fetching it again (a power-state sweep then costs one GET of it, not two).
+    fresh: Option<Value>,
     /// Links of the system document read once (`Bios`, `Storage`): they do not move.
     links: BTreeMap<&'static str, Option<String>>,
     /// The UpdateService's SimpleUpdate (target, action), once looked for.
@@ -100,6 +103,7 @@ impl Conn {
             client,
             root,
             system: String::new(),
+            fresh: None,
             links: BTreeMap::new(),
             simple_update: None,
             poll_interval,
@@ -116,6 +120,7 @@ impl Conn {
             Some(id) => conn.client.path(id)?,
             None => path,
         };
+        conn.fresh = Some(doc);
         Ok(conn)
     }
 
@@ -156,6 +161,9 @@ impl Conn {
     }
 
     fn system_doc(&mut self) -> Result<Value, BmcError> {
+        if let Some(doc) = self.fresh.take() {
+            return Ok(doc);
+        }
         let path = self.system.clone();
         self.client.get(&path)
     }

@@ -22,7 +22,7 @@ use rustls::{
     ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
     StreamOwned,
 };
-use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, TcpConnector,
     Transport, TransportAdapter,
@@ -50,8 +50,41 @@ pub(crate) fn agent(verify: bool, timeout: Duration) -> Result<ureq::Agent, Stri
     Ok(ureq::Agent::with_parts(
         config,
         connector,
-        DefaultResolver::default(),
+        LiteralFirst::default(),
     ))
+}
+
+/// Addresses written as IP literals (most BMCs') are taken as they are; host names go to
+/// ureq's resolver, which with a timeout set spawns a thread per lookup (a thread per request
+/// of a 1,000-BMC sweep, for nothing, without this).
+#[derive(Debug, Default)]
+struct LiteralFirst(DefaultResolver);
+
+impl Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri
+            .host()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|h| h.parse::<std::net::IpAddr>().ok());
+        let Some(ip) = literal else {
+            return self.0.resolve(uri, config, timeout);
+        };
+        let port = uri
+            .port_u16()
+            .unwrap_or(if uri.scheme_str() == Some("http") {
+                80
+            } else {
+                443
+            });
+        let mut out = self.empty();
+        out.push(std::net::SocketAddr::new(ip, port));
+        Ok(out)
+    }
 }
 
 /// Built once per process: the root bundle is a few hundred kilobytes of PEM.
