@@ -692,6 +692,27 @@ fn deploy_to_end(base: &str, nodes: &[crate::deploy::Node], dep: i64) -> Value {
     }
 }
 
+/// A daemon with the bundled release, an environment with one compute node, and that node's
+/// BMC: the loopback Redfish BMC, set through the API.
+fn environment_with_bmc() -> (
+    FakeBmc,
+    crate::common::TestDaemon,
+    i64,
+    Vec<crate::deploy::Node>,
+) {
+    let bmc = FakeBmc::start();
+    let d = crate::common::TestDaemon::start_bundled("install");
+    let (cluster, nodes) = crate::deploy::setup(&d.url(""), &["compute"]);
+    let r = d.http().put(
+        &format!("/api/v1/nodes/{}/bmc", nodes[0].id),
+        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
+                "password": PASSWORD})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    (bmc, d, cluster, nodes)
+}
+
 fn start_deploy(base: &str, cluster: i64, steps: Value) -> i64 {
     let r = crate::common::Http::raw_post(
         &format!("{base}/api/v1/clusters/{cluster}/deploy"),
@@ -719,19 +740,8 @@ fn step_of<'a>(dep: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn a_deployment_runs_its_bmc_steps_on_the_master_in_step_order() {
-    let bmc = FakeBmc::start();
-    let d = crate::common::TestDaemon::start_bundled("install");
-    let base = d.url("");
-    let http = d.http();
-    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
-    let node = nodes[0].id;
-    let r = http.put(
-        &format!("/api/v1/nodes/{node}/bmc"),
-        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
-                "password": PASSWORD})
-        .to_string(),
-    );
-    assert_eq!(r.status, 200, "{}", r.body);
+    let (bmc, d, cluster, nodes) = environment_with_bmc();
+    let (base, http, node) = (d.url(""), d.http(), nodes[0].id);
     // The firmware image: any file the master can fetch over HTTP, with its checksum.
     let image = format!("{base}/assets/css/stoker.css");
     let bytes = ureq::get(&image)
@@ -828,19 +838,8 @@ fn a_deployment_runs_its_bmc_steps_on_the_master_in_step_order() {
 
 #[test]
 fn bmc_steps_that_cannot_be_done_fail_before_anything_changes() {
-    let bmc = FakeBmc::start();
-    let d = crate::common::TestDaemon::start_bundled("install");
+    let (bmc, d, cluster, nodes) = environment_with_bmc();
     let base = d.url("");
-    let http = d.http();
-    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
-    let node = nodes[0].id;
-    let r = http.put(
-        &format!("/api/v1/nodes/{node}/bmc"),
-        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
-                "password": PASSWORD})
-        .to_string(),
-    );
-    assert_eq!(r.status, 200, "{}", r.body);
     let volumes_before = bmc.state().volumes.clone();
     // A layout larger than the drives: refused by field, the existing volumes kept.
     let dep = start_deploy(
@@ -915,19 +914,8 @@ fn bmc_steps_that_cannot_be_done_fail_before_anything_changes() {
 
 #[test]
 fn resetting_or_deleting_an_environment_can_power_its_nodes_off() {
-    let bmc = FakeBmc::start();
-    let d = crate::common::TestDaemon::start_bundled("install");
-    let base = d.url("");
-    let http = d.http();
-    let (cluster, nodes) = crate::deploy::setup(&base, &["compute"]);
-    let node = nodes[0].id;
-    let r = http.put(
-        &format!("/api/v1/nodes/{node}/bmc"),
-        &json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
-                "password": PASSWORD})
-        .to_string(),
-    );
-    assert_eq!(r.status, 200, "{}", r.body);
+    let (bmc, d, cluster, nodes) = environment_with_bmc();
+    let (base, http, node) = (d.url(""), d.http(), nodes[0].id);
     let dep = start_deploy(&base, cluster, json!([]));
     assert_eq!(deploy_to_end(&base, &nodes, dep)["status"], "done");
     bmc.state().resets.clear();
