@@ -269,13 +269,7 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
     }
     // The master's steps need the node's BMC: a BMC step asked for a node without one is
     // refused, naming the nodes; the built-in power step is skipped for them.
-    let with_bmc: BTreeSet<i64> = store.read(|r| {
-        Ok(r.bmcs()?
-            .into_iter()
-            .filter(crate::store::StoredBmc::usable)
-            .map(|b| b.node_id)
-            .collect())
-    })?;
+    let with_bmc = store.read(|r| r.nodes_with_usable_bmc())?;
     let provisioning =
         |id: &i64| !provisioned.contains(id) && scope.phase.is_none_or(|p| p == Phase::Provision);
     for s in planned.iter().filter(|s| {
@@ -576,13 +570,7 @@ pub fn reset(
     let (store, data_dir, settings, plans) = (m.store, m.data_dir, m.settings, m.plans);
     let (nodes, with_bmc) = store.read(|r| {
         r.refuse_if_busy(cluster_id, None)?;
-        let bmcs: BTreeSet<i64> = r
-            .bmcs()?
-            .into_iter()
-            .filter(crate::store::StoredBmc::usable)
-            .map(|b| b.node_id)
-            .collect();
-        Ok((r.cluster_nodes(cluster_id)?, bmcs))
+        Ok((r.cluster_nodes(cluster_id)?, r.nodes_with_usable_bmc()?))
     })?;
     let off: BTreeSet<i64> = if power_off {
         nodes

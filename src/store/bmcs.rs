@@ -133,6 +133,16 @@ impl ReadTxn<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The nodes whose BMC has credentials ([`StoredBmc::usable`]): those the master can
+    /// power and run BMC steps on.
+    pub fn nodes_with_usable_bmc(&self) -> Result<std::collections::BTreeSet<NodeId>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT node_id FROM node_bmcs WHERE sealed_password IS NOT NULL")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Up to `limit` BMCs with credentials whose power is due to be read at `now`, the most
     /// overdue first.
     pub fn bmcs_due(&self, now: i64, limit: u32) -> Result<Vec<StoredBmc>> {

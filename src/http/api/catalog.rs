@@ -181,12 +181,13 @@ pub async fn delete_cluster(
         .store(move |s| {
             s.write(|tx| {
                 let read = tx.read();
-                let mut with_bmc = Vec::new();
-                for n in read.cluster_nodes(id)? {
-                    if read.bmc(n.id)?.is_some_and(|b| b.usable()) {
-                        with_bmc.push(n.id);
-                    }
-                }
+                let usable = read.nodes_with_usable_bmc()?;
+                let with_bmc: Vec<i64> = read
+                    .cluster_nodes(id)?
+                    .iter()
+                    .map(|n| n.id)
+                    .filter(|n| usable.contains(n))
+                    .collect();
                 Ok((tx.delete_cluster(id, now)?, with_bmc))
             })
         })
