@@ -815,8 +815,14 @@ fn a_deployment_runs_its_bmc_steps_on_the_master_in_step_order() {
     ] {
         let s = step_of(&done, name);
         assert_eq!(s["status"], "ok", "{s}");
+        // Earlier in the node's sequence (a node runs one step at a time, in sequence), and
+        // over before the agent's first step started (timestamps are whole seconds).
         assert!(
-            s["finished_at"].as_i64() <= configure["started_at"].as_i64(),
+            s["seq"].as_u64().unwrap() < configure["seq"].as_u64().unwrap(),
+            "{s}"
+        );
+        assert!(
+            s["finished_at"].as_i64().unwrap() <= configure["started_at"].as_i64().unwrap(),
             "{s}"
         );
     }
@@ -937,7 +943,11 @@ fn resetting_or_deleting_an_environment_can_power_its_nodes_off() {
         (Some("ok"), Some("ok"))
     );
     assert!(
-        off["started_at"].as_i64() >= erase["finished_at"].as_i64(),
+        off["seq"].as_u64().unwrap() > erase["seq"].as_u64().unwrap(),
+        "{off}"
+    );
+    assert!(
+        off["started_at"].as_i64().unwrap() >= erase["finished_at"].as_i64().unwrap(),
         "{off}"
     );
     assert_eq!(bmc.state().resets, vec!["ForceOff"]);
