@@ -47,46 +47,11 @@ pub enum ImageError {
     },
 }
 
-/// An expected checksum.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Checksum {
-    Sha256(String),
-    Md5(String),
-}
+/// An expected checksum (the model's; parsed here into this module's error).
+pub use crate::model::Checksum;
 
-impl Checksum {
-    /// "sha256:<hex>", "md5:<hex>", or bare hex (64 digits: sha256, 32: md5).
-    pub fn parse(spec: &str) -> Result<Checksum, ImageError> {
-        let bad = || ImageError::BadChecksumSpec(spec.to_string());
-        let (kind, hex) = match spec.split_once(':') {
-            Some((k, h)) => (k.to_ascii_lowercase(), h),
-            None if spec.len() == 64 => ("sha256".to_string(), spec),
-            None if spec.len() == 32 => ("md5".to_string(), spec),
-            None => return Err(bad()),
-        };
-        if !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(bad());
-        }
-        let hex = hex.to_ascii_lowercase();
-        match (kind.as_str(), hex.len()) {
-            ("sha256", 64) => Ok(Checksum::Sha256(hex)),
-            ("md5", 32) => Ok(Checksum::Md5(hex)),
-            _ => Err(bad()),
-        }
-    }
-
-    fn label(&self) -> &'static str {
-        match self {
-            Checksum::Sha256(_) => "sha256",
-            Checksum::Md5(_) => "md5",
-        }
-    }
-
-    fn hex(&self) -> &str {
-        match self {
-            Checksum::Sha256(h) | Checksum::Md5(h) => h,
-        }
-    }
+pub fn parse_checksum(spec: &str) -> Result<Checksum, ImageError> {
+    Checksum::parse(spec).map_err(ImageError::BadChecksumSpec)
 }
 
 /// raw or qcow2.

@@ -12,7 +12,7 @@ const BOOT_ID: &str = "proc/sys/kernel/random/boot_id";
 use serde_json::Value;
 
 use crate::agent::exec::{Context, Executor, Outcome, Tail, run_shell};
-use crate::agent::image::{Checksum, DiskFormat, write_image};
+use crate::agent::image::{DiskFormat, parse_checksum, write_image};
 use crate::agent::inventory;
 use crate::agent::net_probe;
 use crate::agent::protocol::Run;
@@ -119,7 +119,7 @@ impl Executor {
                 .and_then(Value::as_str)
                 .ok_or("write_image needs args.image_url")?;
             let checksum = match args.get("checksum").and_then(Value::as_str) {
-                Some(c) if !c.is_empty() => Some(Checksum::parse(c).map_err(|e| e.to_string())?),
+                Some(c) if !c.is_empty() => Some(parse_checksum(c).map_err(|e| e.to_string())?),
                 _ => None,
             };
             let format = match args.get("disk_format").and_then(Value::as_str) {

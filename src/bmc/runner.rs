@@ -22,7 +22,7 @@ use super::actions::{Act, Bmcs};
 use super::{BmcError, PowerAction, PowerState};
 use crate::engine::steps::Location;
 use crate::engine::{bmc_steps, raid};
-use crate::model::{FieldError, NodeId};
+use crate::model::{Checksum, FieldError, NodeId};
 use crate::store::{Claim, GroupWriter, Run, RunResult, Store};
 
 /// What runs the master's steps, shared by the daemon's loop and the agents' calls.
@@ -278,10 +278,10 @@ impl Runner {
                 )?;
                 // Every image is checked before the first is installed.
                 for (i, img) in images.iter().enumerate() {
-                    let found = check_image(&img.url, img.checksum.as_deref(), self.bmcs.timeout)
+                    let found = check_image(&img.url, img.checksum.as_ref(), self.bmcs.timeout)
                         .map_err(|m| {
-                        format!("firmware_images[{i}].url: {m}; nothing was changed")
-                    })?;
+                            format!("firmware_images[{i}].url: {m}; nothing was changed")
+                        })?;
                     lines.push(format!("image {}: {found}", img.url));
                 }
                 let mut done = Vec::new();
@@ -364,7 +364,11 @@ fn require(has: bool, endpoint: &super::Endpoint, what: &str) -> Result<(), Stri
 /// Check a firmware image before the BMC is asked for it: its URL must answer 200 (a URL that
 /// 404s fails here), and with a checksum the whole body (bounded at 4 GiB) must match it.
 /// Without one only the answer's head is read. What it found, for the step's output.
-fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<String, String> {
+fn check_image(
+    url: &str,
+    checksum: Option<&Checksum>,
+    timeout: Duration,
+) -> Result<String, String> {
     use sha2::Digest;
     // HTTPS images are checked against the system's roots.
     let agent = super::redfish::tls::agent(true, timeout.max(Duration::from_secs(60)))?;
@@ -381,7 +385,7 @@ fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<S
     };
     let mut body = resp.into_body();
     let mut reader = body.as_reader().take(4 << 30);
-    let mut hash = sha2::Sha256::new();
+    let (mut sha256, mut md5) = (sha2::Sha256::new(), md5::Md5::new());
     let mut buf = vec![0u8; 64 * 1024];
     let mut size = 0u64;
     loop {
@@ -392,11 +396,20 @@ fn check_image(url: &str, checksum: Option<&str>, timeout: Duration) -> Result<S
             break;
         }
         size += n as u64;
-        hash.update(&buf[..n]);
+        match want {
+            Checksum::Sha256(_) => sha256.update(&buf[..n]),
+            Checksum::Md5(_) => md5.update(&buf[..n]),
+        }
     }
-    let got = format!("sha256:{}", crate::model::hex(&hash.finalize()));
-    if got != want {
-        return Err(format!("the image's checksum is {got}, not {want}"));
+    let got = match want {
+        Checksum::Sha256(_) => crate::model::hex(&sha256.finalize()),
+        Checksum::Md5(_) => crate::model::hex(&md5.finalize()),
+    };
+    if got != want.hex() {
+        return Err(format!(
+            "the image's checksum is {}:{got}, not {want}",
+            want.label()
+        ));
     }
     Ok(format!("{size} bytes, checksum matches"))
 }

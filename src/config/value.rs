@@ -88,9 +88,8 @@ fn parse_simple(kind: Kind, raw: &str) -> Option<Parsed> {
                 });
             valid.then(|| Parsed::Text(raw.to_string()))
         }
-        Kind::OptionalChecksum => (raw.is_empty()
-            || crate::agent::image::Checksum::parse(raw).is_ok())
-        .then(|| Parsed::Text(raw.to_string())),
+        Kind::OptionalChecksum => (raw.is_empty() || crate::model::Checksum::parse(raw).is_ok())
+            .then(|| Parsed::Text(raw.to_string())),
         Kind::Text => Some(Parsed::Text(raw.to_string())),
     }
 }

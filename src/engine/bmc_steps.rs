@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::steps::{ArgInfo, ArgType, Interface, Location, Source, StepDef, UserStep};
-use crate::model::FieldError;
+use crate::model::{Checksum, FieldError};
 
 /// The priority of `power.boot_network`: after BMC steps an operator places above it, before
 /// the ramdisk's `deploy.write_image` (80).
@@ -95,7 +95,7 @@ pub fn defs() -> Vec<StepDef> {
                 "firmware_images",
                 ArgInfo::typed(
                     "images to apply in order: a list of {\"url\": http(s) URL, \"checksum\": \
-                     \"sha256:<hex>\" (optional), \"wait\": seconds for the BMC's task (optional)}",
+                     \"sha256:<hex>\" or \"md5:<hex>\" (optional), \"wait\": seconds for the BMC's task (optional)}",
                     true,
                     ArgType::Array,
                 ),
@@ -166,8 +166,8 @@ pub fn bios_settings(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirmwareImage {
     pub url: String,
-    /// `sha256:<hex>`, lower-case hex.
-    pub checksum: Option<String>,
+    /// What the download must hash to, checked by the master before the BMC is asked.
+    pub checksum: Option<Checksum>,
     /// Seconds to wait for the BMC's update task.
     pub wait_s: u64,
 }
@@ -222,14 +222,12 @@ pub fn firmware_images(v: &Value, at: &str) -> Result<Vec<FirmwareImage>, Vec<Fi
         };
         let checksum = match obj.get("checksum") {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => match s.strip_prefix("sha256:") {
-                Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                    Some(format!("sha256:{}", h.to_ascii_lowercase()))
-                }
-                _ => {
+            Some(Value::String(s)) => match Checksum::parse(s) {
+                Ok(c) => Some(c),
+                Err(_) => {
                     errors.push(problem(
                         format!("{f}.checksum"),
-                        "expected sha256:<64 hex digits>",
+                        "expected sha256:<64 hex digits> or md5:<32 hex digits>",
                     ));
                     None
                 }
@@ -361,9 +359,12 @@ mod tests {
             "x",
         )
         .unwrap();
-        assert_eq!(
-            images[0].checksum.as_deref(),
-            Some(format!("sha256:{}", "ab".repeat(32))).as_deref()
-        );
+        assert_eq!(images[0].checksum, Some(Checksum::Sha256("ab".repeat(32))));
+        let e = firmware_images(
+            &json!([{"url": "http://m/f.bin", "checksum": "crc32:deadbeef"}]),
+            "x",
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "x[0].checksum");
     }
 }

@@ -3,10 +3,12 @@
 //! clock, so the engine, the store and the HTTP layer can all depend on it.
 
 pub mod catalog;
+pub mod checksum;
 pub mod fuel;
 pub mod node;
 
 pub use catalog::{Cluster, PluginSummary, Release};
+pub use checksum::Checksum;
 pub use node::{
     FieldError, Inventory, InventoryError, MAX_INVENTORY_BYTES, Mac, Node, NodeId, NodeStatus,
     RawInventory, parse_inventory,
