@@ -968,3 +968,96 @@ fn resetting_or_deleting_an_environment_can_power_its_nodes_off() {
     );
     assert_eq!(r.status, 400, "{}", r.body);
 }
+
+/// `stoker node bmc|power` as an operator runs it: the built binary against the daemon.
+#[test]
+fn the_cli_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let (bmc, d, _cluster, nodes) = environment_with_bmc();
+    let node = nodes[0].id;
+    let token = d.admin_token();
+    let stoker = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(crate::common::bin::STOKER)
+            .args(args)
+            .args(["--url", &d.url(""), "--token", &token])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let id = node.to_string();
+    let (code, out) = stoker(
+        &[
+            "node",
+            "bmc",
+            "set",
+            &id,
+            "--driver",
+            "redfish",
+            "--address",
+            &bmc.url(""),
+            "--username",
+            fake::USER,
+        ],
+        &format!("{PASSWORD}\n"),
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = stoker(&["node", "bmc", "show", &id], "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&bmc.url("")) && !out.contains(PASSWORD),
+        "{out}"
+    );
+    bmc.state().resets.clear();
+    let (code, out) = stoker(&["node", "power", "off", &id], "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("node {node}: off done")), "{out}");
+    assert_eq!(bmc.state().resets, vec!["ForceOff"]);
+    // A node without a BMC among them: refused, nothing done, exit 1.
+    let plain = d
+        .http()
+        .post(
+            "/api/v1/agent/hello",
+            &crate::common::inventory("52:54:00:aa:09:01").to_string(),
+        )
+        .json()["node"]["id"]
+        .as_i64()
+        .unwrap();
+    let (code, out) = stoker(&["node", "power", "on", &id, &plain.to_string()], "");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("node {plain} has no BMC")), "{out}");
+    assert_eq!(bmc.state().resets, vec!["ForceOff"], "nothing was sent");
+    // An empty password on standard input is refused before anything is sent.
+    let (code, out) = stoker(
+        &[
+            "node",
+            "bmc",
+            "set",
+            &id,
+            "--driver",
+            "ipmi",
+            "--address",
+            "10.0.0.9",
+            "--username",
+            "admin",
+        ],
+        "\n",
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("no password"), "{out}");
+}
