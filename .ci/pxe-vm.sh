@@ -6,6 +6,11 @@
 # boots alternate between the two chains, so both see the same host load (this machine is
 # shared; a burst of load during one chain's boots used to skew the ratio by 10% or more).
 #
+# The image must carry what the agent's BMC probe needs (ipmitool, every library it needs as the
+# loader finds them in the image, the IPMI drivers), and one more BIOS VM, outside the ratio, has
+# a BMC: QEMU's KCS interface backed by OpenIPMI's ipmi_sim, whose LAN channel says 10.77.5.5;
+# its agent's hello must leave the node with the discovered BMC ipmi 10.77.5.5.
+#
 # usage: .ci/pxe-vm.sh STOKER_BIN SHARED_DIR [RUNS] [BOOTSTRAP_BIN]
 #   BOOTSTRAP_BIN: the binary packed into the bootstrap image (default STOKER_BIN); CI passes
 #   the `bootstrap` profile's smaller build.
@@ -19,22 +24,23 @@ skip() { echo "pxe-vm: skipped: $*"; exit 0; }
 [ -d "$lab" ] || skip "$lab not found"
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces and a tap)"
 need=()
-for t in qemu-system-x86_64 dnsmasq cpio lz4; do command -v "$t" >/dev/null || need+=("$t"); done
+for t in qemu-system-x86_64 dnsmasq cpio lz4 ipmi_sim; do command -v "$t" >/dev/null || need+=("$t"); done
 ls /usr/lib/ipxe/qemu/efi-virtio.rom >/dev/null 2>&1 || need+=(ipxe-qemu)
 if [ ${#need[@]} -gt 0 ]; then
-  echo "pxe-vm: installing qemu-system-x86 ipxe-qemu dnsmasq-base cpio lz4 ovmf (missing: ${need[*]})"
+  echo "pxe-vm: installing qemu-system-x86 ipxe-qemu dnsmasq-base cpio lz4 ovmf openipmi (missing: ${need[*]})"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      qemu-system-x86 ipxe-qemu dnsmasq-base cpio lz4 ovmf >/dev/null; } || skip "cannot install QEMU here"
+      qemu-system-x86 ipxe-qemu dnsmasq-base cpio lz4 ovmf openipmi >/dev/null; } || skip "cannot install QEMU here"
 fi
 
 work=$(mktemp -d /tmp/stoker-pxe.XXXXXX)
 cache=${STOKER_DEB_CACHE:-/var/cache/stoker-ci/debs}
 mkdir -p "$cache"
-pid=
+pid=; sim=
 # The dnsmasq chain's lab: its own namespaces, same addresses, nothing shared with stoker's.
 dns() { PXELAB_NS=pxelabd PXELAB_CACHE=$cache "$@"; }
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; fi
+  if [ -n "$sim" ] && kill -0 "$sim" 2>/dev/null; then kill -TERM "$sim"; wait "$sim" 2>/dev/null || true; fi
   dns "$lab/serve-dnsmasq.sh" stop "$work/dnsmasq" >/dev/null 2>&1 || true
   "$lab/lab-down.sh" >/dev/null 2>&1 || true
   dns "$lab/lab-down.sh" >/dev/null 2>&1 || true
@@ -46,7 +52,56 @@ echo "pxe-vm: building the bootstrap image"
 STOKER_DEB_CACHE=$cache "$root/images/build-bootstrap.sh" --stoker "$agent_bin" \
   --out "$work/data/images" --tftp "$work/data/tftp" >"$work/build.log" 2>&1 \
   || { tail -20 "$work/build.log"; echo "pxe-vm: image build failed"; exit 1; }
-grep -E '^(initramfs|stoker):' "$work/build.log" | sed 's/^/pxe-vm: image: /'
+grep -E '^(initramfs|stoker|ipmitool):' "$work/build.log" | sed 's/^/pxe-vm: image: /'
+
+# What the agent's BMC probe needs in the initramfs, as the node will find it: ipmitool; each
+# program interpreter and NEEDED soname of it and of the libraries found, recursively, as a file
+# in the directories the loader searches without an ld.so.cache (a symbolic link is refused: an
+# absolute one would be checked against this host), the interpreter's own soname being the
+# loader itself; the three IPMI drivers in modules.dep; /init loading ipmi_devintf; and ipmitool
+# running there (chroot). Prints what is missing.
+image_ipmi() { # DIR: the unpacked initramfs
+  local r=$1 f n d hit todo=(usr/bin/ipmitool)
+  local -A seen=() interp=()
+  while [ ${#todo[@]} -gt 0 ]; do
+    f=${todo[0]}; todo=("${todo[@]:1}")
+    [ -z "${seen[$f]:-}" ] || continue
+    seen[$f]=1
+    if [ -L "$r/$f" ] || [ ! -f "$r/$f" ]; then echo "$f: not a file in the image"; continue; fi
+    n=$(readelf -lW "$r/$f" | sed -n 's/.*Requesting program interpreter: \/\(.*\)\]$/\1/p')
+    [ -z "$n" ] || { todo+=("$n"); interp[${n##*/}]=1; }
+    for n in $(readelf -dW "$r/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'); do
+      [ -z "${interp[$n]:-}" ] || continue
+      hit=
+      for d in lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib usr/lib; do
+        if [ -e "$r/$d/$n" ] || [ -L "$r/$d/$n" ]; then hit=$d/$n; break; fi
+      done
+      if [ -n "$hit" ]; then todo+=("$hit"); else echo "$n (NEEDED by $f): in no library directory of the image"; fi
+    done
+  done
+  for n in ipmi_msghandler ipmi_devintf ipmi_si; do
+    grep -q "/$n\.ko:" "$r"/lib/modules/*/modules.dep || echo "module $n: not in modules.dep"
+  done
+  grep -q 'modprobe -q ipmi_devintf' "$r/init" || echo "/init: does not load ipmi_devintf"
+  chroot "$r" /usr/bin/ipmitool -V >/dev/null 2>&1 || echo "usr/bin/ipmitool: does not run in the image (chroot)"
+  echo "${#seen[@]}" >"$r.files"
+}
+fail=0
+mkdir "$work/initrd"
+case $(sed -n 's/^initramfs: \([a-z0-9]*\),.*/\1/p' "$work/data/images/manifest.txt") in
+  lz4) unz=(lz4 -dc) ;; zstd) unz=(zstd -dcq) ;; *) unz=(gzip -dc) ;;
+esac
+"${unz[@]}" "$work/data/images/initrd.img" | (cd "$work/initrd" && cpio -idm --quiet)
+missing=$(image_ipmi "$work/initrd")
+if [ -z "$missing" ]; then
+  echo "pxe-vm: image: ipmitool and the $(($(cat "$work/initrd.files") - 1)) files it needs resolve inside the image," \
+    "it runs there; ipmi_msghandler ipmi_devintf ipmi_si in; ok"
+else
+  echo "pxe-vm: image: FAILED: what the agent's BMC probe needs:"
+  while IFS= read -r line; do echo "pxe-vm:   $line"; done <<<"$missing"
+  fail=1
+fi
+rm -rf "$work/initrd" "$work/initrd.files"
 "$lab/lab-down.sh" >/dev/null 2>&1 || true
 "$lab/lab-up.sh" >"$work/lab.log" 2>&1 || { cat "$work/lab.log"; exit 1; }
 # The lab's dnsmasq chain: its own bootstrap (busybox, a wget as the agent) served by dnsmasq
@@ -78,7 +133,7 @@ token=$(ip netns exec pxelab curl -fsS --cacert "$work/data/tls/master.crt" -X P
 api() { ip netns exec pxelab curl -fsS --cacert "$work/data/tls/master.crt" -H "Authorization: Bearer $token" "https://10.77.0.1:8443$1"; }
 echo "pxe-vm: stoker serves HTTPS with $(grep -o 'fingerprint=sha256:[0-9a-f]*' "$work/stoker.log" | head -1); iPXE's files in clear"
 
-fail=0; times=()
+times=()
 boot() { # name mac [boot-vm options]
   local name=$1 mac=$2; shift 2
   local log="$work/vm-$name.log" out
@@ -134,6 +189,97 @@ if ls /usr/share/OVMF/OVMF_CODE*.fd >/dev/null 2>&1; then
 else
   echo "pxe-vm: UEFI boots skipped: OVMF not installed (apt-get install ovmf)"
 fi
+
+# A VM with a BMC, outside the ratio: QEMU's KCS interface (ACPI IPI0001, SMBIOS type 38, which
+# /init's modalias pass loads ipmi_si for) backed by OpenIPMI's ipmi_sim over QEMU's external
+# BMC protocol, on the lab namespace's loopback. ipmi_sim answers the LAN configuration
+# parameters of channel 1 from its lan_config_program (without one it says 0.0.0.0), here a
+# script saying 10.77.5.5, static, and logging each call. The agent's `ipmitool lan print 1`
+# through /dev/ipmi0 reads it and its hello reports it; the master must keep it as the node's
+# discovered BMC. Nothing answers on 10.77.5.5: only the address is checked.
+ipmi_boot() {
+  local d=$work/ipmi mac=52:54:00:77:03:01 bmc_ip=10.77.5.5 port=9002 fail_before=$fail id bmc verdict calls
+  mkdir -p "$d/state"
+  cat >"$d/lancontrol" <<'EOF'
+#!/bin/sh
+# ipmi_sim's lan_config_program: `lancontrol IP get PARM...` prints PARM:VALUE for each; set and
+# check are accepted and change nothing.
+echo "$*" >>"$(dirname "$0")/calls.log"
+ip=$1; op=$2; shift 2
+[ "$op" = get ] || exit 0
+for p in "$@"; do
+  case $p in
+    ip_addr) echo "ip_addr:$ip" ;;
+    ip_addr_src) echo "ip_addr_src:static" ;;
+    subnet_mask) echo "subnet_mask:255.255.255.0" ;;
+    mac_addr) echo "mac_addr:52:54:00:77:05:05" ;;
+    default_gw_mac_addr|backup_gw_mac_addr) echo "$p:00:00:00:00:00:00" ;;
+    *) echo "$p:0.0.0.0" ;;
+  esac
+done
+EOF
+  chmod 755 "$d/lancontrol"
+  # ipmi_lan(5): LAN channel 1 (its UDP port on the namespace's loopback, unused here), the
+  # system interface as QEMU's KCS over TCP.
+  cat >"$d/lan.conf" <<EOF
+name "stoker-pxe-vm"
+set_working_mc 0x20
+  startlan 1
+    addr 127.0.0.1 623
+    priv_limit admin
+    lan_config_program "$d/lancontrol $bmc_ip"
+  endlan
+  serial kcs 127.0.0.1 $port codec VM
+EOF
+  # ipmi_sim_cmd(5): the BMC at IPMB 0x20 (without it ipmi_sim exits at once).
+  printf '%s\n' 'mc_setbmc 0x20' 'mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr' \
+    'mc_enable 0x20' >"$d/bmc.emu"
+  # `ip netns exec` execs ipmi_sim, so $! is its PID. -n: no console; -s: state here, not in
+  # /var/lib/ipmi_sim.
+  ip netns exec pxelab ipmi_sim -n -c "$d/lan.conf" -f "$d/bmc.emu" -s "$d/state" >"$d/ipmi_sim.log" 2>&1 &
+  sim=$!
+  for _ in $(seq 50); do
+    ip netns exec pxelab ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+    kill -0 "$sim" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! ip netns exec pxelab ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+    tail -5 "$d/ipmi_sim.log"; echo "pxe-vm: ipmi-bios: FAILED: ipmi_sim does not listen on 127.0.0.1:$port"; fail=1; return
+  fi
+  fail=0
+  # reconnect=1: QEMU then connects the chardev from its main loop, once the machine is built.
+  # Connected at once, while ipmi-bmc-extern is being realised, QEMU 7.2 (Debian 12) segfaults
+  # (object_get_class under qemu_chr_fe_set_handlers).
+  boot ipmi-bios "$mac" -- -chardev "socket,id=ipmi0,host=127.0.0.1,port=$port,reconnect=1" \
+    -device ipmi-bmc-extern,id=bmc0,chardev=ipmi0 -device isa-ipmi-kcs,bmc=bmc0
+  if [ "$fail" = 0 ]; then
+    # boot has checked that the node is there.
+    id=$(api /api/v1/nodes | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)
+nodes = nodes.get("nodes", nodes) if isinstance(nodes, dict) else nodes
+print(next((n["id"] for n in nodes if n.get("mac") == sys.argv[1]), ""))' "$mac" || true)
+    if bmc=$(api "/api/v1/nodes/$id/bmc" 2>&1); then
+      verdict=$(python3 -c '
+import json, sys
+b = json.loads(sys.argv[1])
+got = (b.get("driver"), b.get("address"), b.get("source"))
+print("ok" if got == ("ipmi", sys.argv[2], "discovered") else f"got {got}")' "$bmc" "$bmc_ip")
+    else
+      verdict="GET /api/v1/nodes/$id/bmc: $bmc"
+    fi
+    if [ "$verdict" = ok ]; then
+      calls=$(grep -sc ' get ' "$d/calls.log" || true)
+      echo "pxe-vm: ipmi-bios: node $id's BMC: driver=ipmi address=$bmc_ip source=discovered, read by its agent" \
+        "through KCS (ipmi_sim's lan_config_program answered ${calls:-0} parameters)"
+    else
+      echo "pxe-vm: ipmi-bios: FAILED: node $id's BMC is not the discovered ipmi $bmc_ip: $verdict"; fail=1
+    fi
+  fi
+  fail=$((fail | fail_before))
+  kill -TERM "$sim"; wait "$sim" 2>/dev/null || true; sim=
+}
+ipmi_boot
 echo "pxe-vm: stoker counters: $(api /api/v1/pxe | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["dhcp"]["counters"], d["tftp"]["counters"])')"
 kill -TERM "$pid"; wait "$pid" 2>/dev/null || true; pid=
 

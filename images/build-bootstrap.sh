@@ -13,11 +13,18 @@
 #                  filesystem when something mounts it (default: NIC drivers for QEMU and common
 #                  servers, disk controllers, and ext4 and vfat, which the configure step mounts
 #                  to write into an installed OS; add xfs for images whose root is xfs: it is
-#                  about three times ext4's size)
+#                  about three times ext4's size). The IPMI drivers are always added (below).
 #
 # Packages: the kernel that linux-image-amd64 depends on, busybox-static and ipxe, fetched
 # with `apt-get download` (run `apt-get update` once first) and cached in DIR/.debs, or in
 # $STOKER_DEB_CACHE when set (CI keeps one cache across runs).
+# The agent's BMC probe (src/agent/bmc_probe.rs) reads the BMC's LAN address with `ipmitool lan
+# print` through /dev/ipmi0, so the image also carries Debian's ipmitool with the libraries it
+# links (libfreeipmi17, libreadline8, libssl3's libcrypto and theirs, resolved from the packages,
+# not the host) and the IPMI drivers: ipmi_si (loaded by /init when the machine has a KCS, SMIC
+# or BT interface: ACPI IPI0001, SMBIOS type 38 or PCI class 0c07), ipmi_msghandler, and
+# ipmi_devintf, which makes /dev/ipmi0 and which /init loads once ipmi_msghandler is in: 13.6 MB
+# unpacked, 5.4 MB more in the lz4 initramfs (images/README.md). SSIF (SMBus) BMCs are not covered.
 # The kernel command-line contract the image understands is in images/README.md.
 set -euo pipefail
 
@@ -32,6 +39,8 @@ MODULES="virtio_pci virtio_net e1000 e1000e igb ixgbe i40e tg3 bnxt_en virtio_bl
 # Added when the kernel has them as modules: ext4's checksums need a crc32c ("softdep", which
 # add_mod's depends= does not follow); the name changed across kernels.
 OPTIONAL_MODULES="crc32c_generic crc32c_intel crc32c_cryptoapi"
+# Always added, whatever --modules says: what the agent's BMC probe needs (the header).
+IPMI_MODULES="ipmi_msghandler ipmi_devintf ipmi_si"
 while [ $# -gt 0 ]; do
   case $1 in
     --stoker) STOKER=$2; shift 2 ;;
@@ -42,7 +51,7 @@ while [ $# -gt 0 ]; do
     *) echo "build-bootstrap: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-need apt-get apt-cache dpkg-deb cpio gzip xz find sha256sum ldd  # cpio: apt-get install cpio
+need apt-get apt-cache dpkg-deb cpio gzip xz find sha256sum ldd readelf  # cpio, binutils
 [ -x "$STOKER" ] || die "$STOKER is not an executable (cargo build --release first, or --stoker BIN)"
 mkdir -p "$OUT" "$TFTP"
 OUT=$(cd "$OUT" && pwd); TFTP=$(cd "$TFTP" && pwd)
@@ -108,7 +117,7 @@ have_mod() { # built in or in the kernel package
   grep -qE "/${pat}\.ko(\.[a-z]+)?\$" "$kmod/modules.builtin" 2>/dev/null ||
     [ -n "$(find "$kmod/kernel" -regextype posix-extended -regex ".*/${pat}\.ko(\.xz|\.zst|\.gz)?" | head -n1)" ]
 }
-for m in $MODULES; do add_mod "$m"; done
+for m in $MODULES $IPMI_MODULES; do add_mod "$m"; done
 for m in $OPTIONAL_MODULES; do if have_mod "$m"; then add_mod "$m"; fi; done
 for f in "${order[@]}"; do
   rel=${f#"$kmod"/}; rel=${rel%.xz}; rel=${rel%.zst}; rel=${rel%.gz}
@@ -130,6 +139,70 @@ if grep -q '=>' <<<"$libs"; then
     mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"
   done
 fi
+
+# ---- ipmitool ---------------------------------------------------------------------------------
+# From Debian's packages, never the host's files: usr/bin/ipmitool, then for each ELF file added,
+# its program interpreter and every NEEDED soname, each taken from the image when it is already
+# there (the C library stoker runs on), else from the package of the file that needs it or from
+# one its .deb depends or pre-depends on (as Debian's shlibs make packages depend on the packages
+# of the libraries they link), recursively. Only those files are copied, dereferenced, at their
+# packaged paths, in the directories the loader searches without an ld.so.cache. A soname that is
+# the interpreter's own (libc.so.6 needs ld-linux-x86-64.so.2) is the loader itself, already there.
+LIBDIRS="lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib usr/lib"
+declare -A unpacked=() added=() interp=() depends=()
+ipmi_debs=()
+unpack_pkg() { # PACKAGE: its .deb unpacked once under $work/pkg; 1 when it cannot be had
+  local f
+  [ -n "${unpacked[$1]:-}" ] && return 0
+  f=$(deb_fetch "$1") || return 1
+  mkdir -p "$work/pkg/$1" && dpkg-deb -x "$f" "$work/pkg/$1" || return 1
+  unpacked[$1]=$(basename "$f")
+}
+pkg_depends() { # PACKAGE (unpacked): depends[PACKAGE], what its .deb depends or pre-depends on
+  [ -n "${depends[$1]+set}" ] || depends[$1]=$(dpkg-deb -f "$CACHE/${unpacked[$1]}" Pre-Depends Depends |
+    sed 's/^[A-Za-z-]*: //' | tr ',|' '\n' | sed -E 's/^ +//; s/[ (:].*//' | { grep . || true; } | tr '\n' ' ')
+}
+lookup() { # DIR KIND NAME: NAME's path relative to DIR (KIND soname: in a library directory)
+  local d
+  if [ "$2" = path ]; then [ -e "$1/$3" ] && echo "$3" && return 0; return 1; fi
+  for d in $LIBDIRS; do [ -e "$1/$d/$3" ] && echo "$d/$3" && return 0; done
+  return 1
+}
+add_elf() { # PACKAGE FILE: PACKAGE's FILE into the image, with what it needs to run
+  local pkg=$1 rel=$2 src=$work/pkg/$1/$2 n
+  [ -n "${added[$rel]:-}" ] && return 0
+  added[$rel]=1
+  case " ${ipmi_debs[*]} " in *" ${unpacked[$pkg]} "*) ;; *) ipmi_debs+=("${unpacked[$pkg]}") ;; esac
+  mkdir -p "$root/$(dirname "$rel")"; cp -L "$src" "$root/$rel"
+  n=$(readelf -lW "$src" | sed -n 's/.*Requesting program interpreter: \/\(.*\)\]$/\1/p')
+  [ -z "$n" ] || { interp[${n##*/}]=1; add_need "$pkg" "$rel" path "$n"; }
+  for n in $(readelf -dW "$src" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'); do add_need "$pkg" "$rel" soname "$n"; done
+}
+add_need() { # PACKAGE FILE KIND NAME: NAME (a soname, or the interpreter's path) for PACKAGE's FILE
+  local pkg=$1 file=$2 kind=$3 name=$4 p found cands
+  { [ "$kind" = soname ] && [ -n "${interp[$name]:-}" ]; } && return 0
+  lookup "$root" "$kind" "$name" >/dev/null && return 0
+  pkg_depends "$pkg"
+  read -ra cands <<<"$pkg ${depends[$pkg]}"
+  # Packages already unpacked first, then the others in order, so that fewer are downloaded.
+  for p in "${cands[@]}"; do
+    if [ -n "${unpacked[$p]:-}" ] && found=$(lookup "$work/pkg/$p" "$kind" "$name"); then add_elf "$p" "$found"; return 0; fi
+  done
+  for p in "${cands[@]}"; do
+    unpack_pkg "$p" || continue # a virtual package, an alternative not in the archive
+    if found=$(lookup "$work/pkg/$p" "$kind" "$name"); then add_elf "$p" "$found"; return 0; fi
+  done
+  die "$name, which $file needs, is neither in the image nor in $pkg or the packages it depends on"
+}
+unpack_pkg ipmitool || die "cannot fetch ipmitool (run 'apt-get update' first)"
+add_elf ipmitool usr/bin/ipmitool
+# The image's own loader must resolve it inside the image, symbol versions included: the C
+# library there may be the host's (stoker's), not the one the packages were built against.
+ld_so=$root/$(readelf -lW "$root/usr/bin/ipmitool" | sed -n 's/.*Requesting program interpreter: \/\(.*\)\]$/\1/p')
+ld_list=$("$ld_so" --library-path "$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu" \
+  --list "$root/usr/bin/ipmitool" 2>&1) || die "ipmitool does not load in the image: $ld_list"
+outside=$(grep '=>' <<<"$ld_list" | grep -vF "=> $root/" || true)
+[ -z "$outside" ] || die "ipmitool's libraries do not all resolve inside the image: $outside"
 
 cat > "$root/etc/udhcpc/default.script" <<'EOF'
 #!/bin/sh
@@ -173,7 +246,9 @@ echo "stoker: bootstrap init at uptime=$(up)"
 # against modules.alias. Again after each pass for the buses the new drivers bring (virtio,
 # SCSI), until nothing more loads. Loading every driver of the image (36 modules) cost ~1.5 s
 # under QEMU's TCG. sd_mod as soon as there is a SCSI host (AHCI, SAS, virtio-scsi): its disks
-# appear after link training, often later than this.
+# appear after link training, often later than this. ipmi_devintf (/dev/ipmi0, which the agent's
+# ipmitool opens) has no device alias: the kernel's softdep, which busybox modprobe does not
+# read, loads it after ipmi_msghandler, the dependency of ipmi_si.
 nmods() { wc -l < /proc/modules; }
 for _ in 1 2 3 4; do
   before=$(nmods)
@@ -181,6 +256,7 @@ for _ in 1 2 3 4; do
   [ "$(nmods)" = "$before" ] && break
 done
 [ -n "$(ls /sys/class/scsi_host 2>/dev/null)" ] && modprobe -q sd_mod
+grep -q '^ipmi_msghandler ' /proc/modules && modprobe -q ipmi_devintf
 echo "stoker: $(nmods) modules loaded at uptime=$(up)"
 ip link set lo up
 want=; [ -n "$BOOTIF" ] && want=$(echo "${BOOTIF#01-}" | tr '-' ':' | tr 'A-F' 'a-f')
@@ -233,6 +309,7 @@ esac
   echo "ipxe: $(basename "$ideb") -> $TFTP: undionly.kpxe ipxe.efi snponly.efi"
   echo "stoker: $("$STOKER" --version) ($(grep -q '=>' <<<"$libs" && echo dynamic || echo static))"
   echo "modules: ${#order[@]} (drivers loaded at boot by device modalias, filesystems when mounted)"
+  echo "ipmitool: ${#added[@]} files from ${ipmi_debs[*]}"
   echo "vmlinuz: $(stat -c %s "$OUT/vmlinuz") bytes sha256 $(sha256sum < "$OUT/vmlinuz" | cut -d' ' -f1)"
   echo "initrd.img: $(stat -c %s "$OUT/initrd.img") bytes sha256 $(sha256sum < "$OUT/initrd.img" | cut -d' ' -f1)"
 } > "$OUT/manifest.txt"
