@@ -7,8 +7,9 @@
 #
 # EMULATOR=farm (default): benches/redfish_farm.py, one Python process (stdlib asyncio) serving
 # N BMCs, each on a loopback address of its own (127.77.0.1 ... 127.77.3.250 for 1,000) on one
-# port, with sessions: stoker's driver makes 5 requests per reading on one keep-alive
-# connection (service root, session, Systems, the system, the session's DELETE).
+# port, with sessions: stoker keeps each BMC's session from one sweep to the next
+# (src/bmc/sessions.rs), so a reading is one GET of the system on a new connection; the first
+# also reads the service root and Systems and logs in. The farm's counts below say it.
 # EMULATOR=sushy: sushy-tools' fake driver (one process, every system on 127.0.0.1, no auth: 2
 # requests per reading), the tests' reference for correctness; it breaks at 32 requests in
 # flight ("unable to open database file", "Too many open files") and its CPU per reading grows
@@ -295,7 +296,8 @@ print("what bounds it:")
 print(f"  offered load: {n} BMCs per {interval} s interval = {n / interval:.0f} readings/s needed; a sweep reads "
       f"{n / t:.0f}/s, so it takes {100 * t / interval:.0f}% of the interval")
 print(f"  one reading holds a worker {workers * t / n * 1000:.1f} ms on average ({workers} workers × {t:.2f} s / {n}), "
-      f"{'5 requests on one connection (root, session, Systems, system, DELETE session)' if emulator == 'farm' else '2 requests (sushy-tools: root, system)'}")
+      "one GET of the system with the session kept since the last sweep (the first reading of a BMC also "
+      "reads the root and Systems and logs in)")
 if not timed:
     why = "nothing measurable here: sweeps under 0.5 s are too short to split the machine's CPU among processes"
 elif emc >= 0.85:

@@ -1061,3 +1061,85 @@ fn the_cli_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("no password"), "{out}");
 }
+
+/// How many of the BMC's requests so far are `what` (`METHOD path`).
+fn count(bmc: &FakeBmc, what: &str) -> usize {
+    bmc.state().requests.iter().filter(|r| *r == what).count()
+}
+
+/// Wait until the BMC has had at least `n` requests `what`.
+fn wait_requests(bmc: &FakeBmc, what: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(bmc, what) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} × {what} not seen in 30 s: {:?}",
+            bmc.state().requests
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_power_sync_keeps_one_session_per_bmc_from_sweep_to_sweep() {
+    let bmc = FakeBmc::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = stoker::config::Layers::default()
+        .with_flag("data_dir", dir.path().join("data").display().to_string())
+        .with_flag("http.listen", "127.0.0.1:0".to_string())
+        .with_flag("plugins.bundled", "skip".to_string())
+        .with_flag("bmc.sync_interval", "1".to_string())
+        .resolve()
+        .unwrap();
+    let d = crate::common::TestDaemon::start_with(config, dir);
+    let http = d.http();
+    let body = |verify: bool| {
+        json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,
+               "password": PASSWORD, "verify_tls": verify})
+        .to_string()
+    };
+    let r = http.post(
+        "/api/v1/nodes",
+        &format!(r#"{{"mac": "52:54:00:aa:09:01", "bmc": {}}}"#, body(false)),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let node = r.json()["id"].as_i64().unwrap();
+    let read = format!("GET {SYSTEM}");
+    let login = "POST /redfish/v1/SessionService/Sessions";
+    // Three sweeps: one login, one service root, then one GET of the system per reading.
+    wait_requests(&bmc, &read, 3);
+    assert_eq!(count(&bmc, login), 1, "{:?}", bmc.state().requests);
+    assert_eq!(count(&bmc, "GET /redfish/v1/"), 1);
+    assert!(
+        bmc.state().sessions_deleted.is_empty(),
+        "the session is kept"
+    );
+    // The BMC forgets its sessions (its own reset): the next reading logs in again and the
+    // node is not flagged.
+    bmc.state().sessions.clear();
+    let seen = count(&bmc, &read);
+    wait_requests(&bmc, &read, seen + 2);
+    assert_eq!(count(&bmc, login), 2, "{:?}", bmc.state().requests);
+    let b = http.get(&format!("/api/v1/nodes/{node}/bmc")).json();
+    assert_eq!(b["power_state"], "on", "{b}");
+    assert!(b["power_error"].is_null(), "{b}");
+    // The BMC changed on the node: the kept session is not used for the new endpoint, and
+    // is deleted on the BMC.
+    let r = http.put(&format!("/api/v1/nodes/{node}/bmc"), &body(true));
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_requests(&bmc, login, 3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bmc.state().sessions_deleted.is_empty() {
+        assert!(Instant::now() < deadline, "the old session was not deleted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(bmc.state().sessions.len(), 1, "{:?}", bmc.state().sessions);
+    // A stop logs out of the kept sessions (within a few seconds, whatever the BMCs do).
+    drop(http);
+    drop(d);
+    assert!(
+        bmc.state().sessions.is_empty(),
+        "{:?}",
+        bmc.state().sessions
+    );
+}

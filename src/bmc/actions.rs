@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::sessions::Sessions;
 use super::vault::{Vault, VaultError};
 use super::{BmcError, BootDevice, Driver, Endpoint, PowerAction, PowerState};
 use crate::model::{FieldError, NodeId};
@@ -105,7 +106,12 @@ pub struct Bmcs {
     pub interval: u64,
     /// Whether nodes leaving an environment (deleted or reset) are powered off by default.
     pub power_off_released: bool,
+    /// The power sync's logged-in connections, kept between sweeps.
+    pub sessions: Sessions,
 }
+
+/// The most BMC connections kept between sweeps (as many as one sweep reads).
+pub const KEPT_SESSIONS: usize = 100_000;
 
 const MAX_USER: usize = 64;
 const MAX_PASSWORD: usize = 256;
@@ -316,6 +322,7 @@ impl Bmcs {
             workers: cfg.sync_workers,
             interval: cfg.sync_interval,
             power_off_released: cfg.power_off_released,
+            sessions: Sessions::new(KEPT_SESSIONS),
         })
     }
 

@@ -8,7 +8,7 @@
 //! store by `vault.rs`. Every operation is a method of [`Bmc`], blocking, bounded by the
 //! endpoint's timeout; a driver that cannot do something answers [`BmcError::Unsupported`]
 //! before it changes anything. `sync.rs` keeps each node's power state in the store (bounded
-//! concurrency, backoff for unreachable BMCs); `runner.rs` runs the master's deploy steps
+//! concurrency, backoff for unreachable BMCs, sessions kept between sweeps by `sessions.rs`); `runner.rs` runs the master's deploy steps
 //! (`bios.apply_configuration`, `raid.*`, `management.update_firmware`, the power steps)
 //! against a node's BMC.
 
@@ -17,6 +17,7 @@ pub mod ipmi;
 pub mod pool;
 pub mod redfish;
 pub mod runner;
+pub mod sessions;
 pub mod sync;
 pub mod vault;
 
@@ -261,6 +262,12 @@ pub trait Bmc: Send {
         wait: Duration,
         progress: Progress<'_>,
     ) -> Result<String, BmcError>;
+    /// About to be kept idle until the next use ([`sessions`]): close the connections, keep
+    /// the login. Nothing to do for a driver that holds none.
+    fn park(&mut self) {}
+    /// Forget the login without logging out (the BMC does not answer, or there is no time
+    /// left): dropping the value then sends nothing. The BMC expires the session itself.
+    fn abandon(&mut self) {}
 }
 
 /// A connection for `endpoint` with its driver.

@@ -2,6 +2,10 @@
 //! nodes and the power sweep run them on at most `workers` scoped threads, each taking the
 //! next item when it is free. Results come back in the items' order, with the most calls that
 //! were in flight at once (what the sweep reports and its bench checks).
+//!
+//! Background work (the power sweep) runs its threads at a lower scheduling priority
+//! ([`map_niced`]): when the cores are busy, the agents' and the operators' requests go first,
+//! and the sweep takes what is left (on Linux a thread's nice value is its own).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +17,17 @@ pub fn map<T: Sync, R: Send>(
     workers: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> (Vec<R>, usize) {
+    map_niced(items, workers, 0, f)
+}
+
+/// [`map`] on threads whose nice value is raised by `nice` (0: left as it is). A failure to
+/// change it is logged once and the work done anyway.
+pub fn map_niced<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    nice: i32,
+    f: impl Fn(&T) -> R + Sync,
+) -> (Vec<R>, usize) {
     let next = AtomicUsize::new(0);
     let in_flight = AtomicUsize::new(0);
     let peak = AtomicUsize::new(0);
@@ -20,6 +35,9 @@ pub fn map<T: Sync, R: Send>(
     std::thread::scope(|s| {
         for _ in 0..workers.clamp(1, items.len().max(1)) {
             s.spawn(|| {
+                if nice != 0 {
+                    lower_priority(nice);
+                }
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
@@ -46,6 +64,17 @@ pub fn map<T: Sync, R: Send>(
     (results, peak.load(Ordering::Relaxed))
 }
 
+/// Raise the calling thread's nice value by `by`.
+fn lower_priority(by: i32) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let tid = rustix::thread::gettid();
+    let set = rustix::process::getpriority_process(Some(tid))
+        .and_then(|now| rustix::process::setpriority_process(Some(tid), now.saturating_add(by)));
+    if let Err(e) = set {
+        WARNED.call_once(|| tracing::warn!(error = %e, "cannot lower a worker's priority"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +93,16 @@ mod tests {
         assert_eq!((out, peak), (vec![7], 1));
         let (out, peak) = map(&[] as &[u8], 8, |i| *i);
         assert_eq!((out, peak), (vec![], 0));
+    }
+
+    #[test]
+    fn niced_workers_run_at_a_lower_priority_and_the_caller_does_not() {
+        let me = rustix::process::getpriority_process(None).unwrap();
+        let (seen, _) = map_niced(&[0u8; 4], 2, 5, |_| {
+            rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+        });
+        // Nice values top out at 19.
+        assert!(seen.iter().all(|&n| n == (me + 5).min(19)), "{seen:?}");
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), me);
     }
 }

@@ -3,14 +3,21 @@
 //! `bmc.sync_interval`, by at most `bmc.sync_workers` requests in flight, and the readings are
 //! written in one transaction per sweep. A BMC that does not answer is flagged on its node
 //! (`power_error`, a history line when it starts and stops failing) and tried again after
-//! twice as long each time, up to 32 intervals: never in a hot loop.
+//! twice as long each time, up to 32 intervals: never in a hot loop. A BMC's login is kept
+//! from one sweep to the next (`sessions.rs`), so reading it again is one request, and the
+//! sweep's threads run at a lower priority ([`SWEEP_NICE`]) than the daemon's others.
 
 use std::time::{Duration, Instant};
 
-use super::PowerState;
 use super::actions::Bmcs;
+use super::{BmcError, Endpoint, PowerState};
 use crate::model::NodeId;
 use crate::store::Store;
+
+/// How much lower the sweep's threads run than the rest of the daemon: nice 10 has a tenth of
+/// the CPU weight of nice 0, so under contention the agents' calls and the operators' requests
+/// are served first; idle cores are still the sweep's in full.
+pub const SWEEP_NICE: i32 = 10;
 
 /// What one sweep did, for logs and the bench.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,13 +51,14 @@ impl Bmcs {
         if due.is_empty() {
             return Sweep::default();
         }
-        let (readings, peak): (Vec<Reading>, usize) = super::pool::map(&due, self.workers, |b| {
-            let r = self
-                .endpoint(b)
-                .map_err(|e| e.to_string())
-                .and_then(|ep| super::connect(&ep).power_state().map_err(|e| e.to_string()));
-            (b.node_id, r, b.failures)
-        });
+        let (readings, peak): (Vec<Reading>, usize) =
+            super::pool::map_niced(&due, self.workers, SWEEP_NICE, |b| {
+                let r = self
+                    .endpoint(b)
+                    .map_err(|e| e.to_string())
+                    .and_then(|ep| self.read_power(b.node_id, ep).map_err(|e| e.to_string()));
+                (b.node_id, r, b.failures)
+            });
         let failed = readings.iter().filter(|(_, r, _)| r.is_err()).count();
         let interval = self.interval;
         let at = crate::clock::now();
@@ -86,7 +94,47 @@ impl Bmcs {
             peak_in_flight = sweep.peak_in_flight,
             "power states read"
         );
+        self.expire_sessions();
         sweep
+    }
+
+    /// Node `node`'s power through its kept session when there is one. A kept session that
+    /// fails for any reason but the BMC being unreachable (its token refused after a BMC
+    /// reset, the system moved) is dropped and the reading tried once more with a new login:
+    /// a stale session must not flag a node. Only a connection that worked is kept.
+    fn read_power(&self, node: NodeId, endpoint: Endpoint) -> Result<PowerState, BmcError> {
+        let (mut bmc, reused) = self.sessions.take(node, &endpoint);
+        let mut read = bmc.power_state();
+        if reused && matches!(&read, Err(e) if !matches!(e, BmcError::Unreachable { .. })) {
+            bmc = super::connect(&endpoint);
+            read = bmc.power_state();
+        }
+        match &read {
+            Ok(_) => self.sessions.park(node, endpoint, bmc),
+            // Logging out of a BMC that does not answer would hold this worker for another
+            // timeout.
+            Err(BmcError::Unreachable { .. }) => bmc.abandon(),
+            Err(_) => {}
+        }
+        read
+    }
+
+    /// Log out of the sessions not used for two intervals and a minute (their nodes' BMCs
+    /// were removed, changed, or are failing and backing off), `workers` at once.
+    fn expire_sessions(&self) {
+        let age = Duration::from_secs(self.interval.saturating_mul(2).saturating_add(60));
+        let old = self.sessions.expire(age);
+        if !old.is_empty() {
+            let n = old.len();
+            let slots: Vec<std::sync::Mutex<Option<Box<dyn super::Bmc>>>> = old
+                .into_iter()
+                .map(|b| std::sync::Mutex::new(Some(b)))
+                .collect();
+            super::pool::map_niced(&slots, self.workers, SWEEP_NICE, |slot| {
+                drop(slot.lock().map(|mut b| b.take()));
+            });
+            tracing::debug!(sessions = n, "idle BMC sessions closed");
+        }
     }
 }
 

@@ -216,6 +216,7 @@ pub(super) struct Client {
     username: String,
     password: String,
     timeout: Duration,
+    verify_tls: bool,
     agent: ureq::Agent,
     auth: Auth,
     /// The Sessions collection, when the service has one.
@@ -244,6 +245,7 @@ impl Client {
             username: endpoint.username.clone(),
             password: endpoint.password.clone(),
             timeout: endpoint.timeout,
+            verify_tls: endpoint.verify_tls,
             agent,
             auth: Auth::Anonymous,
             sessions: None,
@@ -265,6 +267,20 @@ impl Client {
 
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// Forget the session without deleting it: dropping the client then sends nothing.
+    pub fn abandon(&mut self) {
+        self.auth = Auth::Anonymous;
+    }
+
+    /// Close the kept-alive connections (the agent's pool goes with it), keeping the session:
+    /// the next request connects again and sends the same token.
+    pub fn close_connections(&mut self) {
+        // The TLS configuration is built once per process, so a new agent costs no parsing.
+        if let Ok(agent) = super::tls::agent(self.verify_tls, self.timeout) {
+            self.agent = agent;
+        }
     }
 
     /// The link `link` of the BMC as a path of its origin, or a `Protocol` error naming it.

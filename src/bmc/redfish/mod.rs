@@ -77,7 +77,10 @@ impl Redfish {
 /// One logged-in connection and what was learned navigating.
 struct Conn {
     client: Client,
-    root: Value,
+    /// The service root's `Systems` and `UpdateService` links as the BMC wrote them (checked
+    /// when used); the root itself is not kept, so a parked connection stays small.
+    root_systems: Option<String>,
+    root_update_service: Option<String>,
     /// The system's `@odata.id`.
     system: String,
     /// The system document read while connecting, given to the first reader instead of
@@ -99,9 +102,11 @@ impl Conn {
             message: m,
         })?;
         let (client, root) = Client::connect(endpoint, &base)?;
+        let link = |key: &str| root[key]["@odata.id"].as_str().map(str::to_string);
         let mut conn = Conn {
             client,
-            root,
+            root_systems: link("Systems"),
+            root_update_service: link("UpdateService"),
             system: String::new(),
             fresh: None,
             links: BTreeMap::new(),
@@ -126,7 +131,7 @@ impl Conn {
 
     /// The one system of the service; several are refused naming them.
     fn only_system(&mut self) -> Result<String, BmcError> {
-        let Some(systems) = self.link_of(&self.root.clone(), "Systems")? else {
+        let Some(systems) = self.root_link(self.root_systems.clone())? else {
             return Err(self
                 .client
                 .protocol("the service root links no Systems collection"));
@@ -150,6 +155,11 @@ impl Conn {
                 ),
             }),
         }
+    }
+
+    /// A link kept from the service root as a path of the BMC.
+    fn root_link(&self, link: Option<String>) -> Result<Option<String>, BmcError> {
+        link.map(|l| self.client.path(&l)).transpose()
     }
 
     /// `doc[key]["@odata.id"]` as a path of the BMC, when the document links it.
@@ -287,5 +297,18 @@ impl Bmc for Redfish {
         progress: Progress<'_>,
     ) -> Result<String, BmcError> {
         self.conn()?.update_firmware(image_url, wait, progress)
+    }
+
+    fn park(&mut self) {
+        if let Some(c) = &mut self.conn {
+            c.fresh = None;
+            c.client.close_connections();
+        }
+    }
+
+    fn abandon(&mut self) {
+        if let Some(c) = &mut self.conn {
+            c.client.abandon();
+        }
     }
 }

@@ -44,8 +44,7 @@ impl Conn {
     }
 
     fn find_simple_update(&mut self) -> Result<Option<(String, Value)>, BmcError> {
-        let root = self.root.clone();
-        let Some(service) = self.link_of(&root, "UpdateService")? else {
+        let Some(service) = self.root_link(self.root_update_service.clone())? else {
             return Ok(None);
         };
         let doc = self.client.get(&service)?;
