@@ -1473,3 +1473,44 @@ fn a_transaction_keeps_its_deployment_data_settings_and_network_configuration() 
     let r = d.http().get("/api/v1/transactions/9999/deployment_info");
     assert_eq!(r.status, 404, "{}", r.body);
 }
+
+/// A running deployment whose node's agent has gone silent says what it waits for, in the API
+/// (`waiting`, `message`) and on the environment's page, until the agent calls again.
+#[test]
+fn a_deployment_says_which_silent_agent_it_waits_for() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let n = &nodes[0];
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    // Its agent called a moment ago: nothing is waited on.
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["waiting"], json!([]), "{d1}");
+    assert!(d1.get("message").is_none(), "{d1}");
+    // Two minutes of silence, as the clock would make them: its last call moved back.
+    let conn = rusqlite::Connection::open(d.db_path()).unwrap();
+    conn.execute(
+        "UPDATE nodes SET last_seen_at = last_seen_at - 120 WHERE id = ?1",
+        [n.id],
+    )
+    .unwrap();
+    let said = format!("waiting for the agent of node-{} since ", n.id);
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["waiting"].as_array().unwrap().len(), 1, "{d1}");
+    let w = &d1["waiting"][0];
+    assert_eq!(w["node_id"], n.id);
+    // It waits from the deployment's start: the agent was last seen before it.
+    assert_eq!(w["since"], d1["created_at"], "{d1}");
+    assert!(d1["message"].as_str().unwrap().starts_with(&said), "{d1}");
+    let all = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/deployments"));
+    assert_eq!(all[0]["waiting"][0]["node_id"], n.id, "{all}");
+    let frag = d.http().get(&format!("/environments/{cluster}/timeline"));
+    assert!(frag.body.contains(&said), "{}", frag.body);
+    // The agent calls again and takes its step: nothing is waited on.
+    let run = next(&base, n).unwrap();
+    assert_eq!(run_name(&run), "deploy.configure");
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["waiting"], json!([]), "{d1}");
+}

@@ -27,6 +27,7 @@ pub mod bmc_steps;
 pub mod chain;
 pub mod graph;
 pub mod hello;
+pub mod liveness;
 pub mod network;
 pub mod orchestrate;
 pub mod order;

@@ -17,6 +17,7 @@ use serde_json::Value as J;
 use super::catalog::{json_column, optional_json};
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::bmc_steps;
+use crate::engine::liveness::{self, Waiting};
 use crate::engine::orchestrate::{Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
 use crate::engine::state::{self, Event, NodeState};
@@ -327,6 +328,28 @@ impl ReadTxn<'_> {
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([deployment], run_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The nodes deployment `d` waits on because their agents have gone silent
+    /// ([`crate::engine::liveness`]); none unless it runs.
+    pub fn waiting_agents(&self, d: &Deployment, now: i64) -> Result<Vec<Waiting>> {
+        if d.status != "running" {
+            return Ok(Vec::new());
+        }
+        let seen: std::collections::HashMap<i64, i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, last_seen_at FROM nodes WHERE id IN
+                 (SELECT DISTINCT node_id FROM step_runs WHERE deployment = ?1)",
+            )?
+            .query_map([d.id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(liveness::waiting(
+            self.run_views(d.id)?,
+            d.created_at,
+            &seen,
+            now,
+        ))
     }
 
     /// What scheduling needs of every run of a deployment, without arguments or output: the

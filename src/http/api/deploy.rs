@@ -7,6 +7,7 @@ use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::engine::liveness::Waiting;
 use crate::engine::steps::UserStep;
 use crate::http::api::catalog::id_of;
 use crate::http::{ApiError, AppState};
@@ -28,6 +29,24 @@ pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
         "finished_at": d.finished_at,
         "runs": RunCounts::of(runs),
     })
+}
+
+/// [`deployment_json`] with `waiting`: the nodes whose due step waits for an agent that has
+/// gone silent, each with its `message` ("waiting for the agent of node-3 since …"), and
+/// `message`, those joined (absent when nothing waits).
+pub fn deployment_json_waiting(d: &Deployment, runs: &[Run], waiting: &[Waiting]) -> Value {
+    let mut body = deployment_json(d, runs);
+    body["waiting"] = json!(waiting);
+    if !waiting.is_empty() {
+        body["message"] = json!(
+            waiting
+                .iter()
+                .map(|w| w.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    body
 }
 
 /// The Deploy body: empty, or `{"steps": [...]}`. A malformed step is refused with its path
@@ -128,9 +147,11 @@ pub async fn list(
         .store(move |s| {
             s.read(|r| {
                 let mut out = Vec::new();
+                let now = crate::clock::now();
                 for d in r.deployments(id)? {
                     let runs = r.runs(d.id)?;
-                    out.push(deployment_json(&d, &runs));
+                    let waiting = r.waiting_agents(&d, now)?;
+                    out.push(deployment_json_waiting(&d, &runs, &waiting));
                 }
                 Ok(out)
             })
@@ -150,14 +171,17 @@ pub async fn show(
     let found = state
         .store(move |s| {
             s.read(|r| match r.deployment(id)? {
-                Some(d) => Ok(Some((d, r.runs(id)?))),
+                Some(d) => {
+                    let waiting = r.waiting_agents(&d, crate::clock::now())?;
+                    Ok(Some((d, r.runs(id)?, waiting)))
+                }
                 None => Ok(None),
             })
         })
         .await?;
-    let (d, runs) =
+    let (d, runs, waiting) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
-    let mut body = deployment_json(&d, &runs);
+    let mut body = deployment_json_waiting(&d, &runs, &waiting);
     body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::Ok().json(caller.shown(body)))
 }

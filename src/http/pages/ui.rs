@@ -652,20 +652,26 @@ async fn latest_deployment(
                     return Ok(None);
                 };
                 let runs = r.runs(d.id)?;
+                let waiting = r.waiting_agents(&d, crate::clock::now())?;
                 let names: std::collections::HashMap<i64, String> =
                     r.nodes()?.into_iter().map(|n| (n.id, n.name)).collect();
-                Ok(Some((d, runs, names)))
+                Ok(Some((d, runs, waiting, names)))
             })
         })
         .await?;
-    let Some((d, runs, names)) = found else {
+    let Some((d, runs, waiting, names)) = found else {
         return Ok(None);
     };
     let c = crate::store::RunCounts::of(&runs);
-    let line = format!(
+    let mut line = format!(
         "{} of {} steps done, {} running, {} failed, {} skipped",
         c.ok, c.total, c.running, c.failed, c.skipped
     );
+    // What it waits on, when agents have gone silent (fixed words, numbers and times only).
+    for w in &waiting {
+        line.push_str(" · ");
+        line.push_str(&w.message);
+    }
     let label = |n: i64| {
         names
             .get(&n)

@@ -1,0 +1,124 @@
+//! Whether a running deployment is waiting on agents that have gone. A node is waiting for its
+//! agent when one of its runs may start now (the schedule hands it out: its lane's head, its
+//! dependencies done, under its concurrency cap), the run is an agent's (not the master's BMC
+//! steps), and the agent has not called within the online window ([`ONLINE_WINDOW_S`]): every
+//! agent call is its heartbeat, so an agent that is up takes a due run within seconds. The wait
+//! counts from the agent's last call, or from the deployment's start when the agent was last
+//! seen before it. Runs already running are not counted: an agent executing a long step may be
+//! silent. The runs themselves fail at their step timeout (the store's `expire_untaken`); this
+//! only says what the deployment is waiting for meanwhile.
+//!
+//! Pure: the caller reads the runs, the agents' last calls and the clock.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::orchestrate::RunView;
+use super::schedule::Schedule;
+use super::steps::Location;
+use crate::model::node::ONLINE_WINDOW_S;
+
+/// A node whose due run waits for its agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    pub node_id: i64,
+    /// The run it waits to hand out (the first, when several are due).
+    pub run_id: i64,
+    /// Since when the deployment has waited for this agent.
+    pub since: i64,
+    /// The agent's last call (0: never).
+    pub last_seen: i64,
+    /// "waiting for the agent of node-3 since 2026-11-25 12:04:00 UTC".
+    pub message: String,
+}
+
+/// The nodes a running deployment started at `started_at` waits on at `now`, by node id;
+/// `last_seen` is each node's agent's last call.
+pub fn waiting(
+    views: Vec<RunView>,
+    started_at: i64,
+    last_seen: &HashMap<i64, i64>,
+    now: i64,
+) -> Vec<Waiting> {
+    let agents: HashMap<i64, i64> = views
+        .iter()
+        .filter(|v| v.runs_on != Location::Master)
+        .filter_map(|v| v.node.map(|n| (v.id, n)))
+        .collect();
+    let schedule = Schedule::new(views);
+    let mut out: BTreeMap<i64, Waiting> = BTreeMap::new();
+    for run in schedule.runnable() {
+        let Some(&node) = agents.get(&run) else {
+            continue;
+        };
+        let seen = last_seen.get(&node).copied().unwrap_or(0);
+        if now.saturating_sub(seen) <= ONLINE_WINDOW_S || out.contains_key(&node) {
+            continue;
+        }
+        let since = seen.max(started_at);
+        out.insert(
+            node,
+            Waiting {
+                node_id: node,
+                run_id: run,
+                since,
+                last_seen: seen,
+                message: format!(
+                    "waiting for the agent of node-{node} since {}",
+                    crate::model::utc(since)
+                ),
+            },
+        );
+    }
+    out.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::orchestrate::RunStatus;
+
+    fn run(id: i64, node: i64, seq: u32, status: RunStatus, runs_on: Location) -> RunView {
+        RunView {
+            id,
+            node: Some(node),
+            seq,
+            status,
+            deps: Vec::new(),
+            concurrency: None,
+            max_parallel: None,
+            timeout_s: 600,
+            runs_on,
+        }
+    }
+
+    #[test]
+    fn only_due_runs_of_silent_agents_are_waited_on() {
+        let views = vec![
+            // node 1: done one step, the next due, agent silent for a minute.
+            run(1, 1, 0, RunStatus::Ok, Location::Ramdisk),
+            run(2, 1, 1, RunStatus::Pending, Location::Ramdisk),
+            // node 2: due, agent called 5 s ago.
+            run(3, 2, 0, RunStatus::Pending, Location::Ramdisk),
+            // node 3: running a long step, agent silent: not waiting.
+            run(4, 3, 0, RunStatus::Running, Location::Ramdisk),
+            run(5, 3, 1, RunStatus::Pending, Location::Ramdisk),
+            // node 4: its due run is the master's (a BMC step): not the agent's.
+            run(6, 4, 0, RunStatus::Pending, Location::Master),
+            // node 5: never seen, its run due since the start.
+            run(7, 5, 0, RunStatus::Pending, Location::Os),
+        ];
+        let seen = HashMap::from([(1, 1_000), (2, 1_055), (3, 900), (4, 0)]);
+        let w = waiting(views, 950, &seen, 1_060);
+        let got: Vec<(i64, i64, i64)> = w.iter().map(|w| (w.node_id, w.run_id, w.since)).collect();
+        assert_eq!(got, vec![(1, 2, 1_000), (5, 7, 950)]);
+        assert_eq!(
+            w[0].message,
+            "waiting for the agent of node-1 since 1970-01-01 00:16:40 UTC"
+        );
+        // Within the online window nobody is waited on.
+        let views = vec![run(2, 1, 1, RunStatus::Pending, Location::Ramdisk)];
+        assert!(waiting(views, 950, &seen, 1_000 + ONLINE_WINDOW_S).is_empty());
+    }
+}
