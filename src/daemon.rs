@@ -129,6 +129,9 @@ pub struct Daemon {
     auth: crate::config::AuthConfig,
     /// What moving chains of graphs on needs (the planner, the data dir): the API's state.
     chains: AppState,
+    /// The data directory's lock, held until the daemon has stopped (after the database
+    /// closed): no restore and no second daemon meanwhile.
+    _lock: crate::lock::DataLock,
 }
 
 /// The master's admin network (Nailgun's `fuelweb_admin`) from its first PXE subnet
@@ -171,6 +174,7 @@ impl Daemon {
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!("cannot create data directory {}", config.data_dir.display())
         })?;
+        let lock = crate::lock::DataLock::acquire(&config.data_dir, "serve")?;
         let db_path = config.database_path();
         let store = Arc::new(Store::open(&db_path)?);
         tracing::info!(path = %db_path.display(), schema = crate::store::migrations::latest(), "database open");
@@ -285,8 +289,19 @@ impl Daemon {
             None
         };
         let tftp_addr = tftp.as_ref().map(TftpServer::local_addr).transpose()?;
-        let writer = crate::store::GroupWriter::start(Arc::clone(&store))
-            .context("cannot start the database writer thread")?;
+        let subnets = if pxe.dhcp.is_some() {
+            config.dhcp.subnets.clone()
+        } else {
+            Vec::new()
+        };
+        let metrics = Arc::new(crate::metrics::Metrics::new(
+            pxe.dhcp.clone(),
+            pxe.tftp.clone(),
+            subnets,
+        ));
+        let writer =
+            crate::store::GroupWriter::observed(Arc::clone(&store), metrics.group_observer())
+                .context("cannot start the database writer thread")?;
         let bmcs = crate::bmc::actions::Bmcs::new(&config.data_dir, &config.bmc)?;
         let bmc = Arc::new(crate::bmc::runner::Runner::new(
             Arc::new(bmcs),
@@ -330,6 +345,7 @@ impl Daemon {
             chains: Arc::new(crate::chains::Chains::default()),
             snapshots,
             bmc,
+            metrics,
         };
         let chains = state.clone();
         let tls = identity
@@ -364,6 +380,7 @@ impl Daemon {
             store,
             auth: config.auth,
             chains,
+            _lock: lock,
         })
     }
 

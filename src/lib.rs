@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod backup;
 pub mod bmc;
 pub mod chains;
 pub mod cli;
@@ -19,6 +20,8 @@ pub mod engine;
 pub mod facts;
 pub mod graphs;
 pub mod http;
+pub mod lock;
+pub mod metrics;
 pub mod model;
 pub mod network_check;
 pub mod networks;

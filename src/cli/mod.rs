@@ -1,10 +1,12 @@
 //! The command line: one clap `Command` enum, one function per subcommand.
 //! The CLI is a client of the daemon's HTTP API or a thin wrapper over the pure engine; it never
-//! opens the database while a daemon serves it. `anyhow` is allowed here and in `main` only.
+//! opens the database while a daemon serves it, but to copy it for `backup` (SQLite's online
+//! backup API, which changes no row). `anyhow` is allowed here and in `main` only.
 //!
 //! Exit codes: 0 success, 1 failure, 2 bad usage or configuration.
 
 mod agent;
+mod backup;
 mod client;
 mod config_args;
 mod graph;
@@ -88,6 +90,12 @@ pub enum Command {
         #[command(subcommand)]
         command: node::NodeCommand,
     },
+    /// Back up the master (database, BMC key, TLS identity, plugins) into one file while it
+    /// serves
+    Backup(backup::BackupArgs),
+    /// Restore a backup into the data directory of a stopped master (the current files are
+    /// kept aside)
+    Restore(backup::RestoreArgs),
     /// Evaluate YAQL expressions (`eval`, or a JSON Lines filter with `--jsonl`).
     Yaql(yaql::YaqlArgs),
     /// Print the version and exit.
@@ -119,6 +127,8 @@ pub fn run() -> ExitCode {
         Command::Plugin { command } => report(plugin::run(command)),
         Command::Graph { command } => report(graph::run(command)),
         Command::Yaql(args) => report(yaql::run(&args)),
+        Command::Backup(args) => report(backup::backup(&args)),
+        Command::Restore(args) => report(backup::restore(&args)),
         Command::Login { user, client } => report(user::login(&user, &client)),
         Command::User { command } => report(user::run_user(command)),
         Command::Token { command } => report(user::run_token(command)),

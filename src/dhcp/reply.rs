@@ -61,6 +61,33 @@ impl Subnet {
     }
 }
 
+/// The dynamic pools' size and how much of it is free, for the metrics: `(addresses, free)`,
+/// where `addresses` leaves out the pool addresses a reservation keeps for its MAC, and `free`
+/// those of the rest that no lease in `held` (the unexpired ones, of any state) holds.
+pub fn pool_usage(subnets: &[Subnet], held: &std::collections::BTreeSet<Ipv4Addr>) -> (u64, u64) {
+    let (mut addresses, mut free) = (0u64, 0u64);
+    for s in subnets {
+        let (lo, hi) = (u32::from(s.pool_start), u32::from(s.pool_end));
+        if lo > hi {
+            continue;
+        }
+        let reserved: std::collections::BTreeSet<Ipv4Addr> = s
+            .reservations
+            .values()
+            .copied()
+            .filter(|ip| s.in_pool(*ip))
+            .collect();
+        let size = u64::from(hi - lo) + 1 - reserved.len() as u64;
+        let taken = held
+            .range(s.pool_start..=s.pool_end)
+            .filter(|ip| !reserved.contains(ip))
+            .count() as u64;
+        addresses += size;
+        free += size.saturating_sub(taken);
+    }
+    (addresses, free)
+}
+
 /// Boot files and URLs handed to network-boot clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootFiles {
@@ -547,6 +574,26 @@ mod tests {
     use super::*;
     use dhcproto::Encodable;
     use dhcproto::v4::Architecture;
+
+    #[test]
+    fn pool_usage_leaves_reservations_out_and_counts_held_addresses() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let mac: Mac = "52:54:00:00:00:01".parse().unwrap();
+        let subnet = Subnet {
+            network: ip("10.0.0.0"),
+            prefix: 24,
+            pool_start: ip("10.0.0.10"),
+            pool_end: ip("10.0.0.19"),
+            router: None,
+            dns: vec![],
+            lease_time: 600,
+            reservations: BTreeMap::from([(mac, ip("10.0.0.12"))]),
+        };
+        let held =
+            std::collections::BTreeSet::from([ip("10.0.0.10"), ip("10.0.0.12"), ip("10.0.0.30")]);
+        assert_eq!(pool_usage(&[subnet], &held), (9, 8));
+        assert_eq!(pool_usage(&[], &held), (0, 0));
+    }
 
     #[test]
     fn decode_wants_the_magic_cookie() {

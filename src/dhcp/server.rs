@@ -44,14 +44,109 @@ const GLOBAL_RATE: f64 = 2_000.0;
 /// Pool exhaustion is logged at most this often.
 const EXHAUSTED_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// What the server has seen since it started; read by the API and the dashboard.
+/// A DHCP packet's message type (option 53) as counted; `none` when it has none (or it could
+/// not be decoded at all), `other` for the types a server is never sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketType {
+    Discover,
+    Request,
+    Decline,
+    Release,
+    Inform,
+    Other,
+    None,
+}
+
+impl PacketType {
+    pub const ALL: [PacketType; 7] = [
+        PacketType::Discover,
+        PacketType::Request,
+        PacketType::Decline,
+        PacketType::Release,
+        PacketType::Inform,
+        PacketType::Other,
+        PacketType::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PacketType::Discover => "discover",
+            PacketType::Request => "request",
+            PacketType::Decline => "decline",
+            PacketType::Release => "release",
+            PacketType::Inform => "inform",
+            PacketType::Other => "other",
+            PacketType::None => "none",
+        }
+    }
+
+    fn of(msg: &dhcproto::v4::Message) -> PacketType {
+        use dhcproto::v4::MessageType as T;
+        match msg.opts().msg_type() {
+            Some(T::Discover) => PacketType::Discover,
+            Some(T::Request) => PacketType::Request,
+            Some(T::Decline) => PacketType::Decline,
+            Some(T::Release) => PacketType::Release,
+            Some(T::Inform) => PacketType::Inform,
+            Some(_) => PacketType::Other,
+            None => PacketType::None,
+        }
+    }
+}
+
+/// What became of one received packet: exactly one of these per packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketResult {
+    /// Answered with an OFFER.
+    Offered,
+    /// Answered with an ACK (a REQUEST's, or an INFORM's).
+    Acked,
+    /// Answered with a NAK.
+    Naked,
+    /// A lease change and no answer, by design (DECLINE, RELEASE, a REQUEST to another server).
+    Recorded,
+    /// Decided on and not answered ([`Ignored`]: no subnet, not reserved, pool exhausted...).
+    Ignored,
+    /// Dropped by the per-MAC or global rate limit before any decision.
+    RateLimited,
+    /// Not a DHCP message (no magic cookie, bad options), or it made a parser panic.
+    Malformed,
+}
+
+impl PacketResult {
+    pub const ALL: [PacketResult; 7] = [
+        PacketResult::Offered,
+        PacketResult::Acked,
+        PacketResult::Naked,
+        PacketResult::Recorded,
+        PacketResult::Ignored,
+        PacketResult::RateLimited,
+        PacketResult::Malformed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PacketResult::Offered => "offered",
+            PacketResult::Acked => "acked",
+            PacketResult::Naked => "naked",
+            PacketResult::Recorded => "recorded",
+            PacketResult::Ignored => "ignored",
+            PacketResult::RateLimited => "rate_limited",
+            PacketResult::Malformed => "malformed",
+        }
+    }
+}
+
+const TYPES: usize = PacketType::ALL.len();
+const RESULTS: usize = PacketResult::ALL.len();
+
+/// What the server has seen since it started; read by the API, the dashboard and `/metrics`.
+/// Every received packet is counted once, by its type and what became of it (one atomic
+/// increment); the totals the API shows are sums of those.
 #[derive(Debug, Default)]
 pub struct DhcpStats {
-    pub received: AtomicU64,
+    packets: [[AtomicU64; RESULTS]; TYPES],
     pub replied: AtomicU64,
-    pub malformed: AtomicU64,
-    pub ignored: AtomicU64,
-    pub rate_limited: AtomicU64,
     pub store_errors: AtomicU64,
     /// Requests that got no address because the pool was full.
     pub pool_exhausted: AtomicU64,
@@ -70,14 +165,31 @@ pub struct DhcpCounters {
 }
 
 impl DhcpStats {
+    /// Count one packet.
+    fn count(&self, kind: PacketType, result: PacketResult) {
+        bump(&self.packets[kind as usize][result as usize]);
+    }
+
+    /// Packets of `kind` that ended as `result`.
+    pub fn packets(&self, kind: PacketType, result: PacketResult) -> u64 {
+        self.packets[kind as usize][result as usize].load(Ordering::Relaxed)
+    }
+
+    fn ended_as(&self, result: PacketResult) -> u64 {
+        PacketType::ALL
+            .iter()
+            .map(|k| self.packets(*k, result))
+            .sum()
+    }
+
     pub fn snapshot(&self) -> DhcpCounters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DhcpCounters {
-            received: get(&self.received),
+            received: PacketResult::ALL.iter().map(|r| self.ended_as(*r)).sum(),
             replied: get(&self.replied),
-            malformed: get(&self.malformed),
-            ignored: get(&self.ignored),
-            rate_limited: get(&self.rate_limited),
+            malformed: self.ended_as(PacketResult::Malformed),
+            ignored: self.ended_as(PacketResult::Ignored),
+            rate_limited: self.ended_as(PacketResult::RateLimited),
             store_errors: get(&self.store_errors),
             pool_exhausted: get(&self.pool_exhausted),
         }
@@ -234,6 +346,18 @@ impl Exhaustion {
     }
 }
 
+/// What a decided packet's outcome is, as counted: the answer's message type, or a lease
+/// change without one.
+fn answered(outcome: &reply::Outcome) -> PacketResult {
+    use dhcproto::v4::MessageType as T;
+    match outcome.reply.as_ref().map(|(m, _)| m.opts().msg_type()) {
+        None => PacketResult::Recorded,
+        Some(Some(T::Offer)) => PacketResult::Offered,
+        Some(Some(T::Nak)) => PacketResult::Naked,
+        Some(_) => PacketResult::Acked,
+    }
+}
+
 /// The running server.
 pub struct DhcpServer {
     socket: UdpSocket,
@@ -314,19 +438,18 @@ impl DhcpServer {
         let mut changes: Vec<LeaseChange> = Vec::new();
         let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
         for bytes in packets {
-            bump(&self.stats.received);
             // A packet that trips a bug in the decoder (dhcproto's, or `decode`'s checks in
             // front of it) costs that packet, not the DHCP service: the same guard as `handle`.
             let decoded = std::panic::catch_unwind(|| reply::decode(bytes));
             let msg = match decoded {
                 Ok(Ok(msg)) => msg,
                 Ok(Err(err)) => {
-                    bump(&self.stats.malformed);
+                    self.stats.count(PacketType::None, PacketResult::Malformed);
                     tracing::debug!(%err, len = bytes.len(), "malformed DHCP packet dropped");
                     continue;
                 }
                 Err(_) => {
-                    bump(&self.stats.malformed);
+                    self.stats.count(PacketType::None, PacketResult::Malformed);
                     tracing::error!(
                         len = bytes.len(),
                         "a DHCP packet made the decoder panic; dropped"
@@ -334,9 +457,10 @@ impl DhcpServer {
                     continue;
                 }
             };
+            let kind = PacketType::of(&msg);
             let mac = reply::client_mac(&msg);
             if !self.limiter.allow(mac.as_ref(), instant) {
-                bump(&self.stats.rate_limited);
+                self.stats.count(kind, PacketResult::RateLimited);
                 tracing::debug!(?mac, "DHCP rate limit");
                 continue;
             }
@@ -346,7 +470,7 @@ impl DhcpServer {
                 reply::handle(&msg, &self.config, &mut self.leases, now)
             }));
             let Ok(decided) = decided else {
-                bump(&self.stats.malformed);
+                self.stats.count(kind, PacketResult::Malformed);
                 tracing::error!(
                     xid = msg.xid(),
                     "a DHCP packet made the reply logic panic; dropped"
@@ -355,7 +479,7 @@ impl DhcpServer {
             };
             match decided {
                 Err(why) => {
-                    bump(&self.stats.ignored);
+                    self.stats.count(kind, PacketResult::Ignored);
                     tracing::debug!(?why, xid = msg.xid(), "DHCP request not answered");
                     if why == Ignored::PoolExhausted {
                         bump(&self.stats.pool_exhausted);
@@ -370,6 +494,7 @@ impl DhcpServer {
                     }
                 }
                 Ok(outcome) => {
+                    self.stats.count(kind, answered(&outcome));
                     if let Some(change) = outcome.change {
                         self.leases.apply(&change);
                         changes.push(change);

@@ -173,6 +173,7 @@ impl ResponseError for ApiError {
             "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
+            "disk_full" => StatusCode::INSUFFICIENT_STORAGE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -11,15 +11,16 @@ mod api;
 mod assets;
 mod error;
 pub mod limit;
+pub mod measure;
 mod node;
 mod pages;
 pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, bmc, catalog, deploy, disks, environments, extras, facts, graphs, networks, nodes,
-    openstack_config, ostf, plugins, pxe, roles, sequences, snapshot, transaction_data,
-    transactions,
+    attributes, bmc, catalog, deploy, disks, environments, extras, facts, graphs, metrics,
+    networks, nodes, openstack_config, ostf, plugins, pxe, roles, sequences, snapshot,
+    transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
 use pages::ui;
@@ -72,6 +73,8 @@ pub struct AppState {
     pub snapshots: Arc<crate::snapshot::Snapshots>,
     /// The nodes' BMCs: credentials, power actions, the master's BMC steps.
     pub bmc: Arc<crate::bmc::runner::Runner>,
+    /// What `/metrics` shows; every request is counted in it.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// What access control needs from the configuration.
@@ -431,6 +434,7 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    r.get("/metrics", Api(V), metrics::scrape);
     // Nailgun's OpenStack configuration overrides (fuel2 openstack-config).
     r.get("/api/v1/openstack-config", Api(V), openstack_config::list);
     r.post("/api/v1/openstack-config", Api(O), openstack_config::create);
@@ -671,10 +675,15 @@ pub fn serve(
     state: AppState,
     shutdown_timeout: Duration,
 ) -> std::io::Result<Server> {
+    let metrics = Arc::clone(&state.metrics);
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
+        let metrics = Arc::clone(&metrics);
         App::new()
             .wrap(middleware::from_fn(transport::listener_policy))
+            .wrap(middleware::from_fn(move |req, next| {
+                measure::measure(Arc::clone(&metrics), req, next)
+            }))
             .wrap(middleware::ErrorHandlers::new().handler(
                 actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
                 error::payload_too_large_as_json,

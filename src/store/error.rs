@@ -40,10 +40,23 @@ pub enum StoreError {
     #[error("database holds an invalid {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     /// A grouped write ran, but its group could not be committed (or never ran).
     #[error("the write was not committed: {0}")]
     Commit(String),
+    /// SQLite or a file write found no space left on the disk holding `path`: nothing of the
+    /// change was kept, everything committed before is intact.
+    #[error(
+        "the disk holding {} is full: nothing was written; free space there (or move the data \
+         directory) and try again",
+        .path.display()
+    )]
+    DiskFull { path: PathBuf },
+    #[error("cannot read or write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot start the store's {name} thread: {source}")]
     Thread {
         name: &'static str,
@@ -51,7 +64,31 @@ pub enum StoreError {
     },
 }
 
+impl From<rusqlite::Error> for StoreError {
+    /// SQLite's "database or disk is full" is [`StoreError::DiskFull`]; its path is filled in
+    /// by the store ([`StoreError::at`]), which knows its file.
+    fn from(e: rusqlite::Error) -> StoreError {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            StoreError::DiskFull {
+                path: PathBuf::new(),
+            }
+        } else {
+            StoreError::Sqlite(e)
+        }
+    }
+}
+
 impl StoreError {
+    /// A full disk not yet located, located at `path` (the database file).
+    pub(crate) fn at(self, path: &std::path::Path) -> StoreError {
+        match self {
+            StoreError::DiskFull { path: p } if p.as_os_str().is_empty() => StoreError::DiskFull {
+                path: path.to_path_buf(),
+            },
+            other => other,
+        }
+    }
+
     /// A stable identifier of the error kind, for API clients.
     pub fn code(&self) -> &'static str {
         match self {
@@ -60,13 +97,24 @@ impl StoreError {
             StoreError::NoRelease => "no_release",
             StoreError::Invalid { .. } => "invalid_input",
             StoreError::Forbidden(_) => "forbidden",
-            StoreError::Open { .. }
+            StoreError::DiskFull { .. } => "disk_full",
+            StoreError::Io { .. }
+            | StoreError::Open { .. }
             | StoreError::Migration { .. }
             | StoreError::TooNew { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Commit(_)
             | StoreError::Thread { .. }
             | StoreError::Sqlite(_) => "internal",
+        }
+    }
+
+    /// The same error again for another caller, when it is one a grouped write's callers must
+    /// each hear as it is (a full disk); `None` for the others.
+    pub fn again(&self) -> Option<StoreError> {
+        match self {
+            StoreError::DiskFull { path } => Some(StoreError::DiskFull { path: path.clone() }),
+            _ => None,
         }
     }
 }

@@ -40,9 +40,18 @@ pub struct GroupWriter {
     jobs: mpsc::Sender<Job>,
 }
 
+/// What the writer tells an observer (the metrics) about each group it wrote: how many writes
+/// it held and how long its transaction took, the writes and the commit.
+pub type GroupObserver = Box<dyn Fn(usize, Duration) + Send>;
+
 impl GroupWriter {
     /// Start the writer thread for `store`.
     pub fn start(store: Arc<Store>) -> std::io::Result<GroupWriter> {
+        GroupWriter::observed(store, Box::new(|_, _| {}))
+    }
+
+    /// Start the writer thread for `store`, telling `observe` about every group.
+    pub fn observed(store: Arc<Store>, observe: GroupObserver) -> std::io::Result<GroupWriter> {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("stoker-writer".into())
@@ -59,7 +68,10 @@ impl GroupWriter {
                         }
                     }
                     busy = group.len() > 1;
+                    let size = group.len();
+                    let started = Instant::now();
                     store.write_group(group);
+                    observe(size, started.elapsed());
                 }
             })?;
         Ok(GroupWriter { jobs })
@@ -107,13 +119,17 @@ impl GroupWriter {
         let job: Job = Box::new(move |tx| {
             let outcome = match tx {
                 Some(tx) => std::panic::catch_unwind(AssertUnwindSafe(|| f(tx)))
-                    .unwrap_or_else(|_| Err(StoreError::Commit("the write panicked".into()))),
+                    .unwrap_or_else(|_| Err(StoreError::Commit("the write panicked".into())))
+                    .map_err(|e| e.at(tx.path)),
                 None => Err(StoreError::Commit("the write did not run".into())),
             };
             let ok = outcome.is_ok();
             let deliver: Deliver = Box::new(move |commit: Option<&StoreError>| {
                 answer(match (commit, outcome) {
-                    (Some(err), Ok(_)) => Err(StoreError::Commit(err.to_string())),
+                    // A full disk is said as such to every caller of the group.
+                    (Some(err), Ok(_)) => Err(err
+                        .again()
+                        .unwrap_or_else(|| StoreError::Commit(err.to_string()))),
                     (_, outcome) => outcome,
                 });
             });

@@ -8,6 +8,7 @@
 //! in one file per table group; no SQL exists outside this module.
 
 mod audit;
+pub mod backup;
 mod bmcs;
 mod boot_tokens;
 mod catalog;
@@ -19,6 +20,7 @@ mod deployments;
 mod dump;
 mod error;
 mod facts;
+mod gauges;
 mod graphs;
 mod group;
 mod history;
@@ -33,6 +35,8 @@ mod roles;
 mod sequences;
 mod staging;
 mod transaction_data;
+#[cfg(test)]
+mod upgrades;
 mod users;
 
 use std::cell::RefCell;
@@ -55,8 +59,9 @@ pub use clusters::NO_RELEASE_MESSAGE;
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
 pub use error::StoreError;
 pub use facts::{COMMON, FactsKind};
+pub use gauges::{Gauges, RUN_STATUSES};
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
-pub use group::GroupWriter;
+pub use group::{GroupObserver, GroupWriter};
 pub use history::HistoryEntry;
 pub use master_tasks::MasterTask;
 pub use node_edits::{NodeDocument, NodeEdit};
@@ -78,6 +83,8 @@ pub struct ReadTxn<'a> {
 /// A writable view inside one immediate transaction; it can read what it wrote.
 pub struct WriteTxn<'a> {
     conn: &'a Connection,
+    /// The database file, for errors that name it (a full disk).
+    path: &'a Path,
     /// The running deployments' schedules, kept in step with what this transaction writes.
     schedules: &'a RefCell<Schedules>,
 }
@@ -300,12 +307,17 @@ impl Store {
         let mut guard = Self::lock(&self.writer);
         let Writer { conn, schedules } = &mut *guard;
         let cache = RefCell::new(std::mem::take(schedules));
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let located = |e: StoreError| e.at(&self.path);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| located(e.into()))?;
         let value = f(&WriteTxn {
             conn: &tx,
+            path: &self.path,
             schedules: &cache,
-        })?;
-        tx.commit()?;
+        })
+        .map_err(located)?;
+        tx.commit().map_err(|e| located(e.into()))?;
         *schedules = cache.into_inner();
         Ok(value)
     }
@@ -320,7 +332,7 @@ impl Store {
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
-                let err = StoreError::Sqlite(e);
+                let err = StoreError::from(e).at(&self.path);
                 for job in jobs {
                     let (_, deliver) = job(None);
                     deliver(Some(&err));
@@ -333,11 +345,12 @@ impl Store {
         for job in jobs {
             if let Err(e) = step("SAVEPOINT job") {
                 let (_, deliver) = job(None);
-                answers.push((deliver, Some(StoreError::Sqlite(e))));
+                answers.push((deliver, Some(StoreError::from(e).at(&self.path))));
                 continue;
             }
             let (ok, deliver) = job(Some(&WriteTxn {
                 conn: &tx,
+                path: &self.path,
                 schedules: &cache,
             }));
             let mut failed = None;
@@ -346,9 +359,9 @@ impl Store {
                 cache.borrow_mut().clear();
             }
             let failed = failed.or(step("RELEASE job").err());
-            answers.push((deliver, failed.map(StoreError::Sqlite)));
+            answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
         }
-        let committed = tx.commit().map_err(StoreError::Sqlite);
+        let committed = tx.commit().map_err(|e| StoreError::from(e).at(&self.path));
         match &committed {
             Ok(()) => *schedules = cache.into_inner(),
             Err(_) => schedules.clear(),

@@ -116,7 +116,9 @@ impl<'a> Routes<'a> {
         });
         if let Some(cfg) = self.cfg.as_deref_mut() {
             // A binary body (a package) is streamed by its handler within its own limits.
+            // The route's tag labels its requests in the metrics (`http::measure`).
             let resource = web::resource(path)
+                .app_data(crate::http::measure::tag(path))
                 .guard(guard::Method(method.clone()))
                 .route(web::method(method).to(handler));
             if access == Access::Agent {

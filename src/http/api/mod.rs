@@ -11,6 +11,7 @@ pub mod environments;
 pub mod extras;
 pub mod facts;
 pub mod graphs;
+pub mod metrics;
 pub mod networks;
 pub mod nodes;
 pub mod openstack_config;

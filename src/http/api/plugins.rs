@@ -81,6 +81,11 @@ fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
         InstallError::Package(PackageError::TooLarge(m)) => Err(ApiError::TooLarge(m)),
         InstallError::Package(PackageError::Conflict(m)) => Err(ApiError::Conflict(m)),
         InstallError::Package(PackageError::Store(s)) => Err(ApiError::Store(s)),
+        InstallError::Package(PackageError::Io { path, source })
+            if source.kind() == std::io::ErrorKind::StorageFull =>
+        {
+            Err(ApiError::Store(crate::store::StoreError::DiskFull { path }))
+        }
         InstallError::Package(other) => Err(internal(&other)),
     }
 }
@@ -101,7 +106,11 @@ fn too_large(limits: &PackageLimits) -> ApiError {
 }
 
 /// Write `data` to the end of the upload file, on the blocking pool.
-async fn append(file: std::fs::File, data: Vec<u8>) -> Result<std::fs::File, ApiError> {
+async fn append(
+    file: std::fs::File,
+    data: Vec<u8>,
+    path: &std::path::Path,
+) -> Result<std::fs::File, ApiError> {
     web::block(move || {
         use std::io::Write;
         let mut file = file;
@@ -109,7 +118,20 @@ async fn append(file: std::fs::File, data: Vec<u8>) -> Result<std::fs::File, Api
     })
     .await
     .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
-    .map_err(|e| internal(&format!("writing an upload: {e}")))
+    .map_err(|e| match disk_full(path, &e) {
+        Some(full) => full,
+        None => internal(&format!("writing an upload: {e}")),
+    })
+}
+
+/// A write that found no space left on the disk holding `path`, said as the store says it
+/// (507 `disk_full`).
+fn disk_full(path: &std::path::Path, e: &std::io::Error) -> Option<ApiError> {
+    (e.kind() == std::io::ErrorKind::StorageFull).then(|| {
+        ApiError::Store(crate::store::StoreError::DiskFull {
+            path: path.to_path_buf(),
+        })
+    })
 }
 
 /// Stream the body into `upload`, refusing it past `limits.max_upload`. Returns its size.
@@ -142,11 +164,11 @@ async fn receive(
         }
         batch.extend_from_slice(&chunk);
         if batch.len() >= WRITE_BATCH {
-            file = append(file, std::mem::take(&mut batch)).await?;
+            file = append(file, std::mem::take(&mut batch), upload.path()).await?;
         }
     }
     if !batch.is_empty() {
-        append(file, batch).await?;
+        append(file, batch, upload.path()).await?;
     }
     Ok(total)
 }
