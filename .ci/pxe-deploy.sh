@@ -588,7 +588,8 @@ else
   [ "$(state running)" = False ] || fail "the adapter still counts the VM as running"
   echo "pxe-deploy: powered off over Redfish: the adapter stopped boot-vm.sh (PID $vmpid) and QEMU (PID $qemu)" \
     "$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}') s after the request"
-  # The BMC's power state as stoker reports it (the fake driver applies it 1-11 s later).
+  # The BMC's power state as stoker reports it: the fake driver applies it 1-11 s later, and a
+  # sweep that reads the old state meanwhile must not undo the action's powering_off.
   for _ in $(seq 30); do
     code=$(api "$url/api/v1/nodes/$node/bmc") || code=000
     bmc_power=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("power_state"))' "$work/api.out" 2>/dev/null || echo "?")
@@ -596,7 +597,7 @@ else
     sleep 1
   done
   echo "pxe-deploy: GET /api/v1/nodes/$node/bmc -> HTTP $code power_state=$bmc_power"
-  [ "$bmc_power" = off ] || echo "pxe-deploy: warning: stoker does not report the node's power as off 30 s later: $(cat "$work/api.out")"
+  [ "$bmc_power" = off ] || fail "stoker does not report the node's power as off 30 s later: $(cat "$work/api.out")"
   sed -n 's/^\([0-9-]* [0-9:.]*\) redfish-lab: \(.*\(started VM\|stopping VM\|ended\).*\)/pxe-deploy:   adapter \1 \2/p' "$work/adapter.log"
   kill -TERM "$adapter"; wait "$adapter" 2>/dev/null || true; adapter=
   kill -TERM "$sushy"; wait "$sushy" 2>/dev/null || true; sushy=

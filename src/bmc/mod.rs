@@ -121,7 +121,27 @@ impl PowerState {
         .into_iter()
         .find(|p| p.as_str() == s)
     }
+
+    /// Whether a reading `read`, taken `age` seconds after this state was recorded, only says
+    /// that a change an action started has not shown yet: this is `powering_off` (or
+    /// `powering_on`), the BMC still says `on` (`off`), and less than [`SETTLE_S`] have passed.
+    /// Such a reading must not undo the action's record; after [`SETTLE_S`] the BMC's word wins
+    /// (an OS that ignored a graceful shutdown is still on).
+    pub fn still_leaving(self, read: PowerState, age: i64) -> bool {
+        let leaving = matches!(
+            (self, read),
+            (PowerState::PoweringOff, PowerState::On) | (PowerState::PoweringOn, PowerState::Off)
+        );
+        leaving && age < SETTLE_S
+    }
 }
+
+/// How long a power change an action started outranks readings of the state it leaves: BMCs
+/// apply a reset seconds after accepting it (sushy-tools' fake driver 1 to 11 s), and a
+/// graceful shutdown takes the OS its time.
+pub const SETTLE_S: i64 = 120;
+/// How soon a BMC whose change has not shown yet is read again.
+pub const SETTLE_RECHECK_S: i64 = 5;
 
 /// What an operator or a deployment asks of a node's power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -228,7 +228,9 @@ impl WriteTxn<'_> {
 
     /// What a power reading gave: the state, or why it failed and when to try again. History
     /// gets a line when the state changes and when the BMC stops or starts answering, not on
-    /// every sweep.
+    /// every sweep. A reading that only says an action's change has not shown yet
+    /// ([`PowerState::still_leaving`]) keeps the action's `powering_*` record and is read
+    /// again within seconds.
     pub fn record_power(
         &self,
         node: NodeId,
@@ -240,6 +242,28 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         match reading {
+            // An action's change not shown yet: keep its record, look again soon.
+            Ok(state)
+                if before
+                    .power_state
+                    .zip(before.power_checked_at)
+                    .is_some_and(|(was, at)| was.still_leaving(state, now.saturating_sub(at))) =>
+            {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE node_bmcs SET power_error = NULL, failures = 0,
+                           next_check_at = MIN(?1, ?2)
+                         WHERE node_id = ?3",
+                    )?
+                    .execute(params![
+                        next_check_at,
+                        now.saturating_add(crate::bmc::SETTLE_RECHECK_S),
+                        node
+                    ])?;
+                if before.power_error.is_some() {
+                    self.add_history(now, Some(node), "bmc.reachable", "BMC answers again")?;
+                }
+            }
             Ok(state) => {
                 self.conn
                     .prepare_cached(
@@ -320,5 +344,53 @@ impl WriteTxn<'_> {
         self.replace_macs(id, &inventory)?;
         self.add_history(now, Some(id), "node.enrolled", &format!("enrolled {mac}"))?;
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn a_reading_behind_an_action_does_not_undo_it_until_the_change_settles() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("stoker.db")).unwrap();
+        let mac: Mac = "52:54:00:00:00:01".parse().unwrap();
+        let node = store.write(|tx| tx.enroll_node(&mac, None, 1_000)).unwrap();
+        let bmc = BmcWrite {
+            driver: Driver::Redfish,
+            address: "https://10.0.0.5".into(),
+            username: "root".into(),
+            sealed_password: Some(vec![1, 2, 3]),
+            verify_tls: false,
+        };
+        let power = |at: i64, read: PowerState, next: i64| {
+            store
+                .write(|tx| tx.record_power(node, Ok(read), at, next))
+                .unwrap();
+            store.read(|r| r.bmc(node)).unwrap().unwrap()
+        };
+        store.write(|tx| tx.set_bmc(node, &bmc, 1_000)).unwrap();
+        power(1_000, PowerState::On, 1_060);
+        // Powered off by an action; the BMC applies it some seconds later.
+        let b = power(1_010, PowerState::PoweringOff, 1_015);
+        assert_eq!(b.power_state, Some(PowerState::PoweringOff));
+        // A sweep 5 s later still reads On: the record stays, read again within 5 s.
+        let b = power(1_015, PowerState::On, 1_075);
+        assert_eq!(b.power_state, Some(PowerState::PoweringOff));
+        assert_eq!(b.power_checked_at, Some(1_010));
+        assert_eq!(b.next_check_at, 1_020);
+        // The change shows.
+        let b = power(1_020, PowerState::Off, 1_080);
+        assert_eq!(b.power_state, Some(PowerState::Off));
+        // An action the OS ignored (a graceful shutdown): after SETTLE_S the BMC's word wins.
+        power(2_000, PowerState::PoweringOff, 2_005);
+        let b = power(2_000 + crate::bmc::SETTLE_S, PowerState::On, 2_200);
+        assert_eq!(b.power_state, Some(PowerState::On));
+        // A reading of the target or of a third state is news at once.
+        power(3_000, PowerState::PoweringOn, 3_005);
+        let b = power(3_001, PowerState::On, 3_060);
+        assert_eq!(b.power_state, Some(PowerState::On));
     }
 }
