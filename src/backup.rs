@@ -207,10 +207,6 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Write a backup of the master whose data directory is `data_dir` to `file`.
 pub fn backup(data_dir: &Path, file: &Path, force: bool, now: i64) -> Result<Written, BackupError> {
     let db = data_dir.join(DATABASE);
@@ -327,7 +323,7 @@ fn append_file(
     members.push(Member {
         path: name.to_string(),
         size,
-        sha256: Some(hex(&reader.hash.finalize())),
+        sha256: Some(crate::model::hex(&reader.hash.finalize())),
     });
     Ok(())
 }
@@ -532,7 +528,7 @@ fn unpack_checked(file: &Path, into: &Path) -> Result<Manifest, BackupError> {
             out.flush()
                 .and_then(|()| out.sync_all())
                 .map_err(io_err(&dest))?;
-            let (read, hash) = (reader.read, hex(&reader.hash.finalize()));
+            let (read, hash) = (reader.read, crate::model::hex(&reader.hash.finalize()));
             found.insert(name, (read, Some(hash)));
         } else {
             return Err(not_backup(format!(

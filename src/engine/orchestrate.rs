@@ -28,6 +28,14 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Ok,
+        RunStatus::Failed,
+        RunStatus::Skipped,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Pending => "pending",
@@ -39,15 +47,7 @@ impl RunStatus {
     }
 
     pub fn parse(s: &str) -> Option<RunStatus> {
-        [
-            RunStatus::Pending,
-            RunStatus::Running,
-            RunStatus::Ok,
-            RunStatus::Failed,
-            RunStatus::Skipped,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
+        RunStatus::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
     /// Finished in a way that lets what depends on it go on.

@@ -400,7 +400,7 @@ impl Collector for Scrape {
             MetricType::Gauge,
             g.runs
                 .iter()
-                .map(|(status, n)| ([("status", *status)], ConstGauge::new(*n as i64))),
+                .map(|(status, n)| ([("status", status.as_str())], ConstGauge::new(*n as i64))),
         )?;
         if let Some((pool, free)) = self.pool {
             family(

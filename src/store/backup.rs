@@ -25,6 +25,9 @@ const PAUSE: Duration = Duration::from_millis(5);
 /// Restarts of a stepped copy (the source changed between steps) before the rest is copied
 /// in one step.
 const MAX_RESTARTS: u32 = 3;
+/// How long the copy waits, in all, on steps the source's locks keep from running (a
+/// checkpoint truncating the WAL): past it the backup fails instead of waiting forever.
+const MAX_BUSY: Duration = Duration::from_secs(60);
 
 /// What a finished copy holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +63,17 @@ pub fn copy_live(source: &Path, dest: &Path) -> Result<CopyInfo> {
     )
     .map_err(open_err(dest))?;
     let restarts = {
-        let backup = Backup::new(&from, &mut to).map_err(|e| disk_full(e, dest))?;
+        let backup = Backup::new(&from, &mut to).map_err(|e| at(e, dest))?;
         let mut restarts = 0;
         let mut last_remaining = i32::MAX;
+        let mut busy = Duration::ZERO;
         loop {
             let pages = if restarts >= MAX_RESTARTS {
                 -1
             } else {
                 PAGES_PER_STEP
             };
-            match backup.step(pages).map_err(|e| disk_full(e, dest))? {
+            match backup.step(pages).map_err(|e| at(e, dest))? {
                 StepResult::Done => break,
                 StepResult::More => {
                     let remaining = backup.progress().remaining;
@@ -79,7 +83,18 @@ pub fn copy_live(source: &Path, dest: &Path) -> Result<CopyInfo> {
                     last_remaining = remaining;
                 }
                 // Busy or locked for a moment (a checkpoint, a write): wait and go on.
-                _ => {}
+                _ => {
+                    busy += PAUSE;
+                    if busy >= MAX_BUSY {
+                        return Err(StoreError::Io {
+                            path: source.to_path_buf(),
+                            source: std::io::Error::other(format!(
+                                "it stayed locked for {} s: the backup stopped",
+                                MAX_BUSY.as_secs()
+                            )),
+                        });
+                    }
+                }
             }
             std::thread::sleep(PAUSE);
         }
@@ -87,8 +102,8 @@ pub fn copy_live(source: &Path, dest: &Path) -> Result<CopyInfo> {
     };
     // The copy is one file: no WAL beside it.
     to.pragma_update(None, "journal_mode", "DELETE")
-        .map_err(|e| disk_full(e, dest))?;
-    to.close().map_err(|(_, e)| disk_full(e, dest))?;
+        .map_err(|e| at(e, dest))?;
+    to.close().map_err(|(_, e)| at(e, dest))?;
     drop(from);
     let (schema, pages) = check(dest)?;
     std::fs::File::open(dest)
@@ -156,16 +171,9 @@ pub fn check(path: &Path) -> Result<(u32, i64)> {
     Ok((schema, pages))
 }
 
-/// `e` as [`StoreError::DiskFull`] when SQLite says the disk holding `path` is full, else as
-/// it is.
-pub(super) fn disk_full(e: rusqlite::Error, path: &Path) -> StoreError {
-    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
-        StoreError::DiskFull {
-            path: path.to_path_buf(),
-        }
-    } else {
-        StoreError::Sqlite(e)
-    }
+/// `e` located at `path`: a full disk names the file being written.
+fn at(e: rusqlite::Error, path: &Path) -> StoreError {
+    StoreError::from(e).at(path)
 }
 
 #[cfg(test)]

@@ -9,11 +9,9 @@ use std::net::Ipv4Addr;
 
 use super::{ReadTxn, Result, StoreError};
 use crate::dhcp::lease::LeaseState;
+use crate::engine::orchestrate::RunStatus;
 use crate::model::NodeStatus;
 use crate::model::node::ONLINE_WINDOW_S;
-
-/// The run statuses `step_runs` allows (its `CHECK`), each counted even at zero.
-pub const RUN_STATUSES: [&str; 5] = ["pending", "running", "ok", "failed", "skipped"];
 
 /// One scrape's counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,8 +21,9 @@ pub struct Gauges {
     pub nodes: Vec<(NodeStatus, bool, u64)>,
     /// Deployments by status (`preparing` ones, invisible everywhere, left out).
     pub deployments: Vec<(String, u64)>,
-    /// Step runs of the deployments in progress (status `running`), by run status.
-    pub runs: Vec<(&'static str, u64)>,
+    /// Step runs of the deployments in progress (status `running`), by run status, every
+    /// status counted.
+    pub runs: Vec<(RunStatus, u64)>,
     /// Unexpired leases by state, every state counted.
     pub leases: Vec<(LeaseState, u64)>,
     /// The addresses of the unexpired leases.
@@ -77,7 +76,7 @@ impl ReadTxn<'_> {
             let (status, n) = row?;
             g.deployments.push((status, count(n)));
         }
-        g.runs = RUN_STATUSES.iter().map(|s| (*s, 0)).collect();
+        g.runs = RunStatus::ALL.iter().map(|s| (*s, 0)).collect();
         let mut stmt = self.conn.prepare_cached(
             "SELECT r.status, COUNT(*) FROM deployments d
              JOIN step_runs r ON r.deployment = d.id
@@ -86,7 +85,7 @@ impl ReadTxn<'_> {
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
         for row in rows {
             let (status, n) = row?;
-            if let Some(slot) = g.runs.iter_mut().find(|(s, _)| *s == status) {
+            if let Some(slot) = g.runs.iter_mut().find(|(s, _)| s.as_str() == status) {
                 slot.1 += count(n);
             }
         }
@@ -130,7 +129,7 @@ mod tests {
         assert_eq!(g.nodes.len(), NodeStatus::ALL.len() * 2);
         assert!(g.nodes.iter().all(|(_, _, n)| *n == 0));
         assert!(g.deployments.is_empty());
-        assert_eq!(g.runs.len(), RUN_STATUSES.len());
+        assert_eq!(g.runs.len(), RunStatus::ALL.len());
         assert_eq!(g.leases.len(), 3);
         assert!(g.held.is_empty());
     }

@@ -59,7 +59,7 @@ pub use clusters::NO_RELEASE_MESSAGE;
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
 pub use error::StoreError;
 pub use facts::{COMMON, FactsKind};
-pub use gauges::{Gauges, RUN_STATUSES};
+pub use gauges::Gauges;
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
 pub use group::{GroupObserver, GroupWriter};
 pub use history::HistoryEntry;
