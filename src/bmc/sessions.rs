@@ -2,7 +2,7 @@
 //! connection per BMC (its Redfish session cache) instead of logging in for every reading.
 //!
 //! Without it a reading over Redfish is five requests: the service root, a new session, the
-//! system, the system's document and the session's deletion. With it, a BMC read again is one
+//! Systems collection, the system and the session's deletion. With it, a BMC read again is one
 //! GET with the session's token; the token, the system's path and the links learned navigating
 //! stay in the parked value. An expired token is renewed by the driver (a 401 logs in again,
 //! once).
@@ -14,8 +14,8 @@
 //! A value is taken out to be used ([`Sessions::take`]), so one BMC is used by one caller at a
 //! time; it is given back ([`Sessions::park`]) only after it worked. A parked value whose
 //! endpoint changed (another address, user, password, certificate check or timeout) is not
-//! reused. Values not used for [`Sessions::expire`]'s age are handed back to be dropped, which
-//! deletes their sessions on the BMCs. At most `capacity` are kept. When the daemon stops, the
+//! reused. Values not used for [`Sessions::expire`]'s age are dropped, which deletes their
+//! sessions on the BMCs. At most `capacity` are kept. When the daemon stops, the
 //! parked sessions are deleted [`CLOSE_WORKERS`] at once for at most [`CLOSE_WITHIN`]; those
 //! left then are abandoned (the BMCs expire them), so a stop never waits on BMCs that do not
 //! answer.
@@ -103,42 +103,32 @@ impl Sessions {
         drop(replaced);
     }
 
-    /// Take out the connections parked for longer than `age`, for the caller to drop (which
-    /// deletes their sessions, a request each: the caller chooses how many at once).
-    pub fn expire(&self, age: Duration) -> Vec<Box<dyn Bmc>> {
-        let mut parked = self.lock();
-        let old: Vec<NodeId> = parked
-            .iter()
-            .filter(|(_, p)| p.at.elapsed() >= age)
-            .map(|(n, _)| *n)
-            .collect();
-        old.iter()
-            .filter_map(|n| parked.remove(n))
-            .map(|p| p.bmc)
-            .collect()
+    /// Log out of the sessions parked for longer than `age`, as [`Sessions::close_all`] does;
+    /// returns how many there were.
+    pub fn expire(&self, age: Duration, workers: usize) -> usize {
+        let old: Vec<Box<dyn Bmc>> = {
+            let mut parked = self.lock();
+            let nodes: Vec<NodeId> = parked
+                .iter()
+                .filter(|(_, p)| p.at.elapsed() >= age)
+                .map(|(n, _)| *n)
+                .collect();
+            nodes
+                .iter()
+                .filter_map(|n| parked.remove(n))
+                .map(|p| p.bmc)
+                .collect()
+        };
+        let n = old.len();
+        close(old, workers, CLOSE_WITHIN);
+        n
     }
 
     /// Delete every parked session, `workers` at once; once `within` has passed, the rest are
     /// abandoned without a request.
     pub fn close_all(&self, workers: usize, within: Duration) {
-        let deadline = Instant::now() + within;
-        let all: Vec<Mutex<Option<Box<dyn Bmc>>>> = self
-            .lock()
-            .drain()
-            .map(|(_, p)| Mutex::new(Some(p.bmc)))
-            .collect();
-        super::pool::map(&all, workers, |slot| {
-            let taken = slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take();
-            if let Some(mut bmc) = taken {
-                if Instant::now() >= deadline {
-                    bmc.abandon();
-                }
-                drop(bmc);
-            }
-        });
+        let all: Vec<Box<dyn Bmc>> = self.lock().drain().map(|(_, p)| p.bmc).collect();
+        close(all, workers, within);
     }
 
     pub fn len(&self) -> usize {
@@ -148,6 +138,29 @@ impl Sessions {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Drop `bmcs` (each deletes its session), `workers` at once, outside any lock: a value taken
+/// after `within` is abandoned instead, so BMCs that do not answer cannot hold this up.
+fn close(bmcs: Vec<Box<dyn Bmc>>, workers: usize, within: Duration) {
+    if bmcs.is_empty() {
+        return;
+    }
+    let deadline = Instant::now() + within;
+    let slots: Vec<Mutex<Option<Box<dyn Bmc>>>> =
+        bmcs.into_iter().map(|b| Mutex::new(Some(b))).collect();
+    super::pool::map(&slots, workers, |slot| {
+        let taken = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut bmc) = taken {
+            if Instant::now() >= deadline {
+                bmc.abandon();
+            }
+            drop(bmc);
+        }
+    });
 }
 
 impl Drop for Sessions {
@@ -197,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn capacity_bounds_what_is_kept_and_expiry_hands_back_the_old() {
+    fn capacity_bounds_what_is_kept_and_expiry_closes_the_old() {
         let s = Sessions::new(2);
         for n in 1..=3 {
             let e = endpoint(&format!("10.0.0.{n}"));
@@ -211,8 +224,8 @@ mod tests {
         assert!(reused);
         s.park(1, e, bmc);
         assert_eq!(s.len(), 2);
-        assert!(s.expire(Duration::from_secs(3600)).is_empty());
-        assert_eq!(s.expire(Duration::ZERO).len(), 2);
+        assert_eq!(s.expire(Duration::from_secs(3600), 2), 0);
+        assert_eq!(s.expire(Duration::ZERO, 2), 2);
         assert!(s.is_empty());
     }
 }

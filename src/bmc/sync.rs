@@ -123,16 +123,8 @@ impl Bmcs {
     /// were removed, changed, or are failing and backing off), `workers` at once.
     fn expire_sessions(&self) {
         let age = Duration::from_secs(self.interval.saturating_mul(2).saturating_add(60));
-        let old = self.sessions.expire(age);
-        if !old.is_empty() {
-            let n = old.len();
-            let slots: Vec<std::sync::Mutex<Option<Box<dyn super::Bmc>>>> = old
-                .into_iter()
-                .map(|b| std::sync::Mutex::new(Some(b)))
-                .collect();
-            super::pool::map_niced(&slots, self.workers, SWEEP_NICE, |slot| {
-                drop(slot.lock().map(|mut b| b.take()));
-            });
+        let n = self.sessions.expire(age, self.workers);
+        if n > 0 {
             tracing::debug!(sessions = n, "idle BMC sessions closed");
         }
     }
