@@ -460,29 +460,13 @@ fn stoker_user_works_through_the_api_and_offline() {
     let d = TestDaemon::start();
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str], token: Option<&str>, stdin: &str| {
-        use std::io::Write;
         let mut cmd = crate::common::bin::stoker(dir.path());
-        cmd.args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+        cmd.args(args);
         if let Some(t) = token {
             cmd.env("STOKER_TOKEN", t);
         }
         cmd.env("XDG_CONFIG_HOME", dir.path());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
+        crate::common::bin::run_with_stdin(&mut cmd, stdin)
     };
     let url = d.url("");
     let token = d.admin_token();

@@ -7,7 +7,6 @@
 //! truncated backup, one with a changed member, and one from a newer schema are refused, each
 //! naming what is wrong, and change nothing.
 
-use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +17,7 @@ use serde_json::json;
 
 use crate::common::bin::{Served, run_err, run_ok, stoker};
 use crate::common::redfish_bmc::{FakeBmc, PASSWORD, USER};
-use crate::common::{Http, sign_in};
+use crate::common::{Http, node_macs, sign_in};
 
 fn serve(cwd: &Path, data: &Path) -> Served {
     let mut cmd = stoker(cwd);
@@ -44,15 +43,6 @@ fn enroll(base: &str, mac: &str) -> u16 {
         &[],
     )
     .status
-}
-
-fn node_macs(base: &str) -> BTreeSet<String> {
-    Http::raw_get_json(&format!("{base}/api/v1/nodes"))
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["mac"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// Every file of the data directory with its bytes (but the lock file), to show a refused

@@ -972,33 +972,16 @@ fn resetting_or_deleting_an_environment_can_power_its_nodes_off() {
 /// `stoker node bmc|power` as an operator runs it: the built binary against the daemon.
 #[test]
 fn the_cli_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let (bmc, d, _cluster, nodes) = environment_with_bmc();
     let node = nodes[0].id;
     let token = d.admin_token();
+    let cwd = tempfile::tempdir().unwrap();
     let stoker = |args: &[&str], stdin: &str| {
-        let mut child = Command::new(crate::common::bin::STOKER)
-            .args(args)
-            .args(["--url", &d.url(""), "--token", &token])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
+        let mut cmd = crate::common::bin::stoker(cwd.path());
+        cmd.args(args)
+            .args(["--url", &d.url(""), "--token", &token]);
+        let (code, out, err) = crate::common::bin::run_with_stdin(&mut cmd, stdin);
+        (code, out + &err)
     };
     let id = node.to_string();
     let (code, out) = stoker(
@@ -1083,15 +1066,10 @@ fn wait_requests(bmc: &FakeBmc, what: &str, n: usize) {
 #[test]
 fn the_power_sync_keeps_one_session_per_bmc_from_sweep_to_sweep() {
     let bmc = FakeBmc::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = stoker::config::Layers::default()
-        .with_flag("data_dir", dir.path().join("data").display().to_string())
-        .with_flag("http.listen", "127.0.0.1:0".to_string())
-        .with_flag("plugins.bundled", "skip".to_string())
-        .with_flag("bmc.sync_interval", "1".to_string())
-        .resolve()
-        .unwrap();
-    let d = crate::common::TestDaemon::start_with(config, dir);
+    let d = crate::common::TestDaemon::start_in(
+        tempfile::tempdir().unwrap(),
+        &[("bmc.sync_interval", "1".to_string())],
+    );
     let http = d.http();
     let body = |verify: bool| {
         json!({"driver": "redfish", "address": bmc.url(""), "username": fake::USER,

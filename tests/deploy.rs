@@ -720,15 +720,13 @@ fn node_states_follow_the_table_and_a_deployed_node_keeps_its_disk() {
 /// no agent called at all or only the node's other agent did; Retry makes them due again.
 #[test]
 fn an_offline_node_fails_its_due_steps_at_the_timeout_and_retry_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = stoker::config::Layers::default()
-        .with_flag("data_dir", dir.path().join("data").display().to_string())
-        .with_flag("http.listen", "127.0.0.1:0".to_string())
-        .with_flag("plugins.bundled", "install".to_string())
-        .with_flag("deploy.step_timeout", "2".to_string())
-        .resolve()
-        .unwrap();
-    let d = TestDaemon::start_with(config, dir);
+    let d = TestDaemon::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            ("plugins.bundled", "install".to_string()),
+            ("deploy.step_timeout", "2".to_string()),
+        ],
+    );
     let base = d.url("");
     let (cluster, nodes) = setup(&base, &["compute"]);
     let n = &nodes[0];

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::common::bin::{STOKER, Served};
-use crate::common::{Http, sign_in};
+use crate::common::{Http, node_macs, sign_in};
 
 fn enroll(base: &str, mac: &str) -> (u16, serde_json::Value) {
     let r = Http::raw_post(
@@ -103,15 +103,7 @@ fn a_full_disk_refuses_writes_clearly_and_loses_nothing_acknowledged() {
     // Still up, still reading, nothing acknowledged lost, the refused write not kept.
     let (health, _, _) = Http::get_bytes(&format!("{base}/healthz"), &[]);
     assert_eq!(health, 200);
-    let macs = |base: &str| -> Vec<String> {
-        Http::raw_get_json(&format!("{base}/api/v1/nodes"))
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["mac"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let now = macs(&base);
+    let now = node_macs(&base);
     for mac in &acked {
         assert!(now.contains(mac), "{mac} was acknowledged");
     }
@@ -122,7 +114,7 @@ fn a_full_disk_refuses_writes_clearly_and_loses_nothing_acknowledged() {
     std::fs::remove_file(&filler).unwrap();
     let (status, body) = enroll(&base, "52:54:00:ed:00:02");
     assert_eq!(status, 201, "{body}");
-    let now = macs(&base);
+    let now = node_macs(&base);
     for mac in acked.iter().chain([&"52:54:00:ed:00:02".to_string()]) {
         assert!(now.contains(mac), "{mac} after the space came back");
     }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode};
 use dhcproto::{Decodable, Decoder, Encodable};
-use stoker::config::Layers;
 
 use crate::common::{TestDaemon, inventory};
 
@@ -74,24 +73,20 @@ fn daemon(dhcp_client: SocketAddr) -> TestDaemon {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("tftp");
     std::fs::create_dir_all(&root).unwrap();
-    let config = Layers::default()
-        .with_flag("data_dir", dir.path().join("data").display().to_string())
-        .with_flag("http.listen", "127.0.0.1:0".to_string())
-        .with_flag("http.shutdown_timeout", "5".to_string())
-        .with_flag("dhcp.enabled", "true".to_string())
-        .with_flag("dhcp.listen", "127.0.0.1:0".to_string())
-        .with_flag("dhcp.server_ip", "127.0.0.1".to_string())
-        .with_flag(
+    let flags = [
+        ("dhcp.enabled", "true".to_string()),
+        ("dhcp.listen", "127.0.0.1:0".to_string()),
+        ("dhcp.server_ip", "127.0.0.1".to_string()),
+        (
             "dhcp.subnets",
             "127.0.0.0/24 pool=127.0.0.100-127.0.0.109 router=127.0.0.1 lease=600".to_string(),
-        )
-        .with_flag("dhcp.reply_to", dhcp_client.to_string())
-        .with_flag("tftp.enabled", "true".to_string())
-        .with_flag("tftp.listen", "127.0.0.1:0".to_string())
-        .with_flag("tftp.root", root.display().to_string())
-        .resolve()
-        .unwrap();
-    TestDaemon::start_with(config, dir)
+        ),
+        ("dhcp.reply_to", dhcp_client.to_string()),
+        ("tftp.enabled", "true".to_string()),
+        ("tftp.listen", "127.0.0.1:0".to_string()),
+        ("tftp.root", root.display().to_string()),
+    ];
+    TestDaemon::start_in(dir, &flags)
 }
 
 /// A DHCP DISCOVER from `mac`; the OFFER it gets.

@@ -123,6 +123,30 @@ pub fn run_ok(cmd: &mut Command) -> String {
     stdout
 }
 
+/// Run `cmd` with `stdin` on its standard input (a password, as an operator pipes it); its
+/// exit code, standard output and standard error.
+pub fn run_with_stdin(cmd: &mut Command, stdin: &str) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Run `cmd`, which must fail; its exit code and standard error.
 pub fn run_err(cmd: &mut Command) -> (Option<i32>, String) {
     let out = cmd.output().unwrap();

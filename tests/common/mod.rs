@@ -33,15 +33,24 @@ impl TestDaemon {
 
     /// Start with `plugins.bundled` = `install` (the shipped release is installed) or `skip`.
     pub fn start_bundled(bundled: &str) -> TestDaemon {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Layers::default()
+        Self::start_in(
+            tempfile::tempdir().unwrap(),
+            &[("plugins.bundled", bundled.to_string())],
+        )
+    }
+
+    /// Start with its data under `dir/data`, HTTP on a free loopback port, a 5 s shutdown and
+    /// no bundled release, then `flags` (`config` keys), which may override those.
+    pub fn start_in(dir: tempfile::TempDir, flags: &[(&'static str, String)]) -> TestDaemon {
+        let mut layers = Layers::default()
             .with_flag("data_dir", dir.path().join("data").display().to_string())
             .with_flag("http.listen", "127.0.0.1:0".to_string())
             .with_flag("http.shutdown_timeout", "5".to_string())
-            .with_flag("plugins.bundled", bundled.to_string())
-            .resolve()
-            .unwrap();
-        Self::start_with(config, dir)
+            .with_flag("plugins.bundled", "skip".to_string());
+        for (key, value) in flags {
+            layers = layers.with_flag(key, value.clone());
+        }
+        Self::start_with(layers.resolve().unwrap(), dir)
     }
 
     pub fn start_with(config: Config, dir: tempfile::TempDir) -> TestDaemon {
@@ -331,6 +340,17 @@ pub fn form_login(base: &str, user: &str, password: &str) -> (String, String) {
     let html = home.body_mut().read_to_string().unwrap();
     let csrf = hidden(&html, "csrf").expect("session CSRF token on the page");
     (session, csrf)
+}
+
+/// The MACs of the nodes the master at `base` lists (`GET /api/v1/nodes`, the signed-in
+/// client's credentials).
+pub fn node_macs(base: &str) -> std::collections::BTreeSet<String> {
+    Http::raw_get_json(&format!("{base}/api/v1/nodes"))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["mac"].as_str().unwrap().to_string())
+        .collect()
 }
 
 pub fn urlencode(s: &str) -> String {
