@@ -23,7 +23,6 @@ use api::{
     transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
-use pages::ui;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -179,7 +178,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     routes(&mut r);
     // What no route matched: JSON under the API, a page elsewhere.
     cfg.service(web::scope("/api/v1").default_service(web::to(api::not_found)))
-        .default_service(web::to(ui::not_found));
+        .default_service(web::to(pages::not_found));
 }
 
 /// Every route with what it needs, in one table: `Public` is only what a node needs before it
@@ -517,31 +516,51 @@ fn routes(r: &mut Routes<'_>) {
         graphs::tasks_at_level,
     );
     // The dashboard.
-    r.get("/", Page(V), ui::overview);
-    r.get("/nodes", Page(V), ui::nodes);
-    r.get("/nodes/{id}", Page(V), ui::node);
-    r.post("/nodes/{id}/delete", Page(O), ui::delete_node);
-    r.post("/nodes/{id}/approve", Page(O), ui::approve_node);
-    r.post("/nodes/power", Page(O), ui::power_nodes);
-    r.post("/nodes/{id}/power", Page(O), ui::power_node);
-    r.post("/nodes/{id}/bmc", Page(O), ui::set_bmc);
-    r.get("/environments", Page(V), ui::environments);
-    r.post("/environments", Page(O), ui::create_environment);
-    r.get("/environments/{id}", Page(V), ui::environment);
-    r.post("/environments/{id}/nodes", Page(O), ui::assign_node);
-    r.post("/environments/{id}/deploy", Page(O), ui::deploy);
-    r.get("/environments/{id}/timeline", Page(V), ui::timeline);
+    r.get("/", Page(V), pages::overview::overview);
+    r.get("/nodes", Page(V), pages::nodes::nodes);
+    r.get("/nodes/{id}", Page(V), pages::node::node);
+    r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
+    r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
+    r.post("/nodes/power", Page(O), pages::nodes::power_nodes);
+    r.post("/nodes/{id}/power", Page(O), pages::node::power_node);
+    r.post("/nodes/{id}/bmc", Page(O), pages::node::set_bmc);
+    r.get("/environments", Page(V), pages::environments::environments);
+    r.post(
+        "/environments",
+        Page(O),
+        pages::environments::create_environment,
+    );
+    r.get(
+        "/environments/{id}",
+        Page(V),
+        pages::environment::environment,
+    );
+    r.post(
+        "/environments/{id}/nodes",
+        Page(O),
+        pages::environment::assign_node,
+    );
+    r.post(
+        "/environments/{id}/deploy",
+        Page(O),
+        pages::environment::deploy,
+    );
+    r.get(
+        "/environments/{id}/timeline",
+        Page(V),
+        pages::environment::timeline,
+    );
     r.post(
         "/environments/{id}/deployments/{dep}/{action}",
         Page(O),
-        ui::deployment_action,
+        pages::environment::deployment_action,
     );
     r.post(
         "/environments/{id}/nodes/{node}/remove",
         Page(O),
-        ui::remove_node,
+        pages::environment::remove_node,
     );
-    r.get("/releases", Page(V), ui::releases);
+    r.get("/releases", Page(V), pages::releases::releases);
     r.get("/account", Page(V), login::account);
     r.post("/account/tokens", Page(V), login::create_token);
     r.post("/account/tokens/{id}/revoke", Page(V), login::revoke_token);

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::auth::{Role, secret};
 use crate::http::access::{Caller, SESSION_COOKIE, encode, session_caller};
-use crate::http::pages::ui::PageError;
+use crate::http::pages::PageError;
 use crate::http::pages::views::Me;
 use crate::http::{ApiError, AppState};
 use crate::store::{ApiToken, AuditEntry};

@@ -467,7 +467,7 @@ async fn authorize(
     }
     let answer = match access {
         Access::Page(_) if status == StatusCode::UNAUTHORIZED => to_login(&req),
-        Access::Page(_) => crate::http::pages::ui::PageError::from(refusal).error_response(),
+        Access::Page(_) => crate::http::pages::PageError::from(refusal).error_response(),
         _ => refusal.error_response(),
     };
     Ok(req.into_response(answer))
