@@ -291,7 +291,7 @@ fn the_dashboard_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
     // The node page's BMC form: saved, shown without its password.
     let address = crate::common::urlencode(&format!("http://127.0.0.1:{port}"));
     for id in [a, b] {
-        let r = http.post_form(
+        let r = http.submit(
             &format!("/nodes/{id}/bmc"),
             &format!("driver=redfish&address={address}&username=root&password=Form-s3cret-pw"),
         );
@@ -302,7 +302,7 @@ fn the_dashboard_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
         assert!(r.body.contains(r#"data-confirm="Power off"#), "{}", r.body);
     }
     // A bad field is said on the page, and nothing changes.
-    let r = http.post_form(
+    let r = http.submit(
         &format!("/nodes/{a}/bmc"),
         "driver=ipmi&address=-H%20evil&username=root",
     );
@@ -327,7 +327,7 @@ fn the_dashboard_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
     let r = http.post_form("/nodes/power", "action=off");
     assert_eq!(r.status, 400, "{}", r.body);
     // One node's button, with what the BMC said.
-    let r = http.post_form(&format!("/nodes/{a}/power"), "action=on");
+    let r = http.submit(&format!("/nodes/{a}/power"), "action=on");
     assert!(r.body.contains("Power on failed"), "{}", r.body);
     // The BMC that did not answer is flagged on its node at once.
     assert!(

@@ -67,12 +67,17 @@ fn without_a_release_creation_is_refused_everywhere() {
         "no create form without a release"
     );
     // The form's endpoint refuses too, with the same message on an HTML page.
-    let r = d
-        .http()
-        .post_form("/environments", "name=env1&release_id=1");
-    assert_eq!(r.status, 409);
+    let r = d.http().submit("/environments", "name=env1&release_id=1");
+    assert_eq!(r.status, 200);
     assert!(r.content_type.starts_with("text/html"));
-    assert!(r.body.contains("no release is installed"));
+    assert!(
+        r.body
+            .contains(r#"class="notice notice-error" role="alert""#)
+            && r.body.contains("Not created: ")
+            && r.body.contains("no release is installed"),
+        "{}",
+        r.body
+    );
     assert_eq!(http.get("/api/v1/clusters").json(), json!([]));
 }
 
@@ -141,6 +146,33 @@ fn with_a_release_environments_are_created() {
         .http()
         .post_form("/environments", "name=staging&release_id=1");
     assert_eq!(r.status, 303, "post/redirect/get");
+    let staging = http
+        .get("/api/v1/clusters")
+        .json()
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        r.location.as_deref(),
+        Some(format!("/environments/{staging}").as_str()),
+        "a created environment opens"
+    );
+    // The page it opens says so, once.
+    let r = d.http().submit("/environments", "name=qa&release_id=1");
+    assert!(
+        r.body.contains("Environment qa created") && r.body.contains(r#"role="status""#),
+        "{}",
+        r.body
+    );
+    assert!(
+        !d.http()
+            .get(&format!("/environments/{staging}"))
+            .body
+            .contains("created.")
+    );
     let r = d.http().get("/environments");
     assert!(r.body.contains("staging") && r.body.contains("prod"));
     assert!(r.body.contains("<form"));

@@ -235,6 +235,10 @@ pub struct Resp {
     pub status: u16,
     pub content_type: String,
     pub body: String,
+    /// A redirect's target.
+    pub location: Option<String>,
+    /// `name=value` of each cookie the answer set.
+    pub cookies: Vec<String>,
 }
 
 impl Resp {
@@ -431,10 +435,25 @@ fn read(mut resp: ureq::http::Response<ureq::Body>) -> Resp {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let location = resp
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let cookies = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .map(str::to_string)
+        .collect();
     Resp {
         status: resp.status().as_u16(),
         content_type,
         body: resp.body_mut().read_to_string().unwrap(),
+        location,
+        cookies,
     }
 }
 
@@ -557,6 +576,34 @@ impl Http {
             .send(&body)
             .unwrap(),
         )
+    }
+
+    /// A dashboard form as a browser sends it: the post must answer with a redirect (post,
+    /// redirect, get); the page it leads to is fetched with the cookies the answer set (the
+    /// notice saying what the action did) and returned.
+    pub fn submit(&self, path: &str, form: &str) -> Resp {
+        let r = self.post_form(path, form);
+        assert_eq!(r.status, 303, "a form answers with a redirect: {}", r.body);
+        let to = r.location.clone().expect("a redirect names its target");
+        let to = to.split('#').next().unwrap_or_default().to_string();
+        let cookies = r.cookies.join("; ");
+        let no_redirects: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let mut req = no_redirects.get(self.url(&to));
+        let session =
+            credentials(&self.creds_url(&to)).map(|c| format!("stoker_session={}", c.session));
+        let all = [session.unwrap_or_default(), cookies]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        if !all.is_empty() {
+            req = req.header("cookie", &all);
+        }
+        read(req.call().unwrap())
     }
 
     pub fn put(&self, path: &str, body: &str) -> Resp {

@@ -51,7 +51,13 @@ fn html(
         .body(body))
 }
 
-fn cookie<'a>(state: &AppState, name: &'a str, value: String, max_age: i64) -> Cookie<'a> {
+/// A cookie of the dashboard's: HttpOnly, SameSite=Strict, Secure under TLS.
+pub(crate) fn cookie<'a>(
+    state: &AppState,
+    name: &'a str,
+    value: String,
+    max_age: i64,
+) -> Cookie<'a> {
     Cookie::build(name, value)
         .path("/")
         .http_only(true)

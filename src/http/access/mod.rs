@@ -439,7 +439,21 @@ async fn authorize(
             if let Some(p) = who {
                 req.extensions_mut().insert(p);
             }
-            let res = next.call(req).await?;
+            let notice = match access {
+                Access::Page(_) if !audited => req
+                    .cookie(crate::http::pages::notice::NOTICE_COOKIE)
+                    .map(|c| crate::http::pages::notice::Notice::decode(c.value())),
+                _ => None,
+            };
+            if let Some(Some(n)) = &notice {
+                req.extensions_mut().insert(n.clone());
+            }
+            let mut res = next.call(req).await?;
+            // A page that showed the notice (or found it unreadable) clears it; a redirect
+            // passes it on.
+            if notice.is_some() && !res.status().is_redirection() {
+                crate::http::pages::notice::clear(&state, res.response_mut());
+            }
             if audited {
                 record(&state, actor, role, source, method, path, res.status(), "").await;
             }

@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
-use crate::http::access::Caller;
+use crate::http::pages::notice;
 use crate::http::pages::views::{Me, NodeRow};
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
@@ -125,7 +125,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
 /// which), so a view does not plan again.
 pub async fn environment(
     state: web::Data<AppState>,
-    caller: Caller,
+    me: Me,
     path: web::Path<String>,
 ) -> Result<actix_web::CustomizeResponder<EnvironmentPage>, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
@@ -166,7 +166,7 @@ pub async fn environment(
     let mut page = EnvironmentPage {
         nav: "environments",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         id,
         name: cluster.name.clone(),
         release: release.map_or_else(|| format!("release {}", cluster.release_id), |r| r.name),
@@ -299,20 +299,20 @@ fn deployment_badge(status: &str) -> &'static str {
     }
 }
 
-fn back_to(id: i64) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header(("Location", format!("/environments/{id}")))
-        .finish()
-}
-
 /// `POST /environments/{id}/deploy`
 pub async fn deploy(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    crate::http::api::deploy::start(&state, id, Vec::new()).await?;
-    Ok(back_to(id))
+    let started = crate::http::api::deploy::start(&state, id, Vec::new()).await;
+    Ok(notice::after(
+        &state,
+        &format!("/environments/{id}"),
+        started,
+        |d| format!("Deployment {} started.", d.deployment.id),
+        "Not deployed",
+    ))
 }
 
 /// `POST /environments/{id}/deployments/{dep}/{action}` with action `abort` or `retry`.
@@ -331,7 +331,7 @@ pub async fn deployment_action(
             return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
         }
     };
-    state
+    let done = state
         .store(move |s| {
             s.write(|tx| {
                 if abort {
@@ -341,8 +341,20 @@ pub async fn deployment_action(
                 }
             })
         })
-        .await?;
-    Ok(back_to(id))
+        .await;
+    Ok(notice::after(
+        &state,
+        &format!("/environments/{id}"),
+        done,
+        |d| {
+            if abort {
+                format!("Deployment {} aborted: no step starts any more.", d.id)
+            } else {
+                format!("Deployment {}: its failed steps run again.", d.id)
+            }
+        },
+        if abort { "Not aborted" } else { "Not retried" },
+    ))
 }
 
 /// The add-node form's fields: a node and its roles, comma-separated.
@@ -360,25 +372,34 @@ pub async fn assign_node(
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
     let form = form.into_inner();
-    let node = crate::http::api::catalog::id_of(&form.node_id, "node")?;
-    let roles: Vec<&str> = form
-        .roles
-        .split(',')
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .collect();
-    let roles = crate::http::api::environments::parse_roles(
-        serde_json::json!({ "roles": roles }).to_string().as_bytes(),
-    )?;
-    crate::http::api::environments::check_roles(&state, id, &[("roles".to_string(), &roles)])
-        .await?;
-    let now = crate::clock::now();
-    state
-        .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
-        .await?;
-    Ok(HttpResponse::SeeOther()
-        .insert_header(("Location", format!("/environments/{id}")))
-        .finish())
+    let assigned = async {
+        let node = crate::http::api::catalog::id_of(&form.node_id, "node")?;
+        let roles: Vec<&str> = form
+            .roles
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .collect();
+        let roles = crate::http::api::environments::parse_roles(
+            serde_json::json!({ "roles": roles }).to_string().as_bytes(),
+        )?;
+        crate::http::api::environments::check_roles(&state, id, &[("roles".to_string(), &roles)])
+            .await?;
+        let now = crate::clock::now();
+        let shown = roles.join(", ");
+        state
+            .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
+            .await?;
+        Ok((node, shown))
+    }
+    .await;
+    Ok(notice::after(
+        &state,
+        &format!("/environments/{id}"),
+        assigned,
+        |(node, roles)| format!("Node {node} added as {roles}."),
+        "Not added",
+    ))
 }
 
 /// `POST /environments/{id}/nodes/{node}/remove`: unassign, then back to the environment.
@@ -390,10 +411,18 @@ pub async fn remove_node(
     let id = crate::http::api::catalog::id_of(&env, "environment")?;
     let node = crate::http::api::catalog::id_of(&node, "node")?;
     let now = crate::clock::now();
-    state
+    let removed = state
         .store(move |s| s.write(|tx| tx.unassign_node(node, now)))
-        .await?;
-    Ok(HttpResponse::SeeOther()
-        .insert_header(("Location", format!("/environments/{id}")))
-        .finish())
+        .await;
+    Ok(notice::after(
+        &state,
+        &format!("/environments/{id}"),
+        removed,
+        |()| {
+            format!(
+                "Node {node} removed (a node with an installed OS is erased at the next Deploy)."
+            )
+        },
+        "Not removed",
+    ))
 }

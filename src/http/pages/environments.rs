@@ -4,10 +4,10 @@ use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
-use crate::http::AppState;
-use crate::http::access::Caller;
+use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::views::Me;
 use crate::http::pages::{PageError, VERSION};
+use crate::http::{ApiError, AppState};
 use crate::model::Release;
 use crate::store::NO_RELEASE_MESSAGE;
 
@@ -34,7 +34,7 @@ pub struct EnvironmentsPage {
 /// `GET /environments`
 pub async fn environments(
     state: web::Data<AppState>,
-    caller: Caller,
+    me: Me,
 ) -> Result<EnvironmentsPage, PageError> {
     let (clusters, releases) = state
         .store(|s| s.read(|tx| Ok((tx.clusters()?, tx.releases()?))))
@@ -55,7 +55,7 @@ pub async fn environments(
     Ok(EnvironmentsPage {
         nav: "environments",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         rows,
         releases: releases
             .into_iter()
@@ -72,24 +72,45 @@ pub struct EnvironmentForm {
     release_id: String,
 }
 
-/// `POST /environments`: create, then back to the list (post/redirect/get).
+/// `POST /environments`: create, then open it (post/redirect/get); a refusal goes back to the
+/// list saying why.
 pub async fn create_environment(
     state: web::Data<AppState>,
     form: web::Form<EnvironmentForm>,
 ) -> Result<HttpResponse, PageError> {
     let form = form.into_inner();
-    let body = serde_json::json!({
-        "name": form.name,
-        "release_id": form.release_id.trim().parse::<i64>().unwrap_or(0),
-    });
-    let new = crate::http::api::catalog::parse_new_cluster(body.to_string().as_bytes())?;
-    let now = crate::clock::now();
-    state
-        .store(move |s| {
-            s.write(|tx| tx.create_cluster(&new.name, new.release_id, &new.net_segment_type, now))
-        })
-        .await?;
-    Ok(HttpResponse::SeeOther()
-        .insert_header(("Location", "/environments"))
-        .finish())
+    let created = async {
+        let release_id = form.release_id.trim().parse::<i64>().map_err(|_| {
+            ApiError::BadRequest(format!(
+                "release_id: not a release id: {:?}",
+                form.release_id
+            ))
+        })?;
+        let body = serde_json::json!({ "name": form.name, "release_id": release_id });
+        let new = crate::http::api::catalog::parse_new_cluster(body.to_string().as_bytes())?;
+        let now = crate::clock::now();
+        state
+            .store(move |s| {
+                s.write(|tx| {
+                    tx.create_cluster(&new.name, new.release_id, &new.net_segment_type, now)
+                })
+            })
+            .await
+    }
+    .await;
+    Ok(match created {
+        Ok(c) => notice::redirect(
+            &state,
+            &format!("/environments/{}", c.id),
+            Notice::ok(format!(
+                "Environment {} created. Add nodes with their roles, then deploy.",
+                c.name
+            )),
+        ),
+        Err(e) => notice::redirect(
+            &state,
+            "/environments",
+            Notice::error(format!("Not created: {e}")),
+        ),
+    })
 }

@@ -8,6 +8,7 @@ pub mod environment;
 pub mod environments;
 pub mod node;
 pub mod nodes;
+pub mod notice;
 pub mod overview;
 pub mod releases;
 pub mod timeline;

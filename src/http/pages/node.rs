@@ -7,6 +7,7 @@ use askama_web::WebTemplate;
 
 use crate::http::access::Caller;
 use crate::http::pages::nodes::{PowerForm, power_action};
+use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::views::{Me, NodeRow, human_bytes};
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
@@ -27,26 +28,27 @@ pub struct NodePage {
     /// The master's BMC steps on this node, newest first.
     /// The node's BMC steps, newest first, with when each finished.
     bmc_runs: Vec<(crate::store::MasterRun, String)>,
-    /// What the last power action or BMC change said.
-    message: Option<String>,
 }
 
-/// `POST /nodes/{id}/power`: one node's power button; its page with what the BMC said.
+/// `POST /nodes/{id}/power`: one node's power button; back to its page with what the BMC said.
 pub async fn power_node(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
     form: web::Form<PowerForm>,
-) -> Result<NodePage, PageError> {
+) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
     let act = power_action(&form.action)?;
     let user = caller.0.user.clone();
     let r = crate::http::api::bmc::power_nodes(&state, vec![id], act, user).await?;
-    let message = r.first().map(|r| match &r.error {
-        Some(e) => format!("Power {} failed: {e}", r.action),
-        None => format!("Power {} done.", r.action),
-    });
-    node_page(&state, caller, id, message).await
+    let notice = match r.first() {
+        Some(r) => match &r.error {
+            Some(e) => Notice::error(format!("Power {} failed: {e}", r.action)),
+            None => Notice::ok(format!("Power {} done.", r.action)),
+        },
+        None => Notice::error("No power action was taken."),
+    };
+    Ok(notice::redirect(&state, &format!("/nodes/{id}"), notice))
 }
 
 /// The BMC form.
@@ -64,10 +66,9 @@ pub struct BmcForm {
 /// `POST /nodes/{id}/bmc`: set the node's BMC (an empty password keeps the stored one).
 pub async fn set_bmc(
     state: web::Data<AppState>,
-    caller: Caller,
     path: web::Path<String>,
     form: web::Form<BmcForm>,
-) -> Result<NodePage, PageError> {
+) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
     let f = form.into_inner();
     let mut body = serde_json::json!({"driver": f.driver, "address": f.address,
@@ -75,29 +76,23 @@ pub async fn set_bmc(
     if !f.password.is_empty() {
         body["password"] = f.password.into();
     }
-    let message = match crate::http::api::bmc::set_bmc(&state, id, body).await {
-        Ok(_) => "BMC saved; its power is read within seconds.".to_string(),
-        Err(e) => format!("BMC not saved: {e}"),
-    };
-    node_page(&state, caller, id, Some(message)).await
+    let result = crate::http::api::bmc::set_bmc(&state, id, body).await;
+    Ok(notice::after(
+        &state,
+        &format!("/nodes/{id}#bmc"),
+        result,
+        |_| "BMC saved; its power is read within seconds.".to_string(),
+        "BMC not saved",
+    ))
 }
 
 /// `GET /nodes/{id}`
 pub async fn node(
     state: web::Data<AppState>,
-    caller: Caller,
+    me: Me,
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    node_page(&state, caller, id, None).await
-}
-
-async fn node_page(
-    state: &AppState,
-    caller: Caller,
-    id: i64,
-    message: Option<String>,
-) -> Result<NodePage, PageError> {
     let (node, bmc, bmc_runs) = state
         .store(move |s| s.read(|tx| Ok((tx.node(id)?, tx.bmc(id)?, tx.master_runs_of(id, 20)?))))
         .await?;
@@ -106,7 +101,7 @@ async fn node_page(
     Ok(NodePage {
         nav: "nodes",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         row: NodeRow::new(&node, now).with_power(bmc.as_ref()),
         bmc,
         bmc_runs: bmc_runs
@@ -118,7 +113,6 @@ async fn node_page(
                 (r, finished)
             })
             .collect(),
-        message,
         created: crate::http::pages::views::utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
         disks: node
@@ -144,10 +138,19 @@ pub async fn delete_node(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    crate::http::api::nodes::delete_node(&state, id).await?;
-    Ok(HttpResponse::SeeOther()
-        .insert_header(("Location", "/nodes"))
-        .finish())
+    let result = crate::http::api::nodes::delete_node(&state, id).await;
+    let back = if result.is_ok() {
+        "/nodes".to_string()
+    } else {
+        format!("/nodes/{id}")
+    };
+    Ok(notice::after(
+        &state,
+        &back,
+        result,
+        |n| format!("Node {} ({}) deleted.", n.name, n.mac),
+        "Not deleted",
+    ))
 }
 
 /// `POST /nodes/{id}/approve`: approve, then back to the node.
@@ -156,8 +159,12 @@ pub async fn approve_node(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    crate::http::api::nodes::approve_node(&state, id).await?;
-    Ok(HttpResponse::SeeOther()
-        .insert_header(("Location", format!("/nodes/{id}")))
-        .finish())
+    let result = crate::http::api::nodes::approve_node(&state, id).await;
+    Ok(notice::after(
+        &state,
+        &format!("/nodes/{id}"),
+        result,
+        |_| "Approved: the node gets its boot token at its next network boot.".to_string(),
+        "Not approved",
+    ))
 }

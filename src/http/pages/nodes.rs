@@ -22,14 +22,14 @@ pub struct NodesPage {
 }
 
 /// `GET /nodes`
-pub async fn nodes(state: web::Data<AppState>, caller: Caller) -> Result<NodesPage, PageError> {
+pub async fn nodes(state: web::Data<AppState>, me: Me) -> Result<NodesPage, PageError> {
     let now = crate::clock::now();
-    nodes_page(&state, caller, now, Vec::new()).await
+    nodes_page(&state, me, now, Vec::new()).await
 }
 
 async fn nodes_page(
     state: &AppState,
-    caller: Caller,
+    me: Me,
     now: i64,
     results: Vec<(i64, bool, String)>,
 ) -> Result<NodesPage, PageError> {
@@ -41,7 +41,7 @@ async fn nodes_page(
     Ok(NodesPage {
         nav: "nodes",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         rows: nodes
             .iter()
             .map(|n| NodeRow::new(n, now).with_power(bmcs.get(&n.id)))
@@ -100,5 +100,5 @@ pub async fn power_nodes(
             (r.node, r.ok, text)
         })
         .collect();
-    nodes_page(&state, caller, crate::clock::now(), lines).await
+    nodes_page(&state, Me::of(&caller), crate::clock::now(), lines).await
 }

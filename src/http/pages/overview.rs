@@ -6,7 +6,6 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use crate::http::AppState;
-use crate::http::access::Caller;
 use crate::http::pages::views::{CountTile, HistoryRow, Me};
 use crate::http::pages::{PageError, VERSION};
 use crate::store::NO_RELEASE_MESSAGE;
@@ -25,10 +24,7 @@ pub struct OverviewPage {
 }
 
 /// `GET /`
-pub async fn overview(
-    state: web::Data<AppState>,
-    caller: Caller,
-) -> Result<OverviewPage, PageError> {
+pub async fn overview(state: web::Data<AppState>, me: Me) -> Result<OverviewPage, PageError> {
     let now = crate::clock::now();
     let (counts, history, releases) = state
         .store(|s| {
@@ -44,7 +40,7 @@ pub async fn overview(
     Ok(OverviewPage {
         nav: "overview",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         no_release: releases == 0,
         no_release_message: NO_RELEASE_MESSAGE,
         has_nodes: counts.total > 0,

@@ -5,7 +5,6 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use crate::http::AppState;
-use crate::http::access::Caller;
 use crate::http::pages::views::Me;
 use crate::http::pages::{PageError, VERSION};
 use crate::model::Release;
@@ -34,10 +33,7 @@ pub struct ReleasesPage {
 }
 
 /// `GET /releases`
-pub async fn releases(
-    state: web::Data<AppState>,
-    caller: Caller,
-) -> Result<ReleasesPage, PageError> {
+pub async fn releases(state: web::Data<AppState>, me: Me) -> Result<ReleasesPage, PageError> {
     let now = crate::clock::now();
     let (releases, plugins) = state
         .store(|s| s.read(|tx| Ok((tx.releases()?, tx.plugins()?))))
@@ -61,7 +57,7 @@ pub async fn releases(
     Ok(ReleasesPage {
         nav: "releases",
         version: VERSION,
-        me: Me::of(&caller),
+        me,
         releases,
         plugins,
         no_release_message: NO_RELEASE_MESSAGE,

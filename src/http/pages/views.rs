@@ -193,6 +193,8 @@ pub struct Me {
     pub operate: bool,
     /// May manage plugins and users, and read the audit log.
     pub admin: bool,
+    /// What the last action said, shown once at the top of the page.
+    pub notice: Option<crate::http::pages::notice::Notice>,
 }
 
 impl Me {
@@ -205,6 +207,27 @@ impl Me {
             csrf: p.csrf().to_string(),
             operate: p.role.allows(Role::Operator),
             admin: p.role.allows(Role::Admin),
+            notice: None,
         }
+    }
+}
+
+/// A page handler takes `Me` for the signed-in caller and the notice its request carried.
+impl actix_web::FromRequest for Me {
+    type Error = crate::http::ApiError;
+    type Future = std::future::Ready<Result<Me, crate::http::ApiError>>;
+
+    fn from_request(req: &actix_web::HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        use actix_web::HttpMessage;
+        let me = req
+            .extensions()
+            .get::<crate::auth::Principal>()
+            .cloned()
+            .map(|p| Me {
+                notice: crate::http::pages::notice::Notice::take(req),
+                ..Me::of(&crate::http::access::Caller(p))
+            })
+            .ok_or_else(|| crate::http::ApiError::Unauthorized("sign in first".to_string()));
+        std::future::ready(me)
     }
 }
