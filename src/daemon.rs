@@ -454,6 +454,8 @@ impl Daemon {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
                 let _ = stop_tx.send(true);
+                // Event streams never finish by themselves: end them first.
+                self.store.events().close();
                 handle.stop(true).await;
                 server.await.context("HTTP server task failed")??;
             }

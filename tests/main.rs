@@ -23,6 +23,7 @@ mod deployment_graphs;
 mod dhcp;
 mod disk_full;
 mod environments;
+mod events;
 mod facts;
 mod flow;
 mod fuel_agent;

@@ -18,7 +18,7 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, bmc, catalog, deploy, disks, environments, extras, facts, graphs, metrics,
+    attributes, bmc, catalog, deploy, disks, environments, events, extras, facts, graphs, metrics,
     networks, nodes, openstack_config, ostf, plugins, pxe, roles, sequences, snapshot,
     transaction_data, transactions,
 };
@@ -433,6 +433,8 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    r.get("/api/v1/events", Api(V), events::stream);
+    r.get("/events", Page(V), events::stream);
     r.get("/metrics", Api(V), metrics::scrape);
     // Nailgun's OpenStack configuration overrides (fuel2 openstack-config).
     r.get("/api/v1/openstack-config", Api(V), openstack_config::list);

@@ -5,6 +5,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{ReadTxn, Result, StoreError, WriteTxn};
+use crate::events::Change;
 use crate::model::{Cluster, Release};
 
 /// What an operator reads when no release is installed, wherever they try to create an
@@ -127,6 +128,10 @@ impl WriteTxn<'_> {
         )?;
         let id = self.conn.last_insert_rowid();
         self.ensure_network_config(id)?;
+        self.emit(Change::Environment {
+            id,
+            what: "created",
+        });
         self.add_history(
             now,
             None,
@@ -168,6 +173,10 @@ impl WriteTxn<'_> {
                 "cluster.renamed",
                 &format!("renamed environment {} to {name}", cluster.name),
             )?;
+            self.emit(Change::Environment {
+                id,
+                what: "renamed",
+            });
         }
         let sql = format!("SELECT {COLUMNS} FROM clusters WHERE id = ?1");
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
@@ -258,6 +267,10 @@ impl WriteTxn<'_> {
         }
         self.conn
             .execute("DELETE FROM clusters WHERE id = ?1", [id])?;
+        self.emit(Change::Environment {
+            id,
+            what: "deleted",
+        });
         self.add_history(
             now,
             None,
@@ -284,6 +297,10 @@ impl WriteTxn<'_> {
             "UPDATE clusters SET settings = ?1 WHERE id = ?2",
             params![settings.to_string(), cluster_id],
         )?;
+        self.emit(Change::Environment {
+            id: cluster_id,
+            what: "settings",
+        });
         self.add_history(
             now,
             None,

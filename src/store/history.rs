@@ -1,9 +1,10 @@
 //! Queries on `history`: the append-only log of what happened to the master and its nodes,
 //! shown on the Overview page and, later, on each node's page.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{ReadTxn, Result, WriteTxn};
+use crate::events::Change;
 use crate::model::NodeId;
 
 /// One line of history.
@@ -46,6 +47,28 @@ impl WriteTxn<'_> {
                 "INSERT INTO history (at, node_id, kind, message) VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![at, node_id, kind, message])?;
+        // Whatever happens to a node is a line of its history: its listeners hear of it too,
+        // with where it stands now.
+        if let Some(id) = node_id {
+            let now: Option<(String, Option<i64>)> = self
+                .conn
+                .prepare_cached("SELECT status, cluster_id FROM nodes WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let (status, cluster) = now.map_or((None, None), |(s, c)| (Some(s), c));
+            self.emit(Change::Node {
+                id,
+                what: kind.to_string(),
+                status,
+                cluster,
+            });
+        }
+        self.emit(Change::Activity {
+            at,
+            node: node_id,
+            what: kind.to_string(),
+            message: message.to_string(),
+        });
         Ok(())
     }
 }

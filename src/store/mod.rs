@@ -48,6 +48,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::engine::schedule::Schedule;
+use crate::events::{Bus, Change};
 
 pub use audit::AuditEntry;
 pub use bmcs::{BmcWrite, MasterRun, StoredBmc};
@@ -87,6 +88,8 @@ pub struct WriteTxn<'a> {
     path: &'a Path,
     /// The running deployments' schedules, kept in step with what this transaction writes.
     schedules: &'a RefCell<Schedules>,
+    /// What this transaction changed, published once it commits.
+    changes: &'a RefCell<Vec<Change>>,
 }
 
 /// Scheduling state of deployments, by id: derived from the `step_runs` rows, kept in memory so
@@ -105,6 +108,11 @@ impl WriteTxn<'_> {
     pub fn read(&self) -> ReadTxn<'_> {
         ReadTxn { conn: self.conn }
     }
+
+    /// Tell listeners of `change` once this transaction commits (never if it rolls back).
+    pub(crate) fn emit(&self, change: Change) {
+        self.changes.borrow_mut().push(change);
+    }
 }
 
 /// The database of one stoker master.
@@ -116,6 +124,8 @@ pub struct Store {
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
     creating: Mutex<()>,
+    /// Where committed changes are told.
+    events: Bus,
 }
 
 /// How often the background checkpoint runs.
@@ -281,11 +291,17 @@ impl Store {
             reader: Mutex::new(reader),
             checkpointer: Checkpointer::start(path)?,
             creating: Mutex::new(()),
+            events: Bus::new(),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The stream of committed changes.
+    pub fn events(&self) -> &Bus {
+        &self.events
     }
 
     fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -307,6 +323,7 @@ impl Store {
         let mut guard = Self::lock(&self.writer);
         let Writer { conn, schedules } = &mut *guard;
         let cache = RefCell::new(std::mem::take(schedules));
+        let changes = RefCell::new(Vec::new());
         let located = |e: StoreError| e.at(&self.path);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -315,10 +332,12 @@ impl Store {
             conn: &tx,
             path: &self.path,
             schedules: &cache,
+            changes: &changes,
         })
         .map_err(located)?;
         tx.commit().map_err(|e| located(e.into()))?;
         *schedules = cache.into_inner();
+        self.events.publish(changes.into_inner());
         Ok(value)
     }
 
@@ -341,6 +360,7 @@ impl Store {
             }
         };
         let step = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
+        let changes = RefCell::new(Vec::new());
         let mut answers = Vec::with_capacity(jobs.len());
         for job in jobs {
             if let Err(e) = step("SAVEPOINT job") {
@@ -348,22 +368,28 @@ impl Store {
                 answers.push((deliver, Some(StoreError::from(e).at(&self.path))));
                 continue;
             }
+            let mark = changes.borrow().len();
             let (ok, deliver) = job(Some(&WriteTxn {
                 conn: &tx,
                 path: &self.path,
                 schedules: &cache,
+                changes: &changes,
             }));
             let mut failed = None;
             if !ok {
                 failed = step("ROLLBACK TO job").err();
                 cache.borrow_mut().clear();
+                changes.borrow_mut().truncate(mark);
             }
             let failed = failed.or(step("RELEASE job").err());
             answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
         }
         let committed = tx.commit().map_err(|e| StoreError::from(e).at(&self.path));
         match &committed {
-            Ok(()) => *schedules = cache.into_inner(),
+            Ok(()) => {
+                *schedules = cache.into_inner();
+                self.events.publish(changes.into_inner());
+            }
             Err(_) => schedules.clear(),
         }
         for (deliver, failed) in answers {

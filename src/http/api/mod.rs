@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod deploy;
 pub mod disks;
 pub mod environments;
+pub mod events;
 pub mod extras;
 pub mod facts;
 pub mod graphs;
