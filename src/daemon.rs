@@ -453,6 +453,8 @@ impl Daemon {
         tokio::select! {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
+                // Agents' calls held for work are answered now (`wait`), not at their end.
+                self.store.stop_holding();
                 let _ = stop_tx.send(true);
                 handle.stop(true).await;
                 server.await.context("HTTP server task failed")??;

@@ -38,6 +38,7 @@ mod transaction_data;
 #[cfg(test)]
 mod upgrades;
 mod users;
+mod waiters;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -72,6 +73,7 @@ pub use sequences::Sequence;
 pub use staging::{NewDeployment, PendingData};
 pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
+pub use waiters::{MAX_PARKED, WAVE, Wake};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -87,6 +89,8 @@ pub struct WriteTxn<'a> {
     path: &'a Path,
     /// The running deployments' schedules, kept in step with what this transaction writes.
     schedules: &'a RefCell<Schedules>,
+    /// The agents' calls held until they have work ([`WriteTxn::park`]).
+    waiters: &'a Mutex<waiters::Waiters>,
 }
 
 /// Scheduling state of deployments, by id: derived from the `step_runs` rows, kept in memory so
@@ -116,6 +120,8 @@ pub struct Store {
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
     creating: Mutex<()>,
+    /// The agents' calls held until they have work, woken after the commits that make it due.
+    waiters: Mutex<waiters::Waiters>,
 }
 
 /// How often the background checkpoint runs.
@@ -281,6 +287,7 @@ impl Store {
             reader: Mutex::new(reader),
             checkpointer: Checkpointer::start(path)?,
             creating: Mutex::new(()),
+            waiters: Mutex::new(waiters::Waiters::default()),
         })
     }
 
@@ -311,15 +318,55 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| located(e.into()))?;
-        let value = f(&WriteTxn {
+        let done = f(&WriteTxn {
             conn: &tx,
             path: &self.path,
             schedules: &cache,
+            waiters: &self.waiters,
         })
-        .map_err(located)?;
-        tx.commit().map_err(|e| located(e.into()))?;
-        *schedules = cache.into_inner();
-        Ok(value)
+        .map_err(located)
+        .and_then(|value| tx.commit().map(|()| value).map_err(|e| located(e.into())));
+        // A rollback drops the schedules (rebuilt from the rows when next needed).
+        if done.is_ok() {
+            *schedules = cache.into_inner();
+        }
+        self.release_waiters(schedules, done.is_err());
+        done
+    }
+
+    /// After a commit (or a rollback, `dropped`: the schedules are gone): queue the held
+    /// calls of the nodes the commit may have made a run due for, and wake a wave of them.
+    fn release_waiters(&self, schedules: &mut Schedules, dropped: bool) {
+        let mut waiters = Self::lock(&self.waiters);
+        if dropped {
+            waiters.release_all();
+        }
+        for s in schedules.values_mut() {
+            let released = s.take_released();
+            waiters.release(s, &released);
+        }
+        waiters.wake_wave();
+    }
+
+    /// Wake the next wave of held calls found due (the writer thread does, when no write
+    /// comes to do it after a commit); returns how many are still to wake.
+    pub(crate) fn wake_due(&self) -> usize {
+        Self::lock(&self.waiters).wake_wave()
+    }
+
+    /// Held calls found due and not woken yet.
+    pub(crate) fn waking(&self) -> usize {
+        Self::lock(&self.waiters).waking()
+    }
+
+    /// Agents' calls held now.
+    pub fn held_calls(&self) -> usize {
+        Self::lock(&self.waiters).held()
+    }
+
+    /// Answer every held call now and hold none from now on: the daemon stops.
+    pub fn stop_holding(&self) {
+        Self::lock(&self.waiters).close();
     }
 
     /// Run `jobs` in one immediate transaction, each in its own savepoint (one that fails is
@@ -342,6 +389,7 @@ impl Store {
         };
         let step = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
         let mut answers = Vec::with_capacity(jobs.len());
+        let mut dropped = false;
         for job in jobs {
             if let Err(e) = step("SAVEPOINT job") {
                 let (_, deliver) = job(None);
@@ -352,11 +400,13 @@ impl Store {
                 conn: &tx,
                 path: &self.path,
                 schedules: &cache,
+                waiters: &self.waiters,
             }));
             let mut failed = None;
             if !ok {
                 failed = step("ROLLBACK TO job").err();
                 cache.borrow_mut().clear();
+                dropped = true;
             }
             let failed = failed.or(step("RELEASE job").err());
             answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
@@ -364,8 +414,12 @@ impl Store {
         let committed = tx.commit().map_err(|e| StoreError::from(e).at(&self.path));
         match &committed {
             Ok(()) => *schedules = cache.into_inner(),
-            Err(_) => schedules.clear(),
+            Err(_) => {
+                schedules.clear();
+                dropped = true;
+            }
         }
+        self.release_waiters(schedules, dropped);
         for (deliver, failed) in answers {
             deliver(committed.as_ref().err().or(failed.as_ref()));
         }
