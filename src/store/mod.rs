@@ -115,7 +115,12 @@ impl WriteTxn<'_> {
 pub struct Store {
     path: PathBuf,
     writer: Mutex<Writer>,
-    reader: Mutex<Connection>,
+    /// Read-only connections ([`READERS`]): WAL lets them read while the writer writes, and
+    /// each other, so a long read (a page listing every run of a big deployment) does not hold
+    /// up the others.
+    readers: Vec<Mutex<Connection>>,
+    /// Where the next read starts looking for a free reader.
+    next_reader: std::sync::atomic::AtomicUsize,
     checkpointer: Checkpointer,
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
@@ -123,6 +128,9 @@ pub struct Store {
     /// The agents' calls held until they have work, woken after the commits that make it due.
     waiters: Mutex<waiters::Waiters>,
 }
+
+/// Read-only connections: reads run on actix's blocking pool, several at once.
+const READERS: usize = 4;
 
 /// How often the background checkpoint runs.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -272,19 +280,24 @@ impl Store {
         migrations::migrate(&mut writer)?;
         // A deployment still preparing was cut short by a stop: it never started.
         writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(open_err)?;
-        configure(&reader, path)?;
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(open_err)?;
+            configure(&reader, path)?;
+            readers.push(Mutex::new(reader));
+        }
         Ok(Store {
             path: path.to_path_buf(),
             writer: Mutex::new(Writer {
                 conn: writer,
                 schedules: Schedules::new(),
             }),
-            reader: Mutex::new(reader),
+            readers,
+            next_reader: std::sync::atomic::AtomicUsize::new(0),
             checkpointer: Checkpointer::start(path)?,
             creating: Mutex::new(()),
             waiters: Mutex::new(waiters::Waiters::default()),
@@ -301,9 +314,22 @@ impl Store {
         m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Run `f` on a consistent snapshot of the database.
+    /// Run `f` on a consistent snapshot of the database, on a reader no other read holds (or,
+    /// all busy, the next one's turn).
     pub fn read<T>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = Self::lock(&self.reader);
+        let start = self
+            .next_reader
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.readers.len();
+        let free = (0..n).find_map(|i| match self.readers[(start + i) % n].try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut conn = match free {
+            Some(conn) => conn,
+            None => Self::lock(&self.readers[start % n]),
+        };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         f(&ReadTxn { conn: &tx })
     }
@@ -429,11 +455,12 @@ impl Store {
     /// `-wal` and `-shm` files are gone and the database is a single self-contained file.
     pub fn close(self) -> Result<()> {
         drop(self.checkpointer);
-        let reader = self
-            .reader
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        for reader in self.readers {
+            let reader = reader
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        }
         let writer = self
             .writer
             .into_inner()
