@@ -30,6 +30,7 @@ mod fuel_agent;
 mod graph;
 mod hostile;
 mod identity;
+mod long_poll;
 mod metrics;
 mod nailgun;
 mod nailgun_nodes;

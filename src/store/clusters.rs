@@ -318,6 +318,28 @@ impl WriteTxn<'_> {
         roles: &[String],
         now: i64,
     ) -> Result<crate::model::Node> {
+        self.assign_nodes(cluster_id, &[(node_id, roles.to_vec())], now)?;
+        self.read().existing_node(node_id)
+    }
+
+    /// Assign several nodes (each with its roles) at once: the environment's addresses are
+    /// laid out again once for all of them, not once per node (with 5,000 nodes in the
+    /// environment, 1,000 more took 35 s).
+    pub fn assign_nodes(
+        &self,
+        cluster_id: i64,
+        nodes: &[(i64, Vec<String>)],
+        now: i64,
+    ) -> Result<()> {
+        for (node_id, roles) in nodes {
+            self.assign_one(cluster_id, *node_id, roles, now)?;
+        }
+        // Their addresses follow their roles (a controller gets a public one).
+        self.sync_addresses(cluster_id)
+    }
+
+    /// A node into the environment with its roles, its addresses not laid out yet.
+    fn assign_one(&self, cluster_id: i64, node_id: i64, roles: &[String], now: i64) -> Result<()> {
         let cluster = self.read().existing_cluster(cluster_id)?;
         let node = self.read().existing_node(node_id)?;
         if let Some(other) = node.cluster_id
@@ -349,8 +371,6 @@ impl WriteTxn<'_> {
             "UPDATE nodes SET cluster_id = ?1, roles = ?2, pending_deletion = 0 WHERE id = ?3",
             params![cluster_id, roles_json, node_id],
         )?;
-        // Its addresses follow its roles (a controller gets a public one).
-        self.sync_addresses(cluster_id)?;
         self.add_history(
             now,
             Some(node_id),
@@ -361,8 +381,7 @@ impl WriteTxn<'_> {
                 cluster.name,
                 roles.join(", ")
             ),
-        )?;
-        self.read().existing_node(node_id)
+        )
     }
 
     /// Take a node out of environment `cluster_id`; refused (not found) when it is not in it.

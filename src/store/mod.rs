@@ -38,6 +38,7 @@ mod transaction_data;
 #[cfg(test)]
 mod upgrades;
 mod users;
+mod waiters;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -73,6 +74,7 @@ pub use sequences::Sequence;
 pub use staging::{NewDeployment, PendingData};
 pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
+pub use waiters::{MAX_PARKED, WAVE, Wake};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -90,6 +92,8 @@ pub struct WriteTxn<'a> {
     schedules: &'a RefCell<Schedules>,
     /// What this transaction changed, published once it commits.
     changes: &'a RefCell<Vec<Change>>,
+    /// The agents' calls held until they have work ([`WriteTxn::park`]).
+    waiters: &'a Mutex<waiters::Waiters>,
 }
 
 /// Scheduling state of deployments, by id: derived from the `step_runs` rows, kept in memory so
@@ -119,14 +123,24 @@ impl WriteTxn<'_> {
 pub struct Store {
     path: PathBuf,
     writer: Mutex<Writer>,
-    reader: Mutex<Connection>,
+    /// Read-only connections ([`READERS`]): WAL lets them read while the writer writes, and
+    /// each other, so a long read (a page listing every run of a big deployment) does not hold
+    /// up the others.
+    readers: Vec<Mutex<Connection>>,
+    /// Where the next read starts looking for a free reader.
+    next_reader: std::sync::atomic::AtomicUsize,
     checkpointer: Checkpointer,
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
     creating: Mutex<()>,
     /// Where committed changes are told.
     events: Bus,
+    /// The agents' calls held until they have work, woken after the commits that make it due.
+    waiters: Mutex<waiters::Waiters>,
 }
+
+/// Read-only connections: reads run on actix's blocking pool, several at once.
+const READERS: usize = 4;
 
 /// How often the background checkpoint runs.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -276,22 +290,28 @@ impl Store {
         migrations::migrate(&mut writer)?;
         // A deployment still preparing was cut short by a stop: it never started.
         writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(open_err)?;
-        configure(&reader, path)?;
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(open_err)?;
+            configure(&reader, path)?;
+            readers.push(Mutex::new(reader));
+        }
         Ok(Store {
             path: path.to_path_buf(),
             writer: Mutex::new(Writer {
                 conn: writer,
                 schedules: Schedules::new(),
             }),
-            reader: Mutex::new(reader),
+            readers,
+            next_reader: std::sync::atomic::AtomicUsize::new(0),
             checkpointer: Checkpointer::start(path)?,
             creating: Mutex::new(()),
             events: Bus::new(),
+            waiters: Mutex::new(waiters::Waiters::default()),
         })
     }
 
@@ -310,9 +330,22 @@ impl Store {
         m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Run `f` on a consistent snapshot of the database.
+    /// Run `f` on a consistent snapshot of the database, on a reader no other read holds (or,
+    /// all busy, the next one's turn).
     pub fn read<T>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = Self::lock(&self.reader);
+        let start = self
+            .next_reader
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.readers.len();
+        let free = (0..n).find_map(|i| match self.readers[(start + i) % n].try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut conn = match free {
+            Some(conn) => conn,
+            None => Self::lock(&self.readers[start % n]),
+        };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         f(&ReadTxn { conn: &tx })
     }
@@ -328,17 +361,58 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| located(e.into()))?;
-        let value = f(&WriteTxn {
+        let done = f(&WriteTxn {
             conn: &tx,
             path: &self.path,
             schedules: &cache,
             changes: &changes,
+            waiters: &self.waiters,
         })
-        .map_err(located)?;
-        tx.commit().map_err(|e| located(e.into()))?;
-        *schedules = cache.into_inner();
-        self.events.publish(changes.into_inner());
-        Ok(value)
+        .map_err(located)
+        .and_then(|value| tx.commit().map(|()| value).map_err(|e| located(e.into())));
+        // A rollback drops the schedules (rebuilt from the rows when next needed) and what
+        // the transaction would have told.
+        if done.is_ok() {
+            *schedules = cache.into_inner();
+            self.events.publish(changes.into_inner());
+        }
+        self.release_waiters(schedules, done.is_err());
+        done
+    }
+
+    /// After a commit (or a rollback, `dropped`: the schedules are gone): queue the held
+    /// calls of the nodes the commit may have made a run due for, and wake a wave of them.
+    fn release_waiters(&self, schedules: &mut Schedules, dropped: bool) {
+        let mut waiters = Self::lock(&self.waiters);
+        if dropped {
+            waiters.release_all();
+        }
+        for s in schedules.values_mut() {
+            let released = s.take_released();
+            waiters.release(s, &released);
+        }
+        waiters.wake_wave();
+    }
+
+    /// Wake the next wave of held calls found due (the writer thread does, when no write
+    /// comes to do it after a commit); returns how many are still to wake.
+    pub(crate) fn wake_due(&self) -> usize {
+        Self::lock(&self.waiters).wake_wave()
+    }
+
+    /// Held calls found due and not woken yet.
+    pub(crate) fn waking(&self) -> usize {
+        Self::lock(&self.waiters).waking()
+    }
+
+    /// Agents' calls held now.
+    pub fn held_calls(&self) -> usize {
+        Self::lock(&self.waiters).held()
+    }
+
+    /// Answer every held call now and hold none from now on: the daemon stops.
+    pub fn stop_holding(&self) {
+        Self::lock(&self.waiters).close();
     }
 
     /// Run `jobs` in one immediate transaction, each in its own savepoint (one that fails is
@@ -362,6 +436,7 @@ impl Store {
         let step = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
         let changes = RefCell::new(Vec::new());
         let mut answers = Vec::with_capacity(jobs.len());
+        let mut dropped = false;
         for job in jobs {
             if let Err(e) = step("SAVEPOINT job") {
                 let (_, deliver) = job(None);
@@ -374,12 +449,14 @@ impl Store {
                 path: &self.path,
                 schedules: &cache,
                 changes: &changes,
+                waiters: &self.waiters,
             }));
             let mut failed = None;
             if !ok {
                 failed = step("ROLLBACK TO job").err();
                 cache.borrow_mut().clear();
                 changes.borrow_mut().truncate(mark);
+                dropped = true;
             }
             let failed = failed.or(step("RELEASE job").err());
             answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
@@ -390,8 +467,12 @@ impl Store {
                 *schedules = cache.into_inner();
                 self.events.publish(changes.into_inner());
             }
-            Err(_) => schedules.clear(),
+            Err(_) => {
+                schedules.clear();
+                dropped = true;
+            }
         }
+        self.release_waiters(schedules, dropped);
         for (deliver, failed) in answers {
             deliver(committed.as_ref().err().or(failed.as_ref()));
         }
@@ -401,11 +482,12 @@ impl Store {
     /// `-wal` and `-shm` files are gone and the database is a single self-contained file.
     pub fn close(self) -> Result<()> {
         drop(self.checkpointer);
-        let reader = self
-            .reader
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        for reader in self.readers {
+            let reader = reader
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        }
         let writer = self
             .writer
             .into_inner()

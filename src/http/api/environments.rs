@@ -156,14 +156,7 @@ pub async fn assign_many(
     check_roles(&state, cluster, &lists).await?;
     let now = crate::clock::now();
     state
-        .store(move |s| {
-            s.write(|tx| {
-                for (node, roles) in &nodes {
-                    tx.assign_node(cluster, *node, roles, now)?;
-                }
-                Ok(())
-            })
-        })
+        .store(move |s| s.write(|tx| tx.assign_nodes(cluster, &nodes, now)))
         .await?;
     Ok(HttpResponse::Ok().json(Value::Null))
 }
