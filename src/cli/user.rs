@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::client::{ClientArgs, token_file};
+use super::client::{ClientArgs, call, token_file};
 use crate::auth::{Role, check_user_name, password};
 
 /// Where a user command acts: through the API of a running master, or on the database of a
@@ -105,36 +105,6 @@ fn new_password(from_stdin: bool) -> anyhow::Result<(String, bool)> {
     } else {
         Ok((password::generate()?, true))
     }
-}
-
-/// Call the API; the JSON answer for a 2xx, an error naming the status and message otherwise.
-pub(super) fn call(
-    client: &ClientArgs,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<Value> {
-    let url = format!("{}{path}", client.base()?);
-    let agent = client.agent()?;
-    let sent = match (method, body) {
-        ("GET", _) => client.authorized(agent.get(&url))?.call(),
-        ("DELETE", _) => client.authorized(agent.delete(&url))?.call(),
-        ("PUT", Some(b)) => client.authorized(agent.put(&url))?.send_json(b),
-        (_, Some(b)) => client.authorized(agent.post(&url))?.send_json(b),
-        (_, None) => client.authorized(agent.post(&url))?.send_empty(),
-    };
-    let mut resp = sent.with_context(|| format!("cannot reach the master at {url}"))?;
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if !(200..300).contains(&status) {
-        let msg = value["message"]
-            .as_str()
-            .unwrap_or(text.as_str())
-            .to_string();
-        bail!("the master refused ({status}): {msg}");
-    }
-    Ok(value)
 }
 
 /// Open the database of a stopped master (refused while one answers on its address).
