@@ -1,8 +1,8 @@
 //! What people read of deployments (the CLI's `deployment list|show|logs` and its `--follow`):
 //! every deployment with how many of its runs stand in each status, counted in SQL without
 //! loading a run; and one deployment's runs filtered by node, task and status, without their
-//! arguments, output and report when only their progress is wanted (a follower asks every
-//! second). No writes.
+//! arguments, dependencies, output and report when only their progress is wanted (a follower
+//! asks every second). No writes.
 
 use super::deployments::{
     DEPLOYMENT_COLUMNS, RUN_COLUMNS, RunCounts, deployment_from_row, run_from_row,
@@ -18,7 +18,7 @@ pub struct RunFilter {
     pub task: Option<String>,
     /// Only runs in these statuses (none: all).
     pub statuses: Vec<String>,
-    /// Leave out each run's arguments, output tail and report.
+    /// Leave out each run's arguments, dependencies, output tail and report.
     pub brief: bool,
 }
 
@@ -29,6 +29,7 @@ fn run_columns(brief: bool) -> String {
         .map(str::trim)
         .map(|c| match (brief, c) {
             (true, "args") => "'{}'",
+            (true, "deps") => "'[]'",
             (true, "output_tail") => "''",
             (true, "report") => "NULL",
             (_, c) => c,
@@ -136,7 +137,7 @@ mod tests {
         assert_eq!(full.len(), brief.len());
         for (f, b) in full.iter().zip(&brief) {
             match *f {
-                "args" | "output_tail" | "report" => assert_ne!(f, b),
+                "args" | "deps" | "output_tail" | "report" => assert_ne!(f, b),
                 _ => assert_eq!(f, b),
             }
         }

@@ -92,7 +92,7 @@ fn filter(q: RunsQuery) -> Result<RunFilter, ApiError> {
 /// `GET /api/v1/deployments/{id}/runs[?node_id=N&task=NAME&status=failed,running&brief=1]`:
 /// `{"deployment": {..., "runs": counts, "waiting"}, "runs": [...]}`, the runs that match
 /// (`task` a graph task's id or a step's `interface.step`), by node then order; `brief`
-/// leaves out each run's arguments, output tail and report. Task data holds the
+/// leaves out each run's arguments, dependencies, output tail and report. Task data holds the
 /// environment's secrets: masked for roles below admin.
 pub async fn runs(
     state: web::Data<AppState>,
@@ -126,7 +126,7 @@ pub async fn runs(
     let mut runs = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
     if brief && let Some(items) = runs.as_array_mut() {
         for run in items.iter_mut().filter_map(|r| r.as_object_mut()) {
-            for heavy in ["args", "output_tail", "report"] {
+            for heavy in ["args", "deps", "output_tail", "report"] {
                 run.remove(heavy);
             }
         }
