@@ -484,6 +484,21 @@ fn exit_codes_say_what_went_wrong() {
     let (c, err) = code(&viewer, &["env", "create", "mine"]);
     assert_eq!(c, Some(5), "{err}");
     assert!(err.contains("403"), "{err}");
+    // Users and tokens as tables and documents too.
+    let users = cli.run(&["user", "list", "-o", "json"]).ok().json();
+    assert!(
+        users
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["name"] == "vera"),
+        "{users}"
+    );
+    let tokens = viewer.run(&["token", "list"]).ok().out;
+    assert!(
+        tokens.starts_with("ID  USER  NAME") && tokens.contains("vera"),
+        "{tokens}"
+    );
     // The master unreachable: 6.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
