@@ -884,6 +884,7 @@ fn the_routes_the_cli_reads_check_their_queries() {
     for (q, field) in [
         ("?status=bogus", "status"),
         ("?node_id=x", "node_id"),
+        ("?node_id=1,2", "node_id"),
         ("?brief=maybe", "brief"),
     ] {
         let r = http.get(&format!("/api/v1/deployments/{id}/runs{q}"));

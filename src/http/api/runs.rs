@@ -63,12 +63,16 @@ const STATUSES: &[&str] = &["pending", "running", "ok", "failed", "skipped"];
 fn filter(q: RunsQuery) -> Result<RunFilter, ApiError> {
     let node_id = match q.node_id.as_deref().map(str::trim) {
         None | Some("") => None,
-        Some(raw) => Some(
-            query::ids("node_id", Some(raw))?
-                .first()
-                .copied()
-                .ok_or_else(|| ApiError::field("query", "node_id", "expected one node id"))?,
-        ),
+        Some(raw) => match query::ids("node_id", Some(raw))?.as_slice() {
+            [one] => Some(*one),
+            _ => {
+                return Err(ApiError::field(
+                    "query",
+                    "node_id",
+                    format!("expected one node id, found {raw:?}"),
+                ));
+            }
+        },
     };
     let statuses = query::list(q.status.as_deref());
     query::known("status", &statuses, STATUSES)?;
