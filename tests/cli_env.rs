@@ -707,6 +707,22 @@ fn an_aborted_deployment_follows_to_exit_1() {
     let base = d.url("");
     let cli = Cli::of(&d);
     let (cluster, nodes) = setup(&base, &["compute"]);
+    // User steps from a file: checked by the master, each bad argument named (exit 4); a
+    // file that is no list of steps is bad usage (exit 2).
+    let steps = cli.dir.path().join("steps.yaml");
+    std::fs::write(
+        &steps,
+        "- interface: deploy\n  step: write_image\n  priority: 80\n  args: {image_url: 3}\n",
+    )
+    .unwrap();
+    let steps = steps.to_str().unwrap();
+    let refused = cli.run(&["env", "deploy", "env", "--steps", steps]);
+    assert_eq!(refused.code, Some(4), "{refused:?}");
+    assert!(refused.err.contains("\n  steps[0].args.image_url: "), "{}", refused.err);
+    let not_steps = cli.dir.path().join("not-steps.yaml");
+    std::fs::write(&not_steps, "interface: deploy\n").unwrap();
+    let bad = cli.run(&["env", "deploy", "env", "--steps", not_steps.to_str().unwrap()]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
     let started_doc = cli
         .run(&["env", "deploy", &cluster.to_string(), "-o", "json"])
         .ok()

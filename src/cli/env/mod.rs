@@ -348,19 +348,15 @@ fn show(env: &str, args: &ApiArgs) -> anyhow::Result<ExitCode> {
     let members = resolve::list(members);
     text.push_str(&format!("\nNodes ({}):\n", members.len()));
     out.print(&text)?;
+    let names = std::collections::BTreeMap::from([(id, cell_text(&doc["name"]))]);
     if !members.is_empty() {
-        let names = std::collections::BTreeMap::from([(id, cell_text(&doc["name"]))]);
         out.print_table(&nodes::table(&out, &members, &names))?;
     }
     let deployments = resolve::list(deployments);
     out.print(&format!("\nDeployments ({}):\n", deployments.len()))?;
     if !deployments.is_empty() {
         let recent: Vec<Value> = deployments.into_iter().take(5).collect();
-        out.print_table(&super::deployment::table(
-            &out,
-            &recent,
-            &Default::default(),
-        ))?;
+        out.print_table(&super::deployment::table(&out, &recent, &names))?;
     }
     Ok(ExitCode::SUCCESS)
 }
