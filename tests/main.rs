@@ -16,6 +16,7 @@ mod boot;
 mod catalog;
 mod chains;
 mod cli;
+mod cli_env;
 mod config;
 mod deploy;
 mod deployment_data;

@@ -19,7 +19,7 @@ pub mod transport;
 use access::{login, users};
 use api::{
     attributes, bmc, catalog, deploy, disks, environments, events, extras, facts, graphs, metrics,
-    networks, nodes, openstack_config, ostf, plugins, pxe, roles, sequences, snapshot,
+    networks, nodes, openstack_config, ostf, plugins, pxe, roles, runs, sequences, snapshot,
     transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
@@ -360,7 +360,9 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/clusters/{id}/plan", Api(V), environments::plan);
     r.post("/api/v1/clusters/{id}/deploy", Api(O), deploy::deploy);
     r.get("/api/v1/clusters/{id}/deployments", Api(V), deploy::list);
+    r.get("/api/v1/deployments", Api(V), runs::list);
     r.get("/api/v1/deployments/{id}", Api(V), deploy::show);
+    r.get("/api/v1/deployments/{id}/runs", Api(V), runs::runs);
     r.get("/api/v1/transactions", Api(V), transactions::transactions);
     r.get(
         "/api/v1/transactions/{id}",

@@ -211,7 +211,7 @@ pub enum Report {
 
 pub(super) const DEPLOYMENT_COLUMNS: &str =
     "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result, parent_id";
-const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
+pub(super) const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
      exit_code, output_tail, error, runs_on, report";
 
@@ -230,7 +230,7 @@ pub(super) fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     })
 }
 
-fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+pub(super) fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     let deps = json_column(r, 8)?;
     Ok(Run {
         id: r.get(0)?,
@@ -922,7 +922,8 @@ impl WriteTxn<'_> {
     /// Run the failed steps again (and go on after an abort); succeeded steps never run again.
     pub fn retry_deployment(&self, id: i64, now: i64) -> Result<Deployment> {
         let d = self.existing_deployment(id)?;
-        if d.status == "running" || d.status == "done" {
+        // Not a dry run either: retrying one would run for real what it only recorded.
+        if !matches!(d.status.as_str(), "error" | "aborted") {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is {}; only a failed or aborted deployment can be retried",
                 d.status

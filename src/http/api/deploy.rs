@@ -21,13 +21,21 @@ struct DeployBody {
 }
 
 pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
+    deployment_counted(d, RunCounts::of(runs))
+}
+
+/// A deployment with its runs counted by status (`runs`), what it ran (`name`: `deployment`,
+/// `provision`, ...; `graph_type`) and when.
+pub fn deployment_counted(d: &Deployment, counts: RunCounts) -> Value {
     json!({
         "id": d.id,
         "cluster_id": d.cluster_id,
+        "name": d.name,
+        "graph_type": d.graph_type,
         "status": d.status,
         "created_at": d.created_at,
         "finished_at": d.finished_at,
-        "runs": RunCounts::of(runs),
+        "runs": counts,
     })
 }
 

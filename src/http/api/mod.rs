@@ -21,6 +21,7 @@ pub mod plugins;
 pub mod pxe;
 pub mod query;
 pub mod roles;
+pub mod runs;
 pub mod sequences;
 pub mod snapshot;
 pub mod transaction_data;
