@@ -1,20 +1,25 @@
-// Progressive enhancement: an element with data-live-src is refreshed from that URL every two
-// seconds while its content says the deployment is running (data-status="running"). Without
-// JavaScript the page still works; reload to see progress.
+// Progressive enhancement: every element with data-live-src is refreshed from that URL (an HTML
+// fragment rendered by the same template part as the page) every two seconds while the page
+// shows something running (an element with data-status="running"); when nothing runs any more
+// the page reloads once, so every part of it is current. The elements also carry
+// data-live-on (event kinds) and data-live-filter, for the event stream that replaces this
+// polling. Without JavaScript the page still works; reload to see progress.
 (function () {
   "use strict";
-  var box = document.querySelector("[data-live-src]");
-  if (!box) { return; }
-  var src = box.getAttribute("data-live-src");
+  var boxes = Array.prototype.slice.call(document.querySelectorAll("[data-live-src]"));
+  if (boxes.length === 0) { return; }
   function running() {
-    return box.querySelector('[data-status="running"]') !== null;
+    return document.querySelector('[data-status="running"]') !== null;
+  }
+  function refresh(box) {
+    return fetch(box.getAttribute("data-live-src"), { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) { box.innerHTML = html; });
   }
   function tick() {
     if (!running()) { return; }
-    fetch(src, { cache: "no-store" })
-      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) {
-        box.innerHTML = html;
+    Promise.all(boxes.map(refresh))
+      .then(function () {
         if (!running()) { window.location.reload(); return; }
         window.setTimeout(tick, 2000);
       })
