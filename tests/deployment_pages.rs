@@ -388,3 +388,137 @@ fn the_node_page_shows_its_dhcp_lease() {
         "{lease}"
     );
 }
+
+/// A finished deployment of `nodes` nodes × `steps` runs written straight into the daemon's
+/// database (what a thousand agents would have left), the first `failed` nodes stopped by a
+/// failed run half-way; returns the environment and the deployment.
+fn big_deployment(d: &TestDaemon, nodes: i64, steps: i64, failed: i64) -> (i64, i64) {
+    let cluster = d.new_environment("big");
+    let mut conn = rusqlite::Connection::open(d.db_path()).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    let tx = conn.transaction().unwrap();
+    let dep: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(id), 0) + 100 FROM deployments",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    tx.execute(
+        "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
+           graph_type) VALUES (?1, ?2, 'error', 1000, 1900, 'deployment', 'default')",
+        [dep, cluster],
+    )
+    .unwrap();
+    {
+        let mut node = tx
+            .prepare(
+                "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id,
+                   roles) VALUES (?1, ?2, ?3, ?4, 1, 1, ?5, '[\"compute\"]')",
+            )
+            .unwrap();
+        let mut inv = tx
+            .prepare("INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)")
+            .unwrap();
+        let mut mac_row = tx
+            .prepare("INSERT INTO node_macs (mac, node_id) VALUES (?1, ?2)")
+            .unwrap();
+        let mut run = tx
+            .prepare(
+                "INSERT INTO step_runs (deployment, node_id, seq, interface, step, task, args,
+                   deps, timeout_s, status, attempt, started_at, finished_at, exit_code,
+                   output_tail, error, runs_on)
+                 VALUES (?1, ?2, ?3, 'deploy', ?4, ?5, '{}', '[]', 600, ?6, ?7, ?8, ?9, ?10,
+                   ?11, ?12, ?13)",
+            )
+            .unwrap();
+        for n in 0..nodes {
+            let id = 10_000 + n;
+            let mac = format!(
+                "52:54:01:{:02x}:{:02x}:{:02x}",
+                n >> 16 & 0xff,
+                n >> 8 & 0xff,
+                n & 0xff
+            );
+            let bad = n < failed;
+            node.execute(rusqlite::params![
+                id,
+                mac,
+                format!("node-{id}"),
+                if bad { "error" } else { "ready" },
+                cluster
+            ])
+            .unwrap();
+            inv.execute(rusqlite::params![
+                id,
+                crate::common::inventory(&mac).to_string()
+            ])
+            .unwrap();
+            mac_row.execute(rusqlite::params![mac, id]).unwrap();
+            for seq in 0..steps {
+                let own = seq < 3;
+                let status = match (bad, seq.cmp(&(steps / 2))) {
+                    (true, std::cmp::Ordering::Equal) => "failed",
+                    (true, std::cmp::Ordering::Greater) => "pending",
+                    _ => "ok",
+                };
+                let done = status != "pending";
+                run.execute(rusqlite::params![
+                    dep,
+                    id,
+                    seq,
+                    if own { "configure" } else { "run_tasks" },
+                    (!own).then(|| format!("task-{seq}")),
+                    status,
+                    i64::from(done),
+                    done.then_some(1000 + seq * 20),
+                    done.then_some(1000 + seq * 20 + 7),
+                    done.then_some(i64::from(status == "failed")),
+                    if done {
+                        "x".repeat(150) + "\ndone"
+                    } else {
+                        String::new()
+                    },
+                    (status == "failed").then_some("exit 1"),
+                    if own { "ramdisk" } else { "os" },
+                ])
+                .unwrap();
+            }
+        }
+    }
+    tx.commit().unwrap();
+    (cluster, dep)
+}
+
+#[test]
+fn a_thousand_node_deployment_stays_a_short_page() {
+    let d = TestDaemon::start_bundled("install");
+    let (cluster, dep) = big_deployment(&d, 1000, 40, 3);
+    let html = page(&d, &format!("/deployments/{dep}"));
+    // The three failed nodes first with their runs; the others one line each, 25 to a page.
+    assert_eq!(html.matches("class=\"card flush dep-node\"").count(), 25);
+    assert_eq!(rows(&html).len(), 3 * 40, "only the failed nodes' runs");
+    assert!(html.contains("id=\"node-10000\""));
+    assert!(
+        html.contains("Nodes 1–25 of 1000 (page 1 of 40)"),
+        "{}",
+        &html[..2000]
+    );
+    assert!(html.contains("22 of the nodes below show one line"));
+    assert!(html.len() < 400_000, "{} bytes", html.len());
+    // A filter that keeps many runs still pages by node.
+    let ok = page(&d, &format!("/deployments/{dep}?status=ok&page=40"));
+    assert_eq!(rows(&ok).len(), 25 * 40);
+    assert!(ok.len() < 1_500_000, "{} bytes", ok.len());
+    let r = d.http().get(&format!("/deployments/{dep}?page=41"));
+    assert_eq!(r.status, 200, "the last page instead");
+    // The environment page and its timeline keep to 40 lanes.
+    let env = page(&d, &format!("/environments/{cluster}/timeline"));
+    assert_eq!(env.matches("<g class=\"tl-lane\">").count(), 40);
+    assert!(env.contains("and 960 more nodes"), "{env}");
+    assert!(env.len() < 1_500_000, "{} bytes", env.len());
+    // A node's page reads its own runs only.
+    let node = page(&d, "/nodes/10001");
+    assert_eq!(rows(&node).len(), 40);
+}

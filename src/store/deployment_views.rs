@@ -2,7 +2,8 @@
 //! runs without their arguments or output ([`RunLine`]: 40,000 of them are a few MB), the
 //! output tails of just the runs a page shows, an environment's deployments with their counts
 //! per status, a node's deployments, runs, last failure and outputs (through the
-//! `step_runs_by_node` index), and who started a deployment. Read-only but for
+//! `step_runs_by_node` index), who started a deployment, and nodes' names without their
+//! inventories. Read-only but for
 //! [`WriteTxn::set_deployment_starter`].
 
 use std::collections::HashMap;
@@ -94,7 +95,48 @@ impl RunCounts {
     }
 }
 
+/// A node as a list of runs names it: its name, roles and status, without its inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLabel {
+    pub name: String,
+    pub roles: Vec<String>,
+    pub status: crate::model::NodeStatus,
+}
+
 impl ReadTxn<'_> {
+    /// Every node's name, roles and status, by id (a thousand nodes' inventories are not read).
+    pub fn node_labels(&self) -> Result<HashMap<i64, NodeLabel>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, name, roles, status FROM nodes")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let (id, name, roles, status) = row?;
+            let corrupt = |what: &'static str, detail: String| super::StoreError::Corrupt {
+                what,
+                detail: format!("node {id}: {detail}"),
+            };
+            out.insert(
+                id,
+                NodeLabel {
+                    name,
+                    roles: serde_json::from_str(&roles)
+                        .map_err(|e| corrupt("node roles", e.to_string()))?,
+                    status: status.parse().map_err(|e| corrupt("node status", e))?,
+                },
+            );
+        }
+        Ok(out)
+    }
+
     /// Every run of a deployment as a line, by node (the sync node first) then order.
     pub fn run_lines(&self, deployment: i64) -> Result<Vec<RunLine>> {
         let sql = format!(
@@ -338,6 +380,9 @@ mod tests {
     #[test]
     fn a_node_has_its_deployments_last_failure_and_outputs() {
         let (_dir, store) = seeded();
+        let labels = store.read(|r| r.node_labels()).unwrap();
+        assert_eq!(labels[&2].name, "node-2");
+        assert_eq!(labels[&2].status, crate::model::NodeStatus::Error);
         let deps: Vec<i64> = store
             .read(|r| r.node_deployments(1, 10))
             .unwrap()

@@ -292,9 +292,9 @@ async fn load(state: &AppState, id: i64, now: i64) -> Result<Loaded, ApiError> {
                     .map_or_else(|| format!("environment {}", d.cluster_id), |c| c.name);
                 let lines = r.run_lines(id)?;
                 let nodes = r
-                    .nodes()?
+                    .node_labels()?
                     .into_iter()
-                    .map(|n| (n.id, (n.name, n.roles.join(", "), n.status)))
+                    .map(|(id, n)| (id, (n.name, n.roles.join(", "), n.status)))
                     .collect();
                 let waiting = r
                     .waiting_agents(&d, now)?

@@ -64,6 +64,8 @@ pub struct EnvironmentPage {
     /// The picture's width at 100%, for the zoom buttons.
     picture_width: String,
     plan_nodes: Vec<PlanNode>,
+    /// Nodes of the plan whose tasks are not listed (past [`PLAN_NODES_SHOWN`]).
+    plan_more: usize,
     /// How tasks are numbered, and how they become a deployment's steps.
     numbering: &'static str,
     latest: Option<LatestView>,
@@ -103,6 +105,9 @@ pub struct MembersFragment {
     members: Vec<MemberRow>,
 }
 
+/// Nodes whose tasks the page lists; the text plan has every node's.
+const PLAN_NODES_SHOWN: usize = 25;
+
 fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
     use crate::engine::graph::Status;
     let names: std::collections::HashMap<&str, String> = plan
@@ -113,6 +118,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
     plan.nodes
         .iter()
         .filter(|n| n.uid != "null")
+        .take(PLAN_NODES_SHOWN)
         .map(|n| PlanNode {
             title: if n.roles.is_empty() {
                 n.name.clone()
@@ -217,6 +223,7 @@ pub async fn environment(
         picture: String::new(),
         picture_width: String::new(),
         plan_nodes: Vec::new(),
+        plan_more: 0,
         numbering: crate::http::pages::runs::EXPLAIN,
         latest: None,
         history: crate::http::pages::deployments::history(
@@ -257,6 +264,13 @@ pub async fn environment(
             page.picture = crate::engine::graph::picture::svg(&env.plan);
             page.picture_width = picture_width(&page.picture);
             page.plan_nodes = plan_nodes(&env.plan);
+            page.plan_more = env
+                .plan
+                .nodes
+                .iter()
+                .filter(|n| n.uid != "null")
+                .count()
+                .saturating_sub(PLAN_NODES_SHOWN);
         }
         Ok(Err(e)) => page.plan_error = Some(e.to_string()),
         Err(e) => page.plan_error = Some(e.to_string()),
@@ -304,8 +318,11 @@ async fn latest_deployment(
                 };
                 let lines = r.run_lines(d.id)?;
                 let waiting = r.waiting_agents(&d, now)?;
-                let names: std::collections::HashMap<i64, String> =
-                    r.nodes()?.into_iter().map(|n| (n.id, n.name)).collect();
+                let names: std::collections::HashMap<i64, String> = r
+                    .node_labels()?
+                    .into_iter()
+                    .map(|(id, n)| (id, n.name))
+                    .collect();
                 Ok(Some((d, lines, waiting, names)))
             })
         })
