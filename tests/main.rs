@@ -21,6 +21,7 @@ mod config;
 mod deploy;
 mod deployment_data;
 mod deployment_graphs;
+mod deployment_pages;
 mod dhcp;
 mod disk_full;
 mod environments;

@@ -523,6 +523,7 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/", Page(V), pages::overview::overview);
     r.get("/nodes", Page(V), pages::nodes::nodes);
     r.get("/nodes/{id}", Page(V), pages::node::node);
+    r.get("/nodes/{id}/state", Page(V), pages::node::state);
     r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
     r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
     r.post("/nodes/power", Page(O), pages::nodes::power_nodes);
@@ -553,6 +554,33 @@ fn routes(r: &mut Routes<'_>) {
         "/environments/{id}/timeline",
         Page(V),
         pages::environment::timeline,
+    );
+    r.get(
+        "/environments/{id}/members",
+        Page(V),
+        pages::environment::members,
+    );
+    r.get(
+        "/environments/{id}/deployments",
+        Page(V),
+        pages::deployments::deployments,
+    );
+    r.get("/deployments/{id}", Page(V), pages::deployment::deployment);
+    r.get(
+        "/deployments/{id}/status",
+        Page(V),
+        pages::deployment::status,
+    );
+    r.get("/deployments/{id}/runs", Page(V), pages::deployment::runs);
+    r.get(
+        "/deployments/{id}/runs/{run}/output",
+        Page(V),
+        pages::deployment::output,
+    );
+    r.post(
+        "/deployments/{id}/{action}",
+        Page(O),
+        pages::deployment::action,
     );
     r.post(
         "/environments/{id}/deployments/{dep}/{action}",

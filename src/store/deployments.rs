@@ -141,20 +141,28 @@ pub struct RunCounts {
 
 impl RunCounts {
     pub fn of(runs: &[Run]) -> RunCounts {
-        let mut c = RunCounts {
-            total: runs.len(),
-            ..RunCounts::default()
-        };
+        let mut c = RunCounts::default();
         for r in runs {
-            match r.status.as_str() {
-                "pending" => c.pending += 1,
-                "running" => c.running += 1,
-                "ok" => c.ok += 1,
-                "failed" => c.failed += 1,
-                _ => c.skipped += 1,
-            }
+            c.add(&r.status, 1);
         }
         c
+    }
+
+    /// Count `n` more runs in `status`.
+    pub fn add(&mut self, status: &str, n: usize) {
+        self.total += n;
+        match status {
+            "pending" => self.pending += n,
+            "running" => self.running += n,
+            "ok" => self.ok += n,
+            "failed" => self.failed += n,
+            _ => self.skipped += n,
+        }
+    }
+
+    /// Finished without failing (ok or skipped): what a node's progress counts.
+    pub fn done(&self) -> usize {
+        self.ok + self.skipped
     }
 }
 

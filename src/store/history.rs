@@ -1,5 +1,5 @@
 //! Queries on `history`: the append-only log of what happened to the master and its nodes,
-//! shown on the Overview page and, later, on each node's page.
+//! shown on the Overview page and, a node's own, on the node's page.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -23,6 +23,23 @@ impl ReadTxn<'_> {
             "SELECT at, node_id, kind, message FROM history ORDER BY id DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
+            Ok(HistoryEntry {
+                at: r.get(0)?,
+                node_id: r.get(1)?,
+                kind: r.get(2)?,
+                message: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The newest `limit` entries about `node`, newest first.
+    pub fn node_history(&self, node: NodeId, limit: u32) -> Result<Vec<HistoryEntry>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT at, node_id, kind, message FROM history WHERE node_id = ?1
+             ORDER BY at DESC, id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![node, limit], |r| {
             Ok(HistoryEntry {
                 at: r.get(0)?,
                 node_id: r.get(1)?,

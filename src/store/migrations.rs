@@ -678,6 +678,19 @@ pub const MIGRATIONS: &[Migration] = &[
                 WHERE runs_on = 'master' AND status = 'pending';
         ",
     },
+    Migration {
+        version: 26,
+        name: "deployment_pages",
+        sql: "
+            -- Who started a deployment (the signed-in user or token owner), for its page;
+            -- NULL for one started before this column, or by the daemon (a chain's next
+            -- graph, whose chain row says who started it).
+            ALTER TABLE deployments ADD COLUMN started_by TEXT;
+            -- A node's runs across deployments, for its page: its deployment history, its
+            -- last error, its log tail.
+            CREATE INDEX step_runs_by_node ON step_runs (node_id, deployment);
+        ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -135,6 +135,7 @@ pub async fn start_request(
     req.now = crate::clock::now();
     let cluster = req.cluster_id;
     let d = on_master(state, move |master| crate::deployer::start(master, &req)).await?;
+    record_starter(state, d.deployment.id).await;
     tracing::info!(
         cluster,
         deployment = d.deployment.id,
@@ -143,6 +144,20 @@ pub async fn start_request(
         "deployment started"
     );
     Ok(d)
+}
+
+/// Record the request's user as who started deployment (or chain) `id`, for its page; a
+/// failure is logged, never the request's answer.
+pub async fn record_starter(state: &AppState, id: i64) {
+    let Some(user) = crate::http::access::acting_user() else {
+        return;
+    };
+    if let Err(e) = state
+        .store(move |s| s.write(|tx| tx.set_deployment_starter(id, &user)))
+        .await
+    {
+        tracing::warn!(deployment = id, error = %e, "who started the deployment is not recorded");
+    }
 }
 
 /// `GET /api/v1/clusters/{id}/deployments`, newest first.

@@ -36,6 +36,36 @@ pub fn ago(then: i64, now: i64) -> String {
 
 pub use crate::model::utc;
 
+/// A span of seconds as people read it: `0 s`, `45 s`, `3 min 20 s`, `2 h 5 min`, `3 days 4 h`.
+pub fn duration(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => match s % 60 {
+            0 => format!("{} min", s / 60),
+            r => format!("{} min {r} s", s / 60),
+        },
+        3600..=86_399 => match s / 60 % 60 {
+            0 => format!("{} h", s / 3600),
+            m => format!("{} h {m} min", s / 3600),
+        },
+        _ => {
+            let days = s / 86_400;
+            let unit = if days == 1 { "day" } else { "days" };
+            match s / 3600 % 24 {
+                0 => format!("{days} {unit}"),
+                h => format!("{days} {unit} {h} h"),
+            }
+        }
+    }
+}
+
+/// The time of day of `ts` in UTC, `10:04:05`, for lists whose full time is in a tooltip.
+pub fn clock(ts: i64) -> String {
+    let secs = ts.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
 /// The badge colour class of a status; the CSS defines one per class.
 pub fn badge(status: NodeStatus) -> &'static str {
     match status {
@@ -144,6 +174,9 @@ pub struct HistoryRow {
     pub when_utc: String,
     pub node_id: Option<i64>,
     pub message: String,
+    /// The deployment the entry is about, when it names one (`deployment 12 ...`): its page
+    /// is `/deployments/12`.
+    pub deployment: Option<i64>,
 }
 
 impl HistoryRow {
@@ -153,8 +186,19 @@ impl HistoryRow {
             when_utc: utc(entry.at),
             node_id: entry.node_id,
             message: entry.message.clone(),
+            deployment: deployment_named(&entry.message),
         }
     }
+}
+
+/// The deployment a history message is about: `deployment 12 ...` or `... deployment 12: ...`.
+fn deployment_named(message: &str) -> Option<i64> {
+    let at = message.find("deployment ")?;
+    let digits: String = message[at + "deployment ".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok().filter(|&id| id > 0)
 }
 
 #[cfg(test)]
@@ -167,6 +211,24 @@ mod tests {
         assert_eq!(human_bytes(1023), "1023 B");
         assert_eq!(human_bytes(8 * 1024 * 1024 * 1024), "8.0 GiB");
         assert_eq!(human_bytes(500_107_862_016), "465.8 GiB");
+    }
+
+    #[test]
+    fn durations_and_deployments_named() {
+        assert_eq!(duration(-3), "0 s");
+        assert_eq!(duration(45), "45 s");
+        assert_eq!(duration(120), "2 min");
+        assert_eq!(duration(200), "3 min 20 s");
+        assert_eq!(duration(7500), "2 h 5 min");
+        assert_eq!(duration(86_400 + 3600 * 4), "1 day 4 h");
+        assert_eq!(clock(1_795_000_000), "11:06:40");
+        assert_eq!(deployment_named("deployment 12 of env started"), Some(12));
+        assert_eq!(
+            deployment_named("deployment 7: 3 runs of node-2 failed"),
+            Some(7)
+        );
+        assert_eq!(deployment_named("hiera failed: exit 1"), None);
+        assert_eq!(deployment_named("the deployment went fine"), None);
     }
 
     #[test]
