@@ -32,7 +32,7 @@ command_of() {
     yaql) echo "cargo bench --bench yaql -- ../shared 5" ;;
     graph) echo "benches/graph.sh $bin ../shared" ;;
     agents) echo "cargo bench --bench agents -- 10000 250 day2" ;;
-    pages) echo "cargo bench --bench pages" ;;
+    pages) echo "benches/pages.sh $bin" ;;
     bmc_sweep) echo "benches/bmc_sweep.sh $bin 1000 8 5" ;;
     *) return 1 ;;
   esac

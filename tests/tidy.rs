@@ -122,3 +122,85 @@ fn clock_is_read_in_one_place() {
         .collect();
     assert_eq!(readers, ["clock.rs"]);
 }
+
+/// What only SQLite reads, which belongs in `src/store/sqlite/` (and the migrations, written
+/// for SQLite): `docs/scale-out.md`, section 5.7.
+const SQLITE_ONLY: &[&str] = &[
+    "PRAGMA",
+    "pragma_update",
+    "pragma_query",
+    "VACUUM",
+    "sqlite_master",
+    "last_insert_rowid",
+    "INSERT OR",
+    "IFNULL",
+    "TransactionBehavior",
+    "rusqlite::backup",
+    "json_extract",
+    "json_patch",
+    "json_each",
+    "wal_checkpoint",
+];
+
+/// The SQLite-only constructs in `text`'s code (comments aside): line number and construct.
+fn sqlite_only(text: &str) -> Vec<(usize, &'static str)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        for c in SQLITE_ONLY {
+            if code.contains(c) {
+                found.push((n + 1, *c));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn sqlite_only_sql_lives_in_store_sqlite() {
+    // The scanner itself finds a planted construct, and not one in a comment.
+    assert_eq!(
+        sqlite_only("let a = 1; // PRAGMA in a comment\nconn.execute(\"PRAGMA x\")"),
+        [(2, "PRAGMA")]
+    );
+    let store = src().join("store");
+    let mut files = Vec::new();
+    rust_files(&store, &mut files);
+    let allowed = |f: &Path| {
+        f.starts_with(store.join("sqlite"))
+            || f.ends_with("migrations.rs")
+            || f.ends_with("upgrades.rs")
+    };
+    let offences: Vec<String> = files
+        .iter()
+        .filter(|f| !allowed(f))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            sqlite_only(&text)
+                .into_iter()
+                .map(|(n, c)| format!("{}:{n}: {c}", f.strip_prefix(src()).unwrap().display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "SQLite-only SQL outside src/store/sqlite/ (see docs/scale-out.md, 5.7): {offences:#?}"
+    );
+}
+
+#[test]
+fn rusqlite_only_in_the_store() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let store = src().join("store");
+    let outside: Vec<_> = files
+        .iter()
+        .filter(|f| !f.starts_with(&store))
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains("rusqlite"))
+        .map(|f| f.strip_prefix(src()).unwrap().display().to_string())
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "rusqlite outside src/store: {outside:?}"
+    );
+}

@@ -4,6 +4,7 @@
 
 use rusqlite::{OptionalExtension, Row, params};
 
+use super::sqlite;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::model::{PluginSummary, Release};
 
@@ -86,8 +87,13 @@ fn nailgun_release(r: &serde_json::Value) -> serde_json::Value {
 }
 
 /// The manifest itself is large (every file of the package); only its `releases` are read.
-const PLUGIN_COLUMNS: &str = "id, name, title, version, package_version, description, \
-     is_release, installed_at, diagnostics, COALESCE(json_extract(manifest, '$.releases'), '[]')";
+fn plugin_columns() -> String {
+    format!(
+        "id, name, title, version, package_version, description, is_release, installed_at, \
+         diagnostics, COALESCE({}, '[]')",
+        sqlite::json_member("manifest", "'$.releases'")
+    )
+}
 
 fn release_from_row(row: &Row<'_>) -> rusqlite::Result<Release> {
     Ok(Release {
@@ -105,7 +111,10 @@ const RELEASE_COLUMNS: &str = "id, name, version, operating_system, description,
 
 impl ReadTxn<'_> {
     pub fn plugins(&self) -> Result<Vec<PluginSummary>> {
-        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins ORDER BY name, version");
+        let sql = format!(
+            "SELECT {} FROM plugins ORDER BY name, version",
+            plugin_columns()
+        );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([], plugin_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -113,8 +122,9 @@ impl ReadTxn<'_> {
 
     pub fn plugin_by_name(&self, name: &str, version: Option<&str>) -> Result<Vec<PluginSummary>> {
         let sql = format!(
-            "SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = ?1 AND (?2 IS NULL OR version = ?2)
-             ORDER BY version"
+            "SELECT {} FROM plugins WHERE name = ?1 AND (?2 IS NULL OR version = ?2)
+             ORDER BY version",
+            plugin_columns()
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(params![name, version], plugin_from_row)?;
@@ -159,7 +169,10 @@ impl ReadTxn<'_> {
     pub fn release_section(&self, id: i64, key: &str) -> Result<Option<serde_json::Value>> {
         let text: Option<Option<String>> = self
             .conn
-            .prepare_cached("SELECT json_extract(data, '$.' || ?2) FROM releases WHERE id = ?1")?
+            .prepare_cached(&format!(
+                "SELECT {} FROM releases WHERE id = ?1",
+                sqlite::json_member("data", "'$.' || ?2")
+            ))?
             .query_row(params![id, key], |r| r.get(0))
             .optional()?;
         text.map(|t| match t {
@@ -194,9 +207,11 @@ impl ReadTxn<'_> {
         Ok(self
             .conn
             .query_row(
-                "SELECT json_extract(data, '$.roles_metadata'),
-                        json_extract(data, '$.attributes_metadata')
-                 FROM releases WHERE id = ?1",
+                &format!(
+                    "SELECT {}, {} FROM releases WHERE id = ?1",
+                    sqlite::json_member("data", "'$.roles_metadata'"),
+                    sqlite::json_member("data", "'$.attributes_metadata'")
+                ),
                 [id],
                 |r| Ok((section(r, 0)?, section(r, 1)?)),
             )
@@ -251,10 +266,11 @@ impl WriteTxn<'_> {
                 plugin.name, plugin.version
             )));
         }
-        self.conn.execute(
+        let plugin_id = self.conn.query_row(
             "INSERT INTO plugins (name, version, title, package_version, description, is_release,
                                   path, diagnostics, manifest, installed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             RETURNING id",
             params![
                 plugin.name,
                 plugin.version,
@@ -267,8 +283,8 @@ impl WriteTxn<'_> {
                 plugin.manifest.to_string(),
                 now
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        let plugin_id = self.conn.last_insert_rowid();
         for r in releases {
             self.insert_release(plugin_id, r)?;
         }
@@ -288,13 +304,13 @@ impl WriteTxn<'_> {
             version: plugin.version.to_string(),
             what: "installed",
         });
-        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE id = ?1");
+        let sql = format!("SELECT {} FROM plugins WHERE id = ?1", plugin_columns());
         Ok(self.conn.query_row(&sql, [plugin_id], plugin_from_row)?)
     }
 
     /// Remove a plugin and its releases. Refused while an environment uses one of them.
     pub fn remove_plugin(&self, id: i64, now: i64) -> Result<PluginSummary> {
-        let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE id = ?1");
+        let sql = format!("SELECT {} FROM plugins WHERE id = ?1", plugin_columns());
         let plugin = self
             .conn
             .query_row(&sql, [id], plugin_from_row)

@@ -536,9 +536,11 @@ mod tests {
             store
                 .write(|tx| {
                     tx.conn.execute(
-                        "INSERT OR REPLACE INTO deployments (id, cluster_id, status, created_at,
+                        "INSERT INTO deployments (id, cluster_id, status, created_at,
                            name, graph_type, parent_id, chain_seq)
-                         VALUES (90, 1, ?1, 6, 'deployment', 'a', ?2, 0)",
+                         VALUES (90, 1, ?1, 6, 'deployment', 'a', ?2, 0)
+                         ON CONFLICT (id) DO UPDATE SET status = excluded.status,
+                           parent_id = excluded.parent_id",
                         params![status, parent.id],
                     )?;
                     Ok(())

@@ -121,12 +121,13 @@ impl WriteTxn<'_> {
             )));
         }
         self.name_free(name)?;
-        self.conn.execute(
+        let id = self.conn.query_row(
             "INSERT INTO clusters (name, release_id, status, net_segment_type, created_at)
-             VALUES (?1, ?2, 'new', ?3, ?4)",
+             VALUES (?1, ?2, 'new', ?3, ?4)
+             RETURNING id",
             params![name, release_id, net_segment_type, now],
+            |r| r.get::<_, i64>(0),
         )?;
-        let id = self.conn.last_insert_rowid();
         self.ensure_network_config(id)?;
         self.emit(Change::Environment {
             id,

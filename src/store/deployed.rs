@@ -56,15 +56,17 @@ impl WriteTxn<'_> {
     /// state.
     pub(super) fn keep_deployed(&self, cluster_id: i64, dep: i64) -> Result<()> {
         self.conn.execute(
-            "INSERT OR REPLACE INTO deployed_snapshots (cluster_id, deployment, data)
+            "INSERT INTO deployed_snapshots (cluster_id, deployment, data)
              SELECT ?1, CAST(deployment AS TEXT), snapshot FROM deployment_states
-             WHERE deployment = ?2 AND snapshot IS NOT NULL",
+             WHERE deployment = ?2 AND snapshot IS NOT NULL
+             ON CONFLICT (cluster_id, deployment) DO UPDATE SET data = excluded.data",
             params![cluster_id, dep],
         )?;
         self.conn.execute(
-            "INSERT OR REPLACE INTO deployed_tasks (cluster_id, node_uid, task, deployment)
+            "INSERT INTO deployed_tasks (cluster_id, node_uid, task, deployment)
              SELECT ?1, node_uid, task, CAST(?2 AS TEXT) FROM deployment_ran
-             WHERE deployment = ?2",
+             WHERE deployment = ?2
+             ON CONFLICT (cluster_id, node_uid, task) DO UPDATE SET deployment = excluded.deployment",
             params![cluster_id, dep],
         )?;
         self.conn.execute(

@@ -7,6 +7,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::Value as J;
 
+use super::sqlite;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 
 /// Who owns a stored graph: Nailgun's `relations[].model` and `model_id`.
@@ -196,8 +197,9 @@ impl WriteTxn<'_> {
         let (column, _) = owner.column();
         let sql = format!(
             "UPDATE deployment_graphs SET tasks = ?3, name = COALESCE(?4, name),
-                 metadata = json_patch(metadata, ?5)
-             WHERE {column} = ?1 AND type = ?2"
+                 metadata = {}
+             WHERE {column} = ?1 AND type = ?2",
+            sqlite::json_merge_patch("metadata", "?5")
         );
         let changed = self.conn.prepare_cached(&sql)?.execute(params![
             owner.id(),

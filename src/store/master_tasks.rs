@@ -56,8 +56,8 @@ impl ReadTxn<'_> {
     /// The id the next deployment or master task takes: above every id of both.
     pub(super) fn next_transaction_id(&self) -> Result<i64> {
         Ok(self.conn.query_row(
-            "SELECT MAX(IFNULL((SELECT MAX(id) FROM deployments), 0),
-                        IFNULL((SELECT MAX(id) FROM master_tasks), 0)) + 1",
+            "SELECT MAX(COALESCE((SELECT MAX(id) FROM deployments), 0),
+                        COALESCE((SELECT MAX(id) FROM master_tasks), 0)) + 1",
             [],
             |r| r.get(0),
         )?)

@@ -1,14 +1,16 @@
-//! The SQLite store: the only module that imports rusqlite.
+//! The store: the only module that imports rusqlite.
 //!
 //! [`Store`] owns one writer and one reader connection to a WAL-mode database file. All access
 //! goes through [`Store::read`] (a consistent snapshot) or [`Store::write`] (an immediate
 //! transaction committed only when the closure returns `Ok`; an error or a panic rolls it back),
 //! so a half-written change never reaches the file. Calls are synchronous; async callers use
 //! `spawn_blocking`, or a [`GroupWriter`] that commits many small writes together. Queries live
-//! in one file per table group; no SQL exists outside this module.
+//! in one file per table group; no SQL exists outside this module. What only SQLite has (its
+//! PRAGMAs, WAL checkpoints, transaction modes and savepoints, the online backup API, `VACUUM
+//! INTO`, JSON functions) lives in [`sqlite`]; the queries beside it are in SQL a second engine
+//! would also read (`tests/tidy.rs` keeps it so; `docs/scale-out.md`, section 5).
 
 mod audit;
-pub mod backup;
 mod bmcs;
 mod boot_tokens;
 mod catalog;
@@ -18,7 +20,6 @@ mod clusters;
 mod deployed;
 mod deployment_views;
 mod deployments;
-mod dump;
 mod error;
 mod facts;
 mod gauges;
@@ -35,6 +36,7 @@ mod openstack_configs;
 mod roles;
 mod run_log;
 mod sequences;
+mod sqlite;
 mod staging;
 mod transaction_data;
 #[cfg(test)]
@@ -45,10 +47,9 @@ mod waiters;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::Connection;
 
 use crate::engine::schedule::Schedule;
 use crate::events::{Bus, Change};
@@ -75,6 +76,7 @@ pub use openstack_configs::{ConfigScope, OpenstackConfig};
 pub use roles::{MetaKind, MetaOwner};
 pub use run_log::RunFilter;
 pub use sequences::Sequence;
+pub use sqlite::backup;
 pub use staging::{NewDeployment, PendingData};
 pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
@@ -133,7 +135,7 @@ pub struct Store {
     readers: Vec<Mutex<Connection>>,
     /// Where the next read starts looking for a free reader.
     next_reader: std::sync::atomic::AtomicUsize,
-    checkpointer: Checkpointer,
+    checkpointer: sqlite::Checkpointer,
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
     creating: Mutex<()>,
@@ -146,163 +148,23 @@ pub struct Store {
 /// Read-only connections: reads run on actix's blocking pool, several at once.
 const READERS: usize = 4;
 
-/// How often the background checkpoint runs.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-
-/// Past this many WAL frames (1 GiB of 4 KiB pages) the checkpoint thread waits for the
-/// writer and blocks it while it copies the rest (a stall of 100–200 ms), so that a write load
-/// with no pause at all still has a bounded WAL. 1,000 agents stepping as fast as the agents
-/// bench drives them grow the WAL by about 60 MiB a second; real steps, which take minutes,
-/// leave pauses in which it starts over long before this.
-const WAL_CAP_FRAMES: i64 = 262_144;
-
-/// A WAL file that grew past this in a burst is truncated by the checkpoint thread once it has
-/// copied all of it and no write came for a whole round: truncating a few hundred MiB blocks
-/// the writer for 100 ms or more, so not while anyone writes (SQLite's own size limit would
-/// do it in the writer, at the first write after the WAL caught up).
-const WAL_KEEP_BYTES: u64 = 64 << 20;
-
-/// Copies the WAL into the database file from a thread and a connection of its own, so a
-/// commit never waits for a checkpoint's writes and two fsyncs (30–50 ms on a busy disk). The
-/// writer's automatic checkpoint is off. A passive checkpoint never blocks the writer or the
-/// readers; the WAL starts again from its beginning at the first write after a checkpoint that
-/// caught up, which happens in any pause of the writes. Only a WAL past [`WAL_CAP_FRAMES`]
-/// gets a blocking (RESTART) checkpoint, and only an idle WAL file past [`WAL_KEEP_BYTES`] is
-/// truncated. Stopped and joined when dropped.
-struct Checkpointer {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Checkpointer {
-    fn start(path: &Path) -> Result<Checkpointer> {
-        let conn = Connection::open(path).map_err(|source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        configure(&conn, path)?;
-        let wal = path.with_extension("db-wal");
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("stoker-checkpoint".into())
-            .spawn(move || {
-                let (lock, wake) = &*flag;
-                let mut stopped = Store::lock(lock);
-                let mut last = None;
-                while !*stopped {
-                    stopped = wake
-                        .wait_timeout(stopped, CHECKPOINT_EVERY)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner().0);
-                    if *stopped {
-                        break;
-                    }
-                    match checkpoint(&conn, &wal, last) {
-                        Ok(frames) => last = Some(frames),
-                        Err(err) => tracing::debug!(%err, "background checkpoint"),
-                    }
-                }
-            })
-            .map_err(|source| StoreError::Thread {
-                name: "checkpoint",
-                source,
-            })?;
-        Ok(Checkpointer {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-/// One round of the checkpoint thread: passive; then blocking if the WAL is past its cap, or
-/// truncating if its file has grown large and it is all copied and unchanged since the last
-/// round (`last`: the frames in it then). Returns the frames in the WAL.
-fn checkpoint(conn: &Connection, wal: &Path, last: Option<i64>) -> rusqlite::Result<i64> {
-    // (busy, frames in the WAL, frames copied into the database)
-    let frames = |mode: &str| {
-        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        })
-    };
-    let (in_wal, copied) = frames("PASSIVE")?;
-    if in_wal >= WAL_CAP_FRAMES {
-        tracing::info!(frames = in_wal, "WAL past its cap: blocking checkpoint");
-        frames("RESTART")?;
-    } else if in_wal == copied
-        && last == Some(in_wal)
-        && std::fs::metadata(wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
-    {
-        frames("TRUNCATE")?;
-    }
-    Ok(in_wal)
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        let (lock, wake) = &*self.stop;
-        *Store::lock(lock) = true;
-        wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
     }
 }
 
-/// Prepared statements kept per connection. rusqlite keeps 16 by default, fewer than the
-/// statements of one agent call's path (token, claim, report, history, savepoints), so they
-/// pushed each other out and were compiled again on every call (13% of the writer's time).
-const STATEMENT_CACHE: usize = 128;
-
-fn configure(conn: &Connection, path: &Path) -> Result<()> {
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    let setup = || -> rusqlite::Result<()> {
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.pragma_update(None, "foreign_keys", true)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        Ok(())
-    };
-    setup().map_err(|source| StoreError::Open {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 impl Store {
     /// Open (creating if needed) the database at `path`, switch it to WAL and apply every
     /// pending migration. A database written by a newer stoker is refused, not touched.
     pub fn open(path: &Path) -> Result<Store> {
-        let open_err = |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut writer = Connection::open(path).map_err(open_err)?;
-        writer
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
-        configure(&writer, path)?;
-        // The checkpoint thread keeps the WAL short (see Checkpointer).
-        writer
-            .pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(open_err)?;
+        let mut writer = sqlite::open_writer(path)?;
         migrations::migrate(&mut writer)?;
         // A deployment still preparing was cut short by a stop: it never started.
         writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
-            let reader = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(open_err)?;
-            configure(&reader, path)?;
-            readers.push(Mutex::new(reader));
+            readers.push(Mutex::new(sqlite::open_reader(path)?));
         }
         Ok(Store {
             path: path.to_path_buf(),
@@ -312,7 +174,7 @@ impl Store {
             }),
             readers,
             next_reader: std::sync::atomic::AtomicUsize::new(0),
-            checkpointer: Checkpointer::start(path)?,
+            checkpointer: sqlite::Checkpointer::start(path)?,
             creating: Mutex::new(()),
             events: Bus::new(),
             waiters: Mutex::new(waiters::Waiters::default()),
@@ -350,7 +212,7 @@ impl Store {
             Some(conn) => conn,
             None => Self::lock(&self.readers[start % n]),
         };
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let tx = sqlite::begin_read(&mut conn)?;
         f(&ReadTxn { conn: &tx })
     }
 
@@ -362,9 +224,7 @@ impl Store {
         let cache = RefCell::new(std::mem::take(schedules));
         let changes = RefCell::new(Vec::new());
         let located = |e: StoreError| e.at(&self.path);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| located(e.into()))?;
+        let tx = sqlite::begin_write(conn).map_err(|e| located(e.into()))?;
         let done = f(&WriteTxn {
             conn: &tx,
             path: &self.path,
@@ -426,7 +286,7 @@ impl Store {
         let mut guard = Self::lock(&self.writer);
         let Writer { conn, schedules } = &mut *guard;
         let cache = RefCell::new(std::mem::take(schedules));
-        let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        let tx = match sqlite::begin_write(conn) {
             Ok(tx) => tx,
             Err(e) => {
                 let err = StoreError::from(e).at(&self.path);
@@ -442,7 +302,7 @@ impl Store {
         let mut answers = Vec::with_capacity(jobs.len());
         let mut dropped = false;
         for job in jobs {
-            if let Err(e) = step("SAVEPOINT job") {
+            if let Err(e) = step(sqlite::SAVEPOINT) {
                 let (_, deliver) = job(None);
                 answers.push((deliver, Some(StoreError::from(e).at(&self.path))));
                 continue;
@@ -457,12 +317,12 @@ impl Store {
             }));
             let mut failed = None;
             if !ok {
-                failed = step("ROLLBACK TO job").err();
+                failed = step(sqlite::ROLLBACK_TO_SAVEPOINT).err();
                 cache.borrow_mut().clear();
                 changes.borrow_mut().truncate(mark);
                 dropped = true;
             }
-            let failed = failed.or(step("RELEASE job").err());
+            let failed = failed.or(step(sqlite::RELEASE_SAVEPOINT).err());
             answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
         }
         let committed = tx.commit().map_err(|e| StoreError::from(e).at(&self.path));
@@ -497,7 +357,7 @@ impl Store {
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .conn;
-        writer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        sqlite::checkpoint_all(&writer)?;
         writer.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
         Ok(())
     }

@@ -187,10 +187,11 @@ impl ReadTxn<'_> {
 }
 
 fn insert_group(tx: &WriteTxn<'_>, cluster_id: Option<i64>, n: &NetworkGroup) -> Result<i64> {
-    tx.conn.execute(
+    let inserted_id = tx.conn.query_row(
         "INSERT INTO network_groups
            (cluster_id, name, release_id, cidr, gateway, vlan_start, ip_ranges, meta)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             RETURNING id",
         params![
             cluster_id,
             n.name,
@@ -201,8 +202,9 @@ fn insert_group(tx: &WriteTxn<'_>, cluster_id: Option<i64>, n: &NetworkGroup) ->
             serde_json::to_string(&n.ip_ranges).map_err(|e| corrupt("ip ranges", e))?,
             n.meta.to_string()
         ],
+        |r| r.get::<_, i64>(0),
     )?;
-    Ok(tx.conn.last_insert_rowid())
+    Ok(inserted_id)
 }
 
 fn update_group(tx: &WriteTxn<'_>, n: &NetworkGroup) -> Result<()> {
@@ -387,10 +389,11 @@ impl WriteTxn<'_> {
             Owner::Node(n) => (Some(*n), None, None),
             Owner::Vip { name, namespace } => (None, Some(name.as_str()), namespace.as_deref()),
         };
-        self.conn.execute(
+        let inserted_id = self.conn.query_row(
             "INSERT INTO ip_addrs
                (network_id, cluster_id, node_id, vip_name, vip_namespace, ip, is_user_defined)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             RETURNING id",
             params![
                 a.network_id,
                 cluster_id,
@@ -400,8 +403,9 @@ impl WriteTxn<'_> {
                 a.ip,
                 a.user_defined
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        Ok(self.conn.last_insert_rowid())
+        Ok(inserted_id)
     }
 
     /// An operator's virtual IP (`fuel2 vip create`), or a new address for an existing one

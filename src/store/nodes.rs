@@ -320,13 +320,14 @@ impl WriteTxn<'_> {
                 "MAC {mac} belongs to node {owner}"
             )));
         }
-        self.conn.execute(
+        let id = self.conn.query_row(
             "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, approved,
                address)
              VALUES (max(coalesce((SELECT max(id) FROM nodes), 0),
                          coalesce((SELECT CAST(value AS INTEGER) FROM settings
                                    WHERE key = 'nodes.deleted_max_id'), 0)) + 1,
-                     ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                     ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             RETURNING id",
             params![
                 mac.as_str(),
                 name,
@@ -336,8 +337,8 @@ impl WriteTxn<'_> {
                 n.approved,
                 n.address
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        let id = self.conn.last_insert_rowid();
         self.conn.execute(
             "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
             params![id, inventory_json],

@@ -133,10 +133,11 @@ impl WriteTxn<'_> {
                AND node_id IS ?3 AND node_role IS ?4",
             params![cluster_id, config_type, node_id, node_role],
         )?;
-        self.conn.execute(
+        let inserted_id = self.conn.query_row(
             "INSERT INTO openstack_configs (cluster_id, node_id, node_role, config_type,
                is_active, created_at, configuration)
-             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)",
+             VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)
+             RETURNING id",
             params![
                 cluster_id,
                 node_id,
@@ -145,8 +146,9 @@ impl WriteTxn<'_> {
                 now,
                 configuration.to_string()
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        Ok(self.conn.last_insert_rowid())
+        Ok(inserted_id)
     }
 
     /// Make configuration `id` inactive; false when it was not active.

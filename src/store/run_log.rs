@@ -54,8 +54,8 @@ impl ReadTxn<'_> {
                WHERE deployment IN
                  (SELECT id FROM deployments WHERE ?1 IS NULL OR cluster_id = ?1)
                GROUP BY deployment)
-             SELECT {DEPLOYMENT_COLUMNS}, IFNULL(n_total, 0), IFNULL(n_pending, 0),
-               IFNULL(n_running, 0), IFNULL(n_ok, 0), IFNULL(n_failed, 0)
+             SELECT {DEPLOYMENT_COLUMNS}, COALESCE(n_total, 0), COALESCE(n_pending, 0),
+               COALESCE(n_running, 0), COALESCE(n_ok, 0), COALESCE(n_failed, 0)
              FROM deployments LEFT JOIN c ON c.dep = deployments.id
              WHERE (?1 IS NULL OR cluster_id = ?1) AND status != 'preparing'
              ORDER BY id DESC"

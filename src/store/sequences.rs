@@ -102,11 +102,12 @@ impl WriteTxn<'_> {
         if self.read().sequence_named(release, name)?.is_some() {
             return Err(taken(name, release));
         }
-        self.conn.execute(
-            "INSERT INTO deployment_sequences (release_id, name, graphs) VALUES (?1, ?2, ?3)",
+        let id = self.conn.query_row(
+            "INSERT INTO deployment_sequences (release_id, name, graphs) VALUES (?1, ?2, ?3)
+             RETURNING id",
             params![release, name, json(graphs)?],
+            |r| r.get::<_, i64>(0),
         )?;
-        let id = self.conn.last_insert_rowid();
         self.read().existing_sequence(id)
     }
 

@@ -109,8 +109,10 @@ impl WriteTxn<'_> {
     /// Keep `data` with transaction `dep`.
     pub(super) fn attach_transaction_data(&self, dep: i64, data: &TransactionData) -> Result<()> {
         self.conn.execute(
-            "INSERT OR REPLACE INTO transaction_data (deployment, deployment_info, settings,
-               network) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO transaction_data (deployment, deployment_info, settings, network)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (deployment) DO UPDATE SET deployment_info = excluded.deployment_info,
+               settings = excluded.settings, network = excluded.network",
             params![dep, data.deployment_info, data.settings, data.network],
         )?;
         Ok(())

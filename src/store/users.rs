@@ -219,13 +219,15 @@ impl WriteTxn<'_> {
         if self.read().login(name)?.is_some() {
             return Err(StoreError::Conflict(format!("user {name} already exists")));
         }
-        self.conn.execute(
+        let inserted_id = self.conn.query_row(
             "INSERT INTO users (name, role, password_hash, created_at, password_changed_at)
-             VALUES (?1, ?2, ?3, ?4, ?4)",
+             VALUES (?1, ?2, ?3, ?4, ?4)
+             RETURNING id",
             params![name, role.as_str(), password_hash, now],
+            |r| r.get::<_, i64>(0),
         )?;
         Ok(User {
-            id: self.conn.last_insert_rowid(),
+            id: inserted_id,
             name: name.to_string(),
             role,
             created_at: now,
@@ -325,9 +327,10 @@ impl WriteTxn<'_> {
 
     /// Record a bearer token.
     pub fn create_token(&self, t: &NewToken<'_>, now: i64) -> Result<i64> {
-        self.conn.execute(
+        let inserted_id = self.conn.query_row(
             "INSERT INTO api_tokens (user_id, name, kind, role, token_hash, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             RETURNING id",
             params![
                 t.user_id,
                 t.name,
@@ -337,8 +340,9 @@ impl WriteTxn<'_> {
                 now,
                 t.expires_at
             ],
+            |r| r.get::<_, i64>(0),
         )?;
-        Ok(self.conn.last_insert_rowid())
+        Ok(inserted_id)
     }
 
     /// Note that a token was used (callers do it at most once a minute).

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Result, StoreError, migrations};
+use crate::store::{Result, StoreError, migrations};
 
 /// Pages copied per step (4 MiB of 4 KiB pages).
 const PAGES_PER_STEP: i32 = 1024;

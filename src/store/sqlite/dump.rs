@@ -13,7 +13,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Result, Store, StoreError};
+use crate::store::{Result, Store, StoreError};
 
 /// Every column that holds a credential, and how it is blanked (a unique or primary-key
 /// column gets a distinct placeholder per row).
@@ -63,7 +63,7 @@ fn columns(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>>
 /// in other text: too many words are that short (Fuel's default password is `admin`).
 pub const MIN_SCRUBBED: usize = 6;
 
-/// The BLOB columns: each gzipped JSON ([`super::transaction_data`]), unpacked, blanked as a
+/// The BLOB columns: each gzipped JSON ([`crate::store::transaction_data`]), unpacked, blanked as a
 /// document is and packed again. Any other BLOB column fails the test that checks this list.
 const PACKED: &[(&str, &str)] = &[
     ("transaction_data", "deployment_info"),
@@ -149,13 +149,13 @@ fn repacked(
     rowid: i64,
     f: impl FnOnce(&mut serde_json::Value) -> bool,
 ) -> Result<Option<Option<Vec<u8>>>> {
-    let Ok(mut doc) = super::transaction_data::unpack(&bytes, rowid) else {
+    let Ok(mut doc) = crate::store::transaction_data::unpack(&bytes, rowid) else {
         return Ok(Some(None));
     };
     if !f(&mut doc) {
         return Ok(None);
     }
-    Ok(Some(Some(super::TransactionData::pack(&doc)?)))
+    Ok(Some(Some(crate::store::TransactionData::pack(&doc)?)))
 }
 
 /// Blank every secret of the open copy (see the module text): the credential columns, then
