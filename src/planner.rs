@@ -564,6 +564,21 @@ impl Plans {
         self.made.load(Ordering::Relaxed)
     }
 
+    /// The plan last made of environment `cluster_id`'s `graph_type`, whatever changed since,
+    /// without reading the store: what a page shows while a deployment runs, when every node's
+    /// status change would otherwise make a new plan per view (seconds at thousands of nodes).
+    pub fn kept(&self, cluster_id: i64, graph_type: &str) -> Option<Planned> {
+        let slot = lock(&self.slots)
+            .get(&(cluster_id, graph_type.to_string()))
+            .cloned()?;
+        let kept = lock(&slot);
+        kept.as_ref().map(|c| Planned {
+            plan: c.plan.clone(),
+            made_at: c.made_at,
+            cached: true,
+        })
+    }
+
     /// Environment `cluster_id`'s plan of `graph_type`: the kept one when its inputs are
     /// unchanged, else a new one (kept, `made_at` = `now`).
     pub fn plan(

@@ -718,10 +718,20 @@ fn an_aborted_deployment_follows_to_exit_1() {
     let steps = steps.to_str().unwrap();
     let refused = cli.run(&["env", "deploy", "env", "--steps", steps]);
     assert_eq!(refused.code, Some(4), "{refused:?}");
-    assert!(refused.err.contains("\n  steps[0].args.image_url: "), "{}", refused.err);
+    assert!(
+        refused.err.contains("\n  steps[0].args.image_url: "),
+        "{}",
+        refused.err
+    );
     let not_steps = cli.dir.path().join("not-steps.yaml");
     std::fs::write(&not_steps, "interface: deploy\n").unwrap();
-    let bad = cli.run(&["env", "deploy", "env", "--steps", not_steps.to_str().unwrap()]);
+    let bad = cli.run(&[
+        "env",
+        "deploy",
+        "env",
+        "--steps",
+        not_steps.to_str().unwrap(),
+    ]);
     assert_eq!(bad.code, Some(2), "{bad:?}");
     let started_doc = cli
         .run(&["env", "deploy", &cluster.to_string(), "-o", "json"])

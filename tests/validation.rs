@@ -586,4 +586,21 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
             .and_then(|v| v.to_str().ok()),
         Some("true")
     );
+
+    // While that deployment runs (no agent takes its steps), the page shows the plan kept from
+    // before it, even once what plans are made from has changed, instead of planning again on
+    // every view; the API still plans.
+    let r = http.put(
+        &format!("/api/v1/nodes/{compute}"),
+        r#"{"name": "renamed-while-deploying"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "true"), "{html}");
+    assert!(
+        html.contains("before the running deployment; planned again once it ends"),
+        "{html}"
+    );
+    let (status, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "false"));
 }

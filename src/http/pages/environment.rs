@@ -58,6 +58,8 @@ pub struct EnvironmentPage {
     plan_error: Option<String>,
     /// When the plan shown (or its refusal) was made, e.g. `just now (2026-01-02 10:00:00 UTC)`.
     plan_made: String,
+    /// A deployment runs: the plan shown is the one kept from before it.
+    plan_paused: bool,
     summary: String,
     warnings: Vec<String>,
     picture: String,
@@ -218,6 +220,7 @@ pub async fn environment(
         roles,
         plan_error: None,
         plan_made: String::new(),
+        plan_paused: false,
         summary: String::new(),
         warnings: Vec::new(),
         picture: String::new(),
@@ -240,8 +243,21 @@ pub async fn environment(
         .latest
         .as_ref()
         .is_some_and(|l| l.status == "running" || l.status == crate::store::CHAINING);
-    let planned =
-        crate::http::api::environments::make_plan(&state, id, "default".to_string()).await;
+    // While a deployment runs, every node status it moves is a new input: the page shows the
+    // plan kept from before instead of planning again on each view.
+    let kept = if page.running {
+        state.plans.kept(id, "default")
+    } else {
+        None
+    };
+    page.plan_paused = page.running;
+    let planned = match kept {
+        Some(p) => Ok(p),
+        None if page.running => Err(ApiError::Conflict(
+            "A deployment is running: the plan is made again when it ends.".to_string(),
+        )),
+        None => crate::http::api::environments::make_plan(&state, id, "default".to_string()).await,
+    };
     let headers = planned
         .as_ref()
         .map(crate::http::api::environments::plan_headers)
