@@ -29,6 +29,7 @@ mod fuel_agent;
 mod graph;
 mod hostile;
 mod identity;
+mod lease_durability;
 mod metrics;
 mod nailgun;
 mod nailgun_nodes;
