@@ -17,6 +17,15 @@
 //! ([`Health::Broken`]). Either way it never acknowledges what it could not keep. The in-memory
 //! table keeps changes whose replies were dropped: no client heard of them, and a client that
 //! asks again is given the same address.
+//!
+//! Why group commit on the database rather than a lease journal of stoker's own: the lease must
+//! be in the database anyway when its ACK leaves (the boot endpoints read a MAC's lease to
+//! decide who gets a boot token, and iPXE asks for its script right after its ACK), so a
+//! journal would add a second write per change, a file format with its recovery, compaction and
+//! a second source of truth to reconcile after a restore, for no fewer flushes: one per group
+//! either way. SQLite's WAL already is a checksummed append-only journal that recovery reads up
+//! to its last whole commit; what `synchronous=NORMAL` lacked was only the flush before the
+//! reply, and that flush is taken out of SQLite's locks.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -30,8 +39,10 @@ use super::server::DhcpStats;
 use crate::store::{Store, StoreError, WalSync};
 
 /// Most lease changes one transaction commits; a larger group is committed in several, then
-/// flushed once. 512 upserts hold the writer for a few milliseconds.
-pub const CHUNK: usize = 512;
+/// flushed once, so the store's writer, which the agents' calls share, is never held long: an
+/// upsert cost 14–18 µs in groups of 256 on the loaded 2-core machine, so a chunk holds it
+/// about 2 ms; a transaction's own cost (about 100 µs) is under 5% of a full chunk's.
+pub const CHUNK: usize = 128;
 /// Most decided batches waiting for the stage; past it the deciding loop waits (and the
 /// socket's receive buffer takes the excess).
 const QUEUE: usize = 64;
