@@ -206,8 +206,14 @@ fn load_until(
 
 /// Every acknowledged address is bound to its MAC in the restarted daemon (through the API).
 fn assert_kept(served: &Served, data: &Path, acked: &[([u8; 6], Ipv4Addr)]) {
+    sign_in(&format!("http://{}", served.addr), data);
+    assert_bound(served, acked);
+}
+
+/// Every acknowledged address is bound to its MAC, asked with the credentials of an earlier
+/// sign-in.
+fn assert_bound(served: &Served, acked: &[([u8; 6], Ipv4Addr)]) {
     let base = format!("http://{}", served.addr);
-    sign_in(&base, data);
     let pxe = Http::raw_get_json(&format!("{base}/api/v1/pxe"));
     let leases: HashMap<String, (String, String)> = pxe["dhcp"]["leases"]
         .as_array()
@@ -545,4 +551,149 @@ fn acknowledged_leases_survive_a_power_cut() {
     served.signal("TERM");
     served.wait();
     wait_detached(&cut);
+}
+
+/// One DORA for `mac`, waiting at most `patience` for each answer: the address acknowledged,
+/// or `None` when an answer did not come.
+fn dora_once(
+    socket: &UdpSocket,
+    server: SocketAddr,
+    mac: [u8; 6],
+    xid: u32,
+    patience: Duration,
+) -> Option<Ipv4Addr> {
+    socket.set_read_timeout(Some(patience)).unwrap();
+    let mut buf = [0u8; 1500];
+    let mut answer = |kind: MessageType| {
+        let start = Instant::now();
+        while start.elapsed() < patience {
+            let Ok((n, _)) = socket.recv_from(&mut buf) else {
+                return None;
+            };
+            let reply = Message::decode(&mut Decoder::new(&buf[..n])).unwrap();
+            if reply.xid() == xid && reply.opts().msg_type() == Some(kind) {
+                return Some(reply);
+            }
+        }
+        None
+    };
+    let m = message(MessageType::Discover, mac, xid);
+    socket.send_to(&m.to_vec().unwrap(), server).unwrap();
+    let offer = answer(MessageType::Offer)?;
+    let mut req = message(MessageType::Request, mac, xid);
+    req.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    req.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    socket.send_to(&req.to_vec().unwrap(), server).unwrap();
+    answer(MessageType::Ack).map(|ack| ack.yiaddr())
+}
+
+/// Write zeros to `path` until the file system refuses.
+fn fill(path: &Path) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while f.write_all(&chunk).and_then(|()| f.sync_all()).is_ok() {}
+    while f.write_all(&[0u8; 512]).is_ok() {}
+}
+
+#[test]
+#[ignore = "needs root (mount namespace, tmpfs): .ci/run runs it"]
+fn a_full_disk_stops_acknowledgements_until_leases_can_be_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().to_path_buf();
+    let socket = client_socket();
+    let mut cmd = in_mount_namespace(
+        "mount -t tmpfs -o size=16m stoker-leases-full \"$0\" && exec \"$@\"",
+        &[&mnt, Path::new(STOKER)],
+    );
+    let data = mnt.join("data");
+    cmd.args(serve_cmd(&data, socket.local_addr().unwrap()))
+        .current_dir(&mnt);
+    let mut served = Served::spawn(cmd);
+    let server = dhcp_addr(&mut served);
+    let inner = inside(served.child.id(), &data);
+    assert!(
+        !dir.path().join("data").exists(),
+        "the data directory is on the namespace's tmpfs"
+    );
+    let patience = Duration::from_millis(1500);
+    let mut acked = Vec::new();
+    for i in 1..=20u32 {
+        let mac = mac_of(i);
+        let ip = dora_once(&socket, server, mac, i, patience).expect("answered before the fill");
+        acked.push((mac, ip));
+    }
+    // Signed in, and the token used once, before the disk fills: signing in and a token's
+    // first use write to the database, which a full disk refuses (rightly); the reads below
+    // write nothing for a minute.
+    let base = format!("http://{}", served.addr);
+    let token = sign_in(&base, &inner).token;
+    assert_bound(&served, &acked);
+    fill(&inside(served.child.id(), &mnt.join("filler")));
+
+    // DORAs go on until one needs space the disk no longer has: that one gets no answer.
+    let mut refused = None;
+    for i in 21..3000u32 {
+        let mac = mac_of(i);
+        match dora_once(&socket, server, mac, i, patience) {
+            Some(ip) => acked.push((mac, ip)),
+            None => {
+                refused = Some(mac);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a DORA went unanswered for want of space");
+    // The reason is in the log.
+    let start = Instant::now();
+    let mut said = false;
+    while !said && start.elapsed() < Duration::from_secs(10) {
+        if let Ok(line) = served.lines.recv_timeout(Duration::from_millis(200)) {
+            said = line.contains("cannot store DHCP leases") && line.contains("full");
+            served.log.push(line);
+        }
+    }
+    assert!(said, "{:#?}", served.log);
+    // While the disk is full, whatever is still answered was kept (a commit may still fit
+    // in WAL space a failed one had taken): every ACK is bound, none lost.
+    for i in 3000..3010u32 {
+        if let Some(ip) = dora_once(&socket, server, mac_of(i), i, Duration::from_millis(300)) {
+            acked.push((mac_of(i), ip));
+        }
+    }
+    assert_bound(&served, &acked);
+    let counters = Http::raw_get_json(&format!("{base}/api/v1/pxe"))["dhcp"]["counters"].clone();
+    assert!(
+        counters["store_errors"].as_u64().unwrap() >= 1,
+        "{counters}"
+    );
+    let (status, metrics, _) = Http::get_bytes(
+        &format!("{base}/metrics"),
+        &[("authorization", &format!("Bearer {token}"))],
+    );
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains(r#"stoker_dhcp_packets_total{type="discover",result="unavailable"}"#),
+        "{metrics}"
+    );
+
+    // Space again: within the retry (a second) the server answers, the refused MAC too.
+    std::fs::remove_file(inside(served.child.id(), &mnt.join("filler"))).unwrap();
+    let start = Instant::now();
+    let ip = loop {
+        if let Some(ip) = dora_once(&socket, server, refused, 6000, patience) {
+            break ip;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no answer once space is back"
+        );
+    };
+    acked.push((refused, ip));
+    assert_bound(&served, &acked);
+    served.signal("TERM");
+    let (code, log) = served.wait();
+    assert_eq!(code, Some(0), "{log:#?}");
 }
