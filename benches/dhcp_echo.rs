@@ -4,8 +4,9 @@
 //! rate against it is the ceiling of the bench itself (the client, the lab's veth, the cores
 //! left), against which stoker's and dnsmasq's figures are read.
 //!
-//! `cargo bench --bench dhcp_echo --no-run` builds it; then `dhcp_echo IFACE SERVER_IP
-//! PREFIX_LEN`: bound to 0.0.0.0:67 on IFACE (needs root), replies broadcast to port 68; runs
+//! `cargo build --release --bench dhcp_echo` builds it; then `dhcp_echo IFACE SERVER_IP
+//! PREFIX_LEN`: bound to 0.0.0.0:67 on IFACE (needs root), replies to the relay (`giaddr`, port
+//! 67), else broadcast to port 68; runs
 //! until killed. Not part of CI.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let to = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, 68));
+    let broadcast = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::BROADCAST, 68));
     let mut buf = [0u8; 1500];
     loop {
         let Ok((n, _)) = sock.recv_from(&mut buf) else {
@@ -99,6 +100,12 @@ fn main() -> ExitCode {
         opts.insert(DhcpOption::ServerIdentifier(server));
         opts.insert(DhcpOption::AddressLeaseTime(3600));
         opts.insert(DhcpOption::SubnetMask(Ipv4Addr::from(mask)));
+        // A relay (perfdhcp plays one: it sets giaddr) gets the reply on its port 67.
+        let to = if req.giaddr().is_unspecified() {
+            broadcast
+        } else {
+            SocketAddr::V4(SocketAddrV4::new(req.giaddr(), 67))
+        };
         if let Ok(bytes) = m.to_vec() {
             let _ = sock.send_to(&bytes, to);
         }
