@@ -283,6 +283,7 @@ impl Daemon {
                     socket,
                     dhcp_config,
                     config.dhcp.reply_to,
+                    config.dhcp.max_rate,
                     Arc::clone(&store),
                     stats,
                 )?)

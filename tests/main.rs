@@ -33,6 +33,7 @@ mod graph;
 mod hostile;
 mod identity;
 mod long_poll;
+mod lease_durability;
 mod metrics;
 mod nailgun;
 mod nailgun_nodes;

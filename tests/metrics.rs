@@ -307,6 +307,10 @@ fn metrics_count_what_happened_and_need_a_token() {
     );
     assert_eq!(get(&s, "stoker_dhcp_pool_addresses", &[]), Some(10.0));
     assert_eq!(get(&s, "stoker_dhcp_pool_free_addresses", &[]), Some(9.0));
+    // The offer's reservation was committed and flushed once before the OFFER left.
+    assert_eq!(get(&s, "stoker_dhcp_lease_flushes_total", &[]), Some(1.0));
+    assert!(get(&s, "stoker_dhcp_lease_flush_seconds_total", &[]).unwrap() > 0.0);
+    assert!(get(&s, "stoker_dhcp_lease_commit_seconds_total", &[]).unwrap() > 0.0);
     // TFTP: one request, one completed transfer, its bytes.
     assert_eq!(get(&s, "stoker_tftp_requests_total", &[]), Some(1.0));
     assert_eq!(

@@ -174,6 +174,8 @@ pub struct DhcpSettings {
     pub subnets: Vec<Subnet>,
     pub mode: DhcpMode,
     pub reply_to: Option<SocketAddr>,
+    /// Packets decided per second, all clients together (a burst of five seconds' worth).
+    pub max_rate: u64,
 }
 
 /// The TFTP server's settings.
@@ -352,6 +354,7 @@ impl Layers {
                 DhcpMode::Authoritative
             };
             let reply_to = v.opt_addr("dhcp.reply_to");
+            let max_rate = v.count("dhcp.max_rate");
             if enabled && server_ip.is_none() {
                 return Err(ConfigError::Missing {
                     key: "dhcp.server_ip",
@@ -372,6 +375,7 @@ impl Layers {
                 subnets,
                 mode,
                 reply_to,
+                max_rate,
             }
         };
         let tftp = TftpSettings {

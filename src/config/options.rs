@@ -258,6 +258,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Who gets answers: `authoritative` (every client on a served subnet) or `reservation-only` (reserved MACs only)",
     },
     OptionSpec {
+        key: "dhcp.max_rate",
+        env: "STOKER_DHCP_MAX_RATE",
+        flag: "dhcp-max-rate",
+        default: "2000",
+        kind: Kind::Count,
+        help: "Most DHCP packets decided per second, all clients together, after a burst of five seconds' worth: holds a flood of made-up MACs, which the per-MAC limit cannot stop",
+    },
+    OptionSpec {
         key: "dhcp.reply_to",
         env: "STOKER_DHCP_REPLY_TO",
         flag: "dhcp-reply-to",

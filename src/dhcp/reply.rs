@@ -240,16 +240,8 @@ pub fn client_mac(req: &Message) -> Option<Mac> {
     if req.hlen() != 6 {
         return None;
     }
-    let ch = req.chaddr();
-    if ch.len() < 6 {
-        return None;
-    }
-    let text = ch[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
-    text.parse().ok()
+    let octets: [u8; 6] = req.chaddr().get(..6)?.try_into().ok()?;
+    Some(Mac::from_octets(octets))
 }
 
 fn requested_ip(req: &Message) -> Option<Ipv4Addr> {

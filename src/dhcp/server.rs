@@ -1,14 +1,15 @@
 //! The DHCP server's socket loop: receive, decode (a datagram without the magic cookie is
-//! dropped), rate-limit per MAC and globally, let the pure [`reply::handle`] decide, make the
-//! lease changes durable, then send the replies. It owns the UDP socket, the in-memory lease
-//! table, the limiters, the counters and the pool-exhaustion warning (logged once a minute at
-//! most, not per packet); it never decides what to answer (that is `reply`) and never writes
-//! SQL (that is `store::leases`).
+//! dropped), rate-limit per MAC and globally, let the pure [`reply::handle`] decide, and hand
+//! the lease changes and the replies to the durability stage ([`super::durable`]), which sends
+//! the replies once the changes would survive a power loss. It owns the UDP socket, the
+//! in-memory lease table, the limiters, the counters and the pool-exhaustion warning (logged
+//! once a minute at most, not per packet); it never decides what to answer (that is `reply`)
+//! and never writes SQL (that is `store::leases`).
 //!
 //! Packets are handled in batches: whatever is queued on the socket (up to [`BATCH`]) is decided
-//! in one pass and its lease changes are committed in one transaction before any reply of the
-//! batch leaves, so an acknowledged address is always on disk and a boot storm costs one commit
-//! per batch instead of one per client.
+//! in one pass and handed over, and the loop goes back to the socket while the stage commits
+//! and flushes: deciding, storing and flushing overlap, and a boot storm costs one flush per
+//! group of batches instead of one per client.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -20,6 +21,7 @@ use dhcproto::Encodable;
 use serde::Serialize;
 use tokio::net::UdpSocket;
 
+use super::durable::{Decided, Health, Stage};
 use super::lease::{LeaseChange, LeaseTable};
 use super::reply::{self, Destination, DhcpConfig, Ignored};
 use crate::model::Mac;
@@ -35,12 +37,15 @@ const MAC_BURST: f64 = 20.0;
 const MAC_RATE: f64 = 5.0;
 /// Remembered MACs beyond which idle buckets are forgotten.
 const MAX_MACS: usize = 65_536;
-/// Global limit, all clients together: a burst of this many packets...
-const GLOBAL_BURST: f64 = 10_000.0;
-/// ...refilled at this many per second. A rack of servers booting at once sends a few packets
-/// each (two DORAs: the ROM's and iPXE's); a flood of made-up MACs, which the per-MAC limit
-/// cannot stop, is held to this many lease decisions a second.
-const GLOBAL_RATE: f64 = 2_000.0;
+/// Global limit, all clients together (`dhcp.max_rate`, 2,000 by default): a burst of this
+/// many seconds' worth of packets, then the rate. A rack of servers booting at once sends a few
+/// packets each (two DORAs: the ROM's and iPXE's); a flood of made-up MACs, which the per-MAC
+/// limit cannot stop, is held to the rate in lease decisions a second.
+const GLOBAL_BURST_SECONDS: f64 = 5.0;
+/// What the socket's receive buffer is asked to hold (the kernel caps it at
+/// `net.core.rmem_max` unless the daemon may force it): a boot storm's burst waits there while
+/// the server decides, instead of being dropped.
+const RECEIVE_BUFFER: usize = 4 << 20;
 /// Pool exhaustion is logged at most this often.
 const EXHAUSTED_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -111,10 +116,13 @@ pub enum PacketResult {
     RateLimited,
     /// Not a DHCP message (no magic cookie, bad options), or it made a parser panic.
     Malformed,
+    /// Not decided because leases cannot be kept right now (a full disk, a failed flush): the
+    /// server answers nothing it could not keep.
+    Unavailable,
 }
 
 impl PacketResult {
-    pub const ALL: [PacketResult; 7] = [
+    pub const ALL: [PacketResult; 8] = [
         PacketResult::Offered,
         PacketResult::Acked,
         PacketResult::Naked,
@@ -122,6 +130,7 @@ impl PacketResult {
         PacketResult::Ignored,
         PacketResult::RateLimited,
         PacketResult::Malformed,
+        PacketResult::Unavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -133,6 +142,7 @@ impl PacketResult {
             PacketResult::Ignored => "ignored",
             PacketResult::RateLimited => "rate_limited",
             PacketResult::Malformed => "malformed",
+            PacketResult::Unavailable => "unavailable",
         }
     }
 }
@@ -150,6 +160,12 @@ pub struct DhcpStats {
     pub store_errors: AtomicU64,
     /// Requests that got no address because the pool was full.
     pub pool_exhausted: AtomicU64,
+    /// Groups of lease changes committed and flushed to disk (one `fdatasync` each).
+    pub lease_groups: AtomicU64,
+    /// Time spent committing lease changes (holding the store's writer), in nanoseconds.
+    pub lease_commit_nanos: AtomicU64,
+    /// Time spent flushing them (`fdatasync`, holding no lock), in nanoseconds.
+    pub lease_sync_nanos: AtomicU64,
 }
 
 /// A snapshot of [`DhcpStats`] for JSON.
@@ -196,7 +212,7 @@ impl DhcpStats {
     }
 }
 
-fn bump(c: &AtomicU64) {
+pub(super) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -224,6 +240,8 @@ pub enum DhcpServerError {
     Interfaces(std::io::Error),
     #[error("cannot load DHCP leases: {0}")]
     Load(#[from] StoreError),
+    #[error("cannot share the DHCP socket with the lease thread: {0}")]
+    Clone(std::io::Error),
 }
 
 /// The interface that holds `ip`.
@@ -247,6 +265,7 @@ pub fn bind(addr: SocketAddr, device: Option<&str>) -> Result<UdpSocket, DhcpSer
         Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
     socket.set_reuse_address(true).map_err(err)?;
     socket.set_broadcast(true).map_err(err)?;
+    receive_buffer(&socket);
     if let Some(name) = device {
         socket
             .bind_device(Some(name.as_bytes()))
@@ -258,6 +277,20 @@ pub fn bind(addr: SocketAddr, device: Option<&str>) -> Result<UdpSocket, DhcpSer
     socket.bind(&addr.into()).map_err(err)?;
     socket.set_nonblocking(true).map_err(err)?;
     UdpSocket::from_std(socket.into()).map_err(err)
+}
+
+/// Ask for [`RECEIVE_BUFFER`]: forced past `net.core.rmem_max` when the daemon may
+/// (CAP_NET_ADMIN), else as much as the limit allows. Best effort: a smaller buffer only drops
+/// more of a burst.
+fn receive_buffer(socket: &socket2::Socket) {
+    use nix::sys::socket::{setsockopt, sockopt::RcvBufForce};
+    if setsockopt(socket, RcvBufForce, &RECEIVE_BUFFER).is_err() {
+        let _ = socket.set_recv_buffer_size(RECEIVE_BUFFER);
+    }
+    tracing::debug!(
+        bytes = socket.recv_buffer_size().unwrap_or(0),
+        "DHCP receive buffer"
+    );
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -363,7 +396,7 @@ pub struct DhcpServer {
     socket: UdpSocket,
     config: DhcpConfig,
     reply_to: Option<SocketAddr>,
-    store: Arc<Store>,
+    stage: Stage,
     leases: LeaseTable,
     limiter: Limiter,
     exhaustion: Exhaustion,
@@ -371,23 +404,37 @@ pub struct DhcpServer {
 }
 
 impl DhcpServer {
-    /// Load the durable leases and get ready to serve on `socket`. `reply_to` sends every reply
-    /// to one address instead (tests on loopback).
+    /// Load the durable leases, start the durability stage and get ready to serve on `socket`.
+    /// `reply_to` sends every reply to one address instead (tests on loopback); `max_rate` is
+    /// the global limit in packets per second.
     pub fn new(
         socket: UdpSocket,
         config: DhcpConfig,
         reply_to: Option<SocketAddr>,
+        max_rate: u64,
         store: Arc<Store>,
         stats: Arc<DhcpStats>,
     ) -> Result<DhcpServer, DhcpServerError> {
+        let started = Instant::now();
         let leases = LeaseTable::new(store.read(|tx| tx.leases())?);
+        tracing::info!(
+            leases = leases.len(),
+            ms = started.elapsed().as_millis(),
+            "DHCP leases loaded"
+        );
+        let replies = socket2::SockRef::from(&socket)
+            .try_clone()
+            .map_err(DhcpServerError::Clone)?;
+        let stage = Stage::start(store, replies.into(), Arc::clone(&stats))?;
+        #[allow(clippy::cast_precision_loss)] // a rate in packets per second
+        let rate = max_rate as f64;
         Ok(DhcpServer {
             socket,
             config,
             reply_to,
-            store,
+            stage,
             leases,
-            limiter: Limiter::new(GLOBAL_BURST, GLOBAL_RATE, Instant::now()),
+            limiter: Limiter::new(rate * GLOBAL_BURST_SECONDS, rate, Instant::now()),
             exhaustion: Exhaustion::default(),
             stats,
         })
@@ -426,15 +473,32 @@ impl DhcpServer {
                     Err(_) => break,
                 }
             }
-            self.serve_batch(&batch).await;
+            if !self.serve_batch(&batch).await {
+                tracing::error!("the DHCP lease thread is gone; the DHCP server stops");
+                break;
+            }
             batch.clear();
         }
-        tracing::info!("DHCP server stopped");
+        self.stage.finish().await;
+        let groups = self.stats.lease_groups.load(Ordering::Relaxed);
+        let per_group = |nanos: &AtomicU64| {
+            let total = nanos.load(Ordering::Relaxed);
+            format!("{:.2}", total as f64 / groups.max(1) as f64 / 1e6)
+        };
+        tracing::info!(
+            groups,
+            commit_ms_per_group = per_group(&self.stats.lease_commit_nanos),
+            sync_ms_per_group = per_group(&self.stats.lease_sync_nanos),
+            replied = self.stats.replied.load(Ordering::Relaxed),
+            "DHCP server stopped"
+        );
     }
 
-    async fn serve_batch(&mut self, packets: &[Vec<u8>]) {
+    /// Decide `packets` and hand the outcome to the durability stage; false if it is gone.
+    async fn serve_batch(&mut self, packets: &[Vec<u8>]) -> bool {
         let now = crate::clock::now();
         let instant = Instant::now();
+        let accepting = self.stage.health() == Health::Ok;
         let mut changes: Vec<LeaseChange> = Vec::new();
         let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
         for bytes in packets {
@@ -458,6 +522,10 @@ impl DhcpServer {
                 }
             };
             let kind = PacketType::of(&msg);
+            if !accepting {
+                self.stats.count(kind, PacketResult::Unavailable);
+                continue;
+            }
             let mac = reply::client_mac(&msg);
             if !self.limiter.allow(mac.as_ref(), instant) {
                 self.stats.count(kind, PacketResult::RateLimited);
@@ -508,43 +576,10 @@ impl DhcpServer {
                 }
             }
         }
-        if !changes.is_empty() && !self.persist(changes).await {
-            // Nothing was promised: the clients retry, and the table is back to what is on disk.
-            return;
+        if changes.is_empty() && replies.is_empty() {
+            return true;
         }
-        for (bytes, to) in replies {
-            match self.socket.send_to(&bytes, to).await {
-                Ok(_) => bump(&self.stats.replied),
-                Err(err) => tracing::warn!(%err, %to, "cannot send a DHCP reply"),
-            }
-        }
-    }
-
-    /// Commit a batch of lease changes; on failure reload the table from the database.
-    async fn persist(&mut self, changes: Vec<LeaseChange>) -> bool {
-        let store = Arc::clone(&self.store);
-        let written =
-            tokio::task::spawn_blocking(move || store.write(|tx| tx.apply_lease_changes(&changes)))
-                .await;
-        match written {
-            Ok(Ok(())) => true,
-            failed => {
-                bump(&self.stats.store_errors);
-                match failed {
-                    Ok(Err(err)) => {
-                        tracing::error!(%err, "cannot store DHCP leases; replies held back")
-                    }
-                    _ => tracing::error!("lease writer failed; replies held back"),
-                }
-                let store = Arc::clone(&self.store);
-                if let Ok(Ok(leases)) =
-                    tokio::task::spawn_blocking(move || store.read(|tx| tx.leases())).await
-                {
-                    self.leases = LeaseTable::new(leases);
-                }
-                false
-            }
-        }
+        self.stage.submit(Decided { changes, replies }).await
     }
 
     fn address(&self, to: Destination) -> SocketAddr {
@@ -569,7 +604,7 @@ mod tests {
     #[test]
     fn the_limiter_allows_a_burst_then_a_trickle() {
         let t0 = Instant::now();
-        let mut l = Limiter::new(GLOBAL_BURST, GLOBAL_RATE, t0);
+        let mut l = Limiter::new(10_000.0, 2_000.0, t0);
         let mac: Mac = "52:54:00:00:00:01".parse().unwrap();
         let allowed = (0..30).filter(|_| l.allow(Some(&mac), t0)).count();
         assert_eq!(allowed, 20);

@@ -292,7 +292,8 @@ impl Collector for Pxe {
                 "stoker_dhcp_packets",
                 "DHCP packets received, by message type (`none`: none could be read) and what \
                  the server made of them: offered, acked, naked, recorded (a lease change \
-                 without an answer), ignored, rate_limited, malformed",
+                 without an answer), ignored, rate_limited, malformed, unavailable (leases \
+                 could not be kept: nothing decided)",
                 MetricType::Counter,
                 packets,
             )?;
@@ -311,8 +312,30 @@ impl Collector for Pxe {
             single(
                 &mut encoder,
                 "stoker_dhcp_store_errors",
-                "Batches of DHCP lease changes the database refused (their answers held back)",
+                "Groups of DHCP lease changes the database refused or could not flush (their \
+                 answers held back)",
                 ConstCounter::new(d.store_errors.load(Relaxed)),
+            )?;
+            single(
+                &mut encoder,
+                "stoker_dhcp_lease_flushes",
+                "Groups of DHCP lease changes committed and flushed to disk, one fdatasync each, \
+                 before their answers left",
+                ConstCounter::new(d.lease_groups.load(Relaxed)),
+            )?;
+            #[allow(clippy::cast_precision_loss)] // nanoseconds as seconds
+            let seconds = |c: &std::sync::atomic::AtomicU64| c.load(Relaxed) as f64 / 1e9;
+            single(
+                &mut encoder,
+                "stoker_dhcp_lease_commit_seconds",
+                "Time spent committing DHCP lease changes (holding the database's writer)",
+                ConstCounter::new(seconds(&d.lease_commit_nanos)),
+            )?;
+            single(
+                &mut encoder,
+                "stoker_dhcp_lease_flush_seconds",
+                "Time spent flushing DHCP lease changes to disk (fdatasync, holding no lock)",
+                ConstCounter::new(seconds(&d.lease_sync_nanos)),
             )?;
         }
         if let Some(t) = &self.tftp {

@@ -18,6 +18,20 @@ impl Mac {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The MAC of six octets (a DHCP packet's `chaddr`), written without a parse.
+    pub fn from_octets(octets: [u8; 6]) -> Mac {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = String::with_capacity(17);
+        for (i, b) in octets.iter().enumerate() {
+            if i > 0 {
+                text.push(':');
+            }
+            text.push(char::from(HEX[usize::from(b >> 4)]));
+            text.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        Mac(text)
+    }
 }
 
 impl FromStr for Mac {
@@ -25,6 +39,18 @@ impl FromStr for Mac {
 
     /// Accepts `aa:bb:cc:dd:ee:ff`, `AA-BB-CC-DD-EE-FF` and `aabb.ccdd.eeff`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Already in the normal form (what the database holds): taken as it is.
+        let normal = s.len() == 17
+            && s.bytes().enumerate().all(|(i, b)| {
+                if i % 3 == 2 {
+                    b == b':'
+                } else {
+                    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+                }
+            });
+        if normal {
+            return Ok(Mac(s.to_string()));
+        }
         let hex: String = s
             .trim()
             .chars()
@@ -549,6 +575,35 @@ pub const ONLINE_WINDOW_S: i64 = 30;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_in_every_form_parse_to_the_normal_one() {
+        for text in [
+            "52:54:00:ab:cd:ef",
+            "52:54:00:AB:CD:EF",
+            "52-54-00-ab-cd-ef",
+            "5254.00ab.cdef",
+            " 52:54:00:ab:cd:ef ",
+        ] {
+            assert_eq!(text.parse::<Mac>().unwrap().as_str(), "52:54:00:ab:cd:ef");
+        }
+        for bad in [
+            "52:54:00:ab:cd:eg",
+            "52:54:00:ab:cd",
+            "52:54:00:ab:cd:ef:01",
+            "52;54;00;ab;cd;ef",
+        ] {
+            assert!(bad.parse::<Mac>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_mac_from_octets_is_the_parsed_one() {
+        for octets in [[0u8; 6], [0x52, 0x54, 0x00, 0xab, 0xcd, 0xef], [0xff; 6]] {
+            let text = octets.map(|b| format!("{b:02X}")).join("-");
+            assert_eq!(Mac::from_octets(octets), text.parse::<Mac>().unwrap());
+        }
+    }
 
     #[test]
     fn a_node_is_online_while_its_agent_calls() {

@@ -63,6 +63,7 @@ pub use checks::Probe;
 pub use clusters::NO_RELEASE_MESSAGE;
 pub use deployment_views::{DeploymentSummary, NodeLabel, RunLine};
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
+pub use sqlite::WalSync;
 pub use error::StoreError;
 pub use facts::{COMMON, FactsKind};
 pub use gauges::Gauges;

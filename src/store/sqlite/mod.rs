@@ -2,7 +2,8 @@
 //! keys, `synchronous`), the transaction modes and savepoints the writer uses, the background
 //! WAL checkpoint (`checkpoint.rs`), the online backup API and the checks a copy must pass
 //! (`backup.rs`), the blanked copy a diagnostic snapshot carries through `VACUUM INTO`
-//! (`dump.rs`), and the JSON functions some queries use. The queries in the rest of
+//! (`dump.rs`), the `fdatasync` of the WAL that makes a commit survive a power loss
+//! (`durable.rs`), and the JSON functions some queries use. The queries in the rest of
 //! `crate::store` are SQL that PostgreSQL would also read (`INSERT … RETURNING id`, `ON
 //! CONFLICT … DO UPDATE`, `COALESCE`); `tests/tidy.rs` fails on a SQLite-only construct
 //! outside this module and the migrations. A second backend (`docs/scale-out.md`, section 5)
@@ -11,12 +12,14 @@
 pub mod backup;
 mod checkpoint;
 mod dump;
+mod durable;
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 pub(in crate::store) use checkpoint::Checkpointer;
+pub use durable::WalSync;
 
 use super::{Result, StoreError};
 
