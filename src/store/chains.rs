@@ -321,9 +321,9 @@ impl WriteTxn<'_> {
              VALUES (?1, ?2, ?3, ?4)",
             params![id, graphs_json, dry_run, force],
         )?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.chain",
             &format!(
                 "transaction {id} of {}: graphs {} one after another{}",
@@ -352,9 +352,9 @@ impl WriteTxn<'_> {
         if ended == 0 {
             return Ok(false);
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(parent),
             &format!("deployment.chain_{status}"),
             &format!(
                 "transaction {parent} {status}{}",

@@ -490,9 +490,9 @@ impl WriteTxn<'_> {
         // A chain's children go with it (foreign key).
         self.conn
             .execute("DELETE FROM deployments WHERE id = ?1", [id])?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::cluster(d.cluster_id),
             "deployment.deleted",
             &format!("deployment {id} ({}) deleted", d.status),
         )
@@ -760,9 +760,9 @@ impl WriteTxn<'_> {
                     NodeState::Error(_) => Ok(s),
                     s => state::next(state::enter(s, phase)?, Event::StepFailed),
                 })?;
-                self.add_history(
+                self.add_event(
                     now,
-                    Some(node),
+                    super::About::deployment(dep).and_node(node),
                     "node.error",
                     &format!("{} failed: {why}", run.label()),
                 )?;
@@ -805,9 +805,9 @@ impl WriteTxn<'_> {
             )?;
             self.mirror(d.id, *id, RunStatus::Failed);
         }
-        self.add_history(
+        self.add_event(
             now,
-            Some(node),
+            super::About::deployment(d.id).and_node(node),
             "deployment.node_left",
             &format!(
                 "deployment {}: {} runs of node-{node} failed: {why}",
@@ -839,9 +839,9 @@ impl WriteTxn<'_> {
                  WHERE id = ?1",
                 [id],
             )?;
-            self.add_history(
+            self.add_event(
                 now,
-                None,
+                super::About::deployment(id),
                 "deployment.aborted",
                 &format!("network verification {id} stopped"),
             )?;
@@ -862,9 +862,9 @@ impl WriteTxn<'_> {
                 other => Ok(other),
             })?;
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.aborted",
             &format!("deployment {id} aborted"),
         )?;
@@ -906,9 +906,9 @@ impl WriteTxn<'_> {
                 other => Ok(other),
             })?;
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.retried",
             &format!("deployment {id} retried"),
         )?;
@@ -941,7 +941,7 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<i64> {
         // One id space with the master's tasks (`master_tasks`).
-        let id = self.read().next_transaction_id()?;
+        let id = self.take_id(&super::ids::TRANSACTIONS)?;
         let inserted = self.conn.execute(
             "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
                graph_type, parent_id, chain_seq)
@@ -1107,9 +1107,9 @@ impl WriteTxn<'_> {
                         [d.cluster_id],
                     )?;
                 }
-                self.add_history(
+                self.add_event(
                     now,
-                    None,
+                    super::About::deployment(dep),
                     "deployment.done",
                     &format!("deployment {dep} done"),
                 )?;
@@ -1124,9 +1124,9 @@ impl WriteTxn<'_> {
                     "UPDATE clusters SET status = 'error' WHERE id = ?1",
                     [d.cluster_id],
                 )?;
-                self.add_history(
+                self.add_event(
                     now,
-                    None,
+                    super::About::deployment(dep),
                     "deployment.error",
                     &format!("deployment {dep} stopped on a failed step"),
                 )?;

@@ -24,11 +24,13 @@ mod gauges;
 mod graphs;
 mod group;
 mod history;
+mod ids;
 mod leases;
 mod master_tasks;
 pub mod migrations;
 mod networks;
 mod node_edits;
+mod node_list;
 mod nodes;
 mod openstack_configs;
 mod roles;
@@ -62,9 +64,12 @@ pub use facts::{COMMON, FactsKind};
 pub use gauges::Gauges;
 pub use graphs::{GraphBody, GraphOwner, StoredGraph};
 pub use group::{GroupObserver, GroupWriter};
-pub use history::HistoryEntry;
+pub use history::{About, HistoryEntry};
 pub use master_tasks::MasterTask;
 pub use node_edits::{NodeDocument, NodeEdit};
+pub use node_list::{
+    InEnvironment, ListedNode, NodeFilter, NodeListing, NodeQuery, Power, SortKey,
+};
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use openstack_configs::{ConfigScope, OpenstackConfig};
 pub use roles::{MetaKind, MetaOwner};
