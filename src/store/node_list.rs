@@ -89,6 +89,8 @@ pub struct NodeFilter {
     /// Its agent called within [`ONLINE_WINDOW_S`] (or not).
     pub online: Option<bool>,
     pub power: Option<Power>,
+    /// Only these nodes (a selection).
+    pub ids: Option<Vec<NodeId>>,
 }
 
 /// A column the list sorts by (then by id).
@@ -271,6 +273,11 @@ fn where_clause(f: &NodeFilter, now: i64) -> (String, Vec<Box<dyn ToSql>>) {
     if let Some(power) = f.power {
         let p = arg(Box::new(power.as_str()), &mut args);
         terms.push(format!("({POWER}) = {p}"));
+    }
+    if let Some(ids) = &f.ids {
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string());
+        let p = arg(Box::new(list), &mut args);
+        terms.push(format!("n.id IN (SELECT value FROM json_each({p}))"));
     }
     if terms.is_empty() {
         (String::new(), args)

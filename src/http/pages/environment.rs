@@ -1,20 +1,15 @@
-//! An environment's page: its nodes and roles (assign, remove), its latest deployment with the
-//! timeline and its actions (deploy, abort, retry), and the plan with its task graph.
+//! An environment's page: its nodes and roles (their forms are `environment_edit`'s), its
+//! latest deployment with the timeline and its actions (deploy, abort, retry), and the plan
+//! with its task graph.
 
 use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
 use crate::http::pages::notice;
-use crate::http::pages::views::{Me, NodeRow};
+use crate::http::pages::views::Me;
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
-
-/// A node of an environment, as its page lists it.
-pub struct MemberRow {
-    row: NodeRow,
-    roles: String,
-}
 
 /// One task of one node's plan, as the page shows it.
 pub struct PlanRow {
@@ -43,10 +38,8 @@ pub struct EnvironmentPage {
     name: String,
     release: String,
     status: String,
-    members: Vec<MemberRow>,
-    /// Discovered nodes in no environment: (id, label).
-    free: Vec<(i64, String)>,
-    roles: Vec<String>,
+    /// Its nodes, and what the add form offers (`environment_edit`).
+    members: crate::http::pages::environment_edit::Members,
     /// Why there is no plan, when there is none.
     plan_error: Option<String>,
     /// When the plan shown (or its refusal) was made, e.g. `just now (2026-01-02 10:00:00 UTC)`.
@@ -129,40 +122,20 @@ pub async fn environment(
     path: web::Path<String>,
 ) -> Result<actix_web::CustomizeResponder<EnvironmentPage>, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let (cluster, release, nodes, roles) = state
+    let (cluster, release) = state
         .store(move |s| {
             s.read(|tx| {
                 let Some(c) = tx.cluster(id)? else {
                     return Ok(None);
                 };
                 let release = tx.release(c.release_id)?;
-                let data = tx.release_data(c.release_id)?;
-                let mut roles: Vec<String> = data
-                    .as_ref()
-                    .and_then(|d| d.get("roles_metadata"))
-                    .and_then(|m| m.as_object())
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                roles.sort();
-                Ok(Some((c, release, tx.nodes()?, roles)))
+                Ok(Some((c, release)))
             })
         })
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("environment {id} not found")))?;
     let now = crate::clock::now();
-    let members: Vec<MemberRow> = nodes
-        .iter()
-        .filter(|n| n.cluster_id == Some(id))
-        .map(|n| MemberRow {
-            row: NodeRow::new(n, now),
-            roles: n.roles.join(", "),
-        })
-        .collect();
-    let free = nodes
-        .iter()
-        .filter(|n| n.cluster_id.is_none())
-        .map(|n| (n.id, format!("{} ({})", n.name, n.mac)))
-        .collect();
+    let members = crate::http::pages::environment_edit::members(&state, id).await?;
     let mut page = EnvironmentPage {
         nav: "environments",
         version: VERSION,
@@ -172,8 +145,6 @@ pub async fn environment(
         release: release.map_or_else(|| format!("release {}", cluster.release_id), |r| r.name),
         status: cluster.status.clone(),
         members,
-        free,
-        roles,
         plan_error: None,
         plan_made: String::new(),
         summary: String::new(),
@@ -354,75 +325,5 @@ pub async fn deployment_action(
             }
         },
         if abort { "Not aborted" } else { "Not retried" },
-    ))
-}
-
-/// The add-node form's fields: a node and its roles, comma-separated.
-#[derive(Debug, serde::Deserialize)]
-pub struct AssignForm {
-    node_id: String,
-    roles: String,
-}
-
-/// `POST /environments/{id}/nodes`: assign, then back to the environment.
-pub async fn assign_node(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    form: web::Form<AssignForm>,
-) -> Result<HttpResponse, PageError> {
-    let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let form = form.into_inner();
-    let assigned = async {
-        let node = crate::http::api::catalog::id_of(&form.node_id, "node")?;
-        let roles: Vec<&str> = form
-            .roles
-            .split(',')
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-            .collect();
-        let roles = crate::http::api::environments::parse_roles(
-            serde_json::json!({ "roles": roles }).to_string().as_bytes(),
-        )?;
-        crate::http::api::environments::check_roles(&state, id, &[("roles".to_string(), &roles)])
-            .await?;
-        let now = crate::clock::now();
-        let shown = roles.join(", ");
-        state
-            .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
-            .await?;
-        Ok((node, shown))
-    }
-    .await;
-    Ok(notice::after(
-        &state,
-        &format!("/environments/{id}"),
-        assigned,
-        |(node, roles)| format!("Node {node} added as {roles}."),
-        "Not added",
-    ))
-}
-
-/// `POST /environments/{id}/nodes/{node}/remove`: unassign, then back to the environment.
-pub async fn remove_node(
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, PageError> {
-    let (env, node) = path.into_inner();
-    let id = crate::http::api::catalog::id_of(&env, "environment")?;
-    let node = crate::http::api::catalog::id_of(&node, "node")?;
-    let now = crate::clock::now();
-    let removed = state
-        .store(move |s| s.write(|tx| tx.unassign_node(node, now)))
-        .await;
-    Ok(notice::after(
-        &state,
-        &format!("/environments/{id}"),
-        removed,
-        |()| {
-            format!(
-                "Node {node} removed (a node with an installed OS is erased at the next Deploy)."
-            )
-        },
-        "Not removed",
     ))
 }

@@ -4,13 +4,19 @@
 //! errors every page renders the same way (here). Sign-in, the Account and Audit pages live
 //! with access control (`access/login.rs`).
 
+pub mod bulk;
 pub mod environment;
+pub mod environment_edit;
 pub mod environments;
+pub mod network;
 pub mod node;
+pub mod node_query;
 pub mod nodes;
 pub mod notice;
 pub mod overview;
 pub mod releases;
+pub mod roles;
+pub mod settings;
 pub mod timeline;
 pub mod views;
 

@@ -20,6 +20,19 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// A count with thousands separated, as a person reads it: `10,000`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A coarse relative time: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
 pub fn ago(then: i64, now: i64) -> String {
     let secs = now.saturating_sub(then);
@@ -49,14 +62,11 @@ pub fn badge(status: NodeStatus) -> &'static str {
 
 /// One row of the nodes table.
 pub struct NodeRow {
-    pub id: i64,
     pub name: String,
     pub mac: String,
     pub status: &'static str,
     pub badge: &'static str,
     pub cpu: String,
-    pub ram: String,
-    pub disks: String,
     pub vendor: String,
     pub last_seen: String,
     pub last_seen_utc: String,
@@ -83,11 +93,6 @@ impl NodeRow {
 
     pub fn new(node: &Node, now: i64) -> NodeRow {
         let inv = &node.inventory;
-        let disks = match inv.disks.len() {
-            0 => "no disks".to_string(),
-            1 => format!("1 disk, {}", human_bytes(inv.disk_bytes())),
-            n => format!("{n} disks, {}", human_bytes(inv.disk_bytes())),
-        };
         let vendor = [&inv.system.vendor, &inv.system.product]
             .into_iter()
             .flatten()
@@ -95,7 +100,6 @@ impl NodeRow {
             .collect::<Vec<_>>()
             .join(" ");
         NodeRow {
-            id: node.id,
             name: node.name.clone(),
             mac: node.mac.to_string(),
             status: node.status.as_str(),
@@ -104,8 +108,6 @@ impl NodeRow {
                 1 => "1 CPU".to_string(),
                 n => format!("{n} CPUs"),
             },
-            ram: human_bytes(inv.memory_bytes),
-            disks,
             vendor,
             last_seen: ago(node.last_seen_at, now),
             last_seen_utc: utc(node.last_seen_at),
@@ -138,12 +140,24 @@ impl CountTile {
     }
 }
 
-/// One line of the activity feed.
+/// One line of the activity feed: what happened, and links to what it was about while each
+/// exists (a deleted one's name stays in the message).
 pub struct HistoryRow {
     pub when: String,
     pub when_utc: String,
     pub node_id: Option<i64>,
     pub message: String,
+    /// Its node: id and current name.
+    pub node: Option<(i64, String)>,
+    /// Its environment: id and current name.
+    pub env: Option<(i64, String)>,
+    /// Its deployment: id and its page.
+    pub deployment: Option<(i64, String)>,
+}
+
+/// A deployment's page.
+pub fn deployment_href(id: i64) -> String {
+    format!("/deployments/{id}")
 }
 
 impl HistoryRow {
@@ -153,6 +167,19 @@ impl HistoryRow {
             when_utc: utc(entry.at),
             node_id: entry.node_id,
             message: entry.message.clone(),
+            node: entry
+                .node_id
+                .map(|id| (id, entry.node_name.clone().unwrap_or_else(|| format!("node {id}")))),
+            env: entry.cluster_id.map(|id| {
+                (
+                    id,
+                    entry
+                        .cluster_name
+                        .clone()
+                        .unwrap_or_else(|| format!("environment {id}")),
+                )
+            }),
+            deployment: entry.deployment_id.map(|id| (id, deployment_href(id))),
         }
     }
 }
@@ -167,6 +194,14 @@ mod tests {
         assert_eq!(human_bytes(1023), "1023 B");
         assert_eq!(human_bytes(8 * 1024 * 1024 * 1024), "8.0 GiB");
         assert_eq!(human_bytes(500_107_862_016), "465.8 GiB");
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
     #[test]
