@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Render the dashboard in headless Chromium (Debian's package) against a real `stoker serve` on
 # loopback, signed in through the login form as a person would (.ci/browser.mjs): every page must
-# show what an operator expects. Screenshots go
-# to $OUT (default target/pages) for a person to look at.
+# show what an operator expects. Then, against a second daemon with the bundled release, the
+# deployment and node pages as an operator clicks through them after a deployment of simulated
+# nodes (.ci/browser-pages.mjs), at 1280 and 900 px. Screenshots go to $OUT (default
+# target/pages) for a person to look at.
 set -euo pipefail
 stoker=${1:?usage: pages-chromium.sh path/to/stoker}
 OUT=${OUT:-target/pages}
@@ -16,7 +18,12 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+pid2=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ -n "$pid2" ] && kill "$pid2" 2>/dev/null
+  wait 2>/dev/null; rm -rf "$work"
+}
 trap cleanup EXIT
 "$stoker" serve --data-dir "$work/data" --http-listen 127.0.0.1:0 --plugins-bundled skip 2>"$work/log" &
 pid=$!
@@ -43,4 +50,14 @@ checks='[
  {"path": "/audit", "want": ["/login"]}
 ]'
 node "$node_dir/browser.mjs" "$base" "$password" "$(cd "$OUT" && pwd)" "$checks"
+
+# The deployment and node pages, on a daemon with the bundled release (its simulated nodes'
+# agents are played by the script itself).
+cp .ci/browser-pages.mjs "$node_dir/browser-pages.mjs"
+"$stoker" serve --data-dir "$work/data2" --http-listen 127.0.0.1:0 2>"$work/log2" &
+pid2=$!
+for _ in $(seq 100); do grep -q 'listening on http://' "$work/log2" && break; sleep 0.1; done
+base2=$(grep -o 'listening on http://[0-9.:]*' "$work/log2" | head -n1 | sed 's/listening on //')
+[ -n "$base2" ] || { cat "$work/log2"; echo "the second stoker did not start" >&2; exit 1; }
+node "$node_dir/browser-pages.mjs" "$base2" "$(cat "$work/data2/initial-admin-password")" "$(cd "$OUT" && pwd)"
 echo "screenshots in $OUT"

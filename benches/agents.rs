@@ -1,23 +1,42 @@
-//! Agents benchmark (issue 7 item 9, issue 14 item 9): N simulated nodes on loopback against
-//! one `stoker serve` (the built binary), each playing both of its agents as the protocol says.
-//! Each node says hello and gets the compute role of a release whose graph gives it 20 steps:
-//! provisioning in the bootstrap ramdisk (`deploy.configure`, `power.reboot_to_disk`) with the
-//! bootstrap agent's token, then 18 chained shell tasks on the installed OS through the service
-//! agent, which says hello with the credential `deploy.configure` carried (the release is the
-//! test fixture release built and installed as a plugin package). A step is not executed: the
-//! agent spends STEP_MS on it on average (from half to one and a half of it; a real step takes
-//! seconds). STEP_MS 0 is a closed loop that finds the daemon's ceiling (and, by Little's law,
-//! latency ≈ AGENTS / throughput).
+//! Agents benchmark (issue 7 item 9, issue 14 item 9, issue 19 item 2): N simulated nodes on
+//! loopback against one `stoker serve` (the built binary), each playing both of its agents as
+//! the protocol says. Each node says hello and gets the compute role of a release whose graph
+//! gives it 20 steps: provisioning in the bootstrap ramdisk (`deploy.configure`,
+//! `power.reboot_to_disk`) with the bootstrap agent's token, then 18 chained shell tasks on the
+//! installed OS through the service agent, which says hello with the credential
+//! `deploy.configure` carried (the release is the test fixture release built and installed as a
+//! plugin package). A step is not executed: the agent spends STEP_MS on it on average (from half
+//! to one and a half of it; a real step takes seconds). STEP_MS 0 is a closed loop that finds
+//! the daemon's ceiling (and, by Little's law, latency ≈ AGENTS / throughput).
 //!
-//! `day2` adds what a deployed environment sees: every node ready, its service agent calling
-//! each `retry_after_ms` (the heartbeat) while idle, then one setting changed that one task's
-//! `changed()` condition watches (the others watch a setting that stays), and Deploy again: the
-//! service agents pick up only that task.
+//! `day2` adds what a deployed environment sees: every node ready, its service agent asking for
+//! work while idle (held by the master, or each `retry_after_ms` from a master that does not
+//! hold), then one setting changed that one task's `changed()` condition watches (the others
+//! watch a setting that stays), and Deploy again: the service agents pick up only that task.
+//!
+//! The client: the agents are tasks on a tokio runtime of `STOKER_BENCH_CLIENT_THREADS`
+//! threads (default 1), each with its own keep-alive connection and a bare HTTP/1.1 exchange
+//! (write the request, read the head and a Content-Length body), so 10,000 agents cost the
+//! machine what their calls cost rather than 10,000 threads. The bench raises its open-file
+//! limit to the hard limit (the daemon inherits it) and prints its own CPU and how late its
+//! timers fire (a ticker every 10 ms), so the reader sees when the client bounds a figure.
+//!
+//! Long-poll: each `next` asks the master to hold it while nothing is due (`wait_s`, as
+//! `stoker agent` does); the time a call was held (`Server-Timing: held;dur=MS`, which the
+//! master sends) is the protocol's waiting, not latency: it is subtracted from the call's time
+//! and counted as the agent's pause. `STOKER_BENCH_POLL=1` plays agents that do not ask to be
+//! held (every agent before long-poll): the master answers at once and they poll.
+//!
+//! The operator: while the agents run, a thread asks once a second for the dashboard's `/`,
+//! `/nodes` and the environment's page (an admin session) and `GET /api/v1/clusters/{id}` and
+//! `GET /api/v1/deployments/{id}` (an admin token), one after another, and each phase reports
+//! their latency beside the agents'. `STOKER_BENCH_OPERATOR=0` turns it off.
 //!
 //! Each phase reports messages per second beside the agents' own pacing ceiling (what an
 //! infinitely fast daemon would reach given the step times and the waits the agents were told),
 //! p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
-//! /proc/PID/stat over the phase) and its peak RSS (VmHWM), and names what bounds the rate.
+//! /proc/PID/stat over the phase; its writer thread's share apart) and its peak RSS (VmHWM),
+//! and names what bounds the rate.
 //!
 //! `STOKER_BENCH_BMCS=FILE` (one Redfish BMC address per line, as `benches/redfish_farm.py
 //! --list` writes them) adds the background power sync to the daemon's work: before the hellos,
@@ -29,17 +48,21 @@
 //! latency of the agent calls that overlapped a sweep beside the others' (`benches/bmc_sweep.sh`
 //! with `AGENTS=` runs both alternately).
 //!
-//! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2]` (default 1000 agents, 250 ms);
-//! `STOKER_BENCH_BIN` runs another stoker binary than cargo's. Not part of CI.
+//! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2] [rounds=R]` (default 1000 agents,
+//! 250 ms, one round); each round starts a new daemon. `STOKER_BENCH_BIN` runs another stoker
+//! binary than cargo's; `STOKER_BENCH_BASELINE=BIN` alternates that binary with it, round by
+//! round (the baseline first), and the summary compares them: median and min–max of each
+//! figure over the rounds, as a markdown table. Not part of CI.
 
 use std::io::{BufRead, BufReader};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio::net::TcpStream;
 
 /// Shell tasks per node in the bench release's graph.
 const TASKS: usize = 18;
@@ -47,8 +70,10 @@ const TASKS: usize = 18;
 const FIRST_STEPS: usize = TASKS + 2;
 /// The task whose condition watches `bench_marker`, the setting day 2 changes.
 const DAY2_TASK: usize = 9;
-/// How long the day-2 mode watches the ready nodes' heartbeats before changing the setting.
-const IDLE_S: u64 = 10;
+/// How long the day-2 mode watches the ready nodes' idle calls before changing the setting.
+const IDLE_S: u64 = 25;
+/// How long an agent asks the master to hold a `next` when nothing is due (`stoker agent`'s).
+const HOLD_S: u64 = 20;
 
 /// The operator's side: plain JSON calls with the admin's API token.
 struct Api {
@@ -79,7 +104,12 @@ impl Api {
         match sent {
             Ok(mut r) => {
                 let status = r.status().as_u16();
-                let text = r.body_mut().read_to_string().unwrap_or_default();
+                let text = r
+                    .body_mut()
+                    .with_config()
+                    .limit(1 << 30)
+                    .read_to_string()
+                    .unwrap_or_default();
                 (status, serde_json::from_str(&text).unwrap_or(Value::Null))
             }
             Err(e) => panic!("{method} {path}: {e}"),
@@ -96,10 +126,12 @@ impl Api {
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(120)))
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(300)))
         .build()
         .into()
 }
+
 /// What a typical storage-heavy server reports: four NICs, twelve disks, its DMI identity.
 fn server_inventory(i: usize, mac: &str) -> Value {
     let nics: Vec<Value> = (0..4)
@@ -129,109 +161,175 @@ fn server_inventory(i: usize, mac: &str) -> Value {
            "boot_mode": "uefi"})
 }
 
-/// POST `body` to `path` from a loopback address of the node's own (the hellos are
-/// rate-limited per client address), over a plain HTTP/1.1 connection.
-fn post_from(addr: &str, src: Ipv4Addr, path: &str, body: &Value) -> Value {
-    use std::io::{Read, Write};
-    let sock =
-        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    sock.bind(&std::net::SocketAddr::from((src, 0)).into())
-        .expect("bind");
-    let target: std::net::SocketAddr = addr.parse().expect("addr");
-    sock.connect(&target.into()).expect("connect");
-    let mut stream: std::net::TcpStream = sock.into();
-    let body = body.to_string();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(req.as_bytes()).expect("send");
-    let mut resp = String::new();
-    stream.read_to_string(&mut resp).expect("read");
-    let json = resp.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str(json).unwrap_or(Value::Null)
+/// An HTTP answer as the agents read it: the status, how long the master says it held the
+/// call (`Server-Timing: held;dur=MS`), the JSON body.
+struct Reply {
+    status: u16,
+    held: Duration,
+    body: Value,
 }
 
-/// One agent's keep-alive HTTP/1.1 connection: a bare client (write the request, read the
-/// status line, headers and a Content-Length body), so the machine's two cores go to the
-/// daemon rather than to a thousand general-purpose clients.
+/// Write all of `buf` to a non-blocking stream (tokio's "net" alone, without its io-util).
+async fn write_all(s: &TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        s.writable().await?;
+        match s.try_write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Read what has arrived (at least one byte, or 0 at the end) onto `buf`.
+async fn read_some(s: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    loop {
+        s.readable().await?;
+        let mut chunk = [0u8; 4096];
+        match s.try_read(&mut chunk) {
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Send one request and read its answer (a head and a Content-Length body).
+async fn exchange(s: &TcpStream, request: &[u8]) -> Option<Reply> {
+    write_all(s, request).await.ok()?;
+    let mut buf = Vec::with_capacity(2048);
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if read_some(s, &mut buf).await.ok()? == 0 {
+            return None;
+        }
+    };
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()?
+        .strip_prefix("HTTP/1.1 ")?
+        .get(..3)?
+        .parse()
+        .ok()?;
+    let (mut length, mut held) = (0usize, Duration::ZERO);
+    for l in lines {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        if k.eq_ignore_ascii_case("content-length") {
+            length = v.trim().parse().ok()?;
+        } else if k.eq_ignore_ascii_case("server-timing") {
+            held = server_timing(v, "held").unwrap_or_default();
+        }
+    }
+    while buf.len() < head_end + length {
+        if read_some(s, &mut buf).await.ok()? == 0 {
+            return None;
+        }
+    }
+    Some(Reply {
+        status,
+        held,
+        body: serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null),
+    })
+}
+
+/// The `dur` of metric `name` in a Server-Timing header value (`held;dur=12.5`).
+fn server_timing(value: &str, name: &str) -> Option<Duration> {
+    value.split(',').find_map(|metric| {
+        let mut parts = metric.trim().split(';');
+        if parts.next()?.trim() != name {
+            return None;
+        }
+        let ms: f64 = parts
+            .find_map(|p| p.trim().strip_prefix("dur="))?
+            .parse()
+            .ok()?;
+        Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+    })
+}
+
+/// POST `body` to `path` from a loopback address of the node's own (the hellos are
+/// rate-limited per client address), on a connection of its own.
+async fn post_from(addr: SocketAddr, src: Ipv4Addr, path: &str, body: &Value) -> Value {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind(SocketAddr::from((src, 0))).expect("bind");
+    let Ok(stream) = sock.connect(addr).await else {
+        return Value::Null;
+    };
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(&stream, req.as_bytes())
+        .await
+        .map_or(Value::Null, |r| r.body)
+}
+
+/// One agent's keep-alive HTTP/1.1 connection.
 struct Conn {
-    addr: String,
-    stream: Option<BufReader<std::net::TcpStream>>,
-    /// When the connection was last used: the daemon closes one idle for 5 s (actix's
-    /// keep-alive), as long as a ready node's heartbeat, so one idle for 4 s is not reused.
+    addr: SocketAddr,
+    stream: Option<TcpStream>,
+    /// When the connection was last used: the daemon closes one idle for 30 s (its
+    /// keep-alive), so one idle for 25 s is not reused.
     used: Instant,
 }
 
 impl Conn {
-    fn new(addr: &str) -> Conn {
+    fn new(addr: SocketAddr) -> Conn {
         Conn {
-            addr: addr.to_string(),
+            addr,
             stream: None,
             used: Instant::now(),
         }
     }
 
-    fn post(&mut self, path: &str, token: &str, body: &str) -> Value {
-        if self.used.elapsed() > Duration::from_secs(4) {
+    async fn post(&mut self, path: &str, token: &str, body: &str) -> Reply {
+        if self.used.elapsed() > Duration::from_secs(25) {
             self.stream = None;
         }
-        for _ in 0..3 {
-            if let Some(v) = self.try_post(path, token, body) {
-                self.used = Instant::now();
-                return v;
-            }
-            // The connection broke: open another one.
-            self.stream = None;
-        }
-        panic!("{path}: no answer");
-    }
-
-    fn try_post(&mut self, path: &str, token: &str, body: &str) -> Option<Value> {
-        use std::io::{Read, Write};
-        if self.stream.is_none() {
-            let s = std::net::TcpStream::connect(&self.addr).ok()?;
-            s.set_nodelay(true).ok()?;
-            self.stream = Some(BufReader::new(s));
-        }
-        let stream = self.stream.as_mut()?;
         let req = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
              Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
             body.len()
         );
-        stream.get_mut().write_all(req.as_bytes()).ok()?;
-        let mut line = String::new();
-        let mut length = 0usize;
-        stream.read_line(&mut line).ok()?;
-        if !line.starts_with("HTTP/1.1 ") {
-            return None;
-        }
-        loop {
-            line.clear();
-            if stream.read_line(&mut line).ok()? == 0 {
-                return None;
+        for _ in 0..3 {
+            if self.stream.is_none() {
+                let Ok(s) = TcpStream::connect(self.addr).await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                let _ = s.set_nodelay(true);
+                self.stream = Some(s);
             }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
+            if let Some(s) = &self.stream
+                && let Some(r) = exchange(s, req.as_bytes()).await
             {
-                length = v.trim().parse().ok()?;
+                self.used = Instant::now();
+                return r;
             }
+            // The connection broke: open another one.
+            self.stream = None;
         }
-        let mut buf = vec![0; length];
-        stream.read_exact(&mut buf).ok()?;
-        Some(serde_json::from_slice(&buf).unwrap_or(Value::Null))
+        panic!("{path}: no answer");
     }
 }
 
-/// CPU seconds (user + system) the process has used.
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// CPU seconds (user + system) of a process or a thread (`/proc/PID/stat`,
+/// `/proc/PID/task/TID/stat`).
+fn cpu_of(stat_path: &str) -> f64 {
+    let stat = std::fs::read_to_string(stat_path).unwrap_or_default();
     // Fields after the command name (which ends with ')'): utime and stime are 14th and 15th.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<f64> = rest
@@ -240,6 +338,22 @@ fn cpu_s(pid: u32) -> f64 {
         .collect();
     let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
     ticks / 100.0
+}
+
+fn cpu_s(pid: u32) -> f64 {
+    cpu_of(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU seconds of the daemon's threads named `name` (`stoker-writer`).
+fn thread_cpu_s(pid: u32, name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .map(|t| cpu_of(&t.path().join("stat").display().to_string()))
+        .sum()
 }
 
 /// The machine's busy and total CPU seconds so far (all cores; /proc/stat), so a phase can
@@ -273,13 +387,39 @@ fn status_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The daemon's open-file limit (soft), from `/proc/PID/limits`.
+fn open_files_limit(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Raise this process's open-file limit to its hard limit: 10,000 agents hold 10,000
+/// connections, and the daemon, started from here, inherits the limit.
+fn raise_open_files() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            eprintln!("cannot raise the open-file limit: {e}");
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
 /// A release for the benchmark, as a plugin package: the test fixture release with a graph of
 /// `TASKS` chained shell tasks for the `compute` role and nothing across nodes, so every agent
 /// has the same steps (configure, reboot_to_disk, the tasks) and none waits for another node.
 /// Each task runs only when a setting changed, as day-2 tasks do: task `DAY2_TASK` watches
 /// `bench_marker`, the others `bench_static`, which nothing changes. A first deployment runs
 /// them all (nothing was deployed to compare with).
-fn bench_release(dir: &std::path::Path) -> Vec<u8> {
+fn bench_release(dir: &std::path::Path, bin: &std::ffi::OsStr) -> Vec<u8> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/plugins/v5-release-valid");
     let dst = dir.join("bench-release");
@@ -323,7 +463,7 @@ fn bench_release(dir: &std::path::Path) -> Vec<u8> {
             .replace("Fixture Release", "Bench Release"),
     )
     .expect("metadata");
-    let out = Command::new(stoker_bin())
+    let out = Command::new(bin)
         .args(["plugin", "build"])
         .arg(&dst)
         .arg("--output")
@@ -468,30 +608,43 @@ enum Kind {
     Hello,
 }
 
-/// One agent call: when it started (s since the bench's start), how long it took (s).
+/// One agent call: when it started (s since the bench's start), how long it took (s), of
+/// which the master held it (s) waiting for work.
 #[derive(Clone, Copy)]
 struct Call {
     at: f64,
     secs: f64,
+    held: f64,
     kind: Kind,
 }
 
-/// What an agent did: its calls, and its pauses (start, length in s) for steps and waits.
+impl Call {
+    /// Its latency: its time but for what the master held it by design.
+    fn latency(&self) -> f64 {
+        (self.secs - self.held).max(0.0)
+    }
+}
+
+/// What an agent did: its calls, and its pauses (start, length in s) for steps and waits
+/// (those it was told, and those the master held its calls for).
 #[derive(Default)]
 struct Record {
     calls: Vec<Call>,
     pauses: Vec<(f64, f64)>,
 }
 
-/// What the agent threads share with the bench.
+/// What the agent tasks share with the bench.
 struct Shared {
     t0: Instant,
-    stop: Mutex<bool>,
-    wake: Condvar,
+    stop: tokio::sync::watch::Sender<bool>,
     /// Results the master accepted, all agents, all phases.
     results: AtomicUsize,
-    /// The last `retry_after_ms` an agent was told (a ready node's: its heartbeat).
+    /// The last `retry_after_ms` an agent was told while it waited.
     retry_ms: AtomicU64,
+    /// Whether the agents ask the master to hold their `next` (long-poll).
+    hold: bool,
+    /// Calls the master held, and those of them that ended because work came.
+    held: AtomicUsize,
 }
 
 impl Shared {
@@ -499,19 +652,19 @@ impl Shared {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// Sleep `d` unless the bench stops meanwhile; false once it has.
-    fn pause(&self, d: Duration) -> bool {
-        let stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-        let (stop, _) = self
-            .wake
-            .wait_timeout_while(stop, d, |s| !*s)
-            .unwrap_or_else(PoisonError::into_inner);
-        !*stop
-    }
-
     fn end(&self) {
-        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.wake.notify_all();
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Sleep `d` unless the bench stops meanwhile; false once it has.
+async fn pause(stop: &mut tokio::sync::watch::Receiver<bool>, d: Duration) -> bool {
+    if *stop.borrow() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => true,
+        _ = stop.changed() => false,
     }
 }
 
@@ -527,14 +680,26 @@ struct Sim {
 
 /// The node's agents until the bench stops: the bootstrap agent asks for runs and reports
 /// them; after `power.reboot_to_disk` the installed OS's service agent says hello with the
-/// credential `deploy.configure` carried and goes on with its own token, calling again each
-/// `retry_after_ms` while it has nothing to run. The first ask comes after `first`.
-fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared) -> Record {
+/// credential `deploy.configure` carried and goes on with its own token, asking again each
+/// `retry_after_ms` while it has nothing to run (held by the master meanwhile, when it holds).
+/// The first ask comes after `first`.
+async fn run_node(
+    sim: Sim,
+    addr: SocketAddr,
+    step_ms: u64,
+    first: Duration,
+    shared: Arc<Shared>,
+) -> Record {
     let mut rec = Record::default();
+    let mut stop = shared.stop.subscribe();
     let mut c = Conn::new(addr);
     let mut token = sim.token;
     let mut credential = None;
-    let ask = json!({"node_id": sim.id}).to_string();
+    let ask = if shared.hold {
+        json!({"node_id": sim.id, "wait_s": HOLD_S}).to_string()
+    } else {
+        json!({"node_id": sim.id}).to_string()
+    };
     // Steps take STEP_MS on average, from half to one and a half of it (a fixed pseudo-random
     // sequence per node): real steps differ, and identical ones would keep a thousand agents
     // marching in step.
@@ -548,27 +713,33 @@ fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared
         let unit = (seed >> 33) as f64 / (1u64 << 31) as f64;
         Duration::from_secs_f64(step_ms as f64 / 1000.0 * (0.5 + unit))
     };
-    let pause = |rec: &mut Record, d: Duration| {
-        rec.pauses.push((shared.at(), d.as_secs_f64()));
-        shared.pause(d)
-    };
-    let call = |rec: &mut Record, kind: Kind, f: &mut dyn FnMut() -> Value| {
-        let at = shared.at();
-        let v = f();
-        rec.calls.push(Call {
-            at,
-            secs: shared.at() - at,
-            kind,
-        });
-        v
-    };
-    if !pause(&mut rec, first) {
+    rec.pauses.push((shared.at(), first.as_secs_f64()));
+    if !pause(&mut stop, first).await {
         return rec;
     }
     loop {
-        let reply = call(&mut rec, Kind::Next, &mut || {
-            c.post("/api/v1/agent/next", &token, &ask)
+        let at = shared.at();
+        let reply = c.post("/api/v1/agent/next", &token, &ask).await;
+        let secs = shared.at() - at;
+        if reply.status != 200 {
+            eprintln!(
+                "node {}: next answered {}: {}",
+                sim.id, reply.status, reply.body
+            );
+            return rec;
+        }
+        let held = reply.held.as_secs_f64().min(secs);
+        rec.calls.push(Call {
+            at,
+            secs,
+            held,
+            kind: Kind::Next,
         });
+        if held > 0.0 {
+            rec.pauses.push((at, held));
+            shared.held.fetch_add(1, Ordering::Relaxed);
+        }
+        let reply = reply.body;
         if let Some(t) = reply["agent_token"].as_str() {
             token = t.to_string();
         }
@@ -585,16 +756,25 @@ fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared
                         .as_str()
                         .map(str::to_string);
                 }
-                if !pause(&mut rec, step_time()) {
+                let d = step_time();
+                rec.pauses.push((shared.at(), d.as_secs_f64()));
+                if !pause(&mut stop, d).await {
                     return rec;
                 }
                 let done = json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
                                   "output_tail": "ok"})
                 .to_string();
                 let path = format!("/api/v1/agent/runs/{}/result", run["id"]);
-                let r = call(&mut rec, Kind::Result, &mut || c.post(&path, &token, &done));
-                if r["accepted"] != true {
-                    eprintln!("node {}: result of {step} refused: {r}", sim.id);
+                let at = shared.at();
+                let r = c.post(&path, &token, &done).await;
+                rec.calls.push(Call {
+                    at,
+                    secs: shared.at() - at,
+                    held: 0.0,
+                    kind: Kind::Result,
+                });
+                if r.body["accepted"] != true {
+                    eprintln!("node {}: result of {step} refused: {}", sim.id, r.body);
                     return rec;
                 }
                 shared.results.fetch_add(1, Ordering::Relaxed);
@@ -607,17 +787,24 @@ fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared
                     };
                     let body = json!({"node_id": sim.id, "credential": cred,
                                       "version": env!("CARGO_PKG_VERSION"), "macs": [sim.mac]});
-                    // Refused for the rate (a thousand nodes rebooting within a second),
+                    // Refused for the rate (thousands of nodes rebooting within a second),
                     // it tries again after 1 s, 2 s, 4 s ... as `stoker agent --service` does.
                     let mut backoff = Duration::from_secs(1);
                     let hello = loop {
-                        let r = call(&mut rec, Kind::Hello, &mut || {
-                            post_from(addr, sim.src, "/api/v1/agent/service/hello", &body)
+                        let at = shared.at();
+                        let r =
+                            post_from(addr, sim.src, "/api/v1/agent/service/hello", &body).await;
+                        rec.calls.push(Call {
+                            at,
+                            secs: shared.at() - at,
+                            held: 0.0,
+                            kind: Kind::Hello,
                         });
                         if r["code"] != "rate_limited" {
                             break r;
                         }
-                        if !pause(&mut rec, backoff) {
+                        rec.pauses.push((shared.at(), backoff.as_secs_f64()));
+                        if !pause(&mut stop, backoff).await {
                             return rec;
                         }
                         backoff = (backoff * 2).min(Duration::from_secs(60));
@@ -631,13 +818,23 @@ fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared
                 }
             }
             Some("wait") => {
-                let ms = reply["retry_after_ms"].as_u64().unwrap_or(1000).max(20);
-                shared.retry_ms.store(ms, Ordering::Relaxed);
-                if !pause(&mut rec, Duration::from_millis(ms)) {
+                let ms = reply["retry_after_ms"].as_u64().unwrap_or(1000);
+                if held == 0.0 {
+                    shared.retry_ms.store(ms, Ordering::Relaxed);
+                }
+                if ms > 0 {
+                    rec.pauses.push((shared.at(), ms as f64 / 1000.0));
+                    if !pause(&mut stop, Duration::from_millis(ms)).await {
+                        return rec;
+                    }
+                } else if *stop.borrow() {
                     return rec;
                 }
             }
             _ => {
+                if *stop.borrow() {
+                    return rec;
+                }
                 eprintln!("node {}: unexpected answer to next: {reply}", sim.id);
                 return rec;
             }
@@ -645,13 +842,148 @@ fn run_node(sim: Sim, addr: &str, step_ms: u64, first: Duration, shared: &Shared
     }
 }
 
+/// The client runtime's own lateness: a task that sleeps 10 ms over and over and records how
+/// late each wake-up was (s since t0, lateness in s). A late timer is a client that bounds the
+/// figures, not the daemon.
+async fn ticker(shared: Arc<Shared>, lag: Arc<Mutex<Vec<(f64, f64)>>>) {
+    let mut stop = shared.stop.subscribe();
+    loop {
+        let t = Instant::now();
+        if !pause(&mut stop, Duration::from_millis(10)).await {
+            return;
+        }
+        let late = t.elapsed().as_secs_f64() - 0.010;
+        lag.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((shared.at(), late.max(0.0)));
+    }
+}
+
+/// One operator request: when, which, how long, what status.
+#[derive(Clone)]
+struct Sample {
+    at: f64,
+    what: &'static str,
+    secs: f64,
+    status: u16,
+}
+
+/// The operator's pages and API calls.
+const OPERATOR: [&str; 5] = [
+    "page /",
+    "page /nodes",
+    "page /environments/{id}",
+    "GET /api/v1/clusters/{id}",
+    "GET /api/v1/deployments/{id}",
+];
+
+/// Sign in through the dashboard's form as admin; returns the session cookie.
+fn form_login(base: &str, password: &str) -> String {
+    let plain = agent();
+    let mut page = plain
+        .get(format!("{base}/login"))
+        .call()
+        .expect("login page");
+    let cookie = |h: &ureq::http::HeaderMap, name: &str| -> Option<String> {
+        h.get_all("set-cookie").iter().find_map(|v| {
+            let v = v.to_str().ok()?;
+            let (k, rest) = v.split_once('=')?;
+            (k == name).then(|| rest.split(';').next().unwrap_or("").to_string())
+        })
+    };
+    let login_cookie = cookie(page.headers(), "stoker_login").expect("login CSRF cookie");
+    let html = page.body_mut().read_to_string().expect("login page");
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("login form CSRF field")
+        .to_string();
+    let encode = |s: &str| -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    let form = format!(
+        "username=admin&password={}&csrf={}&next=/",
+        encode(password),
+        encode(&csrf)
+    );
+    let r = plain
+        .post(format!("{base}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", &format!("stoker_login={login_cookie}"))
+        .send(&form)
+        .expect("form sign-in");
+    assert_eq!(r.status().as_u16(), 303, "form sign-in");
+    cookie(r.headers(), "stoker_session").expect("session cookie")
+}
+
+/// The operator's thread: once a second (or right after the last round when that took
+/// longer), each page and API call in turn, until `stop`.
+fn operator(
+    base: String,
+    token: String,
+    session: String,
+    cluster: i64,
+    deployment: Arc<AtomicI64>,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+) -> Vec<Sample> {
+    let http = agent();
+    let mut out = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let round = Instant::now();
+        let dep = deployment.load(Ordering::Relaxed);
+        for what in OPERATOR {
+            let path = what.split_once(' ').map_or("", |(_, p)| p).replace(
+                "{id}",
+                &if what.contains("deployments") {
+                    dep.to_string()
+                } else {
+                    cluster.to_string()
+                },
+            );
+            let at = shared.at();
+            let req = http.get(format!("{base}{path}"));
+            let req = if what.starts_with("page") {
+                req.header("cookie", &format!("stoker_session={session}"))
+            } else {
+                req.header("authorization", &format!("Bearer {token}"))
+            };
+            let status = match req.call() {
+                Ok(mut r) => {
+                    let _ = r.body_mut().with_config().limit(1 << 31).read_to_vec();
+                    r.status().as_u16()
+                }
+                Err(_) => 0,
+            };
+            out.push(Sample {
+                at,
+                what,
+                secs: shared.at() - at,
+                status,
+            });
+        }
+        if let Some(rest) = Duration::from_secs(1).checked_sub(round.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    out
+}
+
 /// What the agents were doing in a phase, which decides its pacing ceiling.
 enum Pacing {
     /// Deploying: every agent steps (2 calls a step, STEP_MS each on average), after what
     /// the note says.
     Steps(String),
-    /// Idle: every agent calls once per heartbeat.
-    Heartbeat(u64),
+    /// Idle: every agent asks once per `retry_after_ms` it is told, or once per hold.
+    Idle,
 }
 
 /// One measured stretch of the run: [start, end) in s since the bench's start, and the
@@ -661,6 +993,7 @@ struct Phase {
     start: f64,
     end: f64,
     cpu: f64,
+    writer: f64,
     own: f64,
     /// The whole machine's busy CPU seconds over the phase.
     busy: f64,
@@ -679,26 +1012,58 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
         * 1000.0
 }
 
-fn latency(calls: &[&Call], kind: Option<Kind>) -> String {
-    let mut l: Vec<f64> = calls
-        .iter()
-        .filter(|c| kind.is_none_or(|k| c.kind == k))
-        .map(|c| c.secs)
-        .collect();
+/// Count, p50, p99 and max (ms) of latencies in s.
+fn spread(mut l: Vec<f64>) -> (usize, f64, f64, f64) {
     if l.is_empty() {
-        return "none".into();
+        return (0, 0.0, 0.0, 0.0);
     }
     l.sort_by(f64::total_cmp);
-    format!(
-        "{} calls, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+    (
         l.len(),
         pct(&l, 0.5),
         pct(&l, 0.99),
-        l[l.len() - 1] * 1000.0
+        l[l.len() - 1] * 1000.0,
     )
 }
 
-/// The phase's figures, with its ceiling and what bounds it.
+fn latency(calls: &[&Call], kind: Option<Kind>) -> String {
+    let l: Vec<f64> = calls
+        .iter()
+        .filter(|c| kind.is_none_or(|k| c.kind == k))
+        .map(|c| c.latency())
+        .collect();
+    let (n, p50, p99, max) = spread(l);
+    if n == 0 {
+        return "none".into();
+    }
+    format!("{n} calls, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms")
+}
+
+/// A phase's figures, for the summary over rounds.
+#[derive(Clone, Default)]
+struct Figures {
+    secs: f64,
+    rate: f64,
+    ceiling: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    held: usize,
+    daemon_us: f64,
+    writer_cores: f64,
+    client_us: f64,
+    client_cores: f64,
+    daemon_cores: f64,
+    other_cores: f64,
+    lag_p99: f64,
+    hwm_mb: f64,
+    /// Per operator call: p50 and p99 (ms), how many, how many failed.
+    operator: Vec<(&'static str, f64, f64, usize, usize)>,
+    bound: String,
+}
+
+/// The phase's figures, printed with its ceiling and what bounds it.
+#[allow(clippy::too_many_arguments)]
 fn report(
     p: &Phase,
     records: &[Record],
@@ -706,7 +1071,9 @@ fn report(
     step_ms: u64,
     cores: f64,
     sweeps: &[Window],
-) {
+    samples: &[Sample],
+    lag: &[(f64, f64)],
+) -> Figures {
     let secs = p.end - p.start;
     let calls: Vec<&Call> = records
         .iter()
@@ -722,28 +1089,51 @@ fn report(
         );
     }
     // What an infinitely fast daemon would give: each agent's calls take no time, so it is
-    // done once its pauses in the phase (steps, waits it was told) have passed.
+    // done once its pauses in the phase (steps, waits it was told, holds) have passed.
+    let ideal = |end_of: &dyn Fn(&Record) -> f64| {
+        records
+            .iter()
+            .map(|r| {
+                let last = end_of(r);
+                r.pauses
+                    .iter()
+                    .map(|&(s, d)| ((s + d).min(last) - s.max(p.start)).max(0.0))
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max)
+    };
     let (ceiling, how) = match p.pacing {
-        Pacing::Heartbeat(ms) => (
-            agents as f64 * 1000.0 / ms as f64,
-            format!("{agents} agents / {ms} ms heartbeat"),
-        ),
-        Pacing::Steps(ref note) => {
-            let ideal = records
+        Pacing::Idle => {
+            // Each agent's pauses over the phase, against the phase's length: an infinitely
+            // fast daemon answers as many calls as fit in what the pauses leave.
+            let paused: Vec<f64> = records
                 .iter()
                 .map(|r| {
-                    let last = r
-                        .calls
-                        .iter()
-                        .filter(|c| c.kind == Kind::Result && c.at >= p.start && c.at < p.end)
-                        .map(|c| c.at)
-                        .fold(p.start, f64::max);
                     r.pauses
                         .iter()
-                        .map(|&(s, d)| ((s + d).min(last) - s.max(p.start)).max(0.0))
+                        .map(|&(s, d)| ((s + d).min(p.end) - s.max(p.start)).max(0.0))
                         .sum::<f64>()
                 })
-                .fold(0.0, f64::max);
+                .collect();
+            let mean = paused.iter().sum::<f64>() / paused.len().max(1) as f64;
+            let per = calls.len() as f64 / agents.max(1) as f64;
+            let interval = mean / per.max(1e-9);
+            (
+                agents as f64 / interval.max(1e-9),
+                format!(
+                    "{agents} agents, each waiting {:.0} ms between calls (held or told)",
+                    interval * 1000.0
+                ),
+            )
+        }
+        Pacing::Steps(ref note) => {
+            let ideal = ideal(&|r: &Record| {
+                r.calls
+                    .iter()
+                    .filter(|c| c.kind == Kind::Result && c.at >= p.start && c.at < p.end)
+                    .map(|c| c.at)
+                    .fold(p.start, f64::max)
+            });
             let steady = if step_ms == 0 {
                 "unbounded (closed loop)".to_string()
             } else {
@@ -766,6 +1156,14 @@ fn report(
         calls.len(),
         share * 100.0
     );
+    let held = calls.iter().filter(|c| c.held > 0.0).count();
+    if held > 0 {
+        println!(
+            "  of which held by the master while nothing was due: {held} (their held time is \
+             not latency)"
+        );
+    }
+    let (_, p50, p99, max) = spread(calls.iter().map(|c| c.latency()).collect());
     println!("latency, all calls: {}", latency(&calls, None));
     println!("  next: {}", latency(&calls, Some(Kind::Next)));
     println!("  result: {}", latency(&calls, Some(Kind::Result)));
@@ -775,34 +1173,99 @@ fn report(
     let per = |cpu: f64| cpu * 1e6 / calls.len().max(1) as f64;
     let used = (p.cpu + p.own) / secs;
     let busy = p.busy / secs;
+    let other = (busy - used).max(0.0);
     println!(
-        "daemon CPU {:.1} s = {:.0} µs per call (the agents: {:.0} µs); of the machine's {cores} cores \
-         {busy:.2} were busy: daemon {:.2}, agents {:.2}, other processes {:.2}",
+        "daemon CPU {:.1} s = {:.0} µs per call (its writer thread {:.2} of a core); the client \
+         {:.1} s = {:.0} µs per call; of the machine's {cores} cores {busy:.2} were busy: daemon \
+         {:.2}, client {:.2}, other processes {other:.2}",
         p.cpu,
         per(p.cpu),
+        p.writer / secs,
+        p.own,
         per(p.own),
         p.cpu / secs,
         p.own / secs,
-        (busy - used).max(0.0)
+    );
+    let lags: Vec<f64> = lag
+        .iter()
+        .filter(|(at, _)| *at >= p.start && *at < p.end)
+        .map(|(_, l)| *l)
+        .collect();
+    let (_, lag50, lag99, lagmax) = spread(lags);
+    println!(
+        "client timers late by p50 {lag50:.1} ms, p99 {lag99:.1} ms, max {lagmax:.1} ms \
+         (a late client adds that much to the agents' latencies)"
     );
     println!(
         "daemon RSS: peak (VmHWM) {} MB, now {} MB",
         p.hwm_kb / 1024,
         p.rss_kb / 1024
     );
+    let mut operator = Vec::new();
+    for what in OPERATOR {
+        let s: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.what == what && s.at >= p.start && s.at < p.end)
+            .collect();
+        if s.is_empty() {
+            continue;
+        }
+        let failed = s.iter().filter(|s| s.status != 200).count();
+        let (n, p50, p99, max) = spread(s.iter().map(|s| s.secs).collect());
+        println!(
+            "  operator {what}: {n} calls, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms{}",
+            if failed > 0 {
+                format!(", {failed} not 200")
+            } else {
+                String::new()
+            }
+        );
+        operator.push((what, p50, p99, n, failed));
+    }
     report_sweeps(p, &calls, sweeps);
     let bound = if share >= 0.9 {
         "the agents' pacing: the rate says nothing about the daemon (its latency and CPU per call do)"
             .to_string()
+    } else if lag99 > 0.5 * p99.max(1.0) && lag99 > 5.0 {
+        format!(
+            "the client: its timers are {lag99:.0} ms late at p99 ({:.2} cores)",
+            p.own / secs
+        )
     } else if busy >= 0.9 * cores {
         format!(
-            "CPU: the daemon, the {agents} client threads and the machine's other processes \
-             keep its {cores} cores busy (daemon + agents {used:.2})"
+            "CPU: the daemon ({:.2}), the client ({:.2}) and the machine's other processes \
+             ({other:.2}) keep its {cores} cores busy",
+            p.cpu / secs,
+            p.own / secs
+        )
+    } else if p.writer / secs > 0.85 {
+        format!(
+            "the daemon's writer thread ({:.2} of a core)",
+            p.writer / secs
         )
     } else {
         "the daemon's latency (neither the pacing nor the CPU is used up)".to_string()
     };
     println!("bound: {bound}");
+    Figures {
+        secs,
+        rate,
+        ceiling,
+        p50,
+        p99,
+        max,
+        held,
+        daemon_us: per(p.cpu),
+        writer_cores: p.writer / secs,
+        client_us: per(p.own),
+        client_cores: p.own / secs,
+        daemon_cores: p.cpu / secs,
+        other_cores: other,
+        lag_p99: lag99,
+        hwm_mb: p.hwm_kb as f64 / 1024.0,
+        operator,
+        bound,
+    }
 }
 
 /// The BMC sweeps that overlapped phase `p`, and the agent calls that overlapped them beside
@@ -856,21 +1319,17 @@ fn timeline(records: &[Record]) {
             ("result", Kind::Result),
             ("hello", Kind::Hello),
         ] {
-            let mut l: Vec<f64> = calls
+            let l: Vec<f64> = calls
                 .iter()
                 .filter(|c| c.kind == kind && c.at >= w && c.at < w + 0.5)
-                .map(|c| c.secs)
+                .map(|c| c.latency())
                 .collect();
-            if l.is_empty() {
+            let (n, p50, p99, max) = spread(l);
+            if n == 0 {
                 continue;
             }
-            l.sort_by(f64::total_cmp);
             eprintln!(
-                "{w:6.1} s {name:6} {:5} calls  p50 {:6.1}  p99 {:6.1}  max {:6.1} ms",
-                l.len(),
-                pct(&l, 0.5),
-                pct(&l, 0.99),
-                l[l.len() - 1] * 1000.0
+                "{w:6.1} s {name:6} {n:5} calls  p50 {p50:6.1}  p99 {p99:6.1}  max {max:6.1} ms"
             );
         }
         w += 0.5;
@@ -893,7 +1352,7 @@ fn deploy(api: &Api, cluster: i64) -> (i64, f64) {
 }
 
 /// Wait until the agents' accepted results reach `results` and deployment `id` is done;
-/// returns its summary. Gives up (and says so) when no result comes for 60 s.
+/// returns its summary. Gives up (and says so) when no result comes for 90 s.
 fn wait_done(api: &Api, shared: &Shared, cluster: i64, id: i64, results: usize) -> Value {
     let mut seen = (shared.results.load(Ordering::Relaxed), Instant::now());
     loop {
@@ -903,8 +1362,8 @@ fn wait_done(api: &Api, shared: &Shared, cluster: i64, id: i64, results: usize) 
         }
         if now != seen.0 {
             seen = (now, Instant::now());
-        } else if seen.1.elapsed() > Duration::from_secs(60) {
-            eprintln!("no result for 60 s: {now} of {results}");
+        } else if seen.1.elapsed() > Duration::from_secs(90) {
+            eprintln!("no result for 90 s: {now} of {results}");
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -924,16 +1383,23 @@ fn wait_done(api: &Api, shared: &Shared, cluster: i64, id: i64, results: usize) 
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let nums: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
-    let day2 = args.iter().any(|a| a == "day2");
-    let n = nums.first().copied().unwrap_or(1000) as usize;
-    let step_ms = nums.get(1).copied().unwrap_or(250);
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
+/// What the bench was asked to do.
+struct Setup {
+    agents: usize,
+    step_ms: u64,
+    day2: bool,
+    hold: bool,
+    client_threads: usize,
+    operator: bool,
+    cores: f64,
+}
+
+/// One round: a new daemon of `bin`, the nodes, the phases; returns each phase's figures.
+fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)> {
+    let n = setup.agents;
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = Daemon(
-        Command::new(stoker_bin())
+        Command::new(bin)
             .current_dir(dir.path())
             .args([
                 "serve",
@@ -950,12 +1416,22 @@ fn main() {
     let pid = child.0.id();
     let stderr = child.0.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
+    let addr: SocketAddr = loop {
         let line = lines.next().expect("daemon exited").expect("log line");
         if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap_or("").to_string();
+            break rest
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .parse()
+                .expect("address");
         }
     };
+    println!(
+        "daemon {} (pid {pid}), open-file limit {}",
+        bin.to_string_lossy(),
+        open_files_limit(pid)
+    );
     let sweep_log: Arc<Mutex<Vec<SweepLog>>> = Arc::default();
     {
         let sweep_log = Arc::clone(&sweep_log);
@@ -966,6 +1442,8 @@ fn main() {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .push(s);
+                } else if line.contains("ERROR") || line.contains("Too many open files") {
+                    eprintln!("daemon: {line}");
                 }
             }
         });
@@ -985,8 +1463,9 @@ fn main() {
     );
     assert_eq!(status, 201, "sign-in: {login}");
     api.token = login["token"].as_str().expect("token").to_string();
+    let session = form_login(&base, password.trim());
 
-    let package = bench_release(dir.path());
+    let package = bench_release(dir.path(), bin);
     let installed: Value = {
         let mut r = api
             .agent
@@ -1051,86 +1530,156 @@ fn main() {
         );
     }
 
-    // Hello, one by one; the hello is rate-limited per client address, so each node comes
-    // from a 127.0.0.0/8 address of its own.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(setup.client_threads)
+        .enable_all()
+        .build()
+        .expect("client runtime");
+
+    // Hello, 64 at a time; the hello is rate-limited per client address, so each node comes
+    // from a 127.0.0.0/8 address of its own. Then the compute role, 1,000 nodes a call.
     let started = Instant::now();
-    let mut sims = Vec::new();
-    for i in 0..n {
-        let mac = format!(
-            "52:54:01:{:02x}:{:02x}:{:02x}",
-            (i >> 16) & 0xff,
-            (i >> 8) & 0xff,
-            i & 0xff
-        );
-        let inv = server_inventory(i, &mac);
-        let src = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
-        let mut reply = post_from(&addr, src, "/api/v1/agent/hello", &inv);
-        while reply["node"]["id"].as_i64().is_none() && reply["code"] == "rate_limited" {
-            std::thread::sleep(Duration::from_millis(50));
-            reply = post_from(&addr, src, "/api/v1/agent/hello", &inv);
+    let hellos: Vec<Option<Sim>> = rt.block_on(async {
+        let next = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..64 {
+            let next = Arc::clone(&next);
+            workers.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return out;
+                    }
+                    let mac = format!(
+                        "52:54:01:{:02x}:{:02x}:{:02x}",
+                        (i >> 16) & 0xff,
+                        (i >> 8) & 0xff,
+                        i & 0xff
+                    );
+                    let inv = server_inventory(i, &mac);
+                    let src = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 2) as u8);
+                    let mut reply = post_from(addr, src, "/api/v1/agent/hello", &inv).await;
+                    while reply["node"]["id"].as_i64().is_none()
+                        && (reply["code"] == "rate_limited" || reply.is_null())
+                    {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        reply = post_from(addr, src, "/api/v1/agent/hello", &inv).await;
+                    }
+                    let id = reply["node"]["id"].as_i64().unwrap_or(0);
+                    let token = reply["agent_token"].as_str().unwrap_or("").to_string();
+                    if id == 0 {
+                        eprintln!("hello {i} refused: {reply}; continuing with fewer agents");
+                        out.push((i, None));
+                        continue;
+                    }
+                    out.push((
+                        i,
+                        Some(Sim {
+                            id,
+                            mac,
+                            src,
+                            token,
+                        }),
+                    ));
+                }
+            }));
         }
-        let id = reply["node"]["id"].as_i64().unwrap_or(0);
-        let token = reply["agent_token"].as_str().unwrap_or("").to_string();
-        if id == 0 {
-            eprintln!("hello {i} refused: {reply}; continuing with fewer agents");
-            continue;
+        let mut all = Vec::new();
+        for w in workers {
+            all.extend(w.await.expect("hello task"));
         }
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, s)| s).collect()
+    });
+    let sims: Vec<Sim> = hellos.into_iter().flatten().collect();
+    for chunk in sims.chunks(1000) {
+        let body: Vec<Value> = chunk
+            .iter()
+            .map(|s| json!({"id": s.id, "roles": ["compute"]}))
+            .collect();
         let (status, r) = api.call(
-            "PUT",
-            &format!("/api/v1/clusters/{cluster}/nodes/{id}"),
-            Some(&json!({"roles": ["compute"]})),
+            "POST",
+            &format!("/api/v1/clusters/{cluster}/assignment"),
+            Some(&json!(body)),
         );
         assert_eq!(status, 200, "assign: {r}");
-        sims.push(Sim {
-            id,
-            mac,
-            src,
-            token,
-        });
     }
     let n = sims.len();
     println!(
-        "agents: {n}, each step {step_ms} ms; hello+assign {:.1} s",
-        started.elapsed().as_secs_f64()
+        "agents: {n}, each step {step} ms, {how}, client on {} thread(s); hello+assign {:.1} s",
+        setup.client_threads,
+        started.elapsed().as_secs_f64(),
+        step = setup.step_ms,
+        how = if setup.hold {
+            format!("asking the master to hold each next up to {HOLD_S} s")
+        } else {
+            "polling (not asking to be held)".to_string()
+        },
     );
 
+    let (stop, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         t0: Instant::now(),
-        stop: Mutex::new(false),
-        wake: Condvar::new(),
+        stop,
         results: AtomicUsize::new(0),
         retry_ms: AtomicU64::new(0),
+        hold: setup.hold,
+        held: AtomicUsize::new(0),
     });
+    let lag: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
+    rt.spawn(ticker(Arc::clone(&shared), Arc::clone(&lag)));
     let mut phases = Vec::new();
-    let phase = |name, start: f64, cpu0: (f64, f64, f64), pacing, summary| Phase {
+    let phase = |name, start: f64, cpu0: (f64, f64, f64, f64), pacing, summary| Phase {
         name,
         start,
         end: shared.at(),
         cpu: cpu_s(pid) - cpu0.0,
         own: cpu_s(std::process::id()) - cpu0.1,
         busy: machine_s().0 - cpu0.2,
+        writer: thread_cpu_s(pid, "stoker-writer") - cpu0.3,
         pacing,
         summary,
         hwm_kb: status_kb(pid, "VmHWM:"),
         rss_kb: status_kb(pid, "VmRSS:"),
     };
-    let cpus = || (cpu_s(pid), cpu_s(std::process::id()), machine_s().0);
+    let cpus = || {
+        (
+            cpu_s(pid),
+            cpu_s(std::process::id()),
+            machine_s().0,
+            thread_cpu_s(pid, "stoker-writer"),
+        )
+    };
 
     // The first deployment: the agents start after Deploy, their first asks spread over the
     // second they were polling in before (the bootstrap agent's retry_after_ms).
     let (dep, plan_s) = deploy(&api, cluster);
     println!("first Deploy (plan + runs stored) {plan_s:.2} s");
+    let current = Arc::new(AtomicI64::new(dep));
+    let operator_stop = Arc::new(AtomicBool::new(false));
+    let sampler = setup.operator.then(|| {
+        let (base, token, shared, current, stop) = (
+            base.clone(),
+            api.token.clone(),
+            Arc::clone(&shared),
+            Arc::clone(&current),
+            Arc::clone(&operator_stop),
+        );
+        std::thread::spawn(move || operator(base, token, session, cluster, current, shared, stop))
+    });
     let (start, cpu0) = (shared.at(), cpus());
-    let threads: Vec<_> = sims
+    let tasks: Vec<_> = sims
         .into_iter()
         .map(|sim| {
-            let addr = addr.clone();
-            let shared = Arc::clone(&shared);
             let first = Duration::from_millis((sim.id as u64).wrapping_mul(7919) % 1000);
-            std::thread::Builder::new()
-                .stack_size(256 * 1024)
-                .spawn(move || run_node(sim, &addr, step_ms, first, &shared))
-                .expect("agent thread")
+            rt.spawn(run_node(
+                sim,
+                addr,
+                setup.step_ms,
+                first,
+                Arc::clone(&shared),
+            ))
         })
         .collect();
     let summary = wait_done(&api, &shared, cluster, dep, n * FIRST_STEPS);
@@ -1142,16 +1691,15 @@ fn main() {
         Some(summary),
     ));
 
-    if day2 {
-        // Every node ready, its service agent calling once per heartbeat.
+    if setup.day2 {
+        // Every node ready, its service agent asking for work (held, or polling).
         let (start, cpu0) = (shared.at(), cpus());
         std::thread::sleep(Duration::from_secs(IDLE_S));
-        let heartbeat = shared.retry_ms.load(Ordering::Relaxed);
         phases.push(phase(
             "ready, idle (heartbeats)",
             start,
             cpu0,
-            Pacing::Heartbeat(heartbeat),
+            Pacing::Idle,
             None,
         ));
         // Day 2: one setting changes; only the task watching it runs again, on every node.
@@ -1163,23 +1711,43 @@ fn main() {
         let (start, cpu0) = (shared.at(), cpus());
         let before = shared.results.load(Ordering::Relaxed);
         let (dep, plan_s) = deploy(&api, cluster);
+        current.store(dep, Ordering::Relaxed);
         println!("\nday-2 Deploy (plan + runs stored) {plan_s:.2} s, within the redeploy phase");
         let summary = wait_done(&api, &shared, cluster, dep, before + n);
+        let heartbeat = shared.retry_ms.load(Ordering::Relaxed);
         phases.push(phase(
             "redeploy after one setting changed",
             start,
             cpu0,
-            Pacing::Steps(format!(
-                ": up to a heartbeat ({heartbeat} ms) before each asks, then its one step"
-            )),
+            Pacing::Steps(if setup.hold {
+                ": each held until its run was due, then its one step".to_string()
+            } else {
+                format!(": up to a heartbeat ({heartbeat} ms) before each asks, then its one step")
+            }),
             Some(summary),
         ));
     }
+    operator_stop.store(true, Ordering::Relaxed);
+    let samples = sampler
+        .map(|s| s.join().unwrap_or_default())
+        .unwrap_or_default();
     shared.end();
-    let records: Vec<Record> = threads
-        .into_iter()
-        .map(|t| t.join().unwrap_or_else(|_| Record::default()))
-        .collect();
+    let records: Vec<Record> = rt.block_on(async {
+        let mut out = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            out.push(t.await.unwrap_or_default());
+        }
+        out
+    });
+    // Stop the daemon with the agents' connections still open (and, held, their calls).
+    let stop_t = Instant::now();
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    let _ = child.0.wait();
+    println!(
+        "daemon stopped {:.2} s after SIGTERM",
+        stop_t.elapsed().as_secs_f64()
+    );
+    drop(rt);
     if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
         timeline(&records);
     }
@@ -1196,7 +1764,184 @@ fn main() {
             }
         })
         .collect();
-    for p in &phases {
-        report(p, &records, n, step_ms, cores, &windows);
+    let lag = lag.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    phases
+        .iter()
+        .map(|p| {
+            (
+                p.name,
+                report(
+                    p,
+                    &records,
+                    n,
+                    setup.step_ms,
+                    setup.cores,
+                    &windows,
+                    &samples,
+                    &lag,
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Median, min and max of `v`.
+fn mid(mut v: Vec<f64>) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
     }
+    v.sort_by(f64::total_cmp);
+    let m = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    (m, v[0], v[v.len() - 1])
+}
+
+/// "median (min–max)" with `digits` decimals.
+fn cell(v: Vec<f64>, digits: usize) -> String {
+    let (m, lo, hi) = mid(v);
+    format!("{m:.digits$} ({lo:.digits$}–{hi:.digits$})")
+}
+
+/// The summary over rounds: a markdown table per binary and phase.
+fn summary(setup: &Setup, runs: &[(String, Vec<(&'static str, Figures)>)]) {
+    let mut labels: Vec<&String> = Vec::new();
+    for (l, _) in runs {
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    let phases: Vec<&'static str> = runs
+        .first()
+        .map(|(_, ps)| ps.iter().map(|(p, _)| *p).collect())
+        .unwrap_or_default();
+    println!(
+        "\n## Summary: {} agents, STEP_MS {}, {} round(s) per binary, medians (min–max)\n",
+        setup.agents,
+        setup.step_ms,
+        runs.len() / labels.len().max(1)
+    );
+    println!(
+        "| binary | phase | messages/s | % of pacing ceiling | p50 ms | p99 ms | max ms | daemon \
+         µs/call | daemon cores (writer) | client µs/call (cores) | other processes' cores | \
+         client timer lag p99 ms | daemon VmHWM MB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for label in &labels {
+        for phase in &phases {
+            let figs: Vec<&Figures> = runs
+                .iter()
+                .filter(|(l, _)| l == *label)
+                .flat_map(|(_, ps)| ps.iter().filter(|(p, _)| p == phase).map(|(_, f)| f))
+                .collect();
+            let col = |f: &dyn Fn(&Figures) -> f64, d| cell(figs.iter().map(|x| f(x)).collect(), d);
+            println!(
+                "| {label} | {phase} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} |",
+                col(&|f| f.rate, 0),
+                col(&|f| 100.0 * f.rate / f.ceiling.max(1e-9), 0),
+                col(&|f| f.p50, 1),
+                col(&|f| f.p99, 1),
+                col(&|f| f.max, 0),
+                col(&|f| f.daemon_us, 0),
+                col(&|f| f.daemon_cores, 2),
+                col(&|f| f.writer_cores, 2),
+                col(&|f| f.client_us, 0),
+                col(&|f| f.client_cores, 2),
+                col(&|f| f.other_cores, 2),
+                col(&|f| f.lag_p99, 1),
+                col(&|f| f.hwm_mb, 0),
+            );
+        }
+    }
+    if runs
+        .iter()
+        .any(|(_, ps)| ps.iter().any(|(_, f)| !f.operator.is_empty()))
+    {
+        println!(
+            "\n| binary | phase | operator call | p50 ms | p99 ms | calls per round | not 200 |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        for label in &labels {
+            for phase in &phases {
+                for what in OPERATOR {
+                    let figs: Vec<(f64, f64, usize, usize)> = runs
+                        .iter()
+                        .filter(|(l, _)| l == *label)
+                        .flat_map(|(_, ps)| ps.iter().filter(|(p, _)| p == phase))
+                        .filter_map(|(_, f)| {
+                            f.operator
+                                .iter()
+                                .find(|o| o.0 == what)
+                                .map(|o| (o.1, o.2, o.3, o.4))
+                        })
+                        .collect();
+                    if figs.is_empty() {
+                        continue;
+                    }
+                    println!(
+                        "| {label} | {phase} | {what} | {} | {} | {} | {} |",
+                        cell(figs.iter().map(|f| f.0).collect(), 1),
+                        cell(figs.iter().map(|f| f.1).collect(), 1),
+                        cell(figs.iter().map(|f| f.2 as f64).collect(), 0),
+                        figs.iter().map(|f| f.3).sum::<usize>()
+                    );
+                }
+            }
+        }
+    }
+    println!("\nWhat bounds each round's rate:");
+    for (label, ps) in runs {
+        for (phase, f) in ps {
+            println!(
+                "- {label}, {phase} ({:.0} s, {} held calls): {}",
+                f.secs, f.held, f.bound
+            );
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let nums: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let rounds: usize = args
+        .iter()
+        .find_map(|a| a.strip_prefix("rounds=")?.parse().ok())
+        .unwrap_or(1);
+    let env_on = |k: &str, default: bool| {
+        std::env::var(k).map_or(default, |v| !matches!(v.as_str(), "" | "0" | "no"))
+    };
+    let setup = Setup {
+        agents: nums.first().copied().unwrap_or(1000) as usize,
+        step_ms: nums.get(1).copied().unwrap_or(250),
+        day2: args.iter().any(|a| a == "day2"),
+        hold: !env_on("STOKER_BENCH_POLL", false),
+        client_threads: std::env::var("STOKER_BENCH_CLIENT_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1),
+        operator: env_on("STOKER_BENCH_OPERATOR", true),
+        cores: std::thread::available_parallelism().map_or(1, |c| c.get()) as f64,
+    };
+    let limit = raise_open_files();
+    println!("open-file limit {limit} (the daemon inherits it)");
+    let new = stoker_bin();
+    let mut bins: Vec<(String, std::ffi::OsString)> = Vec::new();
+    if let Some(base) = std::env::var_os("STOKER_BENCH_BASELINE") {
+        bins.push(("baseline".into(), base));
+    }
+    bins.push(("stoker".into(), new));
+    let mut runs = Vec::new();
+    for round in 0..rounds {
+        for (label, bin) in &bins {
+            println!(
+                "\n# round {} of {rounds}: {label} ({})",
+                round + 1,
+                bin.to_string_lossy()
+            );
+            runs.push((label.clone(), run_once(bin, &setup)));
+        }
+    }
+    summary(&setup, &runs);
 }

@@ -167,10 +167,33 @@ fn admin_network(config: &Config) -> crate::engine::network::NetworkGroup {
     }
 }
 
+/// Every node's agent keeps a connection to the master (its held `next`, keep-alive), so
+/// 10,000 nodes need more open files than the 1,024 a process gets by default: the soft limit
+/// is raised to the hard one (the systemd unit sets both), and a limit too low for that is said.
+fn raise_open_files() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(err) = setrlimit(Resource::Nofile, limit) {
+            tracing::debug!(%err, "cannot raise the open-file limit");
+        }
+    }
+    match getrlimit(Resource::Nofile).current {
+        Some(n) if n < 16_384 => tracing::warn!(
+            limit = n,
+            "open files are limited to {n}: each node's agent holds a connection, so fewer \
+             nodes than that can be served at once; raise LimitNOFILE (ulimit -n)"
+        ),
+        n => tracing::info!(limit = ?n, "open-file limit"),
+    }
+}
+
 impl Daemon {
     /// Prepare everything that can fail before the daemon reports ready. Must be called inside a
     /// Tokio runtime.
     pub fn start(config: &Config) -> anyhow::Result<Daemon> {
+        raise_open_files();
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!("cannot create data directory {}", config.data_dir.display())
         })?;
@@ -453,7 +476,11 @@ impl Daemon {
         tokio::select! {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
+                // Agents' calls held for work are answered now (`wait`), not at their end.
+                self.store.stop_holding();
                 let _ = stop_tx.send(true);
+                // Event streams never finish by themselves: end them first.
+                self.store.events().close();
                 handle.stop(true).await;
                 server.await.context("HTTP server task failed")??;
             }

@@ -17,6 +17,7 @@ pub mod demo;
 pub mod deployer;
 pub mod dhcp;
 pub mod engine;
+pub mod events;
 pub mod facts;
 pub mod graphs;
 pub mod http;

@@ -491,7 +491,7 @@ fn stoker_user_works_through_the_api_and_offline() {
     assert!(out.contains("carol") && out.contains("operator"), "{out}");
     // Without a token the CLI says how to get one.
     let (code, _, err) = run(&["user", "list", "--url", &url], None, "");
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(5), "not authorized");
     assert!(err.contains("stoker login"), "{err}");
     // `stoker login` keeps a token for later commands.
     let (code, out, err) = run(
@@ -502,7 +502,7 @@ fn stoker_user_works_through_the_api_and_offline() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("operator"), "{out}");
     let (code, _, err) = run(&["user", "list", "--url", &url], None, "");
-    assert_eq!(code, Some(1), "an operator may not list users");
+    assert_eq!(code, Some(5), "an operator may not list users");
     assert!(err.contains("403"), "{err}");
     // Offline is refused while a daemon serves the database.
     let data = d.db_path().parent().unwrap().to_path_buf();

@@ -1011,7 +1011,7 @@ fn the_cli_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains(&format!("node {node}: off done")), "{out}");
     assert_eq!(bmc.state().resets, vec!["ForceOff"]);
-    // A node without a BMC among them: refused, nothing done, exit 1.
+    // A node without a BMC among them: refused by the master, nothing done, exit 4.
     let plain = d
         .http()
         .post(
@@ -1022,7 +1022,7 @@ fn the_cli_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
         .as_i64()
         .unwrap();
     let (code, out) = stoker(&["node", "power", "on", &id, &plain.to_string()], "");
-    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(code, Some(4), "{out}");
     assert!(out.contains(&format!("node {plain} has no BMC")), "{out}");
     assert_eq!(bmc.state().resets, vec!["ForceOff"], "nothing was sent");
     // An empty password on standard input is refused before anything is sent.

@@ -43,7 +43,7 @@ impl Node {
     }
 
     /// What the agent now running on the node authenticates with.
-    fn bearer(&self) -> String {
+    pub(crate) fn bearer(&self) -> String {
         self.os_token
             .borrow()
             .clone()

@@ -12,7 +12,7 @@ use stoker::config::Layers;
 
 use crate::common::TestDaemon;
 
-struct Client {
+pub(crate) struct Client {
     socket: UdpSocket,
     server: SocketAddr,
 }
@@ -81,7 +81,7 @@ impl Client {
     }
 }
 
-fn mac(last: u8) -> [u8; 6] {
+pub(crate) fn mac(last: u8) -> [u8; 6] {
     [0x52, 0x54, 0x00, 0xaa, 0x00, last]
 }
 
@@ -110,7 +110,7 @@ fn option(m: &Message, code: OptionCode) -> Option<&DhcpOption> {
 }
 
 /// DISCOVER → OFFER → REQUEST → ACK; returns the address.
-fn dora(c: &Client, mac: [u8; 6], xid: u32) -> Ipv4Addr {
+pub(crate) fn dora(c: &Client, mac: [u8; 6], xid: u32) -> Ipv4Addr {
     let offer = c.exchange(&request(MessageType::Discover, mac, xid));
     assert_eq!(msg_type(&offer), MessageType::Offer);
     assert_eq!(offer.xid(), xid);
@@ -125,7 +125,7 @@ fn dora(c: &Client, mac: [u8; 6], xid: u32) -> Ipv4Addr {
     ack.yiaddr()
 }
 
-fn start() -> (TestDaemon, Client) {
+pub(crate) fn start() -> (TestDaemon, Client) {
     let socket = client_socket();
     let d = daemon_with(
         tempfile::tempdir().unwrap(),

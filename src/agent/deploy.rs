@@ -25,6 +25,10 @@ pub const TOKEN_FILE: &str = "stoker-agent.token";
 /// The last run's result and whether the master has it, in the state directory.
 pub const RUN_STATE_FILE: &str = "stoker-agent.run.json";
 
+/// How long the master may hold an ask for work while nothing is due (long-poll), in seconds:
+/// well within the API calls' 30 s timeout. The master answers as soon as a run is due.
+pub const HOLD_S: u64 = 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     #[error("simulated node {sandbox}: its installed OS cannot start: {detail}")]
@@ -647,7 +651,13 @@ impl MasterApi for HttpMaster {
     }
 
     fn next(&self, node_id: i64) -> Call<NextReply> {
-        self.post("/api/v1/agent/next", &NextRequest { node_id })
+        self.post(
+            "/api/v1/agent/next",
+            &NextRequest {
+                node_id,
+                wait_s: Some(HOLD_S),
+            },
+        )
     }
 
     fn output(&self, run_id: i64, report: &OutputReport) {

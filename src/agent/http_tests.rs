@@ -119,7 +119,8 @@ fn http_master_maps_statuses_and_sends_the_token() {
     assert_eq!(log[0].auth.as_deref(), Some("Bearer tok-1"));
     assert_eq!(
         serde_json::from_slice::<Value>(&log[0].body).unwrap(),
-        json!({"node_id": 7})
+        json!({"node_id": 7, "wait_s": crate::agent::deploy::HOLD_S}),
+        "the agent lets the master hold its ask (long-poll)"
     );
     drop(log);
     assert!(matches!(

@@ -10,6 +10,11 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextRequest {
     pub node_id: i64,
+    /// How long the master may hold the call while nothing is due for the node, in seconds
+    /// (long-poll): it answers as soon as a run is due, or `wait` with `retry_after_ms` 0 when
+    /// the time is up. A master that does not hold calls ignores it and answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_s: Option<u64>,
 }
 
 /// The master's answer to `next`.
@@ -127,6 +132,25 @@ mod tests {
         };
         assert_eq!(run.task.unwrap().kind, "shell");
         assert_eq!(run.step.args, Value::Null);
+    }
+
+    #[test]
+    fn a_next_request_asks_to_be_held_only_when_it_says_so() {
+        let held = NextRequest {
+            node_id: 3,
+            wait_s: Some(20),
+        };
+        assert_eq!(
+            serde_json::to_value(&held).unwrap(),
+            json!({"node_id": 3, "wait_s": 20})
+        );
+        let polled: NextRequest = serde_json::from_value(json!({"node_id": 3})).unwrap();
+        assert_eq!(polled.wait_s, None);
+        assert_eq!(
+            serde_json::to_value(&polled).unwrap(),
+            json!({"node_id": 3}),
+            "an agent that polls sends what agents always sent"
+        );
     }
 
     #[test]

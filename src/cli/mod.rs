@@ -3,28 +3,40 @@
 //! opens the database while a daemon serves it, but to copy it for `backup` (SQLite's online
 //! backup API, which changes no row). `anyhow` is allowed here and in `main` only.
 //!
-//! Exit codes: 0 success, 1 failure, 2 bad usage or configuration.
+//! Exit codes: [`exit`] (0 success, 1 failure, 2 bad usage or configuration, 3 not found,
+//! 4 refused, 5 not authorized, 6 master unreachable).
+//!
+//! The API commands (`node`, `env`, `deployment`, `user`, `token`) share [`client`] (the
+//! master, the token, failures), [`output`] (tables, `-o json|yaml`, colour) and [`resolve`]
+//! (names to ids).
 
 mod agent;
 mod backup;
 mod client;
 mod config_args;
+mod deployment;
+mod env;
+pub mod exit;
+mod follow;
+mod generate;
 mod graph;
 mod node;
+pub mod output;
 mod plugin;
+mod resolve;
 mod serve;
 mod user;
 mod yaql;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use config_args::ConfigArgs;
 
 /// stoker: a lightweight Fuel master in one binary.
 #[derive(Debug, Parser)]
-#[command(name = "stoker", version, about, long_about = None)]
+#[command(name = "stoker", version, about, long_about = None, after_help = exit::HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -85,10 +97,27 @@ pub enum Command {
         #[command(subcommand)]
         command: user::TokenCommand,
     },
-    /// Nodes' power and BMCs, through the API
+    /// Nodes: list, show, delete, power and BMCs, through the API
     Node {
         #[command(subcommand)]
         command: node::NodeCommand,
+    },
+    /// Environments: create, assign nodes, settings, plan, deploy (and follow), abort, retry
+    Env {
+        #[command(subcommand)]
+        command: env::EnvCommand,
+    },
+    /// Deployments: list, show, follow, and the output of a node's steps
+    Deployment {
+        #[command(subcommand)]
+        command: deployment::DeploymentCommand,
+    },
+    /// Print a shell completion script (install it as the README says)
+    Completions { shell: clap_complete::Shell },
+    /// Write the man pages (stoker.1 and one per subcommand) into a directory
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: std::path::PathBuf,
     },
     /// Back up the master (database, BMC key, TLS identity, plugins) into one file while it
     /// serves
@@ -103,19 +132,43 @@ pub enum Command {
 }
 
 /// Exit code for bad usage or configuration, like clap's own usage errors.
-pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_USAGE: u8 = exit::USAGE;
 
-/// Turn a subcommand's result into an exit code, printing the error chain on failure.
+/// Turn a subcommand's result into an exit code, printing the error chain on failure; the
+/// code says what kind of failure it was ([`exit::code_of`]).
 fn report(result: anyhow::Result<ExitCode>) -> ExitCode {
     result.unwrap_or_else(|err| {
         eprintln!("stoker: {err:#}");
-        ExitCode::FAILURE
+        ExitCode::from(exit::code_of(&err))
+    })
+}
+
+/// The commands that call the master's API: their help (and every subcommand's) ends with
+/// the exit codes.
+const API_COMMANDS: &[&str] = &["node", "env", "deployment", "login", "user", "token"];
+
+/// The whole command line as clap sees it (for parsing, completions and man pages).
+pub fn command() -> clap::Command {
+    fn with_codes(cmd: clap::Command) -> clap::Command {
+        let subs: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        subs.iter().fold(cmd.after_help(exit::HELP), |cmd, name| {
+            cmd.mut_subcommand(name, with_codes)
+        })
+    }
+    API_COMMANDS.iter().fold(Cli::command(), |cmd, name| {
+        cmd.mut_subcommand(name, with_codes)
     })
 }
 
 /// Parse `std::env::args` and run the chosen subcommand.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Serve { config, demo_nodes } => serve::run(&config, demo_nodes),
         Command::Healthcheck {
@@ -133,6 +186,10 @@ pub fn run() -> ExitCode {
         Command::User { command } => report(user::run_user(command)),
         Command::Token { command } => report(user::run_token(command)),
         Command::Node { command } => report(node::run(command)),
+        Command::Env { command } => report(env::run(command)),
+        Command::Deployment { command } => report(deployment::run(command)),
+        Command::Completions { shell } => report(generate::completions(shell)),
+        Command::Man { dir } => report(generate::man(&dir)),
         Command::Version => {
             println!("stoker {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

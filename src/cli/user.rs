@@ -11,7 +11,8 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::client::{ClientArgs, token_file};
+use super::client::{ClientArgs, call, token_file};
+use super::output::{self, Out, OutputArgs, cell_text};
 use crate::auth::{Role, check_user_name, password};
 
 /// Where a user command acts: through the API of a running master, or on the database of a
@@ -31,6 +32,8 @@ pub enum UserCommand {
     List {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Add a user (the password is read from stdin with --password-stdin, else generated)
     Add {
@@ -79,6 +82,8 @@ pub enum TokenCommand {
         all: bool,
         #[command(flatten)]
         client: ClientArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Revoke a token by id
     Revoke {
@@ -107,36 +112,6 @@ fn new_password(from_stdin: bool) -> anyhow::Result<(String, bool)> {
     }
 }
 
-/// Call the API; the JSON answer for a 2xx, an error naming the status and message otherwise.
-pub(super) fn call(
-    client: &ClientArgs,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<Value> {
-    let url = format!("{}{path}", client.base()?);
-    let agent = client.agent()?;
-    let sent = match (method, body) {
-        ("GET", _) => client.authorized(agent.get(&url))?.call(),
-        ("DELETE", _) => client.authorized(agent.delete(&url))?.call(),
-        ("PUT", Some(b)) => client.authorized(agent.put(&url))?.send_json(b),
-        (_, Some(b)) => client.authorized(agent.post(&url))?.send_json(b),
-        (_, None) => client.authorized(agent.post(&url))?.send_empty(),
-    };
-    let mut resp = sent.with_context(|| format!("cannot reach the master at {url}"))?;
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if !(200..300).contains(&status) {
-        let msg = value["message"]
-            .as_str()
-            .unwrap_or(text.as_str())
-            .to_string();
-        bail!("the master refused ({status}): {msg}");
-    }
-    Ok(value)
-}
-
 /// Open the database of a stopped master (refused while one answers on its address).
 fn offline_store(client: &ClientArgs) -> anyhow::Result<crate::store::Store> {
     let config = client
@@ -158,16 +133,19 @@ fn offline_store(client: &ClientArgs) -> anyhow::Result<crate::store::Store> {
     Ok(crate::store::Store::open(&path)?)
 }
 
-fn print_users(users: &[Value]) {
-    println!("{:<24} {:<9} CREATED", "NAME", "ROLE");
-    for u in users {
-        println!(
-            "{:<24} {:<9} {}",
-            u["name"].as_str().unwrap_or(""),
-            u["role"].as_str().unwrap_or(""),
-            u["created_at"]
-        );
+fn print_users(out: &Out, users: Vec<Value>) -> anyhow::Result<()> {
+    if out.structured() {
+        return out.document(&Value::Array(users));
     }
+    let mut t = out.table(&["NAME", "ROLE", "CREATED"]);
+    for u in &users {
+        t.add_row(vec![
+            cell_text(&u["name"]),
+            cell_text(&u["role"]),
+            output::time(u["created_at"].as_i64()),
+        ]);
+    }
+    out.print_table(&t)
 }
 
 pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
@@ -175,6 +153,7 @@ pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         UserCommand::List {
             target: Target { client, offline },
+            output,
         } => {
             let users: Vec<Value> = if offline {
                 let store = offline_store(&client)?;
@@ -189,7 +168,7 @@ pub fn run_user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                     .cloned()
                     .unwrap_or_default()
             };
-            print_users(&users);
+            print_users(&Out::of(&output), users)?;
         }
         UserCommand::Add {
             name,
@@ -276,28 +255,34 @@ pub fn run_token(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
             );
             println!("{}", made["token"].as_str().unwrap_or(""));
         }
-        TokenCommand::List { all, client } => {
+        TokenCommand::List {
+            all,
+            client,
+            output,
+        } => {
             let path = if all {
                 "/api/v1/tokens?all=true"
             } else {
                 "/api/v1/tokens"
             };
             let list = call(&client, "GET", path, None)?;
-            println!(
-                "{:<6} {:<16} {:<20} {:<9} {:<9} EXPIRES",
-                "ID", "USER", "NAME", "KIND", "ROLE"
-            );
-            for t in list.as_array().into_iter().flatten() {
-                println!(
-                    "{:<6} {:<16} {:<20} {:<9} {:<9} {}",
-                    t["id"],
-                    t["user"].as_str().unwrap_or(""),
-                    t["name"].as_str().unwrap_or(""),
-                    t["kind"].as_str().unwrap_or(""),
-                    t["role"].as_str().unwrap_or(""),
-                    t["expires_at"]
-                );
+            let out = Out::of(&output);
+            if out.structured() {
+                out.document(&list)?;
+                return Ok(ExitCode::SUCCESS);
             }
+            let mut t = out.table(&["ID", "USER", "NAME", "KIND", "ROLE", "EXPIRES"]);
+            for tok in list.as_array().into_iter().flatten() {
+                t.add_row(vec![
+                    cell_text(&tok["id"]),
+                    cell_text(&tok["user"]),
+                    cell_text(&tok["name"]),
+                    cell_text(&tok["kind"]),
+                    cell_text(&tok["role"]),
+                    output::time(tok["expires_at"].as_i64()),
+                ]);
+            }
+            out.print_table(&t)?;
         }
         TokenCommand::Revoke { id, client } => {
             call(&client, "DELETE", &format!("/api/v1/tokens/{id}"), None)?;

@@ -643,7 +643,9 @@ pub fn restricted(item: &J, doc: &J, models: &Models) -> Restricted {
                     .push(r.message.clone().unwrap_or_else(|| r.condition.clone()));
             }
             Ok(_) => {}
-            Err(e) => out.messages.push(format!("restriction {:?}: {e}", r.condition)),
+            Err(e) => out
+                .messages
+                .push(format!("restriction {:?}: {e}", r.condition)),
         }
     }
     out

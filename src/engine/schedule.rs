@@ -49,11 +49,41 @@ pub struct Schedule {
     /// Node runs that may start but no agent has taken, and since when (the `now` of the
     /// first [`Schedule::overdue`] that saw them due).
     due: HashMap<i64, i64>,
+    /// Node runs that runs on other nodes wait for (cross-node waits): their end can make
+    /// another node's run due.
+    unblocks: std::collections::HashSet<i64>,
+    /// What the changes since [`Schedule::take_released`] may have made due for agents other
+    /// than the reporting one.
+    released: Released,
+}
+
+/// What changes to a schedule may have made due for nodes other than the one whose agent
+/// reported (whose agents may be waiting for work: `store::waiters`), so that only those are
+/// looked at again: every node (a new or rebuilt schedule, a stage or a cross-node wait done),
+/// a number of nodes (concurrency slots freed: that many can start), or named nodes (a master
+/// run done, a run made pending again).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Released {
+    pub everyone: bool,
+    pub slots: u64,
+    pub nodes: BTreeSet<i64>,
+}
+
+impl Released {
+    pub fn is_empty(&self) -> bool {
+        !self.everyone && self.slots == 0 && self.nodes.is_empty()
+    }
 }
 
 impl Schedule {
     pub fn new(views: Vec<RunView>) -> Schedule {
-        let mut s = Schedule::default();
+        let mut s = Schedule {
+            released: Released {
+                everyone: true,
+                ..Released::default()
+            },
+            ..Schedule::default()
+        };
         let mut lanes: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
         let mut stages: Vec<(u32, i64)> = Vec::new();
         for v in views {
@@ -100,6 +130,15 @@ impl Schedule {
                 s.running += 1;
                 if let Some(k) = &slot.concurrency {
                     *s.running_by_key.entry(k.clone()).or_default() += 1;
+                }
+            }
+        }
+        for slot in s.runs.values() {
+            if slot.node.is_some() {
+                for d in &slot.deps {
+                    if s.runs.get(d).is_some_and(|dep| dep.node != slot.node) {
+                        s.unblocks.insert(*d);
+                    }
                 }
             }
         }
@@ -201,6 +240,28 @@ impl Schedule {
             return;
         }
         let (node, pos, key) = (slot.node, slot.pos, slot.concurrency.clone());
+        let (capped, master) = (
+            slot.max_parallel.is_some(),
+            slot.runs_on == Location::Master,
+        );
+        if old == RunStatus::Running && capped && key.is_some() {
+            self.released.slots += 1;
+        }
+        if status.is_done() && !old.is_done() {
+            if self.unblocks.contains(&id) {
+                self.released.everyone = true;
+            } else if let (Some(n), true) = (node, master) {
+                self.released.nodes.insert(n);
+            }
+        } else if status == RunStatus::Pending {
+            // Made pending again (a retry): its node may take it.
+            match node {
+                Some(n) => {
+                    self.released.nodes.insert(n);
+                }
+                None => self.released.everyone = true,
+            }
+        }
         if old == RunStatus::Running {
             self.running = self.running.saturating_sub(1);
             if let Some(n) = key.as_ref().and_then(|k| self.running_by_key.get_mut(k)) {
@@ -261,6 +322,12 @@ impl Schedule {
         } else {
             self.ready.remove(&key);
         }
+    }
+
+    /// What the changes since the last call may have made due for other nodes' agents (see
+    /// [`Released`]); starts afresh.
+    pub fn take_released(&mut self) -> Released {
+        std::mem::take(&mut self.released)
     }
 
     /// Pending sync-node stages whose dependencies are all done, in order: the caller

@@ -57,6 +57,9 @@ pub enum ApiError {
         binary: &'static str,
         sha256: Option<String>,
     },
+    /// The master cannot take this now (too many open event streams): 503, try later.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -160,6 +163,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::MisdirectedRequest(_) => "misdirected_request",
             ApiError::UpgradeRequired { .. } => "agent_outdated",
+            ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
             ApiError::Store(e) => e.code(),
             ApiError::Planning(e) => e.code(),
@@ -186,6 +190,7 @@ impl ResponseError for ApiError {
             "plan_failed" | "bad_package" => StatusCode::UNPROCESSABLE_ENTITY,
             "rate_limited" => StatusCode::TOO_MANY_REQUESTS,
             "disk_full" => StatusCode::INSUFFICIENT_STORAGE,
+            "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -60,8 +60,14 @@ pub fn method_label(method: &Method) -> &'static str {
     }
 }
 
+/// How long a handler held its request by design (an agent's `next` waiting for work, in the
+/// answer's extensions): not part of the time to answer it.
+#[derive(Debug, Clone, Copy)]
+pub struct Held(pub std::time::Duration);
+
 /// Time and count one request (the outermost middleware: it sees every answer, refusals and
-/// redirects included). The request's route is the tag of the resource that answered it.
+/// redirects included). The request's route is the tag of the resource that answered it; the
+/// time a handler held it by design ([`Held`]) is left out.
 pub async fn measure(
     metrics: Arc<Metrics>,
     req: ServiceRequest,
@@ -76,7 +82,12 @@ pub async fn measure(
             res.request().app_data::<Route>(),
             method,
             res.status().as_u16(),
-            elapsed,
+            elapsed.saturating_sub(
+                res.response()
+                    .extensions()
+                    .get::<Held>()
+                    .map_or(std::time::Duration::ZERO, |h| h.0),
+            ),
         ),
         Err(err) => metrics.observe_request(
             None,

@@ -18,8 +18,8 @@ pub mod transport;
 
 use access::{login, users};
 use api::{
-    attributes, bmc, catalog, deploy, disks, environments, extras, facts, graphs, metrics,
-    networks, nodes, openstack_config, ostf, plugins, pxe, roles, sequences, snapshot,
+    attributes, bmc, catalog, deploy, disks, environments, events, extras, facts, graphs, metrics,
+    networks, nodes, openstack_config, ostf, plugins, pxe, roles, runs, sequences, snapshot,
     transaction_data, transactions,
 };
 use node::{agent, boot, fuel_agent, service, steps};
@@ -360,7 +360,9 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/api/v1/clusters/{id}/plan", Api(V), environments::plan);
     r.post("/api/v1/clusters/{id}/deploy", Api(O), deploy::deploy);
     r.get("/api/v1/clusters/{id}/deployments", Api(V), deploy::list);
+    r.get("/api/v1/deployments", Api(V), runs::list);
     r.get("/api/v1/deployments/{id}", Api(V), deploy::show);
+    r.get("/api/v1/deployments/{id}/runs", Api(V), runs::runs);
     r.get("/api/v1/transactions", Api(V), transactions::transactions);
     r.get(
         "/api/v1/transactions/{id}",
@@ -433,6 +435,8 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/api/v1/deployments/{id}/abort", Api(O), deploy::abort);
     r.post("/api/v1/deployments/{id}/retry", Api(O), deploy::retry);
     r.get("/api/v1/pxe", Api(V), pxe::status);
+    r.get("/api/v1/events", Api(V), events::stream);
+    r.get("/events", Page(V), events::stream);
     r.get("/metrics", Api(V), metrics::scrape);
     // Nailgun's OpenStack configuration overrides (fuel2 openstack-config).
     r.get("/api/v1/openstack-config", Api(V), openstack_config::list);
@@ -519,6 +523,7 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/", Page(V), pages::overview::overview);
     r.get("/nodes", Page(V), pages::nodes::nodes);
     r.get("/nodes/{id}", Page(V), pages::node::node);
+    r.get("/nodes/{id}/state", Page(V), pages::node::state);
     r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
     r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
     r.get("/nodes/bulk", Page(O), pages::bulk::review);
@@ -561,6 +566,33 @@ fn routes(r: &mut Routes<'_>) {
         Page(V),
         pages::environment::timeline,
     );
+    r.get(
+        "/environments/{id}/members",
+        Page(V),
+        pages::environment::members,
+    );
+    r.get(
+        "/environments/{id}/deployments",
+        Page(V),
+        pages::deployments::deployments,
+    );
+    r.get("/deployments/{id}", Page(V), pages::deployment::deployment);
+    r.get(
+        "/deployments/{id}/status",
+        Page(V),
+        pages::deployment::status,
+    );
+    r.get("/deployments/{id}/runs", Page(V), pages::deployment::runs);
+    r.get(
+        "/deployments/{id}/runs/{run}/output",
+        Page(V),
+        pages::deployment::output,
+    );
+    r.post(
+        "/deployments/{id}/{action}",
+        Page(O),
+        pages::deployment::action,
+    );
     r.post(
         "/environments/{id}/deployments/{dep}/{action}",
         Page(O),
@@ -586,11 +618,7 @@ fn routes(r: &mut Routes<'_>) {
         Page(V),
         pages::network::network,
     );
-    r.post(
-        "/environments/{id}/network",
-        Page(O),
-        pages::network::save,
-    );
+    r.post("/environments/{id}/network", Page(O), pages::network::save);
     r.get("/releases", Page(V), pages::releases::releases);
     r.add_with(
         Method::POST,

@@ -402,6 +402,12 @@ impl Collector for Scrape {
                 .iter()
                 .map(|(status, n)| ([("status", status.as_str())], ConstGauge::new(*n as i64))),
         )?;
+        single(
+            &mut encoder,
+            "stoker_agent_calls_held",
+            "The agents' calls for work held now until a run is due for their node (long-poll)",
+            ConstGauge::new(i64::try_from(g.held_calls).unwrap_or(i64::MAX)),
+        )?;
         if let Some((pool, free)) = self.pool {
             family(
                 &mut encoder,

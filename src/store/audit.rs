@@ -60,6 +60,13 @@ impl WriteTxn<'_> {
             .execute(params![
                 e.at, e.actor, e.role, e.source, e.method, e.path, e.status, e.detail
             ])?;
+        self.emit(crate::events::Change::Audit {
+            at: e.at,
+            actor: e.actor.clone(),
+            method: e.method.clone(),
+            path: e.path.clone(),
+            status: e.status,
+        });
         Ok(())
     }
 

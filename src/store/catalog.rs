@@ -309,6 +309,11 @@ impl WriteTxn<'_> {
             "plugin.installed",
             &format!("installed {kind} {} {}", plugin.name, plugin.version),
         )?;
+        self.emit(crate::events::Change::Plugin {
+            name: plugin.name.to_string(),
+            version: plugin.version.to_string(),
+            what: "installed",
+        });
         let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE id = ?1");
         Ok(self.conn.query_row(&sql, [plugin_id], plugin_from_row)?)
     }
@@ -347,6 +352,11 @@ impl WriteTxn<'_> {
             "plugin.removed",
             &format!("removed plugin {} {}", plugin.name, plugin.version),
         )?;
+        self.emit(crate::events::Change::Plugin {
+            name: plugin.name.clone(),
+            version: plugin.version.clone(),
+            what: "removed",
+        });
         Ok(plugin)
     }
 

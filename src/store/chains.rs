@@ -352,6 +352,7 @@ impl WriteTxn<'_> {
         if ended == 0 {
             return Ok(false);
         }
+        self.deployment_changed(parent)?;
         self.add_event(
             now,
             super::About::deployment(parent),

@@ -144,6 +144,7 @@ impl WriteTxn<'_> {
              WHERE id = ?5",
             params![status, now, message, result, d.id],
         )?;
+        self.deployment_changed(d.id)?;
         self.add_event(
             now,
             super::About::deployment(d.id),

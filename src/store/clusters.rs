@@ -5,6 +5,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{About, ReadTxn, Result, StoreError, WriteTxn};
+use crate::events::Change;
 use crate::model::{Cluster, Release};
 
 /// What an operator reads when no release is installed, wherever they try to create an
@@ -128,6 +129,10 @@ impl WriteTxn<'_> {
             params![name, release_id, net_segment_type, now, id],
         )?;
         self.ensure_network_config(id)?;
+        self.emit(Change::Environment {
+            id,
+            what: "created",
+        });
         self.add_event(
             now,
             About::cluster(id),
@@ -169,6 +174,10 @@ impl WriteTxn<'_> {
                 "cluster.renamed",
                 &format!("renamed environment {} to {name}", cluster.name),
             )?;
+            self.emit(Change::Environment {
+                id,
+                what: "renamed",
+            });
         }
         let sql = format!("SELECT {COLUMNS} FROM clusters WHERE id = ?1");
         Ok(self.conn.query_row(&sql, [id], cluster_from_row)?)
@@ -259,6 +268,10 @@ impl WriteTxn<'_> {
         }
         self.conn
             .execute("DELETE FROM clusters WHERE id = ?1", [id])?;
+        self.emit(Change::Environment {
+            id,
+            what: "deleted",
+        });
         self.add_history(
             now,
             None,
@@ -285,6 +298,10 @@ impl WriteTxn<'_> {
             "UPDATE clusters SET settings = ?1 WHERE id = ?2",
             params![settings.to_string(), cluster_id],
         )?;
+        self.emit(Change::Environment {
+            id: cluster_id,
+            what: "settings",
+        });
         self.add_event(
             now,
             About::cluster(cluster_id),
@@ -302,6 +319,28 @@ impl WriteTxn<'_> {
         roles: &[String],
         now: i64,
     ) -> Result<crate::model::Node> {
+        self.assign_nodes(cluster_id, &[(node_id, roles.to_vec())], now)?;
+        self.read().existing_node(node_id)
+    }
+
+    /// Assign several nodes (each with its roles) at once: the environment's addresses are
+    /// laid out again once for all of them, not once per node (with 5,000 nodes in the
+    /// environment, 1,000 more took 35 s).
+    pub fn assign_nodes(
+        &self,
+        cluster_id: i64,
+        nodes: &[(i64, Vec<String>)],
+        now: i64,
+    ) -> Result<()> {
+        for (node_id, roles) in nodes {
+            self.assign_one(cluster_id, *node_id, roles, now)?;
+        }
+        // Their addresses follow their roles (a controller gets a public one).
+        self.sync_addresses(cluster_id)
+    }
+
+    /// A node into the environment with its roles, its addresses not laid out yet.
+    fn assign_one(&self, cluster_id: i64, node_id: i64, roles: &[String], now: i64) -> Result<()> {
         let cluster = self.read().existing_cluster(cluster_id)?;
         let node = self.read().existing_node(node_id)?;
         if let Some(other) = node.cluster_id
@@ -333,8 +372,6 @@ impl WriteTxn<'_> {
             "UPDATE nodes SET cluster_id = ?1, roles = ?2, pending_deletion = 0 WHERE id = ?3",
             params![cluster_id, roles_json, node_id],
         )?;
-        // Its addresses follow its roles (a controller gets a public one).
-        self.sync_addresses(cluster_id)?;
         self.add_history(
             now,
             Some(node_id),
@@ -345,8 +382,7 @@ impl WriteTxn<'_> {
                 cluster.name,
                 roles.join(", ")
             ),
-        )?;
-        self.read().existing_node(node_id)
+        )
     }
 
     /// Take a node out of environment `cluster_id`; refused (not found) when it is not in it.

@@ -22,6 +22,7 @@ use crate::engine::orchestrate::{Progress, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
 use crate::engine::state::{self, Event, NodeState};
 use crate::engine::steps::Location;
+use crate::events::Change;
 
 /// The name of a reset's deployment (Nailgun's `reset_environment` task): when its runs on a
 /// node are done, the node is reset ([`WriteTxn::reset_node`]) rather than finished, and when
@@ -140,20 +141,28 @@ pub struct RunCounts {
 
 impl RunCounts {
     pub fn of(runs: &[Run]) -> RunCounts {
-        let mut c = RunCounts {
-            total: runs.len(),
-            ..RunCounts::default()
-        };
+        let mut c = RunCounts::default();
         for r in runs {
-            match r.status.as_str() {
-                "pending" => c.pending += 1,
-                "running" => c.running += 1,
-                "ok" => c.ok += 1,
-                "failed" => c.failed += 1,
-                _ => c.skipped += 1,
-            }
+            c.add(&r.status, 1);
         }
         c
+    }
+
+    /// Count `n` more runs in `status`.
+    pub fn add(&mut self, status: &str, n: usize) {
+        self.total += n;
+        match status {
+            "pending" => self.pending += n,
+            "running" => self.running += n,
+            "ok" => self.ok += n,
+            "failed" => self.failed += n,
+            _ => self.skipped += n,
+        }
+    }
+
+    /// Finished without failing (ok or skipped): what a node's progress counts.
+    pub fn done(&self) -> usize {
+        self.ok + self.skipped
     }
 }
 
@@ -163,8 +172,17 @@ fn label(task: Option<&str>, interface: &str, step: &str) -> String {
 }
 
 /// What deciding about a report needs of its run.
+/// Where a run belongs, for the schedule and the listeners of its changes.
+#[derive(Debug, Clone, Copy)]
+struct RunAt {
+    deployment: i64,
+    cluster: Option<i64>,
+    node: Option<i64>,
+}
+
 struct RunHead {
     deployment: i64,
+    cluster: i64,
     node_id: Option<i64>,
     attempt: u32,
     status: String,
@@ -201,7 +219,7 @@ pub enum Report {
 
 pub(super) const DEPLOYMENT_COLUMNS: &str =
     "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result, parent_id";
-const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
+pub(super) const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
      exit_code, output_tail, error, runs_on, report";
 
@@ -220,7 +238,7 @@ pub(super) fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
     })
 }
 
-fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+pub(super) fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     let deps = json_column(r, 8)?;
     Ok(Run {
         id: r.get(0)?,
@@ -490,6 +508,11 @@ impl WriteTxn<'_> {
         // A chain's children go with it (foreign key).
         self.conn
             .execute("DELETE FROM deployments WHERE id = ?1", [id])?;
+        self.emit(Change::Deployment {
+            id,
+            cluster: Some(d.cluster_id),
+            status: "deleted".to_string(),
+        });
         self.add_event(
             now,
             super::About::cluster(d.cluster_id),
@@ -538,7 +561,15 @@ impl WriteTxn<'_> {
                  WHERE id = ?2",
             )?
             .execute(params![now, run_id])?;
-        self.mirror(dep.id, run_id, RunStatus::Running);
+        self.mirror(
+            RunAt {
+                deployment: dep.id,
+                cluster: Some(dep.cluster_id),
+                node: Some(node_id),
+            },
+            run_id,
+            RunStatus::Running,
+        );
         let run = self
             .read()
             .run(run_id)?
@@ -587,12 +618,13 @@ impl WriteTxn<'_> {
             .conn
             .prepare_cached(
                 "SELECT r.deployment, r.node_id, r.attempt, r.status, r.interface, r.step, r.task,
-                   r.runs_on, d.name
+                   r.runs_on, d.name, d.cluster_id
                  FROM step_runs r JOIN deployments d ON d.id = r.deployment WHERE r.id = ?1",
             )?
             .query_row([run_id], |r| {
                 Ok(RunHead {
                     deployment: r.get(0)?,
+                    cluster: r.get(9)?,
                     node_id: r.get(1)?,
                     attempt: r.get(2)?,
                     status: r.get(3)?,
@@ -646,7 +678,15 @@ impl WriteTxn<'_> {
                 result.report.as_ref().map(J::to_string),
                 run_id
             ])?;
-        self.mirror(run.deployment, run_id, status);
+        self.mirror(
+            RunAt {
+                deployment: run.deployment,
+                cluster: Some(run.cluster),
+                node: Some(node_id),
+            },
+            run_id,
+            status,
+        );
         if !run.moves_node {
             // A check's failed probe is part of its verdict, not the node's error; a failed
             // power-off after an erase leaves the node where the erase put it.
@@ -691,7 +731,12 @@ impl WriteTxn<'_> {
                 "UPDATE step_runs SET status = 'failed', finished_at = ?1, error = ?2 WHERE id = ?3",
                 params![now, why, run.id],
             )?;
-            self.mirror(run.deployment, run.id, RunStatus::Failed);
+            let at = RunAt {
+                deployment: run.deployment,
+                cluster: self.cluster_of(run.deployment)?,
+                node: run.node_id,
+            };
+            self.mirror(at, run.id, RunStatus::Failed);
             if !self.is_check(run.deployment)? {
                 self.fail_node(run.node_id, &run.label(), &why, now)?;
             }
@@ -747,7 +792,12 @@ impl WriteTxn<'_> {
                      WHERE id = ?3 AND status = 'pending'",
                     params![now, why, run.id],
                 )?;
-                self.mirror(dep, run.id, RunStatus::Failed);
+                let at = RunAt {
+                    deployment: dep,
+                    cluster: self.cluster_of(dep)?,
+                    node: Some(node),
+                };
+                self.mirror(at, run.id, RunStatus::Failed);
                 if self.is_check(dep)? {
                     self.advance(dep, Some(node), now)?;
                     failed += 1;
@@ -803,7 +853,12 @@ impl WriteTxn<'_> {
                  WHERE id = ?3",
                 params![now, why, id],
             )?;
-            self.mirror(d.id, *id, RunStatus::Failed);
+            let at = RunAt {
+                deployment: d.id,
+                cluster: Some(d.cluster_id),
+                node: Some(node),
+            };
+            self.mirror(at, *id, RunStatus::Failed);
         }
         self.add_event(
             now,
@@ -832,6 +887,7 @@ impl WriteTxn<'_> {
             "UPDATE deployments SET status = 'aborted', finished_at = ?1 WHERE id = ?2",
             params![now, id],
         )?;
+        self.deployment_changed(id)?;
         if d.is_check() {
             self.forget_schedule(id);
             self.conn.execute(
@@ -874,7 +930,8 @@ impl WriteTxn<'_> {
     /// Run the failed steps again (and go on after an abort); succeeded steps never run again.
     pub fn retry_deployment(&self, id: i64, now: i64) -> Result<Deployment> {
         let d = self.existing_deployment(id)?;
-        if d.status == "running" || d.status == "done" {
+        // Not a dry run either: retrying one would run for real what it only recorded.
+        if !matches!(d.status.as_str(), "error" | "aborted") {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is {}; only a failed or aborted deployment can be retried",
                 d.status
@@ -895,6 +952,7 @@ impl WriteTxn<'_> {
             "UPDATE deployments SET status = 'running', finished_at = NULL WHERE id = ?1",
             [id],
         )?;
+        self.deployment_changed(id)?;
         self.conn.execute(
             "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
             [d.cluster_id],
@@ -959,7 +1017,17 @@ impl WriteTxn<'_> {
             ],
         );
         match (inserted, parent) {
-            (Ok(_), _) => Ok(id),
+            (Ok(_), _) => {
+                // A deployment being prepared is nobody's business until it starts.
+                if status != "preparing" {
+                    self.emit(Change::Deployment {
+                        id,
+                        cluster: Some(cluster_id),
+                        status: status.to_string(),
+                    });
+                }
+                Ok(id)
+            }
             (Err(rusqlite::Error::SqliteFailure(e, _)), Some((chain, place)))
                 if e.code == rusqlite::ErrorCode::ConstraintViolation =>
             {
@@ -1025,10 +1093,44 @@ impl WriteTxn<'_> {
 
     /// Mirror a run status just written into its deployment's schedule, if one is in memory
     /// (otherwise the next use builds it from the rows, which already say so).
-    fn mirror(&self, dep: i64, run: i64, status: RunStatus) {
-        if let Some(s) = self.schedules.borrow_mut().get_mut(&dep) {
+    /// It is also where listeners hear of every run status written (`events::Change::Run`).
+    fn mirror(&self, at: RunAt, run: i64, status: RunStatus) {
+        if let Some(s) = self.schedules.borrow_mut().get_mut(&at.deployment) {
             s.set(run, status);
         }
+        self.emit(Change::Run {
+            id: run,
+            deployment: at.deployment,
+            cluster: at.cluster,
+            node: at.node,
+            status: status.as_str(),
+        });
+    }
+
+    /// The environment of deployment `dep`, for a change's listeners.
+    fn cluster_of(&self, dep: i64) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT cluster_id FROM deployments WHERE id = ?1")?
+            .query_row([dep], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Tell listeners deployment `id` changed status (as it now stands).
+    pub(super) fn deployment_changed(&self, id: i64) -> Result<()> {
+        let row: Option<(i64, String)> = self
+            .conn
+            .prepare_cached("SELECT cluster_id, status FROM deployments WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((cluster, status)) = row {
+            self.emit(Change::Deployment {
+                id,
+                cluster: Some(cluster),
+                status,
+            });
+        }
+        Ok(())
     }
 
     pub(super) fn forget_schedule(&self, dep: i64) {
@@ -1054,7 +1156,12 @@ impl WriteTxn<'_> {
                            finished_at = ?1 WHERE id = ?2",
                         params![now, id],
                     )?;
-                    self.mirror(dep, id, RunStatus::Ok);
+                    let at = RunAt {
+                        deployment: dep,
+                        cluster: Some(d.cluster_id),
+                        node: None,
+                    };
+                    self.mirror(at, id, RunStatus::Ok);
                 }
             }
         }
@@ -1099,6 +1206,7 @@ impl WriteTxn<'_> {
                     "UPDATE deployments SET status = 'done', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],
                 )?;
+                self.deployment_changed(dep)?;
                 if d.name == RESET {
                     self.reset_done(d.cluster_id)?;
                 } else {
@@ -1120,6 +1228,7 @@ impl WriteTxn<'_> {
                     "UPDATE deployments SET status = 'error', finished_at = ?1 WHERE id = ?2",
                     params![now, dep],
                 )?;
+                self.deployment_changed(dep)?;
                 self.conn.execute(
                     "UPDATE clusters SET status = 'error' WHERE id = ?1",
                     [d.cluster_id],

@@ -28,6 +28,9 @@ pub struct Gauges {
     pub leases: Vec<(LeaseState, u64)>,
     /// The addresses of the unexpired leases.
     pub held: BTreeSet<Ipv4Addr>,
+    /// The agents' `next` calls held now until they have work (long-poll; not from the
+    /// database: the caller fills it in from `Store::held_calls`).
+    pub held_calls: u64,
 }
 
 fn count(n: i64) -> u64 {

@@ -5,7 +5,9 @@
 //! each caller: a caller still hears back only after its change is durable, a write that fails
 //! is rolled back alone, and the fixed cost of a commit (locks, the WAL write) is paid once per
 //! group instead of once per call. While writes keep coming, the writer lingers half a
-//! millisecond to gather more of them into the group.
+//! millisecond to gather more of them into the group. Each commit wakes a wave of the agents'
+//! held calls it made a run due for (`waiters`); while some wait for their wave and no write
+//! comes, the writer wakes the next one every 2 ms.
 //!
 //! Owns the thread and the queue; what a write does is the caller's closure over
 //! [`WriteTxn`]. No HTTP here; async callers await the answer without blocking their runtime.
@@ -33,6 +35,10 @@ const MAX_GROUP: usize = 256;
 /// groups of two were the rule at 5,000 calls a second. A lone write never waits.
 const LINGER: Duration = Duration::from_micros(500);
 
+/// While held agents' calls found due wait to be woken (a wave after each commit) and no write
+/// comes, the writer wakes the next wave after this pause.
+const WAVE_PAUSE: Duration = Duration::from_millis(2);
+
 /// The queue to the writer thread. Cloning shares the queue; the thread ends when the last
 /// clone is dropped, and with it its handle on the store.
 #[derive(Debug, Clone)]
@@ -57,7 +63,22 @@ impl GroupWriter {
             .name("stoker-writer".into())
             .spawn(move || {
                 let mut busy = false;
-                while let Ok(first) = queue.recv() {
+                loop {
+                    let first = if store.waking() > 0 {
+                        match queue.recv_timeout(WAVE_PAUSE) {
+                            Ok(job) => job,
+                            Err(mpsc::RecvTimeoutError::Timeout) => {
+                                store.wake_due();
+                                continue;
+                            }
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    } else {
+                        match queue.recv() {
+                            Ok(job) => job,
+                            Err(_) => break,
+                        }
+                    };
                     let mut group = vec![first];
                     let until = Instant::now() + if busy { LINGER } else { Duration::ZERO };
                     while group.len() < MAX_GROUP {

@@ -1,12 +1,13 @@
 //! Queries on `history`: the append-only log of what happened to the master and its nodes,
-//! shown on the Overview page. A line names what it is about: its node,
+//! shown on the Overview page and, a node's own, on the node's page. A line names what it is about: its node,
 //! environment and deployment (any of them), each a link while it exists; a deleted one
 //! leaves its link empty (`ON DELETE SET NULL`) and its name in the message, and since no id is
 //! ever reused (`ids.rs`) an old line never points at a newer object.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{ReadTxn, Result, WriteTxn};
+use crate::events::Change;
 use crate::model::NodeId;
 
 /// One line of history, with the current names of what it is about.
@@ -93,6 +94,16 @@ impl ReadTxn<'_> {
         let rows = stmt.query_map([limit], entry)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    /// The newest `limit` entries about `node`, newest first.
+    pub fn node_history(&self, node: NodeId, limit: u32) -> Result<Vec<HistoryEntry>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM {FROM} WHERE h.node_id = ?1
+             ORDER BY h.at DESC, h.id DESC LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![node, limit], entry)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
 }
 
 impl WriteTxn<'_> {
@@ -133,6 +144,28 @@ impl WriteTxn<'_> {
                 kind,
                 message
             ])?;
+        // Whatever happens to a node is a line of its history: its listeners hear of it too,
+        // with where it stands now.
+        if let Some(id) = about.node {
+            let now: Option<(String, Option<i64>)> = self
+                .conn
+                .prepare_cached("SELECT status, cluster_id FROM nodes WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let (status, cluster) = now.map_or((None, None), |(s, c)| (Some(s), c));
+            self.emit(Change::Node {
+                id,
+                what: kind.to_string(),
+                status,
+                cluster,
+            });
+        }
+        self.emit(Change::Activity {
+            at,
+            node: about.node,
+            what: kind.to_string(),
+            message: message.to_string(),
+        });
         Ok(())
     }
 }

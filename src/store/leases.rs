@@ -69,12 +69,30 @@ impl ReadTxn<'_> {
         .transpose()
     }
 
+    /// The stored leases of `macs` (a node's interfaces), expired ones included, by address.
+    pub fn leases_of(&self, macs: &[&Mac]) -> Result<Vec<Lease>> {
+        let mut out = Vec::new();
+        for mac in macs {
+            out.extend(self.lease_rows(
+                "SELECT ip, mac, expires_at, state FROM leases WHERE mac = ?1",
+                [mac.as_str()],
+            )?);
+        }
+        out.sort_by_key(|l| l.ip);
+        Ok(out)
+    }
+
     /// Every stored lease, expired ones included (the table decides what expiry means).
     pub fn leases(&self) -> Result<Vec<Lease>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT ip, mac, expires_at, state FROM leases ORDER BY ip")?;
-        let rows = stmt.query_map([], |r| {
+        self.lease_rows(
+            "SELECT ip, mac, expires_at, state FROM leases ORDER BY ip",
+            [],
+        )
+    }
+
+    fn lease_rows(&self, sql: &str, p: impl rusqlite::Params) -> Result<Vec<Lease>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(p, |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
@@ -133,6 +151,12 @@ mod tests {
             .unwrap();
         let all = store.read(|tx| tx.leases()).unwrap();
         assert_eq!(all, vec![lease("10.0.0.6", a, LeaseState::Bound)]);
+        let a_mac: Mac = a.parse().unwrap();
+        let other: Mac = "52:54:00:00:00:0b".parse().unwrap();
+        assert_eq!(
+            store.read(|tx| tx.leases_of(&[&other, &a_mac])).unwrap(),
+            vec![lease("10.0.0.6", a, LeaseState::Bound)]
+        );
         let of = |mac: &str, now| {
             store
                 .read(|tx| tx.lease_of(&mac.parse().unwrap(), now))

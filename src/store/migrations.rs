@@ -680,6 +680,19 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 26,
+        name: "deployment_pages",
+        sql: "
+            -- Who started a deployment (the signed-in user or token owner), for its page;
+            -- NULL for one started before this column, or by the daemon (a chain's next
+            -- graph, whose chain row says who started it).
+            ALTER TABLE deployments ADD COLUMN started_by TEXT;
+            -- A node's runs across deployments, for its page: its deployment history, its
+            -- last error, its log tail.
+            CREATE INDEX step_runs_by_node ON step_runs (node_id, deployment);
+        ",
+    },
+    Migration {
+        version: 27,
         name: "node_list_and_feed",
         sql: "
             -- What the node list shows, searches and sorts of each node's inventory, kept on

@@ -16,6 +16,7 @@ mod chains;
 mod checks;
 mod clusters;
 mod deployed;
+mod deployment_views;
 mod deployments;
 mod dump;
 mod error;
@@ -34,12 +35,14 @@ mod node_list;
 mod nodes;
 mod openstack_configs;
 mod roles;
+mod run_log;
 mod sequences;
 mod staging;
 mod transaction_data;
 #[cfg(test)]
 mod upgrades;
 mod users;
+mod waiters;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -50,6 +53,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::engine::schedule::Schedule;
+use crate::events::{Bus, Change};
 
 pub use audit::AuditEntry;
 pub use bmcs::{BmcWrite, MasterRun, StoredBmc};
@@ -58,6 +62,7 @@ pub use catalog::{NewPlugin, NewRelease};
 pub use chains::{CHAIN_NAME, CHAINING, Chain, ChainChild, ChainGraph};
 pub use checks::Probe;
 pub use clusters::NO_RELEASE_MESSAGE;
+pub use deployment_views::{DeploymentSummary, NodeLabel, RunLine};
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
 pub use error::StoreError;
 pub use facts::{COMMON, FactsKind};
@@ -73,10 +78,12 @@ pub use node_list::{
 pub use nodes::{HelloOutcome, HelloTarget, HelloWrite, NodeCounts};
 pub use openstack_configs::{ConfigScope, OpenstackConfig};
 pub use roles::{MetaKind, MetaOwner};
+pub use run_log::RunFilter;
 pub use sequences::Sequence;
 pub use staging::{NewDeployment, PendingData};
 pub use transaction_data::{TransactionData, TransactionPart};
 pub use users::{ApiToken, Login, NewToken, Session, SessionLimits, TokenCaller, User};
+pub use waiters::{MAX_PARKED, WAVE, Wake};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -92,6 +99,10 @@ pub struct WriteTxn<'a> {
     path: &'a Path,
     /// The running deployments' schedules, kept in step with what this transaction writes.
     schedules: &'a RefCell<Schedules>,
+    /// What this transaction changed, published once it commits.
+    changes: &'a RefCell<Vec<Change>>,
+    /// The agents' calls held until they have work ([`WriteTxn::park`]).
+    waiters: &'a Mutex<waiters::Waiters>,
 }
 
 /// Scheduling state of deployments, by id: derived from the `step_runs` rows, kept in memory so
@@ -110,18 +121,35 @@ impl WriteTxn<'_> {
     pub fn read(&self) -> ReadTxn<'_> {
         ReadTxn { conn: self.conn }
     }
+
+    /// Tell listeners of `change` once this transaction commits (never if it rolls back).
+    pub(crate) fn emit(&self, change: Change) {
+        self.changes.borrow_mut().push(change);
+    }
 }
 
 /// The database of one stoker master.
 pub struct Store {
     path: PathBuf,
     writer: Mutex<Writer>,
-    reader: Mutex<Connection>,
+    /// Read-only connections ([`READERS`]): WAL lets them read while the writer writes, and
+    /// each other, so a long read (a page listing every run of a big deployment) does not hold
+    /// up the others.
+    readers: Vec<Mutex<Connection>>,
+    /// Where the next read starts looking for a free reader.
+    next_reader: std::sync::atomic::AtomicUsize,
     checkpointer: Checkpointer,
     /// Held while a deployment is created in parts (`staging`): one at a time, so the run
     /// ids one reserves are not taken by another.
     creating: Mutex<()>,
+    /// Where committed changes are told.
+    events: Bus,
+    /// The agents' calls held until they have work, woken after the commits that make it due.
+    waiters: Mutex<waiters::Waiters>,
 }
+
+/// Read-only connections: reads run on actix's blocking pool, several at once.
+const READERS: usize = 4;
 
 /// How often the background checkpoint runs.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -271,26 +299,38 @@ impl Store {
         migrations::migrate(&mut writer)?;
         // A deployment still preparing was cut short by a stop: it never started.
         writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(open_err)?;
-        configure(&reader, path)?;
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(open_err)?;
+            configure(&reader, path)?;
+            readers.push(Mutex::new(reader));
+        }
         Ok(Store {
             path: path.to_path_buf(),
             writer: Mutex::new(Writer {
                 conn: writer,
                 schedules: Schedules::new(),
             }),
-            reader: Mutex::new(reader),
+            readers,
+            next_reader: std::sync::atomic::AtomicUsize::new(0),
             checkpointer: Checkpointer::start(path)?,
             creating: Mutex::new(()),
+            events: Bus::new(),
+            waiters: Mutex::new(waiters::Waiters::default()),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The stream of committed changes.
+    pub fn events(&self) -> &Bus {
+        &self.events
     }
 
     fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -299,9 +339,22 @@ impl Store {
         m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Run `f` on a consistent snapshot of the database.
+    /// Run `f` on a consistent snapshot of the database, on a reader no other read holds (or,
+    /// all busy, the next one's turn).
     pub fn read<T>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = Self::lock(&self.reader);
+        let start = self
+            .next_reader
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.readers.len();
+        let free = (0..n).find_map(|i| match self.readers[(start + i) % n].try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut conn = match free {
+            Some(conn) => conn,
+            None => Self::lock(&self.readers[start % n]),
+        };
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         f(&ReadTxn { conn: &tx })
     }
@@ -312,19 +365,63 @@ impl Store {
         let mut guard = Self::lock(&self.writer);
         let Writer { conn, schedules } = &mut *guard;
         let cache = RefCell::new(std::mem::take(schedules));
+        let changes = RefCell::new(Vec::new());
         let located = |e: StoreError| e.at(&self.path);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| located(e.into()))?;
-        let value = f(&WriteTxn {
+        let done = f(&WriteTxn {
             conn: &tx,
             path: &self.path,
             schedules: &cache,
+            changes: &changes,
+            waiters: &self.waiters,
         })
-        .map_err(located)?;
-        tx.commit().map_err(|e| located(e.into()))?;
-        *schedules = cache.into_inner();
-        Ok(value)
+        .map_err(located)
+        .and_then(|value| tx.commit().map(|()| value).map_err(|e| located(e.into())));
+        // A rollback drops the schedules (rebuilt from the rows when next needed) and what
+        // the transaction would have told.
+        if done.is_ok() {
+            *schedules = cache.into_inner();
+            self.events.publish(changes.into_inner());
+        }
+        self.release_waiters(schedules, done.is_err());
+        done
+    }
+
+    /// After a commit (or a rollback, `dropped`: the schedules are gone): queue the held
+    /// calls of the nodes the commit may have made a run due for, and wake a wave of them.
+    fn release_waiters(&self, schedules: &mut Schedules, dropped: bool) {
+        let mut waiters = Self::lock(&self.waiters);
+        if dropped {
+            waiters.release_all();
+        }
+        for s in schedules.values_mut() {
+            let released = s.take_released();
+            waiters.release(s, &released);
+        }
+        waiters.wake_wave();
+    }
+
+    /// Wake the next wave of held calls found due (the writer thread does, when no write
+    /// comes to do it after a commit); returns how many are still to wake.
+    pub(crate) fn wake_due(&self) -> usize {
+        Self::lock(&self.waiters).wake_wave()
+    }
+
+    /// Held calls found due and not woken yet.
+    pub(crate) fn waking(&self) -> usize {
+        Self::lock(&self.waiters).waking()
+    }
+
+    /// Agents' calls held now.
+    pub fn held_calls(&self) -> usize {
+        Self::lock(&self.waiters).held()
+    }
+
+    /// Answer every held call now and hold none from now on: the daemon stops.
+    pub fn stop_holding(&self) {
+        Self::lock(&self.waiters).close();
     }
 
     /// Run `jobs` in one immediate transaction, each in its own savepoint (one that fails is
@@ -346,31 +443,45 @@ impl Store {
             }
         };
         let step = |sql: &str| tx.prepare_cached(sql).and_then(|mut s| s.execute([]));
+        let changes = RefCell::new(Vec::new());
         let mut answers = Vec::with_capacity(jobs.len());
+        let mut dropped = false;
         for job in jobs {
             if let Err(e) = step("SAVEPOINT job") {
                 let (_, deliver) = job(None);
                 answers.push((deliver, Some(StoreError::from(e).at(&self.path))));
                 continue;
             }
+            let mark = changes.borrow().len();
             let (ok, deliver) = job(Some(&WriteTxn {
                 conn: &tx,
                 path: &self.path,
                 schedules: &cache,
+                changes: &changes,
+                waiters: &self.waiters,
             }));
             let mut failed = None;
             if !ok {
                 failed = step("ROLLBACK TO job").err();
                 cache.borrow_mut().clear();
+                changes.borrow_mut().truncate(mark);
+                dropped = true;
             }
             let failed = failed.or(step("RELEASE job").err());
             answers.push((deliver, failed.map(|e| StoreError::from(e).at(&self.path))));
         }
         let committed = tx.commit().map_err(|e| StoreError::from(e).at(&self.path));
         match &committed {
-            Ok(()) => *schedules = cache.into_inner(),
-            Err(_) => schedules.clear(),
+            Ok(()) => {
+                *schedules = cache.into_inner();
+                self.events.publish(changes.into_inner());
+            }
+            Err(_) => {
+                schedules.clear();
+                dropped = true;
+            }
         }
+        self.release_waiters(schedules, dropped);
         for (deliver, failed) in answers {
             deliver(committed.as_ref().err().or(failed.as_ref()));
         }
@@ -380,11 +491,12 @@ impl Store {
     /// `-wal` and `-shm` files are gone and the database is a single self-contained file.
     pub fn close(self) -> Result<()> {
         drop(self.checkpointer);
-        let reader = self
-            .reader
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        for reader in self.readers {
+            let reader = reader
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            reader.close().map_err(|(_, e)| StoreError::Sqlite(e))?;
+        }
         let writer = self
             .writer
             .into_inner()

@@ -548,6 +548,12 @@ impl WriteTxn<'_> {
             "node.deleted",
             &format!("node {id} ({}, {}) deleted", node.name, node.mac),
         )?;
+        self.emit(crate::events::Change::Node {
+            id,
+            what: "node.deleted".into(),
+            status: None,
+            cluster: None,
+        });
         Ok(node)
     }
 

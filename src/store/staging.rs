@@ -297,6 +297,7 @@ impl WriteTxn<'_> {
             "UPDATE deployments SET status = 'running' WHERE id = ?1 AND status = 'preparing'",
             [dep],
         )?;
+        self.deployment_changed(dep)?;
         let cluster = self.read().cluster(cluster_id)?;
         let (1, Some(cluster)) = (started, cluster) else {
             return Err(StoreError::Conflict(format!(
@@ -374,6 +375,7 @@ impl WriteTxn<'_> {
              WHERE id = ?1 AND status = 'preparing'",
             rusqlite::params![dep, now],
         )?;
+        self.deployment_changed(dep)?;
         let cluster = self.read().cluster(cluster_id)?;
         let (1, Some(cluster)) = (done, cluster) else {
             return Err(StoreError::Conflict(format!(

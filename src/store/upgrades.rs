@@ -130,7 +130,7 @@ fn seed(version: u32) -> String {
                VALUES (2, 'redfish', 'https://10.0.0.5', 'root', X'01020304', 'operator', 'on',
                  800, 800);"
             .into(),
-        26 => "INSERT INTO history (at, node_id, cluster_id, deployment_id, kind, message)
+        27 => "INSERT INTO history (at, node_id, cluster_id, deployment_id, kind, message)
                VALUES (900, 2, 1, 1, 'deployment.done', 'deployment 1 done');"
             .into(),
         _ => String::new(),
@@ -370,7 +370,7 @@ fn check(store: &Store, k: u32) {
                 );
             }
             // The list's summary of each inventory, filled from the inventories by
-            // migration 26 (or written with them after it).
+            // migration 27 (or written with them after it).
             let listed = r.node_list(
                 &crate::store::NodeQuery {
                     limit: 10,
@@ -400,7 +400,7 @@ fn check(store: &Store, k: u32) {
                     "k={k}"
                 );
             }
-            if k >= 26 {
+            if k >= 27 {
                 let line = &feed[0];
                 assert_eq!(
                     (line.node_id, line.cluster_id, line.deployment_id),

@@ -5,6 +5,7 @@ pub mod bin;
 pub mod ipmi_sim;
 pub mod plan;
 pub mod redfish_bmc;
+pub mod sse;
 pub mod sushy;
 
 use std::net::SocketAddr;

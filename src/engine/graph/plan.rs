@@ -281,6 +281,13 @@ impl serde_json::ser::Formatter for Shallow {
     }
 }
 
+/// What the text plan says of its numbers, which the dashboard's plan and deployment pages
+/// share.
+pub const NUMBERING: &str = "tasks are numbered per node, 1 to n in the order the node runs \
+     them (skipped ones too), as the dashboard's plan and deployment pages number them; a \
+     deployment also runs each node's own deploy steps (provisioning: write the image, \
+     configure, reboot to disk), which this plan does not list, numbered p1, p2, ... apart";
+
 fn short(s: &str, max: usize) -> String {
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
@@ -325,6 +332,7 @@ impl Plan {
             s.edges,
             s.cross_node_edges
         );
+        let _ = writeln!(o, "{NUMBERING}");
         if !self.warnings.is_empty() {
             let _ = writeln!(o, "\nwarnings:");
             for w in &self.warnings {

@@ -11,7 +11,8 @@
 //! - records every state-changing request in the audit log: who, role, from where, what, and
 //!   the answer's status.
 //!
-//! Handlers reach the caller through the [`Caller`] extractor.
+//! Handlers reach the caller through the [`Caller`] extractor, and code they call through
+//! [`acting_user`].
 
 pub mod login;
 pub mod users;
@@ -417,13 +418,19 @@ async fn check_upload_csrf(
     .await;
     let mut field = match first {
         Some(Ok(f)) if f.name() == Some(CSRF_FIELD) => f,
-        Some(Err(e)) => return Err(ApiError::BadRequest(format!("the upload cannot be read: {e}"))),
+        Some(Err(e)) => {
+            return Err(ApiError::BadRequest(format!(
+                "the upload cannot be read: {e}"
+            )));
+        }
         _ => return Err(stale()),
     };
     let presented = match field.bytes(CSRF_PART_LIMIT).await {
         Ok(Ok(b)) => String::from_utf8(b.to_vec()).unwrap_or_default(),
         Ok(Err(e)) => {
-            return Err(ApiError::BadRequest(format!("the upload cannot be read: {e}")));
+            return Err(ApiError::BadRequest(format!(
+                "the upload cannot be read: {e}"
+            )));
         }
         Err(_) => return Err(stale()),
     };
@@ -504,6 +511,7 @@ async fn authorize(
     let path = path_of(&req);
     let refusal = match checked {
         Ok(()) => {
+            let acting = who.as_ref().map(|p| p.user.clone());
             if let Some(p) = who {
                 req.extensions_mut().insert(p);
             }
@@ -516,7 +524,7 @@ async fn authorize(
             if let Some(Some(n)) = &notice {
                 req.extensions_mut().insert(n.clone());
             }
-            let mut res = next.call(req).await?;
+            let mut res = ACTING.scope(acting, next.call(req)).await?;
             // A page that showed the notice (or found it unreadable) clears it; a redirect
             // passes it on.
             if notice.is_some() && !res.status().is_redirection() {
@@ -594,6 +602,18 @@ fn path_of(req: &ServiceRequest) -> String {
         p.truncate(cut);
     }
     p
+}
+
+tokio::task_local! {
+    /// The signed-in user a request acts for, while its handler runs.
+    static ACTING: Option<String>;
+}
+
+/// The user the request being handled acts for (its session's or its token's), if it has
+/// one: what a handler deep in a call records as who did it (who started a deployment)
+/// without every handler on the way taking the caller. `None` outside a request's handler.
+pub fn acting_user() -> Option<String> {
+    ACTING.try_with(Clone::clone).ok().flatten()
 }
 
 /// Write one audit entry; a failure is logged, never turned into the request's answer.

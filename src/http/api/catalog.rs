@@ -218,8 +218,7 @@ pub async fn delete_cluster(
         Some(v) => crate::http::api::query::flag("power_off", Some(v.as_str()))?,
         None => state.bmc.bmcs.power_off_released,
     };
-    let (gone, results) =
-        delete_environment(&state, id, power_off, caller.0.user.clone()).await?;
+    let (gone, results) = delete_environment(&state, id, power_off, caller.0.user.clone()).await?;
     let result = if results.is_empty() {
         json!({})
     } else {

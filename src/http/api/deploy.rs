@@ -21,13 +21,21 @@ struct DeployBody {
 }
 
 pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
+    deployment_counted(d, RunCounts::of(runs))
+}
+
+/// A deployment with its runs counted by status (`runs`), what it ran (`name`: `deployment`,
+/// `provision`, ...; `graph_type`) and when.
+pub fn deployment_counted(d: &Deployment, counts: RunCounts) -> Value {
     json!({
         "id": d.id,
         "cluster_id": d.cluster_id,
+        "name": d.name,
+        "graph_type": d.graph_type,
         "status": d.status,
         "created_at": d.created_at,
         "finished_at": d.finished_at,
-        "runs": RunCounts::of(runs),
+        "runs": counts,
     })
 }
 
@@ -127,6 +135,7 @@ pub async fn start_request(
     req.now = crate::clock::now();
     let cluster = req.cluster_id;
     let d = on_master(state, move |master| crate::deployer::start(master, &req)).await?;
+    record_starter(state, d.deployment.id).await;
     tracing::info!(
         cluster,
         deployment = d.deployment.id,
@@ -135,6 +144,20 @@ pub async fn start_request(
         "deployment started"
     );
     Ok(d)
+}
+
+/// Record the request's user as who started deployment (or chain) `id`, for its page; a
+/// failure is logged, never the request's answer.
+pub async fn record_starter(state: &AppState, id: i64) {
+    let Some(user) = crate::http::access::acting_user() else {
+        return;
+    };
+    if let Err(e) = state
+        .store(move |s| s.write(|tx| tx.set_deployment_starter(id, &user)))
+        .await
+    {
+        tracing::warn!(deployment = id, error = %e, "who started the deployment is not recorded");
+    }
 }
 
 /// `GET /api/v1/clusters/{id}/deployments`, newest first.

@@ -153,15 +153,12 @@ pub async fn assign_nodes(
         .collect();
     check_roles(state, cluster, &lists).await?;
     let now = crate::clock::now();
+    let nodes: Vec<(i64, Vec<String>)> = nodes
+        .into_iter()
+        .map(|(_, node, roles)| (node, roles))
+        .collect();
     state
-        .store(move |s| {
-            s.write(|tx| {
-                for (_, node, roles) in &nodes {
-                    tx.assign_node(cluster, *node, roles, now)?;
-                }
-                Ok(())
-            })
-        })
+        .store(move |s| s.write(|tx| tx.assign_nodes(cluster, &nodes, now)))
         .await
 }
 

@@ -9,7 +9,13 @@ use crate::http::{ApiError, AppState};
 /// `GET /metrics`
 pub async fn scrape(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let now = crate::clock::now();
-    let gauges = state.store(move |s| s.read(|tx| tx.gauges(now))).await?;
+    let gauges = state
+        .store(move |s| {
+            let mut g = s.read(|tx| tx.gauges(now))?;
+            g.held_calls = u64::try_from(s.held_calls()).unwrap_or(u64::MAX);
+            Ok(g)
+        })
+        .await?;
     let sample = web::block(crate::metrics::process::sample)
         .await
         .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;

@@ -101,5 +101,6 @@ pub async fn execute(
         sequences::execute(m, &chains, id, &run, now)
     })
     .await?;
+    crate::http::api::deploy::record_starter(&state, started.id).await;
     answer_started(&state, started.id).await
 }

@@ -469,6 +469,7 @@ pub async fn execute(
         crate::chains::execute(m, &chains, &execution, now)
     })
     .await?;
+    crate::http::api::deploy::record_starter(&state, started.id).await;
     answer_started(&state, started.id).await
 }
 

@@ -78,24 +78,38 @@ pub fn run_json(run: &Run) -> Value {
 #[derive(Debug, Deserialize)]
 struct NextBody {
     node_id: Option<i64>,
+    /// How long the agent lets the master hold the call while nothing is due for it, in
+    /// seconds (long-poll; at most [`MAX_HOLD_S`]). Without it the answer comes at once and
+    /// the agent polls.
+    #[serde(default)]
+    wait_s: Option<u64>,
 }
 
-/// `POST /api/v1/agent/next`
-pub async fn next(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let claimed: Option<i64> = if body.is_empty() {
-        None
-    } else {
-        let b: NextBody = ApiError::parse(&body)?;
-        b.node_id
-    };
+/// The longest a `next` is held: well within the online window, since the agent's next call
+/// is its next sign of life (the node's `last_seen`), and within the agent's own 30 s timeout.
+pub const MAX_HOLD_S: u64 = 20;
+
+/// What one claim found, and the call held when nothing was due and the agent let it be.
+struct Claimed {
+    claim: Claim,
+    rotated: bool,
+    kind: Location,
+    held: Option<tokio::sync::oneshot::Receiver<crate::store::Wake>>,
+}
+
+/// Claim the node's next run as its agent (one write of the group writer); with `hold`, a
+/// call that finds nothing for this agent is parked in that same write, so that a run made due
+/// by any later commit wakes it.
+async fn claim(
+    state: &AppState,
+    req: &HttpRequest,
+    claimed: Option<i64>,
+    hold: bool,
+    credential_hash: String,
+) -> Result<(i64, Claimed, String), ApiError> {
     let now = crate::clock::now();
     let (new_token, new_hash) = crate::http::node::boot::new_token()?;
-    let (credential, credential_hash) = crate::http::node::service::new_credential()?;
-    let (node, outcome) = as_agent(&state, &req, move |tx, node, kind| {
+    let (node, outcome) = as_agent(state, req, move |tx, node, kind| {
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);
         }
@@ -111,11 +125,73 @@ pub async fn next(
             }
             Claim::Idle | Claim::Elsewhere { .. } => false,
         };
-        Ok(Some((claim, rotated, kind)))
+        // Nothing for this agent until something else happens: a run becomes due, or the
+        // master's own step (a BMC's) ends.
+        let waits = matches!(
+            claim,
+            Claim::Idle
+                | Claim::Elsewhere {
+                    runs_on: Location::Master,
+                    ..
+                }
+        );
+        let held = if hold && waits { tx.park(node) } else { None };
+        Ok(Some(Claimed {
+            claim,
+            rotated,
+            kind,
+            held,
+        }))
     })
     .await?;
-    let (claim, rotated, kind) = outcome
+    let claimed = outcome
         .ok_or_else(|| ApiError::Unauthorized("node_id does not match the agent token".into()))?;
+    Ok((node, claimed, new_token))
+}
+
+/// `POST /api/v1/agent/next`: the node's next run, or `wait`. With `wait_s`, a call that finds
+/// nothing due is held until a run becomes due for the node (then claimed again), the time
+/// passes (`wait` with `retry_after_ms` 0: ask again), or the daemon stops; the time held is in
+/// `Server-Timing: held;dur=MS`.
+pub async fn next(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (claimed, wait_s) = if body.is_empty() {
+        (None, None)
+    } else {
+        let b: NextBody = ApiError::parse_fields(&body, "next request")?;
+        (b.node_id, b.wait_s)
+    };
+    let hold = wait_s
+        .filter(|s| *s > 0)
+        .map(|s| std::time::Duration::from_secs(s.min(MAX_HOLD_S)));
+    let deadline = hold.map(|h| tokio::time::Instant::now() + h);
+    let (credential, credential_hash) = crate::http::node::service::new_credential()?;
+    let mut held = std::time::Duration::ZERO;
+    let mut timed_out = false;
+    let (node, claim, rotated, kind, new_token) = loop {
+        let open = deadline.is_some_and(|d| tokio::time::Instant::now() < d);
+        let (node, c, new_token) =
+            claim(&state, &req, claimed, open, credential_hash.clone()).await?;
+        let (Some(woken), Some(deadline)) = (c.held, deadline) else {
+            break (node, c.claim, c.rotated, c.kind, new_token);
+        };
+        let since = std::time::Instant::now();
+        let wake = tokio::select! {
+            w = woken => w.ok(),
+            () = tokio::time::sleep_until(deadline) => None,
+        };
+        held += since.elapsed();
+        match wake {
+            // Something may be due: claim again (held again while time is left).
+            Some(crate::store::Wake::Due) => continue,
+            Some(crate::store::Wake::Answer) => {}
+            None => timed_out = true,
+        }
+        break (node, c.claim, c.rotated, c.kind, new_token);
+    };
     if kind == Location::Ramdisk
         && let Claim::Elsewhere {
             runs_on: Location::Os,
@@ -130,7 +206,19 @@ pub async fn next(
         Location::Os => crate::http::node::service::HEARTBEAT_S * 1000,
         _ => RETRY_AFTER_MS,
     };
-    Ok(HttpResponse::Ok().json(match claim {
+    // Held until its time was up: it may ask again at once (and be held again).
+    let retry_ms = if timed_out { 0 } else { idle_ms };
+    let mut answer = HttpResponse::Ok();
+    if !held.is_zero() {
+        answer.insert_header((
+            "server-timing",
+            format!("held;dur={:.1}", held.as_secs_f64() * 1000.0),
+        ));
+        answer
+            .extensions_mut()
+            .insert(crate::http::measure::Held(held));
+    }
+    Ok(answer.json(match claim {
         Claim::Run(run) => {
             tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
                 task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
@@ -151,7 +239,7 @@ pub async fn next(
             }
             reply
         }
-        Claim::Idle => json!({"action": "wait", "retry_after_ms": idle_ms}),
+        Claim::Idle => json!({"action": "wait", "retry_after_ms": retry_ms}),
         Claim::Elsewhere { run_id, runs_on } => {
             let why = format!(
                 "run {run_id} is due on {}, and this agent runs on {}",
@@ -159,7 +247,7 @@ pub async fn next(
                 kind.describe()
             );
             tracing::info!(node, run = run_id, "{why}");
-            json!({"action": "wait", "retry_after_ms": idle_ms, "reason": why})
+            json!({"action": "wait", "retry_after_ms": retry_ms, "reason": why})
         }
     }))
 }

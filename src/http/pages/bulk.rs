@@ -129,12 +129,10 @@ impl Request {
                 ),
                 "all" => all = v == "1",
                 "to_env" if !v.is_empty() => {
-                    to_env = Some(
-                        v.parse::<i64>()
-                            .ok()
-                            .filter(|i| *i > 0)
-                            .ok_or_else(|| bad("to_env", format!("{v:?} is not an environment id")))?,
-                    );
+                    to_env =
+                        Some(v.parse::<i64>().ok().filter(|i| *i > 0).ok_or_else(|| {
+                            bad("to_env", format!("{v:?} is not an environment id"))
+                        })?);
                 }
                 "roles" if !v.is_empty() => {
                     if !roles.iter().any(|r| r == v) {
@@ -175,7 +173,9 @@ impl Request {
             Some(other) => {
                 return Err(bad(
                     "do",
-                    format!("no bulk action {other:?}; the actions are assign, unassign, delete, power"),
+                    format!(
+                        "no bulk action {other:?}; the actions are assign, unassign, delete, power"
+                    ),
                 ));
             }
             None => return Err(bad("do", "say which action".to_string())),
@@ -320,8 +320,7 @@ pub async fn review(
             .filter(|n| n.cluster.as_ref().map(|c| c.0) == Some(env))
             .map(|n| &n.roles)
             .collect();
-        let checked = if current.len() == nodes.len() && current.windows(2).all(|w| w[0] == w[1])
-        {
+        let checked = if current.len() == nodes.len() && current.windows(2).all(|w| w[0] == w[1]) {
             current.first().map(|r| r.to_vec()).unwrap_or_default()
         } else {
             request.roles.clone()
@@ -375,7 +374,10 @@ pub async fn review(
     };
     Ok(HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
-        .body(page.render().map_err(|e| ApiError::Internal(e.to_string()))?))
+        .body(
+            page.render()
+                .map_err(|e| ApiError::Internal(e.to_string()))?,
+        ))
 }
 
 /// `a, b, c and 4 more`.
@@ -541,8 +543,10 @@ mod tests {
 
     #[test]
     fn a_request_names_its_nodes_or_its_filter() {
-        let r = Request::parse(&pairs("do=delete&nodes=3&nodes=1&nodes=3&back=%2Fnodes%3Fpage%3D2"))
-            .unwrap();
+        let r = Request::parse(&pairs(
+            "do=delete&nodes=3&nodes=1&nodes=3&back=%2Fnodes%3Fpage%3D2",
+        ))
+        .unwrap();
         assert_eq!(r.action, Action::Delete);
         assert_eq!(r.selection.ids, Some(vec![1, 3]));
         assert_eq!(r.back, "/nodes?page=2");
@@ -553,10 +557,16 @@ mod tests {
         for (raw, starts) in [
             ("do=delete", "tick at least one node"),
             ("do=explode&nodes=1", "do: no bulk action \"explode\""),
-            ("do=power&act=dance&nodes=1", "act: no power action \"dance\""),
+            (
+                "do=power&act=dance&nodes=1",
+                "act: no power action \"dance\"",
+            ),
             ("do=assign&nodes=1", "to_env: choose the environment"),
             ("do=delete&nodes=x", "nodes: \"x\" is not a node id"),
-            ("do=delete&nodes=1&colour=red", "colour: a bulk action takes"),
+            (
+                "do=delete&nodes=1&colour=red",
+                "colour: a bulk action takes",
+            ),
             ("do=delete&all=1&status=gone", "status: no node status"),
         ] {
             let e = Request::parse(&pairs(raw)).unwrap_err().to_string();
@@ -567,7 +577,13 @@ mod tests {
     #[test]
     fn only_local_paths_are_gone_back_to() {
         assert_eq!(local_path("/environments/3"), "/environments/3");
-        for bad in ["//evil.example/", "https://evil.example/", "/\\evil", "nodes", "/a\nb"] {
+        for bad in [
+            "//evil.example/",
+            "https://evil.example/",
+            "/\\evil",
+            "nodes",
+            "/a\nb",
+        ] {
             assert_eq!(local_path(bad), "/nodes", "{bad:?}");
         }
     }
@@ -576,7 +592,10 @@ mod tests {
     fn a_notice_counts_and_names() {
         let o = Outcome {
             done: (1..=10).map(|i| format!("n{i}")).collect(),
-            refused: vec![("x".into(), "in environment prod: remove it from there first".into())],
+            refused: vec![(
+                "x".into(),
+                "in environment prod: remove it from there first".into(),
+            )],
         };
         let n = o.notice("Deleted");
         assert!(n.ok);

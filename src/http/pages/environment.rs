@@ -1,11 +1,15 @@
 //! An environment's page: its nodes and roles (their forms are `environment_edit`'s), its
-//! latest deployment with the timeline and its actions (deploy, abort, retry), and the plan
-//! with its task graph.
+//! latest deployment with the timeline and its actions (deploy, abort, retry), its newest
+//! deployments, and the plan with its task graph and each node's tasks numbered as the node
+//! runs them. The node table and the deployment part are also fragments
+//! (`/environments/{id}/members`, `/environments/{id}/timeline`) rendered by the same
+//! template parts, which `live.js` swaps in as nodes and deployments move.
 
 use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
+use crate::http::pages::deployments::History;
 use crate::http::pages::notice;
 use crate::http::pages::views::Me;
 use crate::http::pages::{PageError, VERSION};
@@ -13,7 +17,9 @@ use crate::http::{ApiError, AppState};
 
 /// One task of one node's plan, as the page shows it.
 pub struct PlanRow {
-    order: usize,
+    /// Its number on its node, 1..n in the order the node runs it: the text plan's and the
+    /// deployment page's number ([`crate::http::pages::runs`]).
+    number: usize,
     id: String,
     ty: String,
     status: &'static str,
@@ -47,12 +53,52 @@ pub struct EnvironmentPage {
     summary: String,
     warnings: Vec<String>,
     picture: String,
+    /// The picture's width at 100%, for the zoom buttons.
+    picture_width: String,
     plan_nodes: Vec<PlanNode>,
-    /// The latest deployment: (id, status, counts line), and its timeline.
-    deployment: Option<(i64, String, String)>,
-    timeline: String,
-    live: bool,
+    /// Nodes of the plan whose tasks are not listed (past [`PLAN_NODES_SHOWN`]).
+    plan_more: usize,
+    /// How tasks are numbered, and how they become a deployment's steps.
+    numbering: &'static str,
+    latest: Option<LatestView>,
+    history: History,
+    /// A deployment runs: Deploy is not offered.
+    running: bool,
 }
+
+/// The latest deployment as the environment page shows it (`environment/latest.html`).
+pub struct LatestView {
+    id: i64,
+    status: String,
+    badge: &'static str,
+    counts: String,
+    waiting: Vec<String>,
+    timeline: String,
+    can_abort: bool,
+    can_retry: bool,
+}
+
+/// The environment page's deployment part, alone: `GET /environments/{id}/timeline`.
+#[derive(Template)]
+#[template(path = "environment/latest.html")]
+pub struct LatestFragment {
+    me: Me,
+    id: i64,
+    latest: Option<LatestView>,
+    history: History,
+}
+
+/// The environment page's node table, alone: `GET /environments/{id}/members`.
+#[derive(Template)]
+#[template(path = "environment/member_table.html")]
+pub struct MembersFragment {
+    me: Me,
+    id: i64,
+    members: crate::http::pages::environment_edit::Members,
+}
+
+/// Nodes whose tasks the page lists; the text plan has every node's.
+const PLAN_NODES_SHOWN: usize = 25;
 
 fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
     use crate::engine::graph::Status;
@@ -64,6 +110,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
     plan.nodes
         .iter()
         .filter(|n| n.uid != "null")
+        .take(PLAN_NODES_SHOWN)
         .map(|n| PlanNode {
             title: if n.roles.is_empty() {
                 n.name.clone()
@@ -74,7 +121,8 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
             rows: n
                 .tasks
                 .iter()
-                .map(|t| {
+                .enumerate()
+                .map(|(i, t)| {
                     let waits: Vec<String> = t
                         .requires
                         .iter()
@@ -96,7 +144,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                         note.push_str(&waits.join(", "));
                     }
                     PlanRow {
-                        order: t.order,
+                        number: i + 1,
                         id: t.id.clone(),
                         ty: t.ty.clone(),
                         status: t.status.as_str(),
@@ -150,16 +198,25 @@ pub async fn environment(
         summary: String::new(),
         warnings: Vec::new(),
         picture: String::new(),
+        picture_width: String::new(),
         plan_nodes: Vec::new(),
-        deployment: None,
-        timeline: String::new(),
-        live: false,
+        plan_more: 0,
+        numbering: crate::http::pages::runs::EXPLAIN,
+        latest: None,
+        history: crate::http::pages::deployments::history(
+            &state,
+            id,
+            crate::http::pages::deployments::ON_ENVIRONMENT_PAGE,
+            0,
+        )
+        .await?,
+        running: false,
     };
-    if let Some((dep, line, svg)) = latest_deployment(&state, id).await? {
-        page.live = dep.status == "running";
-        page.deployment = Some((dep.id, dep.status.clone(), line));
-        page.timeline = svg;
-    }
+    page.latest = latest_deployment(&state, id, &page.me).await?;
+    page.running = page
+        .latest
+        .as_ref()
+        .is_some_and(|l| l.status == "running" || l.status == crate::store::CHAINING);
     let planned =
         crate::http::api::environments::make_plan(&state, id, "default".to_string()).await;
     let headers = planned
@@ -182,7 +239,15 @@ pub async fn environment(
             );
             page.warnings.clone_from(&env.plan.warnings);
             page.picture = crate::engine::graph::picture::svg(&env.plan);
+            page.picture_width = picture_width(&page.picture);
             page.plan_nodes = plan_nodes(&env.plan);
+            page.plan_more = env
+                .plan
+                .nodes
+                .iter()
+                .filter(|n| n.uid != "null")
+                .count()
+                .saturating_sub(PLAN_NODES_SHOWN);
         }
         Ok(Err(e)) => page.plan_error = Some(e.to_string()),
         Err(e) => page.plan_error = Some(e.to_string()),
@@ -194,37 +259,50 @@ pub async fn environment(
     Ok(page)
 }
 
-/// The newest deployment of an environment, a one-line summary and its timeline picture.
+/// The nodes of environment `id` among `nodes`, as its table shows them.
+
+/// The `width` attribute of an SVG picture.
+fn picture_width(svg: &str) -> String {
+    svg.split_once(" width=\"")
+        .and_then(|(_, rest)| rest.split('"').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The newest deployment of an environment: its status, counts, what it waits for, its
+/// timeline, and what the caller may do with it.
 async fn latest_deployment(
     state: &AppState,
     id: i64,
-) -> Result<Option<(crate::store::Deployment, String, String)>, ApiError> {
+    me: &Me,
+) -> Result<Option<LatestView>, ApiError> {
+    let now = crate::clock::now();
     let found = state
         .store(move |s| {
             s.read(|r| {
                 let Some(d) = r.deployments(id)?.into_iter().next() else {
                     return Ok(None);
                 };
-                let runs = r.runs(d.id)?;
-                let waiting = r.waiting_agents(&d, crate::clock::now())?;
-                let names: std::collections::HashMap<i64, String> =
-                    r.nodes()?.into_iter().map(|n| (n.id, n.name)).collect();
-                Ok(Some((d, runs, waiting, names)))
+                let lines = r.run_lines(d.id)?;
+                let waiting = r.waiting_agents(&d, now)?;
+                let names: std::collections::HashMap<i64, String> = r
+                    .node_labels()?
+                    .into_iter()
+                    .map(|(id, n)| (id, n.name))
+                    .collect();
+                Ok(Some((d, lines, waiting, names)))
             })
         })
         .await?;
-    let Some((d, runs, waiting, names)) = found else {
+    let Some((d, lines, waiting, names)) = found else {
         return Ok(None);
     };
-    let c = crate::store::RunCounts::of(&runs);
-    let mut line = format!(
-        "{} of {} steps done, {} running, {} failed, {} skipped",
-        c.ok, c.total, c.running, c.failed, c.skipped
-    );
-    // What it waits on, when agents have gone silent (fixed words, numbers and times only).
-    for w in &waiting {
-        line.push_str(" · ");
-        line.push_str(&w.message);
+    let c = crate::store::RunCounts::of_lines(&lines);
+    let mut counts = format!("{} of {} steps done", c.done(), c.total);
+    for (n, what) in [(c.running, "running"), (c.failed, "failed")] {
+        if n > 0 {
+            counts.push_str(&format!(" · {n} {what}"));
+        }
     }
     let label = |n: i64| {
         names
@@ -232,42 +310,71 @@ async fn latest_deployment(
             .cloned()
             .unwrap_or_else(|| format!("node {n}"))
     };
-    let svg = crate::http::pages::timeline::svg(&d, &runs, &label, crate::clock::now());
-    Ok(Some((d, line, svg)))
+    let timeline = if lines.iter().any(|r| r.started_at.is_some()) {
+        crate::http::pages::timeline::svg(&d, &lines, &label, now)
+    } else {
+        String::new()
+    };
+    let check = d.is_check() || d.status == crate::store::CHAINING;
+    Ok(Some(LatestView {
+        id: d.id,
+        badge: crate::http::pages::runs::deployment_badge(&d.status),
+        counts,
+        waiting: waiting.into_iter().map(|w| w.message).collect(),
+        timeline,
+        can_abort: me.operate && d.status == "running",
+        can_retry: me.operate
+            && !check
+            && d.parent_id.is_none()
+            && matches!(d.status.as_str(), "error" | "aborted"),
+        status: d.status,
+    }))
 }
 
-/// `GET /environments/{id}/timeline`: the latest deployment's status and timeline, as an HTML
-/// fragment the page swaps in while the deployment runs.
+/// `GET /environments/{id}/timeline`: the page's deployment part (the latest deployment with
+/// its timeline and actions, the newest deployments), as an HTML fragment the page swaps in
+/// while it deploys.
 pub async fn timeline(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let body = match latest_deployment(&state, id).await? {
-        Some((d, line, svg)) => format!(
-            r#"<p data-status="{}"><span class="badge {}">{}</span> Deployment {} · {}</p><div class="timeline-box">{}</div>"#,
-            d.status,
-            deployment_badge(&d.status),
-            d.status,
-            d.id,
-            line,
-            svg
-        ),
-        None => String::new(),
-    };
+    let latest = latest_deployment(&state, id, &me).await?;
+    let history = crate::http::pages::deployments::history(
+        &state,
+        id,
+        crate::http::pages::deployments::ON_ENVIRONMENT_PAGE,
+        0,
+    )
+    .await?;
+    fragment(&LatestFragment {
+        me,
+        id,
+        latest,
+        history,
+    })
+}
+
+/// `GET /environments/{id}/members`: the node table with its statuses, as a fragment.
+pub async fn members(
+    state: web::Data<AppState>,
+    me: Me,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = crate::http::api::catalog::id_of(&path, "environment")?;
+    let members = crate::http::pages::environment_edit::members(&state, id).await?;
+    fragment(&MembersFragment { me, id, members })
+}
+
+fn fragment(t: &impl Template) -> Result<HttpResponse, PageError> {
+    let body = t
+        .render()
+        .map_err(|e| ApiError::Internal(format!("fragment failed to render: {e}")))?;
     Ok(HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .insert_header(("Cache-Control", "no-store"))
         .body(body))
-}
-
-fn deployment_badge(status: &str) -> &'static str {
-    match status {
-        "running" => "badge-progress",
-        "done" => "badge-ok",
-        "error" => "badge-error",
-        _ => "badge-neutral",
-    }
 }
 
 /// `POST /environments/{id}/deploy`
@@ -294,7 +401,6 @@ pub async fn deployment_action(
     let (env, dep, action) = path.into_inner();
     let id = crate::http::api::catalog::id_of(&env, "environment")?;
     let dep = crate::http::api::catalog::id_of(&dep, "deployment")?;
-    let now = crate::clock::now();
     let abort = match action.as_str() {
         "abort" => true,
         "retry" => false,
@@ -302,28 +408,8 @@ pub async fn deployment_action(
             return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
         }
     };
-    let done = state
-        .store(move |s| {
-            s.write(|tx| {
-                if abort {
-                    tx.abort_deployment(dep, now)
-                } else {
-                    tx.retry_deployment(dep, now)
-                }
-            })
-        })
-        .await;
-    Ok(notice::after(
-        &state,
-        &format!("/environments/{id}"),
-        done,
-        |d| {
-            if abort {
-                format!("Deployment {} aborted: no step starts any more.", d.id)
-            } else {
-                format!("Deployment {}: its failed steps run again.", d.id)
-            }
-        },
-        if abort { "Not aborted" } else { "Not retried" },
-    ))
+    Ok(
+        crate::http::pages::deployment::act(&state, dep, abort, &format!("/environments/{id}"))
+            .await,
+    )
 }

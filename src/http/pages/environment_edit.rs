@@ -12,7 +12,7 @@ use askama_web::WebTemplate;
 use crate::http::access::Caller;
 use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::roles::{RoleChoice, role_choices};
-use crate::http::pages::views::{Me, badge, thousands};
+use crate::http::pages::views::{Me, ago, badge, thousands};
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
 use crate::store::{InEnvironment, NodeFilter, NodeQuery, SortKey};
@@ -32,6 +32,9 @@ pub struct MemberRow {
     pub badge: &'static str,
     pub roles: String,
     pub pending_deletion: bool,
+    /// Its agent answered lately; else `seen` says when it last did.
+    pub online: bool,
+    pub seen: String,
 }
 
 /// What the page's Nodes section shows.
@@ -95,6 +98,8 @@ pub async fn members(state: &AppState, id: i64) -> Result<Members, ApiError> {
                 badge: badge(n.status),
                 roles: n.roles.join(", "),
                 pending_deletion: n.pending_deletion,
+                online: n.online,
+                seen: ago(n.last_seen_at, now),
             })
             .collect(),
         free_count: free.matching,
@@ -168,7 +173,10 @@ pub async fn remove_node(
             s.write(|tx| {
                 let name = tx.read().existing_node(node)?.name;
                 tx.remove_from_cluster(id, node, now)?;
-                let left = tx.read().node(node)?.is_some_and(|n| n.cluster_id.is_none());
+                let left = tx
+                    .read()
+                    .node(node)?
+                    .is_some_and(|n| n.cluster_id.is_none());
                 Ok((name, left))
             })
         })
@@ -259,7 +267,10 @@ pub async fn delete(
             .await;
     Ok(match done {
         Ok((gone, results)) => {
-            let mut text = format!("Environment {} deleted; its nodes are free again.", gone.name);
+            let mut text = format!(
+                "Environment {} deleted; its nodes are free again.",
+                gone.name
+            );
             if !results.is_empty() {
                 let failed: Vec<String> = results
                     .iter()

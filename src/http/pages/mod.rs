@@ -1,10 +1,13 @@
 //! The server-rendered dashboard, one module per page (its view model, handler and form
-//! actions): `overview`, `nodes`, `node`, `environments`, `environment`, `releases`; the view
-//! models they share (`views.rs`), a deployment's timeline as SVG (`timeline.rs`), and the
-//! errors every page renders the same way (here). Sign-in, the Account and Audit pages live
+//! actions): `overview`, `nodes`, `node`, `environments`, `environment`, `deployment` (a
+//! deployment's runs), `deployments` (an environment's deployment history), `releases`; the view
+//! models they share (`views.rs`), how a run is shown and numbered (`runs.rs`), a deployment's
+//! timeline as SVG (`timeline.rs`), and the errors every page renders the same way (here). Sign-in, the Account and Audit pages live
 //! with access control (`access/login.rs`).
 
 pub mod bulk;
+pub mod deployment;
+pub mod deployments;
 pub mod environment;
 pub mod environment_edit;
 pub mod environments;
@@ -16,6 +19,7 @@ pub mod notice;
 pub mod overview;
 pub mod releases;
 pub mod roles;
+pub mod runs;
 pub mod settings;
 pub mod timeline;
 pub mod views;

@@ -66,7 +66,10 @@ fn ranges_text(v: Option<&J>) -> String {
         .flatten()
         .filter_map(|r| {
             let r = r.as_array()?;
-            let a = |i: usize| r.get(i).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+            let a = |i: usize| {
+                r.get(i)
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+            };
             Some(format!("{} - {}", a(0)?, a(1)?))
         })
         .collect::<Vec<_>>()
@@ -92,7 +95,11 @@ fn scalar(v: Option<&J>) -> String {
 
 /// The Neutron parameters the form edits: key, label, hint, and how it is shown.
 const PARAMS: [(&str, &str, &str); 9] = [
-    ("floating_ranges", "Floating IP ranges", "first - last, one range per line"),
+    (
+        "floating_ranges",
+        "Floating IP ranges",
+        "first - last, one range per line",
+    ),
     ("vlan_range", "Tenant VLAN range", "first - last VLAN ID"),
     ("gre_id_range", "Tunnel ID range", "first - last tunnel ID"),
     ("internal_cidr", "Internal network CIDR", ""),
@@ -121,7 +128,11 @@ fn param_text(key: &str, v: Option<&J>) -> String {
 fn form_name(field: &str) -> Option<String> {
     if let Some(rest) = field.strip_prefix("networks[id=") {
         let (id, rest) = rest.split_once(']')?;
-        let key = rest.trim_start_matches('.').split(['.', '[']).next().unwrap_or("");
+        let key = rest
+            .trim_start_matches('.')
+            .split(['.', '['])
+            .next()
+            .unwrap_or("");
         let key = match key {
             "vlan_start" => "vlan",
             "ip_ranges" | "meta" => "ranges",
@@ -135,7 +146,10 @@ fn form_name(field: &str) -> Option<String> {
         });
     }
     let rest = field.strip_prefix("networking_parameters.")?;
-    Some(format!("p.{}", rest.split(['.', '[']).next().unwrap_or(rest)))
+    Some(format!(
+        "p.{}",
+        rest.split(['.', '[']).next().unwrap_or(rest)
+    ))
 }
 
 fn build(
@@ -154,10 +168,7 @@ fn build(
         }
     }
     let input = |name: String, shown: String| Input {
-        value: raw
-            .and_then(|r| r.get(&name))
-            .cloned()
-            .unwrap_or(shown),
+        value: raw.and_then(|r| r.get(&name)).cloned().unwrap_or(shown),
         errors: errors.get(&name).cloned().unwrap_or_default(),
         name,
     };
@@ -177,9 +188,7 @@ fn build(
             let notation = raw
                 .and_then(|r| r.get(&format!("n.{id}.notation")))
                 .cloned()
-                .unwrap_or_else(|| {
-                    scalar(meta.and_then(|m| m.get("notation")))
-                });
+                .unwrap_or_else(|| scalar(meta.and_then(|m| m.get("notation"))));
             Some(NetRow {
                 id,
                 admin: name == ADMIN,
@@ -195,7 +204,10 @@ fn build(
         })
         .collect();
     networks.sort_by_key(|n| (n.admin, n.id));
-    let p = config.get("networking_parameters").cloned().unwrap_or(J::Null);
+    let p = config
+        .get("networking_parameters")
+        .cloned()
+        .unwrap_or(J::Null);
     let segmentation = scalar(p.get("segmentation_type"));
     let params = PARAMS
         .iter()
@@ -204,7 +216,13 @@ fn build(
             "gre_id_range" => segmentation != "vlan",
             _ => true,
         })
-        .map(|(k, label, hint)| (*label, input(format!("p.{k}"), param_text(k, p.get(*k))), *hint))
+        .map(|(k, label, hint)| {
+            (
+                *label,
+                input(format!("p.{k}"), param_text(k, p.get(*k))),
+                *hint,
+            )
+        })
         .collect();
     NetworkPage {
         nav: "environments",
@@ -231,8 +249,13 @@ async fn load(state: &AppState, id: i64) -> Result<(crate::model::Cluster, J), A
         .await?)
 }
 
-fn render(page: NetworkPage, status: actix_web::http::StatusCode) -> Result<HttpResponse, ApiError> {
-    let html = page.render().map_err(|e| ApiError::Internal(e.to_string()))?;
+fn render(
+    page: NetworkPage,
+    status: actix_web::http::StatusCode,
+) -> Result<HttpResponse, ApiError> {
+    let html = page
+        .render()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .body(html))
@@ -301,21 +324,32 @@ fn parse_pair(s: &str, field: &str, out: &mut Vec<FieldError>) -> Option<J> {
 fn body(config: &J, raw: &Raw) -> Result<J, Vec<FieldError>> {
     let mut out = Vec::new();
     let mut nets = Vec::new();
-    for n in config.get("networks").and_then(J::as_array).into_iter().flatten() {
+    for n in config
+        .get("networks")
+        .and_then(J::as_array)
+        .into_iter()
+        .flatten()
+    {
         let (Some(id), Some(name)) = (n.get("id").and_then(J::as_i64), n.get("name")) else {
             continue;
         };
         if name.as_str() == Some(ADMIN) || !raw.contains_key(&format!("n.{id}.cidr")) {
             continue;
         }
-        let get = |k: &str| raw.get(&format!("n.{id}.{k}")).map(|s| s.trim().to_string());
+        let get = |k: &str| {
+            raw.get(&format!("n.{id}.{k}"))
+                .map(|s| s.trim().to_string())
+        };
         let mut net = Map::new();
         net.insert("id".into(), json!(id));
         if let Some(c) = get("cidr") {
             net.insert("cidr".into(), json!(c));
         }
         if let Some(g) = get("gateway") {
-            net.insert("gateway".into(), if g.is_empty() { J::Null } else { json!(g) });
+            net.insert(
+                "gateway".into(),
+                if g.is_empty() { J::Null } else { json!(g) },
+            );
         }
         if let Some(v) = get("vlan") {
             let vlan = if v.is_empty() {
@@ -426,7 +460,10 @@ pub async fn save(
     } else {
         actix_web::http::StatusCode::BAD_REQUEST
     };
-    Ok(render(build(me, &cluster, &config, Some(&raw), &fields), status)?)
+    Ok(render(
+        build(me, &cluster, &config, Some(&raw), &fields),
+        status,
+    )?)
 }
 
 #[cfg(test)]
@@ -435,9 +472,18 @@ mod tests {
 
     #[test]
     fn refusals_find_their_input() {
-        assert_eq!(form_name("networks[id=3].cidr").as_deref(), Some("n.3.cidr"));
-        assert_eq!(form_name("networks[id=3].ip_ranges[0]").as_deref(), Some("n.3.ranges"));
-        assert_eq!(form_name("networks[id=4].vlan_start").as_deref(), Some("n.4.vlan"));
+        assert_eq!(
+            form_name("networks[id=3].cidr").as_deref(),
+            Some("n.3.cidr")
+        );
+        assert_eq!(
+            form_name("networks[id=3].ip_ranges[0]").as_deref(),
+            Some("n.3.ranges")
+        );
+        assert_eq!(
+            form_name("networks[id=4].vlan_start").as_deref(),
+            Some("n.4.vlan")
+        );
         assert_eq!(form_name("networks[id=4]").as_deref(), Some("n.4"));
         assert_eq!(
             form_name("networking_parameters.floating_ranges[0]").as_deref(),

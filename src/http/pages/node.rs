@@ -1,5 +1,9 @@
-//! A node's page: its hardware, BMC and power (with the power buttons and the BMC form), the
-//! master's BMC steps on it, and its delete and approve actions.
+//! A node's page: where it stands (environment, roles and pending roles, status with its error
+//! type, its current or last step and last error; also a fragment, `/nodes/{id}/state`, that
+//! `live.js` swaps in), its hardware, addresses and DHCP leases, BMC and power (with the power
+//! buttons and the BMC form), the master's BMC steps on it, the deployments it took part in
+//! with its runs there, what its agents reported (the runs' output tails, newest first), its
+//! activity, and its delete and approve actions.
 
 use actix_web::{HttpResponse, web};
 use askama::Template;
@@ -8,7 +12,8 @@ use askama_web::WebTemplate;
 use crate::http::access::Caller;
 use crate::http::pages::nodes::{PowerForm, power_action};
 use crate::http::pages::notice::{self, Notice};
-use crate::http::pages::views::{Me, NodeRow, human_bytes};
+use crate::http::pages::runs::{self, RunRow};
+use crate::http::pages::views::{HistoryRow, Me, NodeRow, human_bytes};
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
 use crate::model::Node;
@@ -25,9 +30,199 @@ pub struct NodePage {
     memory: String,
     disks: Vec<(String, String, String, String)>,
     bmc: Option<crate::store::StoredBmc>,
-    /// The master's BMC steps on this node, newest first.
     /// The node's BMC steps, newest first, with when each finished.
     bmc_runs: Vec<(crate::store::MasterRun, String)>,
+    state: StateView,
+    leases: Vec<LeaseRow>,
+    deployments: Vec<NodeDeployment>,
+    log: Vec<LogEntry>,
+    activity: Vec<HistoryRow>,
+    /// How runs are numbered ([`runs::EXPLAIN`]).
+    numbering: &'static str,
+}
+
+/// Deployments a node's page shows, newest first.
+pub const DEPLOYMENTS_SHOWN: u32 = 5;
+/// Outputs its log tail shows.
+pub const LOG_SHOWN: u32 = 10;
+/// Activity entries it shows.
+pub const ACTIVITY_SHOWN: u32 = 20;
+
+/// Where a node stands (`web/templates/node/state.html`).
+pub struct StateView {
+    pub node_id: i64,
+    /// Its environment: (id, name).
+    pub env: Option<(i64, String)>,
+    pub roles: String,
+    /// Assigned, not deployed yet (Nailgun's pending roles).
+    pub pending_roles: String,
+    pub pending_deletion: bool,
+    pub status: &'static str,
+    pub badge: &'static str,
+    pub error_type: String,
+    /// `Running`, `Last step` or `Next step`, and the run.
+    pub step: Option<(&'static str, RunRow)>,
+    /// Its newest failed run: the run and when it failed.
+    pub last_error: Option<(RunRow, String)>,
+    pub online: bool,
+    pub last_seen: String,
+    pub last_seen_utc: String,
+}
+
+/// One DHCP lease of the node's MACs.
+pub struct LeaseRow {
+    pub ip: String,
+    pub mac: String,
+    pub state: &'static str,
+    /// `in 40 min` / `expired 2 h ago`, and the time.
+    pub expires: String,
+    pub expires_utc: String,
+    pub current: bool,
+}
+
+/// A deployment the node took part in, with its runs there.
+pub struct NodeDeployment {
+    pub id: i64,
+    pub kind: String,
+    pub status: String,
+    pub badge: &'static str,
+    pub started: String,
+    pub started_utc: String,
+    pub progress: String,
+    pub rows: Vec<RunRow>,
+}
+
+/// One output the node's agent reported.
+pub struct LogEntry {
+    pub when: String,
+    pub when_utc: String,
+    pub name: String,
+    pub deployment: i64,
+    pub run: i64,
+    pub status: String,
+    pub badge: &'static str,
+    pub output: String,
+}
+
+/// The node's state part, alone: `GET /nodes/{id}/state`.
+#[derive(Template)]
+#[template(path = "node/state.html")]
+pub struct StateFragment {
+    state: StateView,
+}
+
+/// What the state part is made of, read in one transaction.
+struct StateData {
+    node: Node,
+    env_name: Option<String>,
+    /// The newest deployment it took part in, and its runs there.
+    newest: Option<(crate::store::Deployment, Vec<crate::store::RunLine>)>,
+    last_failed: Option<crate::store::RunLine>,
+}
+
+fn read_state(r: &crate::store::ReadTxn<'_>, id: i64) -> crate::store::Result<Option<StateData>> {
+    let Some(node) = r.node(id)? else {
+        return Ok(None);
+    };
+    let env_name = match node.cluster_id {
+        Some(c) => r.cluster(c)?.map(|c| c.name),
+        None => None,
+    };
+    let newest = match r.node_deployments(id, 1)?.into_iter().next() {
+        Some(d) => {
+            let lines = r.node_run_lines(d.id, id)?;
+            Some((d, lines))
+        }
+        None => None,
+    };
+    Ok(Some(StateData {
+        node,
+        env_name,
+        newest,
+        last_failed: r.last_failed_run(id)?,
+    }))
+}
+
+fn state_view(d: &StateData, now: i64) -> StateView {
+    let n = &d.node;
+    let pending: Vec<&str> = n
+        .roles
+        .iter()
+        .filter(|r| !n.deployed_roles.contains(r))
+        .map(String::as_str)
+        .collect();
+    let step = d.newest.as_ref().and_then(|(_, lines)| {
+        let refs: Vec<&crate::store::RunLine> = lines.iter().collect();
+        let numbers = runs::numbers(&refs);
+        let pick = |label: &'static str, i: usize| {
+            Some((label, RunRow::new(&lines[i], numbers[i].clone(), None, now)))
+        };
+        if let Some(i) = lines.iter().position(|l| l.status == "running") {
+            return pick("Running", i);
+        }
+        let last = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.finished_at.is_some() && l.started_at.is_some())
+            .max_by_key(|(_, l)| (l.finished_at, l.seq))
+            .map(|(i, _)| i);
+        match last {
+            Some(i) => pick("Last step", i),
+            None => lines
+                .iter()
+                .position(|l| l.status == "pending")
+                .and_then(|i| pick("Next step", i)),
+        }
+    });
+    let last_error = d.last_failed.as_ref().map(|l| {
+        let when = l
+            .finished_at
+            .map(|t| crate::http::pages::views::ago(t, now))
+            .unwrap_or_default();
+        (RunRow::new(l, String::new(), None, now), when)
+    });
+    StateView {
+        node_id: n.id,
+        env: n.cluster_id.map(|c| {
+            (
+                c,
+                d.env_name
+                    .clone()
+                    .unwrap_or_else(|| format!("environment {c}")),
+            )
+        }),
+        roles: n.roles.join(", "),
+        pending_roles: pending.join(", "),
+        pending_deletion: n.pending_deletion,
+        status: n.status.as_str(),
+        badge: crate::http::pages::views::badge(n.status),
+        error_type: n.error_type.clone().unwrap_or_default(),
+        step,
+        last_error,
+        online: n.online(now),
+        last_seen: crate::http::pages::views::ago(n.last_seen_at, now),
+        last_seen_utc: crate::http::pages::views::utc(n.last_seen_at),
+    }
+}
+
+/// `GET /nodes/{id}/state`: where the node stands, as its page shows it.
+pub async fn state(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, PageError> {
+    let id = crate::http::api::node_id(&path)?;
+    let data = state
+        .store(move |s| s.read(|r| read_state(r, id)))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
+    let view = state_view(&data, crate::clock::now());
+    let body = StateFragment { state: view }
+        .render()
+        .map_err(|e| ApiError::Internal(format!("fragment failed to render: {e}")))?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header(("Cache-Control", "no-store"))
+        .body(body))
 }
 
 /// `POST /nodes/{id}/power`: one node's power button; back to its page with what the BMC said.
@@ -86,6 +281,18 @@ pub async fn set_bmc(
     ))
 }
 
+/// Everything else the page shows, read in one transaction.
+struct PageData {
+    state: StateData,
+    bmc: Option<crate::store::StoredBmc>,
+    bmc_runs: Vec<crate::store::MasterRun>,
+    leases: Vec<crate::dhcp::lease::Lease>,
+    deployments: Vec<(crate::store::Deployment, Vec<crate::store::RunLine>)>,
+    outputs: std::collections::HashMap<i64, String>,
+    log: Vec<(crate::store::RunLine, String)>,
+    activity: Vec<crate::store::HistoryEntry>,
+}
+
 /// `GET /nodes/{id}`
 pub async fn node(
     state: web::Data<AppState>,
@@ -93,27 +300,63 @@ pub async fn node(
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    let (node, bmc, bmc_runs) = state
-        .store(move |s| s.read(|tx| Ok((tx.node(id)?, tx.bmc(id)?, tx.master_runs_of(id, 20)?))))
-        .await?;
-    let node = node.ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
+    let data = state
+        .store(move |s| {
+            s.read(|tx| {
+                let Some(st) = read_state(tx, id)? else {
+                    return Ok(None);
+                };
+                let macs: Vec<&crate::model::Mac> = st
+                    .node
+                    .inventory
+                    .interfaces
+                    .iter()
+                    .map(|i| &i.mac)
+                    .collect();
+                let leases = tx.leases_of(&macs)?;
+                let mut deployments = Vec::new();
+                for d in tx.node_deployments(id, DEPLOYMENTS_SHOWN)? {
+                    let lines = tx.node_run_lines(d.id, id)?;
+                    deployments.push((d, lines));
+                }
+                let ids: Vec<i64> = deployments
+                    .iter()
+                    .flat_map(|(_, lines)| lines.iter().map(|l| l.id))
+                    .collect();
+                Ok(Some(PageData {
+                    bmc: tx.bmc(id)?,
+                    bmc_runs: tx.master_runs_of(id, 20)?,
+                    leases,
+                    deployments,
+                    outputs: tx.run_outputs(&ids)?,
+                    log: tx.node_outputs(id, LOG_SHOWN)?,
+                    activity: tx.node_history(id, ACTIVITY_SHOWN)?,
+                    state: st,
+                }))
+            })
+        })
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("node {id} not found")))?;
     let now = crate::clock::now();
+    let node = data.state.node.clone();
+    let view = state_view(&data.state, now);
+    let utc = crate::http::pages::views::utc;
+    let ago = crate::http::pages::views::ago;
     Ok(NodePage {
         nav: "nodes",
         version: VERSION,
         me,
-        row: NodeRow::new(&node, now).with_power(bmc.as_ref()),
-        bmc,
-        bmc_runs: bmc_runs
+        row: NodeRow::new(&node).with_power(data.bmc.as_ref()),
+        bmc: data.bmc,
+        bmc_runs: data
+            .bmc_runs
             .into_iter()
             .map(|r| {
-                let finished = r
-                    .finished_at
-                    .map_or_else(String::new, crate::http::pages::views::utc);
+                let finished = r.finished_at.map_or_else(String::new, utc);
                 (r, finished)
             })
             .collect(),
-        created: crate::http::pages::views::utc(node.created_at),
+        created: utc(node.created_at),
         memory: human_bytes(node.inventory.memory_bytes),
         disks: node
             .inventory
@@ -128,6 +371,78 @@ pub async fn node(
                 )
             })
             .collect(),
+        state: view,
+        leases: data
+            .leases
+            .iter()
+            .map(|l| {
+                let current =
+                    l.state == crate::dhcp::lease::LeaseState::Bound && l.expires_at > now;
+                LeaseRow {
+                    ip: l.ip.to_string(),
+                    mac: l.mac.to_string(),
+                    state: l.state.as_str(),
+                    expires: if l.expires_at > now {
+                        format!(
+                            "in {}",
+                            crate::http::pages::views::duration(l.expires_at - now)
+                        )
+                    } else {
+                        format!("expired {}", ago(l.expires_at, now))
+                    },
+                    expires_utc: utc(l.expires_at),
+                    current,
+                }
+            })
+            .collect(),
+        deployments: data
+            .deployments
+            .iter()
+            .map(|(d, lines)| {
+                let refs: Vec<&crate::store::RunLine> = lines.iter().collect();
+                let numbers = runs::numbers(&refs);
+                let c = crate::store::RunCounts::of_lines(lines);
+                NodeDeployment {
+                    id: d.id,
+                    kind: format!("{} · {}", d.graph_type, d.name),
+                    status: d.status.clone(),
+                    badge: runs::deployment_badge(&d.status),
+                    started: ago(d.created_at, now),
+                    started_utc: utc(d.created_at),
+                    progress: format!("{} of {} steps done", c.done(), c.total),
+                    rows: lines
+                        .iter()
+                        .zip(numbers)
+                        .map(|(l, n)| {
+                            RunRow::new(l, n, data.outputs.get(&l.id).map(String::as_str), now)
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+        log: data
+            .log
+            .iter()
+            .map(|(l, out)| {
+                let at = l.finished_at.or(l.started_at).unwrap_or_default();
+                LogEntry {
+                    when: ago(at, now),
+                    when_utc: utc(at),
+                    name: l.name(),
+                    deployment: l.deployment,
+                    run: l.id,
+                    status: l.status.clone(),
+                    badge: runs::badge(&l.status),
+                    output: out.trim_end().to_string(),
+                }
+            })
+            .collect(),
+        activity: data
+            .activity
+            .iter()
+            .map(|e| HistoryRow::new(e, now))
+            .collect(),
+        numbering: runs::EXPLAIN,
         node,
     })
 }

@@ -105,7 +105,12 @@ pub fn filter_of(pairs: &[(String, String)]) -> Result<NodeFilter, ApiError> {
                     InEnvironment::Unassigned
                 } else {
                     InEnvironment::Id(v.parse::<i64>().ok().filter(|i| *i > 0).ok_or_else(
-                        || bad("env", format!("{v:?} is neither an environment id nor none")),
+                        || {
+                            bad(
+                                "env",
+                                format!("{v:?} is neither an environment id nor none"),
+                            )
+                        },
                     )?)
                 });
             }
@@ -304,7 +309,10 @@ mod tests {
         assert_eq!(q.filter.search.as_deref(), Some("r650 a&b"));
         assert_eq!(q.filter.environment, Some(InEnvironment::Id(3)));
         assert_eq!(q.filter.power, Some(Power::NoBmc));
-        assert_eq!((q.sort, q.descending, q.per, q.page), (SortKey::Memory, true, 500, 4));
+        assert_eq!(
+            (q.sort, q.descending, q.per, q.page),
+            (SortKey::Memory, true, 500, 4)
+        );
         let again = parse(q.href().trim_start_matches("/nodes?")).unwrap();
         assert_eq!(again, q);
         assert_eq!(parse("").unwrap().href(), "/nodes");
@@ -320,7 +328,10 @@ mod tests {
     #[test]
     fn a_bad_parameter_is_named() {
         for (raw, starts) in [
-            ("status=bogus", "status: no node status \"bogus\"; the statuses are discover"),
+            (
+                "status=bogus",
+                "status: no node status \"bogus\"; the statuses are discover",
+            ),
             ("role=a%20b", "role: \"a b\" is not a role name"),
             ("env=0", "env: \"0\" is neither an environment id nor none"),
             ("online=maybe", "online: \"maybe\" is neither yes nor no"),
@@ -329,12 +340,20 @@ mod tests {
             ("dir=up", "dir: \"up\" is neither asc nor desc"),
             ("per=7", "per: \"7\": a page shows 50, 100, 500 nodes"),
             ("page=0", "page: \"0\" is not a page number"),
-            ("colour=red", "colour: the node list takes no parameter \"colour\""),
+            (
+                "colour=red",
+                "colour: the node list takes no parameter \"colour\"",
+            ),
         ] {
             let e = parse(raw).unwrap_err().to_string();
             assert!(e.starts_with(starts), "{raw}: {e}");
         }
         let long = format!("q={}", "x".repeat(201));
-        assert!(parse(&long).unwrap_err().to_string().starts_with("q: a search has at most"));
+        assert!(
+            parse(&long)
+                .unwrap_err()
+                .to_string()
+                .starts_with("q: a search has at most")
+        );
     }
 }

@@ -287,11 +287,7 @@ pub async fn nodes(
             thousands(last_shown),
             thousands(listing.matching)
         ),
-        rows: listing
-            .nodes
-            .iter()
-            .map(|n| ListRow::new(n, now))
-            .collect(),
+        rows: listing.nodes.iter().map(|n| ListRow::new(n, now)).collect(),
         here,
         filter_pairs: q.filter_pairs(),
         filtered: !q.filter_pairs().is_empty(),

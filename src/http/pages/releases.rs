@@ -138,7 +138,9 @@ pub async fn upload(
                 ));
             }
             Some(Err(e)) => {
-                break Err(ApiError::BadRequest(format!("the upload cannot be read: {e}")));
+                break Err(ApiError::BadRequest(format!(
+                    "the upload cannot be read: {e}"
+                )));
             }
             Some(Ok(field)) if field.name() == Some("package") => {
                 let file = field
@@ -146,7 +148,8 @@ pub async fn upload(
                     .and_then(|d| d.get_filename())
                     .unwrap_or_default()
                     .to_string();
-                let installed = crate::http::api::plugins::install_upload(&state, field, None).await;
+                let installed =
+                    crate::http::api::plugins::install_upload(&state, field, None).await;
                 break installed.map(|r| (file, r));
             }
             // Any other field: skipped.
@@ -162,7 +165,11 @@ pub async fn upload(
                 .count();
             let mut text = format!(
                 "Installed {} {} {}",
-                if done.plugin.is_release { "release plugin" } else { "plugin" },
+                if done.plugin.is_release {
+                    "release plugin"
+                } else {
+                    "plugin"
+                },
                 done.plugin.name,
                 done.plugin.version
             );
@@ -171,14 +178,18 @@ pub async fn upload(
             }
             text.push('.');
             if warnings > 0 {
-                text.push_str(&format!(" The validator has {warnings} warning(s): see below."));
+                text.push_str(&format!(
+                    " The validator has {warnings} warning(s): see below."
+                ));
             }
             Notice::ok(text)
         }
         Ok((file, Err(e))) => {
             let mut n = Notice::error(refusal(&e));
             if !file.is_empty() {
-                n.text = n.text.replacen("Not installed:", &format!("{file} not installed:"), 1);
+                n.text = n
+                    .text
+                    .replacen("Not installed:", &format!("{file} not installed:"), 1);
             }
             n
         }

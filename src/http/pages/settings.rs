@@ -165,11 +165,16 @@ fn repo_rows(value: &J) -> Vec<RepoRow> {
         .map(|(index, r)| RepoRow {
             index,
             name: text(r, "name"),
-            line: [text(r, "type"), text(r, "uri"), text(r, "suite"), text(r, "section")]
-                .into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(" "),
+            line: [
+                text(r, "type"),
+                text(r, "uri"),
+                text(r, "suite"),
+                text(r, "section"),
+            ]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
             priority: match r.get("priority") {
                 Some(J::Number(n)) => n.to_string(),
                 _ => String::new(),
@@ -326,7 +331,9 @@ fn place(field: &str) -> Option<(String, Option<String>)> {
     let (section, rest) = rest.split_once('.').unwrap_or((rest, ""));
     let rest = match rest.strip_prefix("metadata.versions") {
         Some(r) => {
-            let r = r.strip_prefix('[').map_or(r, |r| r.split_once(']').map_or(r, |x| x.1));
+            let r = r
+                .strip_prefix('[')
+                .map_or(r, |r| r.split_once(']').map_or(r, |x| x.1));
             r.strip_prefix('.').unwrap_or(r)
         }
         None if rest.starts_with("metadata") || rest.is_empty() => {
@@ -487,8 +494,13 @@ async fn load(
     Ok((cluster, caller.shown(doc), models))
 }
 
-fn render(page: SettingsPage, status: actix_web::http::StatusCode) -> Result<HttpResponse, ApiError> {
-    let html = page.render().map_err(|e| ApiError::Internal(e.to_string()))?;
+fn render(
+    page: SettingsPage,
+    status: actix_web::http::StatusCode,
+) -> Result<HttpResponse, ApiError> {
+    let html = page
+        .render()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .body(html))
@@ -792,7 +804,10 @@ mod tests {
             p("editable.common.debug.value"),
             Some(("common".into(), Some("debug".into())))
         );
-        assert_eq!(p("editable.storage.metadata.enabled"), Some(("storage".into(), None)));
+        assert_eq!(
+            p("editable.storage.metadata.enabled"),
+            Some(("storage".into(), None))
+        );
         assert_eq!(
             p("editable.fw.metadata.versions[0].rules.value"),
             Some(("fw".into(), Some("rules".into())))
@@ -822,7 +837,10 @@ mod tests {
             ("v.common.dns", "8.8.8.8\n\n 1.1.1.1 "),
             ("v.common.secret", ""),
             ("r.repo_setup.repos.0.name", "ubuntu"),
-            ("r.repo_setup.repos.0.line", "deb http://a/ubuntu xenial main universe"),
+            (
+                "r.repo_setup.repos.0.line",
+                "deb http://a/ubuntu xenial main universe",
+            ),
             ("r.repo_setup.repos.0.priority", ""),
             ("r.repo_setup.repos.1.name", ""),
             ("r.repo_setup.repos.1.line", ""),

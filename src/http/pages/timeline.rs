@@ -1,16 +1,33 @@
-//! A deployment drawn as a timeline for the environment page: one lane per node (the sync
-//! node's stages on top), one bar per run from its start to its end (to `now` while it runs),
-//! coloured by result, with the step or task and its outcome in a tooltip. Server-rendered
-//! SVG; the page refreshes it without a reload while the deployment runs.
+//! A deployment drawn as a timeline, for the environment and deployment pages: one lane per
+//! node (the sync node's stages on top), one bar per run from its start to its end (to `now`
+//! while it runs), coloured by result (the pages' legend says which colour is which), with the
+//! step or task, its outcome and its times in a tooltip. Server-rendered SVG.
+//!
+//! Readable at any speed: a bar is at least [`MIN_W`] wide, and a bar that would overlap the
+//! one before it in its lane starts just after it (runs of a second or less, which the
+//! second-resolution times put at one point, come out side by side in their order), so the
+//! picture widens instead of stacking bars; the tooltip keeps the exact times. Lane labels are
+//! cut to fit with the whole name in a `<title>`. At most [`MAX_LANES`] lanes: the stages,
+//! the nodes with a failed run, then running ones, then the rest; the picture says how many
+//! nodes it leaves out.
 
 use std::fmt::Write as _;
 
-use crate::store::{Deployment, Run};
+use crate::http::pages::views::duration;
+use crate::store::{Deployment, RunLine};
 
 const LANE_H: usize = 26;
 const LABEL_W: usize = 150;
-const PLOT_W: usize = 900;
+const PLOT_W: usize = 760;
 const TOP: usize = 24;
+/// The narrowest bar, in pixels.
+pub const MIN_W: f64 = 8.0;
+/// Space between bars pushed apart in a lane.
+const GAP: f64 = 1.0;
+/// Lanes drawn at most.
+pub const MAX_LANES: usize = 40;
+/// Characters of a lane label that fit its column.
+const LABEL_CHARS: usize = 20;
 
 /// HTML/XML escaping by askama, the escaper the dashboard's templates use.
 fn escape(s: &str) -> String {
@@ -18,15 +35,42 @@ fn escape(s: &str) -> String {
         .map_or_else(|never| match never {}, |safe| safe.to_string())
 }
 
-/// The timeline of `dep` as SVG. `names` maps node ids to labels; `now` closes running bars.
-pub fn svg(dep: &Deployment, runs: &[Run], names: &dyn Fn(i64) -> String, now: i64) -> String {
-    let mut lanes: Vec<Option<i64>> = Vec::new();
+fn cut(s: &str, max: usize) -> (String, bool) {
+    if s.chars().count() <= max {
+        (s.to_string(), false)
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        (t, true)
+    }
+}
+
+/// The lanes to draw: the sync node (`None`) first, then nodes with a failed run, running
+/// ones, the rest, each group by id; at most [`MAX_LANES`]. Returns them and how many nodes
+/// were left out.
+fn lanes(runs: &[RunLine]) -> (Vec<Option<i64>>, usize) {
+    let mut all: Vec<(Option<i64>, u8)> = Vec::new();
     for r in runs {
-        if !lanes.contains(&r.node_id) {
-            lanes.push(r.node_id);
+        let rank = match r.status.as_str() {
+            "failed" => 0,
+            "running" => 1,
+            _ => 2,
+        };
+        match all.iter_mut().find(|(n, _)| *n == r.node_id) {
+            Some(lane) => lane.1 = lane.1.min(rank),
+            None => all.push((r.node_id, rank)),
         }
     }
-    lanes.sort_by_key(|l| l.map_or(-1, |n| n));
+    all.sort_by_key(|&(n, rank)| (n.is_some(), rank, n));
+    let left_out = all.len().saturating_sub(MAX_LANES);
+    let mut kept: Vec<Option<i64>> = all.into_iter().take(MAX_LANES).map(|l| l.0).collect();
+    kept.sort_by_key(|n| (n.is_some(), *n));
+    (kept, left_out)
+}
+
+/// The timeline of `dep` as SVG. `names` maps node ids to labels; `now` closes running bars.
+pub fn svg(dep: &Deployment, runs: &[RunLine], names: &dyn Fn(i64) -> String, now: i64) -> String {
+    let (lanes, left_out) = lanes(runs);
     let start = runs
         .iter()
         .filter_map(|r| r.started_at)
@@ -43,33 +87,11 @@ pub fn svg(dep: &Deployment, runs: &[Run], names: &dyn Fn(i64) -> String, now: i
         .max(start + 1);
     let span = (end - start).max(1) as f64;
     let x = |t: i64| LABEL_W as f64 + (t - start).max(0) as f64 / span * PLOT_W as f64;
-    let height = TOP + lanes.len().max(1) * LANE_H + 8;
-    let width = LABEL_W + PLOT_W + 16;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Deployment {} timeline: {} runs">"#,
-        dep.id,
-        runs.len()
-    );
-    let _ = write!(
-        out,
-        r#"<text class="tl-axis" x="{LABEL_W}" y="14">0 s</text><text class="tl-axis" x="{}" y="14" text-anchor="end">{} s</text>"#,
-        LABEL_W + PLOT_W,
-        end - start
-    );
+    let mut bars = String::new();
+    let mut right = (LABEL_W + PLOT_W) as f64;
     for (i, lane) in lanes.iter().enumerate() {
         let y = TOP + i * LANE_H;
-        let label = lane.map_or_else(|| "stages".to_string(), names);
-        let _ = write!(
-            out,
-            r#"<g class="tl-lane"><line x1="0" x2="{}" y1="{}" y2="{}"/><text x="4" y="{}">{}</text></g>"#,
-            width,
-            y + LANE_H,
-            y + LANE_H,
-            y + 17,
-            escape(&label)
-        );
+        let mut after = LABEL_W as f64;
         for r in runs.iter().filter(|r| r.node_id == *lane) {
             let Some(s) = r.started_at else {
                 continue;
@@ -79,18 +101,22 @@ pub fn svg(dep: &Deployment, runs: &[Run], names: &dyn Fn(i64) -> String, now: i
             } else {
                 r.finished_at.unwrap_or(s)
             };
-            let x0 = x(s);
-            let w = (x(e) - x0).max(3.0);
-            let what = r
-                .task
-                .clone()
-                .unwrap_or_else(|| format!("{}.{}", r.interface, r.step));
-            let mut tip = format!("{what}: {} (attempt {}), {} s", r.status, r.attempt, e - s);
+            let x0 = x(s).max(after);
+            let w = (x(e) - x(s)).max(MIN_W);
+            after = x0 + w + GAP;
+            right = right.max(after);
+            let mut tip = format!(
+                "{}: {} (attempt {}), {}",
+                r.name(),
+                r.status,
+                r.attempt,
+                duration(e - s)
+            );
             if let Some(err) = &r.error {
-                let _ = write!(tip, " — {err}");
+                let _ = write!(tip, ": {err}");
             }
             let _ = write!(
-                out,
+                bars,
                 r#"<rect class="tl-{}" x="{x0:.1}" y="{}" width="{w:.1}" height="{}" rx="2"><title>{}</title></rect>"#,
                 r.status,
                 y + 5,
@@ -99,6 +125,140 @@ pub fn svg(dep: &Deployment, runs: &[Run], names: &dyn Fn(i64) -> String, now: i
             );
         }
     }
+    let width = right.ceil() as usize + 16;
+    let rows = lanes.len().max(1) + usize::from(left_out > 0);
+    let height = TOP + rows * LANE_H + 8;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Deployment {} timeline: {} runs">"#,
+        dep.id,
+        runs.len()
+    );
+    for q in 0..=4 {
+        let t = start + (end - start) * q / 4;
+        let anchor = match q {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            out,
+            r#"<text class="tl-axis" x="{:.1}" y="14" text-anchor="{anchor}">{}</text>"#,
+            x(t),
+            duration(t - start)
+        );
+    }
+    for (i, lane) in lanes.iter().enumerate() {
+        let y = TOP + i * LANE_H;
+        let label = lane.map_or_else(|| "stages".to_string(), names);
+        let (shown, cut_off) = cut(&label, LABEL_CHARS);
+        let title = if cut_off {
+            format!("<title>{}</title>", escape(&label))
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            out,
+            r#"<g class="tl-lane"><line x1="0" x2="{width}" y1="{}" y2="{}"/><text x="4" y="{}">{title}{}</text></g>"#,
+            y + LANE_H,
+            y + LANE_H,
+            y + 17,
+            escape(&shown)
+        );
+    }
+    out.push_str(&bars);
+    if left_out > 0 {
+        let y = TOP + lanes.len() * LANE_H + 17;
+        let _ = write!(
+            out,
+            r#"<text class="tl-axis" x="4" y="{y}">and {left_out} more nodes, all on the deployment page</text>"#
+        );
+    }
     out.push_str("</svg>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::steps::Location;
+
+    fn dep() -> Deployment {
+        Deployment {
+            id: 7,
+            cluster_id: 1,
+            status: "running".into(),
+            created_at: 100,
+            finished_at: None,
+            name: "deployment".into(),
+            graph_type: "default".into(),
+            message: None,
+            result: None,
+            parent_id: None,
+        }
+    }
+
+    fn run(node: Option<i64>, seq: u32, status: &str, at: Option<(i64, i64)>) -> RunLine {
+        RunLine {
+            id: i64::from(seq) + node.unwrap_or(0) * 100,
+            deployment: 7,
+            node_id: node,
+            seq,
+            interface: "deploy".into(),
+            step: "run_tasks".into(),
+            task: Some(format!("task-{seq}")),
+            status: status.into(),
+            reason: None,
+            attempt: 1,
+            started_at: at.map(|a| a.0),
+            finished_at: at.map(|a| a.1),
+            exit_code: None,
+            error: None,
+            runs_on: Location::Os,
+            output_len: 0,
+        }
+    }
+
+    #[test]
+    fn instant_runs_sit_side_by_side_at_a_readable_width() {
+        let runs: Vec<RunLine> = (0..5)
+            .map(|i| run(Some(1), i, "ok", Some((100, 100))))
+            .collect();
+        let s = svg(&dep(), &runs, &|n| format!("node-{n}"), 100);
+        let xs: Vec<f64> = s
+            .split("<rect ")
+            .skip(1)
+            .map(|r| {
+                let at = r.find(" x=\"").unwrap() + 4;
+                r[at..].split('"').next().unwrap().parse().unwrap()
+            })
+            .collect();
+        assert_eq!(xs.len(), 5);
+        for w in xs.windows(2) {
+            assert!(w[1] >= w[0] + MIN_W, "bars overlap: {xs:?}");
+        }
+        assert!(s.contains(r#"width="8.0""#), "{s}");
+    }
+
+    #[test]
+    fn long_names_are_cut_with_the_whole_name_in_a_title_and_lanes_are_bounded() {
+        let long = "a-very-long-node-name-that-does-not-fit";
+        let runs = vec![run(Some(1), 0, "ok", Some((100, 110)))];
+        let s = svg(&dep(), &runs, &|_| long.to_string(), 200);
+        assert!(s.contains(&format!("<title>{long}</title>")), "{s}");
+        assert!(s.contains("a-very-long-node-na…"), "{s}");
+        let many: Vec<RunLine> = (1..=60)
+            .map(|n| {
+                let status = if n == 55 { "failed" } else { "ok" };
+                run(Some(n), 0, status, Some((100, 110)))
+            })
+            .chain([run(None, 0, "ok", Some((100, 100)))])
+            .collect();
+        let s = svg(&dep(), &many, &|n| format!("node-{n}"), 200);
+        assert_eq!(s.matches("<g class=\"tl-lane\">").count(), MAX_LANES);
+        assert!(s.contains(">stages<"), "the stages lane is kept");
+        assert!(s.contains(">node-55<"), "a failed node is kept");
+        assert!(s.contains("and 21 more nodes"), "{s}");
+    }
 }

@@ -49,6 +49,36 @@ pub fn ago(then: i64, now: i64) -> String {
 
 pub use crate::model::utc;
 
+/// A span of seconds as people read it: `0 s`, `45 s`, `3 min 20 s`, `2 h 5 min`, `3 days 4 h`.
+pub fn duration(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => match s % 60 {
+            0 => format!("{} min", s / 60),
+            r => format!("{} min {r} s", s / 60),
+        },
+        3600..=86_399 => match s / 60 % 60 {
+            0 => format!("{} h", s / 3600),
+            m => format!("{} h {m} min", s / 3600),
+        },
+        _ => {
+            let days = s / 86_400;
+            let unit = if days == 1 { "day" } else { "days" };
+            match s / 3600 % 24 {
+                0 => format!("{days} {unit}"),
+                h => format!("{days} {unit} {h} h"),
+            }
+        }
+    }
+}
+
+/// The time of day of `ts` in UTC, `10:04:05`, for lists whose full time is in a tooltip.
+pub fn clock(ts: i64) -> String {
+    let secs = ts.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
 /// The badge colour class of a status; the CSS defines one per class.
 pub fn badge(status: NodeStatus) -> &'static str {
     match status {
@@ -68,10 +98,6 @@ pub struct NodeRow {
     pub badge: &'static str,
     pub cpu: String,
     pub vendor: String,
-    pub last_seen: String,
-    pub last_seen_utc: String,
-    /// Its agent called recently ([`Node::online`]).
-    pub online: bool,
     /// Its power as its BMC last said (`on`, `off`, `unreachable`), empty without a BMC.
     pub power: String,
 }
@@ -91,7 +117,7 @@ impl NodeRow {
         self
     }
 
-    pub fn new(node: &Node, now: i64) -> NodeRow {
+    pub fn new(node: &Node) -> NodeRow {
         let inv = &node.inventory;
         let vendor = [&inv.system.vendor, &inv.system.product]
             .into_iter()
@@ -109,9 +135,6 @@ impl NodeRow {
                 n => format!("{n} CPUs"),
             },
             vendor,
-            last_seen: ago(node.last_seen_at, now),
-            last_seen_utc: utc(node.last_seen_at),
-            online: node.online(now),
             power: String::new(),
         }
     }
@@ -145,7 +168,6 @@ impl CountTile {
 pub struct HistoryRow {
     pub when: String,
     pub when_utc: String,
-    pub node_id: Option<i64>,
     pub message: String,
     /// Its node: id and current name.
     pub node: Option<(i64, String)>,
@@ -165,11 +187,16 @@ impl HistoryRow {
         HistoryRow {
             when: ago(entry.at, now),
             when_utc: utc(entry.at),
-            node_id: entry.node_id,
             message: entry.message.clone(),
-            node: entry
-                .node_id
-                .map(|id| (id, entry.node_name.clone().unwrap_or_else(|| format!("node {id}")))),
+            node: entry.node_id.map(|id| {
+                (
+                    id,
+                    entry
+                        .node_name
+                        .clone()
+                        .unwrap_or_else(|| format!("node {id}")),
+                )
+            }),
             env: entry.cluster_id.map(|id| {
                 (
                     id,
@@ -202,6 +229,17 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(-3), "0 s");
+        assert_eq!(duration(45), "45 s");
+        assert_eq!(duration(120), "2 min");
+        assert_eq!(duration(200), "3 min 20 s");
+        assert_eq!(duration(7500), "2 h 5 min");
+        assert_eq!(duration(86_400 + 3600 * 4), "1 day 4 h");
+        assert_eq!(clock(1_795_000_000), "11:06:40");
     }
 
     #[test]

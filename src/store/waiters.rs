@@ -1,0 +1,279 @@
+//! Agents' calls held until they have something to run (long-poll). An agent that asks for
+//! work (`next`) when none is due may ask the master to hold its call a while: its handler
+//! parks the call here, keyed by node, and waits for a wake or its own deadline. The call is
+//! parked inside the writer's transaction that found nothing due for it, and woken in the
+//! writer thread right after each commit, from what the commit released in a deployment's
+//! schedule ([`Schedule::take_released`]): a run that becomes due after the claim is never
+//! missed, and only the nodes a change can concern are looked at. A woken call claims again
+//! through the writer's queue. Thousands of nodes made due at once (a new deployment, a stage
+//! done) are woken a wave at a time, [`WAVE`] after each commit, so their claims interleave
+//! with the other agents' calls instead of all queueing in front of them.
+//!
+//! Bounded: past [`MAX_PARKED`] calls a call is not held (its agent is answered at once and
+//! polls). Closing (the daemon stops) answers every held call at once. No thread per call: a
+//! held call is a oneshot channel. Owns no SQL; lives beside the writer's schedules.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::oneshot;
+
+use super::{Store, WriteTxn};
+use crate::engine::schedule::{Released, Schedule};
+use crate::engine::steps::Location;
+
+/// Most calls held at once: above 10,000 nodes with room for both agents of a few.
+pub const MAX_PARKED: usize = 20_000;
+
+/// Calls woken after each commit, at most: a wave's claims are one group of the writer.
+pub const WAVE: usize = 128;
+
+/// Why a held call ends before its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// Something may be due for its node: claim again.
+    Due,
+    /// Answer now, without claiming: the daemon stops, or another call of the same node took
+    /// its place.
+    Answer,
+}
+
+impl WriteTxn<'_> {
+    /// Hold a call of `node`'s agent until a commit makes a run due for the node (or says to
+    /// answer now); `None` when no more calls can be held. Call it in the transaction that
+    /// found nothing due: a change committed after it wakes the call.
+    pub fn park(&self, node: i64) -> Option<oneshot::Receiver<Wake>> {
+        Store::lock(self.waiters).park(node)
+    }
+}
+
+/// The held calls.
+#[derive(Debug)]
+pub(super) struct Waiters {
+    parked: HashMap<i64, oneshot::Sender<Wake>>,
+    /// Found due, not woken yet.
+    due: VecDeque<oneshot::Sender<Wake>>,
+    max: usize,
+    closed: bool,
+}
+
+impl Default for Waiters {
+    fn default() -> Waiters {
+        Waiters::new(MAX_PARKED)
+    }
+}
+
+impl Waiters {
+    pub(super) fn new(max: usize) -> Waiters {
+        Waiters {
+            parked: HashMap::new(),
+            due: VecDeque::new(),
+            max,
+            closed: false,
+        }
+    }
+
+    /// Hold a call of `node`; `None` when no more can be held (or the daemon stops).
+    pub(super) fn park(&mut self, node: i64) -> Option<oneshot::Receiver<Wake>> {
+        if self.closed {
+            return None;
+        }
+        if self.parked.len() >= self.max && !self.parked.contains_key(&node) {
+            // Calls whose callers gave up (their deadline passed) still have their slot.
+            self.parked.retain(|_, tx| !tx.is_closed());
+            if self.parked.len() >= self.max {
+                return None;
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        if let Some(before) = self.parked.insert(node, tx) {
+            let _ = before.send(Wake::Answer);
+        }
+        Some(rx)
+    }
+
+    /// The calls held now (their callers may have given up since).
+    pub(super) fn held(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// After a commit: the held calls of nodes that schedule `s`'s changes (`r`) may have
+    /// made a run due for, and that have one, are queued to be woken.
+    pub(super) fn release(&mut self, s: &Schedule, r: &Released) {
+        if self.parked.is_empty() || r.is_empty() {
+            return;
+        }
+        // An agent's run (not the master's) is due for the node; one for its other agent is
+        // answered too, with the reason.
+        let due = |n: i64| {
+            s.next_for(n)
+                .is_some_and(|id| s.runs_on(id) != Some(Location::Master))
+        };
+        let mut woken: Vec<i64> = r
+            .nodes
+            .iter()
+            .copied()
+            .filter(|n| self.parked.contains_key(n) && due(*n))
+            .collect();
+        if r.everyone {
+            woken.extend(self.parked.keys().copied().filter(|n| due(*n)));
+        } else if r.slots > 0 {
+            let slots = usize::try_from(r.slots).unwrap_or(usize::MAX);
+            woken.extend(
+                self.parked
+                    .keys()
+                    .copied()
+                    .filter(|n| !r.nodes.contains(n) && due(*n))
+                    .take(slots),
+            );
+        }
+        for n in woken {
+            if let Some(tx) = self.parked.remove(&n) {
+                self.due.push_back(tx);
+            }
+        }
+    }
+
+    /// Every held call is to be woken (the schedules were dropped: nothing says whom a change
+    /// concerned).
+    pub(super) fn release_all(&mut self) {
+        self.due.extend(self.parked.drain().map(|(_, tx)| tx));
+    }
+
+    /// Wake up to [`WAVE`] of the calls found due; returns how many are left to wake.
+    pub(super) fn wake_wave(&mut self) -> usize {
+        let mut sent = 0;
+        while sent < WAVE {
+            let Some(tx) = self.due.pop_front() else {
+                break;
+            };
+            // A caller that gave up meanwhile does not count.
+            if tx.send(Wake::Due).is_ok() {
+                sent += 1;
+            }
+        }
+        self.due.len()
+    }
+
+    /// Calls found due and not woken yet.
+    pub(super) fn waking(&self) -> usize {
+        self.due.len()
+    }
+
+    /// Answer every held call now, and hold none from now on.
+    pub(super) fn close(&mut self) {
+        self.closed = true;
+        for tx in self
+            .parked
+            .drain()
+            .map(|(_, tx)| tx)
+            .chain(self.due.drain(..))
+        {
+            let _ = tx.send(Wake::Answer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::orchestrate::{RunStatus, RunView};
+
+    fn run(id: i64, node: Option<i64>, seq: u32, deps: &[i64]) -> RunView {
+        RunView {
+            id,
+            node,
+            seq,
+            status: RunStatus::Pending,
+            deps: deps.to_vec(),
+            concurrency: None,
+            max_parallel: None,
+            timeout_s: 60,
+            runs_on: Location::Os,
+        }
+    }
+
+    #[test]
+    fn only_nodes_with_a_due_run_are_woken_a_wave_at_a_time() {
+        // Node 1 runs now; node 2 waits for node 1's run (a cross-node wait).
+        let mut s = Schedule::new(vec![run(1, Some(1), 0, &[]), run(2, Some(2), 0, &[1])]);
+        let mut w = Waiters::new(10);
+        let mut one = w.park(1).unwrap();
+        let mut two = w.park(2).unwrap();
+        let r = s.take_released();
+        assert!(r.everyone, "a new schedule concerns everyone");
+        w.release(&s, &r);
+        assert_eq!(w.waking(), 1);
+        assert_eq!(w.wake_wave(), 0);
+        assert_eq!(one.try_recv(), Ok(Wake::Due));
+        assert!(two.try_recv().is_err(), "node 2 still waits");
+        s.set(1, RunStatus::Running);
+        assert!(s.take_released().is_empty(), "taking a run frees nothing");
+        s.set(1, RunStatus::Ok);
+        let r = s.take_released();
+        assert!(r.everyone, "a cross-node wait ended");
+        w.release(&s, &r);
+        w.wake_wave();
+        assert_eq!(two.try_recv(), Ok(Wake::Due));
+        assert_eq!(w.held(), 0);
+    }
+
+    #[test]
+    fn a_same_node_step_releases_nobody_and_a_freed_slot_wakes_that_many() {
+        let capped = |mut r: RunView| {
+            r.concurrency = Some("provision".into());
+            r.max_parallel = Some(1);
+            r
+        };
+        let mut s = Schedule::new(vec![
+            capped(run(1, Some(1), 0, &[])),
+            run(2, Some(1), 1, &[]),
+            capped(run(3, Some(2), 0, &[])),
+            capped(run(4, Some(3), 0, &[])),
+        ]);
+        s.take_released();
+        s.set(1, RunStatus::Running);
+        let mut w = Waiters::new(10);
+        let mut two = w.park(2).unwrap();
+        let mut three = w.park(3).unwrap();
+        s.set(1, RunStatus::Ok);
+        let r = s.take_released();
+        assert_eq!((r.everyone, r.slots), (false, 1));
+        w.release(&s, &r);
+        w.wake_wave();
+        let woken = [two.try_recv().is_ok(), three.try_recv().is_ok()];
+        assert_eq!(
+            woken.iter().filter(|w| **w).count(),
+            1,
+            "one slot, one node"
+        );
+        s.set(2, RunStatus::Running);
+        s.set(2, RunStatus::Ok);
+        assert!(s.take_released().is_empty(), "node 1's own lane");
+    }
+
+    #[test]
+    fn bounded_replaced_and_closed_calls_are_answered() {
+        let mut w = Waiters::new(2);
+        let mut first = w.park(1).unwrap();
+        let _second = w.park(2).unwrap();
+        assert!(w.park(3).is_none(), "full");
+        let _again = w.park(1).unwrap();
+        assert_eq!(
+            first.try_recv(),
+            Ok(Wake::Answer),
+            "replaced by its node's new call"
+        );
+        drop(_second);
+        assert!(w.park(3).is_some(), "a caller that gave up frees its slot");
+        let mut many = Waiters::new(1000);
+        let rxs: Vec<_> = (0..WAVE as i64 + 5)
+            .map(|n| many.park(n).unwrap())
+            .collect();
+        many.release_all();
+        assert_eq!(many.wake_wave(), 5, "one wave at a time");
+        assert_eq!(many.wake_wave(), 0);
+        assert!(rxs.into_iter().all(|mut rx| rx.try_recv() == Ok(Wake::Due)));
+        w.close();
+        assert!(w.park(9).is_none(), "closed");
+    }
+}
