@@ -19,6 +19,7 @@
 //   nojs       one path with JavaScript disabled: filter, bulk assign with roles, remove, delete
 // Every check counts; a summary per workflow is printed; any failure exits non-zero.
 // Usage: node browser-lifecycle.mjs BASE_URL ADMIN_PASSWORD OUT_DIR PLUGIN_FP
+import http from "node:http";
 import { chromium } from "playwright-core";
 
 const [base, password, out, pluginFp] = process.argv.slice(2);
@@ -49,6 +50,22 @@ async function call(method, path, body, token) {
   try { json = JSON.parse(text); } catch { /* not JSON */ }
   return { status: r.status, json, text };
 }
+// A hello from another loopback address: the master limits unauthenticated calls per client
+// address (10 at once), as a rack's nodes each have their own.
+function helloFrom(localAddress, body) {
+  return new Promise((resolve) => {
+    const data = JSON.stringify(body);
+    const u = new URL(`${base}/api/v1/agent/hello`);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", localAddress,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => {
+      let text = "";
+      res.on("data", (c) => { text += c; });
+      res.on("end", () => { let json = null; try { json = JSON.parse(text); } catch { /* not JSON */ } resolve({ status: res.statusCode, json, text }); });
+    });
+    req.on("error", (e) => resolve({ status: 0, json: null, text: String(e) }));
+    req.end(data);
+  });
+}
 const FAKE = 55;
 const fakeMac = (i) => `52:54:00:00:7${Math.floor(i / 100)}:${String(i % 100).padStart(2, "0")}`;
 async function registerFakeNodes() {
@@ -56,13 +73,13 @@ async function registerFakeNodes() {
   // workflows: they go offline 30 s after their hello.
   const ids = [];
   for (let i = 1; i <= FAKE; i++) {
-    const r = await call("POST", "/api/v1/agent/hello", {
+    const r = await helloFrom(`127.0.1.${Math.ceil(i / 8)}`, {
       interfaces: [{ name: "eno1", mac: fakeMac(i), speed_mbps: 25000, link: true }],
       cpu: { count: 8 + (i % 5) * 8 }, memory_bytes: (64 + (i % 4) * 64) * 2 ** 30,
       disks: [{ name: "sda", size_bytes: 960197124096 }],
       system: { vendor: "Supermicro", product: "SYS-1029P", serial: `SM${1000 + i}` },
     });
-    if (r.status === 201) { ids.push(r.json.node.id); }
+    if (r.status === 201) { ids.push(r.json.node.id); } else { console.log(`   hello ${i}: ${r.status} ${r.text}`); }
   }
   ok(ids.length === FAKE, `${FAKE} silent nodes registered for the rack workflows (${ids.length})`);
   return ids;
@@ -196,6 +213,7 @@ const appeared = await untilReloaded(async () =>
 ok(appeared, "the three demo nodes appear on the Nodes page in discover");
 const demoNames = await page.locator('table.node-list tbody tr:has-text("52:54:00:de:") td:nth-child(2) > a').allTextContents();
 ok(demoNames.length === 3, `three demo nodes listed (${demoNames.join(", ")})`);
+const ctrlName = (await page.locator('table.node-list tbody tr:has-text("52:54:00:de:00:01") td:nth-child(2) > a').textContent()).trim();
 await shot("nodes-discovered");
 await page.click('nav.sidebar a[href="/"]');
 ok((await page.content()).includes("discovered"), "the overview's activity says nodes were discovered");
@@ -250,17 +268,28 @@ await go(page.locator(`#deployment .dep-line a[href="/deployments/${dep1}"]`));
 ok(page.url() === `${base}/deployments/${dep1}`, `the deployment's page opens (${page.url()})`);
 const sawRunning = (await page.locator('.dep-status[data-status="running"]').count()) === 1;
 const end1 = await followDeployment(dep1, 150000);
-ok(end1 === "ready", `deployment ${dep1} ends ready (${end1}; it was ${sawRunning ? "" : "not "}seen running)`);
-const nodeBadges = await page.locator(".dep-node .node-head > .badge").allInnerTexts();
+ok(end1 === "done", `deployment ${dep1} ends done (${end1}; it was ${sawRunning ? "" : "not "}seen running)`);
+// The nodes' statuses come by themselves too (the runs part refreshes on node events).
+const nodeBadges = await page.waitForFunction(() => {
+  const b = Array.from(document.querySelectorAll("#runs-list .dep-node .node-head > .badge")).map((e) => e.textContent.trim());
+  return b.length === 3 && b.every((t) => t === "ready") ? b : false;
+}, null, { timeout: 15000 }).then((h) => h.jsonValue()).catch(async () => page.locator("#runs-list .dep-node .node-head > .badge").allInnerTexts());
 ok(nodeBadges.length === 3 && nodeBadges.every((b) => b === "ready"), `each node's status came live: ready (${nodeBadges.join(", ")})`);
+ok(await page.evaluate(() => window.__notReloaded === true), "still without a reload");
 await shot("deployment-done");
 
 // 5. Read the results: every run per node, filter, output; the node's page; the history.
-const headers = await page.locator("#runs-list table.runs").first().locator("thead th").allInnerTexts();
+// A node whose steps all went well is one line; its runs are a click away.
+const lines = await page.locator("#runs-list section.dep-node").allInnerTexts();
+ok(lines.some((l) => l.includes(ctrlName) && /All \d+ steps done/.test(l)), `a node that is done is one line (${lines.map((l) => l.replace(/\s+/g, " ")).join(" | ")})`);
+await go(page.locator(`#runs-list section.dep-node:has(.node-name a:text-is("${ctrlName}"))`).getByRole("link", { name: /^Show its \d+ runs$/ }));
+ok(page.url().includes("node="), `"Show its runs" filters to the node (${page.url()})`);
+await page.locator("#runs-list table.runs").first().waitFor();
+const headers = (await page.locator("#runs-list table.runs").first().locator("thead th").allTextContents()).map((h) => h.trim());
 ok(["#", "Step", "Status", "Try", "Started", "Took"].every((h) => headers.includes(h)), `runs show number, step, status, attempt, start, duration (${headers.join(", ")})`);
 const runRows = page.locator("#runs-list tr.run");
 const nRuns = await runRows.count();
-ok(nRuns > 10, `every run is listed (${nRuns})`);
+ok(nRuns > 10 && await page.locator("#runs-list section.dep-node").count() === 1, `every run of the node is listed (${nRuns})`);
 const okRuns = await page.locator("#runs-list tr.run-ok").count();
 ok(okRuns > 0 && await page.locator("#runs-list tr.run-failed").count() === 0, `runs ended ok (${okRuns}), none failed`);
 const firstOk = page.locator("#runs-list tr.run-ok").first();
@@ -274,12 +303,12 @@ ok(await closedOut.count() === 1, "a run's output is offered, folded");
 await closedOut.click();
 const opened = page.locator("#runs-list tr.run-ok + tr.run-more details[open] pre.output").first();
 ok(await opened.isVisible() && (await opened.innerText()).length > 0, "its output tail opens");
-// Filter to the controller.
-const ctrlName = demoNames[0];
-await page.locator("#f-node").selectOption({ label: ctrlName });
+// The filter, from its form: another node, then the failed runs.
+const otherName = demoNames.find((n) => n !== ctrlName);
+await page.locator("#f-node").selectOption({ label: otherName });
 await go(page.locator("#f-apply"));
-ok(page.url().includes("node="), `the filter is a link (${page.url()})`);
-ok(await page.locator("#runs-list section.dep-node").count() === 1, "filtered to one node, one node's runs are shown");
+ok(await page.locator(`#runs-list section.dep-node .node-name a:text-is("${otherName}")`).count() === 1 &&
+   await page.locator("#runs-list section.dep-node").count() === 1, `the node filter shows that node's runs only (${otherName})`);
 await page.locator("#f-status").selectOption("failed");
 await go(page.locator("#f-apply"));
 ok((await page.locator("#runs-list tr.run").count()) === 0 && (await text("#runs-list .empty-line")).length > 0,
@@ -304,7 +333,7 @@ await shot("node-page");
 // The environment's history of deployments.
 await page.click(`#state a[href^="/environments/"]`);
 await page.waitForURL(`${base}/environments/${env1}`);
-ok((await page.locator(".latest").getAttribute("data-status")) === "ready", "the environment page shows the deployment ready");
+ok((await page.locator(".latest").getAttribute("data-status")) === "done", "the environment page shows the deployment done");
 const memberBadges = await page.locator("table.member-list tbody td:nth-child(4) .badge").allInnerTexts();
 ok(memberBadges.filter((b) => b === "ready").length === 3, `its members are ready (${memberBadges.join(", ")})`);
 await shot("environment-deployed");
@@ -335,7 +364,7 @@ const dep2 = Number(((await notice()).match(/Deployment (\d+) started/) || [])[1
 ok(dep2 > dep1, `Deploy changes starts another deployment (${await notice()})`);
 await go(page.locator(`#deployment .dep-line a[href="/deployments/${dep2}"]`));
 const end2 = await followDeployment(dep2, 150000);
-ok(end2 === "ready", `the redeployment ends ready (${end2})`);
+ok(end2 === "done", `the redeployment ends done (${end2})`);
 await shot("redeployment-done");
 await page.goto(`${base}/environments/${env1}/deployments`);
 const listed = await page.locator('a[href^="/deployments/"]').evaluateAll((as) => as.map((a) => a.getAttribute("href")));
