@@ -319,7 +319,7 @@ await page.goto(`${base}/deployments/${dep1}`);
 await go(page.locator(`#runs-list .node-name a:text-is("${ctrlName}")`));
 ok(/\/nodes\/\d+$/.test(page.url()), `a node's name opens its page (${page.url()})`);
 const state = await text("#state");
-for (const want of ["newcomer", "controller", "ready", "online", "Last error"]) {
+for (const want of ["newcomer", "controller", "ready", "online", "Last step", "smoke-check", "Last error"]) {
   ok(state.includes(want), `the node page's state shows ${want}`);
 }
 ok(/Last error\s+none/.test(state), `it has no last error (${state.replace(/\s+/g, " ")})`);
