@@ -522,12 +522,14 @@ fn routes(r: &mut Routes<'_>) {
     // The dashboard.
     r.get("/", Page(V), pages::overview::overview);
     r.get("/nodes", Page(V), pages::nodes::nodes);
+    // Before `/nodes/{id}`, which would take "bulk" for an id.
+    r.get("/nodes/bulk", Page(O), pages::bulk::review);
     r.get("/nodes/{id}", Page(V), pages::node::node);
     r.get("/nodes/{id}/state", Page(V), pages::node::state);
     r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
     r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
-    r.get("/nodes/bulk", Page(O), pages::bulk::review);
     r.post("/nodes/bulk", Page(O), pages::bulk::act);
+    r.post("/nodes/{id}/name", Page(O), pages::node::rename_node);
     r.post("/nodes/{id}/power", Page(O), pages::node::power_node);
     r.post("/nodes/{id}/bmc", Page(O), pages::node::set_bmc);
     r.get("/environments", Page(V), pages::environments::environments);
