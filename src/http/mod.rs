@@ -529,6 +529,7 @@ fn routes(r: &mut Routes<'_>) {
     r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
     r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
     r.post("/nodes/bulk", Page(O), pages::bulk::act);
+    r.post("/nodes/{id}/name", Page(O), pages::node::rename_node);
     r.post("/nodes/{id}/power", Page(O), pages::node::power_node);
     r.post("/nodes/{id}/bmc", Page(O), pages::node::set_bmc);
     r.get("/environments", Page(V), pages::environments::environments);

@@ -115,7 +115,7 @@ impl Request {
         let mut carried = Vec::new();
         for (k, v) in pairs {
             let v = v.trim();
-            if !matches!(k.as_str(), "csrf" | "roles") {
+            if !matches!(k.as_str(), "csrf" | "roles" | "confirmed") {
                 carried.push((k.clone(), v.to_string()));
             }
             match k.as_str() {
@@ -140,7 +140,7 @@ impl Request {
                     }
                 }
                 "back" => back = local_path(v),
-                "csrf" | "confirm" | "to_env" | "roles" => {}
+                "csrf" | "confirmed" | "to_env" | "roles" => {}
                 k if FILTER_KEYS.contains(&k) => {}
                 // The list's own order and page, carried back.
                 "sort" | "dir" | "per" | "page" => {}
@@ -446,6 +446,16 @@ pub async fn act(
             ));
         }
     };
+    if !crate::http::pages::confirm::given(&pairs) {
+        // Not from the review page: the review first, with what was asked.
+        let query = serde_urlencoded::to_string(&request.carried).unwrap_or_default();
+        return Ok(HttpResponse::SeeOther()
+            .insert_header((
+                actix_web::http::header::LOCATION,
+                format!("/nodes/bulk?{query}"),
+            ))
+            .finish());
+    }
     let nodes = selected(&state, &request.selection).await?;
     let name_of = |id: NodeId| {
         nodes

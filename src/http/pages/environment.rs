@@ -9,6 +9,7 @@ use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
+use crate::http::pages::confirm;
 use crate::http::pages::deployments::History;
 use crate::http::pages::notice;
 use crate::http::pages::views::Me;
@@ -380,9 +381,35 @@ fn fragment(t: &impl Template) -> Result<HttpResponse, PageError> {
 /// `POST /environments/{id}/deploy`
 pub async fn deploy(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<String>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
+    let pairs = crate::http::access::url_form(&body);
+    if !confirm::given(&pairs) {
+        let name = state
+            .store(move |s| s.read(|r| r.existing_cluster(id)))
+            .await?
+            .name;
+        let action = format!("/environments/{id}/deploy");
+        return Ok(confirm::page(
+            me,
+            "environments",
+            confirm::Ask {
+                question: format!("Deploy environment {name}?"),
+                detail: "Deploy runs the plan on every node of the environment: nodes without \
+                         an installed OS are provisioned (their disks written), the others run \
+                         what changed."
+                    .to_string(),
+                action: &action,
+                button: format!("Deploy {name}"),
+                cancel: format!("/environments/{id}"),
+                danger: false,
+            },
+            &pairs,
+        )?);
+    }
     let started = crate::http::api::deploy::start(&state, id, Vec::new()).await;
     Ok(notice::after(
         &state,
@@ -396,7 +423,9 @@ pub async fn deploy(
 /// `POST /environments/{id}/deployments/{dep}/{action}` with action `abort` or `retry`.
 pub async fn deployment_action(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<(String, String, String)>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let (env, dep, action) = path.into_inner();
     let id = crate::http::api::catalog::id_of(&env, "environment")?;
@@ -408,8 +437,13 @@ pub async fn deployment_action(
             return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
         }
     };
-    Ok(
-        crate::http::pages::deployment::act(&state, dep, abort, &format!("/environments/{id}"))
-            .await,
-    )
+    let back = format!("/environments/{id}");
+    let pairs = crate::http::access::url_form(&body);
+    if abort && !confirm::given(&pairs) {
+        let action = format!("/environments/{id}/deployments/{dep}/abort");
+        return Ok(crate::http::pages::deployment::ask_abort(
+            me, dep, &action, &back, &pairs,
+        )?);
+    }
+    Ok(crate::http::pages::deployment::act(&state, dep, abort, &back).await)
 }

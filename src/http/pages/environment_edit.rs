@@ -10,6 +10,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use crate::http::access::Caller;
+use crate::http::pages::confirm;
 use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::roles::{RoleChoice, role_choices};
 use crate::http::pages::views::{Me, ago, badge, thousands};
@@ -162,11 +163,37 @@ pub async fn add_nodes(
 /// `POST /environments/{id}/nodes/{node}/remove`: unassign, then back to the environment.
 pub async fn remove_node(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<(String, String)>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let (env, node) = path.into_inner();
     let id = crate::http::api::catalog::id_of(&env, "environment")?;
     let node = crate::http::api::catalog::id_of(&node, "node")?;
+    let pairs = crate::http::access::url_form(&body);
+    if !confirm::given(&pairs) {
+        let (name, env_name) = state
+            .store(move |s| {
+                s.read(|r| Ok((r.existing_node(node)?.name, r.existing_cluster(id)?.name)))
+            })
+            .await?;
+        let to = format!("/environments/{id}/nodes/{node}/remove");
+        return Ok(confirm::page(
+            me,
+            "environments",
+            confirm::Ask {
+                question: format!("Remove {name} from {env_name}?"),
+                detail: "A node without an installed OS is free again at once; one with an \
+                         installed OS is erased at the next Deploy."
+                    .to_string(),
+                action: &to,
+                button: format!("Remove {name}"),
+                cancel: format!("/environments/{id}"),
+                danger: true,
+            },
+            &pairs,
+        )?);
+    }
     let now = crate::clock::now();
     let removed = state
         .store(move |s| {
@@ -259,9 +286,17 @@ pub async fn delete(
     body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let power_off = crate::http::access::url_form(&body)
-        .iter()
-        .any(|(k, v)| k == "power_off" && v == "1");
+    let pairs = crate::http::access::url_form(&body);
+    if !confirm::given(&pairs) {
+        // Not from the review page: the review first.
+        return Ok(HttpResponse::SeeOther()
+            .insert_header((
+                actix_web::http::header::LOCATION,
+                format!("/environments/{id}/delete"),
+            ))
+            .finish());
+    }
+    let power_off = pairs.iter().any(|(k, v)| k == "power_off" && v == "1");
     let done =
         crate::http::api::catalog::delete_environment(&state, id, power_off, caller.0.user.clone())
             .await;

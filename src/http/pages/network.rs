@@ -152,6 +152,16 @@ fn form_name(field: &str) -> Option<String> {
     ))
 }
 
+/// A network without addresses of its own (Neutron's VLAN `private`: no CIDR, no notation;
+/// its VLANs are the Neutron parameters' range): not on the form, as Fuel's tab did not show
+/// it, and never sent.
+fn addressless(n: &J) -> bool {
+    n.get("cidr").is_none_or(J::is_null)
+        && n.get("meta")
+            .and_then(|m| m.get("notation"))
+            .is_none_or(J::is_null)
+}
+
 fn build(
     me: Me,
     cluster: &crate::model::Cluster,
@@ -177,6 +187,7 @@ fn build(
         .and_then(J::as_array)
         .into_iter()
         .flatten()
+        .filter(|n| !addressless(n))
         .filter_map(|n| {
             let id = n.get("id")?.as_i64()?;
             let name = n.get("name").and_then(J::as_str).unwrap_or("").to_string();
@@ -333,7 +344,10 @@ fn body(config: &J, raw: &Raw) -> Result<J, Vec<FieldError>> {
         let (Some(id), Some(name)) = (n.get("id").and_then(J::as_i64), n.get("name")) else {
             continue;
         };
-        if name.as_str() == Some(ADMIN) || !raw.contains_key(&format!("n.{id}.cidr")) {
+        if name.as_str() == Some(ADMIN)
+            || addressless(n)
+            || !raw.contains_key(&format!("n.{id}.cidr"))
+        {
             continue;
         }
         let get = |k: &str| {

@@ -320,12 +320,6 @@ pub async fn nodes(
     })
 }
 
-/// A node page's power button.
-#[derive(Debug, serde::Deserialize)]
-pub struct PowerForm {
-    pub(super) action: String,
-}
-
 pub(super) fn power_action(action: &str) -> Result<crate::bmc::actions::Act, ApiError> {
     crate::bmc::actions::Act::parse(action)
         .ok_or_else(|| ApiError::BadRequest(format!("action: no power action {action:?}")))

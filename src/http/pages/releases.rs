@@ -285,8 +285,18 @@ pub async fn review_remove(
 pub async fn remove(
     state: web::Data<AppState>,
     path: web::Path<String>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "plugin")?;
+    if !crate::http::pages::confirm::given(&crate::http::access::url_form(&body)) {
+        // Not from the review page: the review first.
+        return Ok(HttpResponse::SeeOther()
+            .insert_header((
+                actix_web::http::header::LOCATION,
+                format!("/releases/plugins/{id}/remove"),
+            ))
+            .finish());
+    }
     let removed = async {
         let p = find_plugin(&state, id).await?;
         crate::http::api::catalog::remove_plugin_named(&state, format!("{}@{}", p.name, p.version))
