@@ -255,8 +255,12 @@ ok(await page.locator("#plan-picture svg").count() === 1, "the plan's task graph
 ok(await page.locator("table.plan-tasks").count() === 3, "each node's planned tasks are listed");
 await shot("environment-assigned");
 
-// 4. Deploy; its page follows it live.
-await go(page.getByRole("button", { name: "Deploy", exact: true }));
+// 4. Deploy, which asks first: dismissed, nothing starts; accepted, its page follows it live.
+await confirmClick(page.getByRole("button", { name: "Deploy", exact: true }), false);
+await page.reload();
+ok(await page.locator("#deployment .latest").count() === 0 && (await text("#deployment")).includes("Not deployed yet"), "a dismissed Deploy starts nothing");
+const deployQuestion = await confirmClick(page.getByRole("button", { name: "Deploy", exact: true }), true);
+ok(deployQuestion.startsWith("Deploy newcomer?"), `Deploy asks about the environment by name (${deployQuestion})`);
 const dep1 = Number(((await notice()).match(/Deployment (\d+) started/) || [])[1]);
 ok(dep1 > 0, `Deploy starts a deployment and says so (${await notice()})`);
 // Set-up for later workflows while it runs (the silent nodes are not part of this one).
@@ -359,7 +363,7 @@ await shot("settings-saved");
 
 // 7. Redeploy.
 await go(page.locator(".form-actions a", { hasText: "Back to newcomer" }));
-await go(page.getByRole("button", { name: "Deploy changes" }));
+await confirmClick(page.getByRole("button", { name: "Deploy changes" }), true);
 const dep2 = Number(((await notice()).match(/Deployment (\d+) started/) || [])[1]);
 ok(dep2 > dep1, `Deploy changes starts another deployment (${await notice()})`);
 await go(page.locator(`#deployment .dep-line a[href="/deployments/${dep2}"]`));
@@ -569,7 +573,8 @@ await confirmClick(page.getByRole("button", { name: "Delete", exact: true }), fa
 await page.reload();
 ok(page.url() === nodeUrl && (await page.locator("h1").count()) === 1, "a dismissed Delete leaves the node");
 await confirmClick(page.getByRole("button", { name: "Delete", exact: true }), true);
-ok((await notice()).length > 0, `deleting says so (${await notice()})`);
+ok((await notice()).includes("deleted"), `deleting says so (${await notice()})`);
+await shot("node-deleted");
 const gone = await page.goto(nodeUrl);
 ok(gone.status() === 404, `the deleted node's page is gone (${gone.status()})`);
 errors.splice(0, errors.length, ...errors.filter((e) => !e.includes("404")));
@@ -619,15 +624,18 @@ workflow("liveness");
 // The silent nodes' agents are gone 30 s after their hello.
 const waitGone = Math.max(0, fakeAt + 31000 - Date.now());
 if (waitGone > 0) { console.log(`   (the silent agents go offline in ${(waitGone / 1000).toFixed(0)} s)`); }
-await page.goto(`${base}/nodes?online=offline`);
-ok(await untilReloaded(async () => (await nodeRows().count()) >= 40, waitGone + 15000), `the Agent filter finds the silent nodes offline (${await nodeRows().count()})`);
-ok(await page.locator('table.node-list tbody tr:has-text("52:54:00:de:")').count() === 0, "the demo nodes are not among them");
-ok((await page.locator("table.node-list tbody .badge", { hasText: "offline" }).count()) === await nodeRows().count(), "each is flagged offline");
+await page.goto(`${base}/nodes`);
+await page.selectOption('select[name="online"]', { label: "offline" });
+await go(page.getByRole("button", { name: "Filter" }));
+const silent = FAKE - 6 - 1;
+ok(await untilReloaded(async () => (await page.locator('table.node-list tbody tr:has-text("52:54:00:00:7")').count()) === silent, waitGone + 15000),
+   `the Agent filter finds the ${silent} silent nodes offline (${await nodeRows().count()})`);
+ok((await page.locator("table.node-list tbody td:nth-child(8) .badge", { hasText: "offline" }).count()) === await nodeRows().count(), "each is flagged offline");
 await shot("nodes-offline");
 await page.goto(`${base}/environments/${env2}`);
-const goneBadges = await page.locator("table.member-list .badge", { hasText: "agent gone" }).count();
-ok(goneBadges === 8, `the environment flags its members whose agent is gone (${goneBadges})`);
-await go(page.getByRole("button", { name: "Deploy", exact: true }));
+const goneBadges = await page.locator('table.member-list tbody tr:has-text("52:54:00:00:7") .badge', { hasText: "agent gone" }).count();
+ok(goneBadges === 8, `the environment flags its eight silent members: agent gone (${goneBadges})`);
+await confirmClick(page.getByRole("button", { name: "Deploy", exact: true }), true);
 const dep3 = Number(((await notice()).match(/Deployment (\d+) started/) || [])[1]);
 ok(dep3 > 0, `rack's deployment starts (${await notice()})`);
 await page.goto(`${base}/deployments/${dep3}`);
