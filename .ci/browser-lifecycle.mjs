@@ -626,6 +626,7 @@ const waitGone = Math.max(0, fakeAt + 31000 - Date.now());
 if (waitGone > 0) { console.log(`   (the silent agents go offline in ${(waitGone / 1000).toFixed(0)} s)`); }
 await page.goto(`${base}/nodes`);
 await page.selectOption('select[name="online"]', { label: "offline" });
+await page.selectOption('select[name="per"]', "100");
 await go(page.getByRole("button", { name: "Filter" }));
 const silent = FAKE - 6 - 1;
 ok(await untilReloaded(async () => (await page.locator('table.node-list tbody tr:has-text("52:54:00:00:7")').count()) === silent, waitGone + 15000),
