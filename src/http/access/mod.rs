@@ -515,8 +515,15 @@ async fn authorize(
             if let Some(p) = who {
                 req.extensions_mut().insert(p);
             }
+            // Only a page the browser navigates to shows (and so clears) a notice: a live part's
+            // fetch (Sec-Fetch-Dest: empty) from the page being left, set off by the action's own
+            // event, would otherwise take the notice before the page it redirects to shows it.
+            let fetched = req
+                .headers()
+                .get("sec-fetch-dest")
+                .is_some_and(|d| d.as_bytes() != b"document");
             let notice = match access {
-                Access::Page(_) if !audited => req
+                Access::Page(_) if !audited && !fetched => req
                     .cookie(crate::http::pages::notice::NOTICE_COOKIE)
                     .map(|c| crate::http::pages::notice::Notice::decode(c.value())),
                 _ => None,
