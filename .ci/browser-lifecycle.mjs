@@ -197,6 +197,23 @@ async function followDeployment(dep, timeout) {
   return ended;
 }
 
+function summary() {
+  console.log("browser-lifecycle summary:");
+  for (const [name, r] of results) {
+    console.log(`  ${name.padEnd(10)} ${String(r.pass).padStart(3)} passed, ${r.fail} failed  ${((r.t1 - r.t0) / 1000).toFixed(1)} s`);
+  }
+  console.log(`browser-lifecycle: ${pass} passed, ${fail} failed in ${((Date.now() - started) / 1000).toFixed(1)} s; ${taken.length} screenshots in ${out}`);
+}
+// A step that cannot go on (an element never came) stops the run: it counts as a failure, the
+// page is kept as life-stopped.png, and the summary is printed.
+process.on("uncaughtException", (e) => {
+  ok(false, `stopped: ${String(e.message || e).split("\n")[0]}`);
+  page.screenshot({ path: `${out}/life-stopped.png`, fullPage: true }).catch(() => {}).finally(() => {
+    summary();
+    process.exit(1);
+  });
+});
+
 // ---------------------------------------------------------------------------------------------
 await signIn(page);
 ok(page.url() === `${base}/`, `signed in through the form (${page.url()})`);
@@ -729,9 +746,5 @@ await bare.close();
 workflow("end");
 ok(errors.length === 0, `no console errors (${errors.join("; ")})`);
 await browser.close();
-console.log("browser-lifecycle summary:");
-for (const [name, r] of results) {
-  console.log(`  ${name.padEnd(10)} ${String(r.pass).padStart(3)} passed, ${r.fail} failed  ${((r.t1 - r.t0) / 1000).toFixed(1)} s`);
-}
-console.log(`browser-lifecycle: ${pass} passed, ${fail} failed in ${((Date.now() - started) / 1000).toFixed(1)} s; ${taken.length} screenshots in ${out}`);
+summary();
 process.exit(fail === 0 ? 0 : 1);
