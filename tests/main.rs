@@ -32,6 +32,7 @@ mod fuel_agent;
 mod graph;
 mod hostile;
 mod identity;
+mod lifecycle_pages;
 mod long_poll;
 mod metrics;
 mod nailgun;
