@@ -128,7 +128,11 @@ await Promise.all([page.waitForNavigation(), page.click("#sign-in")]);
 // Deploy from the environment page, as an operator would; the agents take their runs.
 await page.goto(`${base}/environments/${cluster}`);
 ok((await page.content()).includes("Tasks are numbered per node"), "the plan says how tasks are numbered");
+// Deploy asks first (data-confirm); accepted, it starts.
+let deployAsked = "";
+page.once("dialog", (d) => { deployAsked = d.message(); d.accept(); });
 await Promise.all([page.waitForNavigation(), page.click('form[action$="/deploy"] button')]);
+ok(deployAsked.startsWith("Deploy browser-env?"), `Deploy asks first (${deployAsked})`);
 const started = await page.textContent("#notice");
 const dep = Number((started.match(/Deployment (\d+) started/) || [])[1]);
 ok(dep > 0, `the Deploy button starts a deployment (${started})`);

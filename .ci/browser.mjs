@@ -68,13 +68,16 @@ page.once("dialog", (d) => d.accept());
 await Promise.all([page.waitForNavigation(), page.click('button[data-confirm^="Power off"]')]);
 ok((await page.content()).includes("Power off failed"), "an accepted power off is tried, its failure shown");
 await page.screenshot({ path: `${out}/node_power.png`, fullPage: true });
-// Bulk power from the node list: a line per ticked node.
+// Bulk power from the node list: a review of the ticked nodes first, then a line per node that
+// failed.
 await page.goto(`${base}/nodes`);
 await page.check('input[name="nodes"][value="1"]');
-await page.selectOption("#power-action", "off");
-page.once("dialog", (d) => d.accept());
-await Promise.all([page.waitForNavigation(), page.click('#power-form button[type="submit"]')]);
-ok((await page.content()).includes("node 1</a>: off failed"), "bulk power shows a line per node");
+await page.selectOption("#bulk-power", "off");
+await Promise.all([page.waitForNavigation(), page.click('button[name="do"][value="power"]')]);
+ok(page.url().startsWith(`${base}/nodes/bulk`) && await page.locator("ul.named li").count() === 1, "bulk power reviews the ticked node first");
+await Promise.all([page.waitForNavigation(), page.click("form.review button[type=submit]")]);
+const powered = await page.textContent("#notice");
+ok(/Power off: 0 done\. 1 not:/.test(powered), `bulk power says what failed, node by node (${powered})`);
 await page.screenshot({ path: `${out}/nodes_power.png`, fullPage: true });
 
 // An API token made on the Account page is shown once.

@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# Render the dashboard in headless Chromium (Debian's package) against a real `stoker serve` on
-# loopback, signed in through the login form as a person would (.ci/browser.mjs): every page must
-# show what an operator expects. Then, against a second daemon with the bundled release, the
-# deployment and node pages as an operator clicks through them after a deployment of simulated
-# nodes (.ci/browser-pages.mjs), at 1280 and 900 px. Screenshots go to $OUT (default
-# target/pages) for a person to look at.
+# Render the dashboard in headless Chromium (Debian's package, driven by playwright-core over the
+# DevTools protocol; it downloads no browser) against real `stoker serve` daemons on loopback,
+# signed in through the login form as a person would. Three scripts, three daemons:
+#   .ci/browser.mjs           every page shows what an operator expects (three nodes from hellos,
+#                             no release); BMC form, power asking first, tokens, sign-out
+#   .ci/browser-pages.mjs     the bundled release, three nodes whose agents the script plays: the
+#                             deployment and node pages after a deployment with a failed run, at
+#                             1280 and 900 px, the plan's zoom, the filter without JavaScript
+#   .ci/browser-lifecycle.mjs the bundled release and `--demo-nodes 3`: every workflow clicked
+#                             through (the newcomer's path: demo nodes appear, create, assign,
+#                             deploy, read the results, change a setting, redeploy, delete; then
+#                             the task graph's zoom, rack scale on 58 nodes, rename/roles/remove/
+#                             delete, settings and network forms, a plugin built here by `stoker
+#                             plugin build` installed and removed, silent agents and a deployment
+#                             waiting on them, no sideways scroll at 900 px and labelled controls,
+#                             one path without JavaScript), a screenshot per step
+# Each counts its checks, prints a summary and exits non-zero on any failure, which fails this
+# script. Screenshots go to $OUT (default target/pages) for a person to look at: login.png and
+# one per page (browser.mjs), pages-*.png, life-*.png (life-900-*.png at 900 px, life-nojs-*.png).
 set -euo pipefail
 stoker=${1:?usage: pages-chromium.sh path/to/stoker}
 OUT=${OUT:-target/pages}
@@ -19,9 +32,11 @@ fi
 work=$(mktemp -d)
 pid=
 pid2=
+pid3=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null
   [ -n "$pid2" ] && kill "$pid2" 2>/dev/null
+  [ -n "$pid3" ] && kill "$pid3" 2>/dev/null
   wait 2>/dev/null; rm -rf "$work"
 }
 trap cleanup EXIT
@@ -60,4 +75,18 @@ for _ in $(seq 100); do grep -q 'listening on http://' "$work/log2" && break; sl
 base2=$(grep -o 'listening on http://[0-9.:]*' "$work/log2" | head -n1 | sed 's/listening on //')
 [ -n "$base2" ] || { cat "$work/log2"; echo "the second stoker did not start" >&2; exit 1; }
 node "$node_dir/browser-pages.mjs" "$base2" "$(cat "$work/data2/initial-admin-password")" "$(cd "$OUT" && pwd)"
+kill "$pid2" 2>/dev/null; wait "$pid2" 2>/dev/null || true; pid2=
+
+# The workflows, clicked through as a person would (.ci/browser-lifecycle.mjs), on a third
+# daemon with the bundled release and three simulated nodes that boot over loopback
+# (`--demo-nodes 3`); the plugin it uploads is built here by `stoker plugin build`.
+cp .ci/browser-lifecycle.mjs "$node_dir/browser-lifecycle.mjs"
+"$stoker" plugin build .ci/browser-plugin --output "$work" >/dev/null
+"$stoker" serve --data-dir "$work/data3" --http-listen 127.0.0.1:0 --demo-nodes 3 2>"$work/log3" &
+pid3=$!
+for _ in $(seq 100); do grep -q 'listening on http://' "$work/log3" && break; sleep 0.1; done
+base3=$(grep -o 'listening on http://[0-9.:]*' "$work/log3" | head -n1 | sed 's/listening on //')
+[ -n "$base3" ] || { cat "$work/log3"; echo "the third stoker did not start" >&2; exit 1; }
+node "$node_dir/browser-lifecycle.mjs" "$base3" "$(cat "$work/data3/initial-admin-password")" "$(cd "$OUT" && pwd)" \
+  "$work/browser-demo-1.0.0.fp" || { tail -n 40 "$work/log3"; exit 1; }
 echo "screenshots in $OUT"

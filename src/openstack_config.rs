@@ -504,9 +504,9 @@ pub fn create(store: &Store, data_dir: &Path, body: &J, now: i64) -> Result<Vec<
             let id = tx.add_openstack_config(new.cluster_id, scope, &new.configuration, now)?;
             out.push(show(&tx.read(), id)?);
         }
-        tx.add_history(
+        tx.add_event(
             now,
-            None,
+            crate::store::About::cluster(new.cluster_id),
             "openstack_config.uploaded",
             &format!(
                 "OpenStack configuration for {} of environment {} uploaded",
@@ -550,9 +550,9 @@ pub fn delete(store: &Store, id: i64, now: i64) -> Result<(), StoreError> {
                 format!("Configuration '{id}' has been already disabled."),
             )]));
         }
-        tx.add_history(
+        tx.add_event(
             now,
-            None,
+            crate::store::About::cluster(c.cluster_id),
             "openstack_config.deleted",
             &format!(
                 "OpenStack configuration {id} of environment {} deleted",

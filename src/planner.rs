@@ -802,6 +802,10 @@ pub struct Accepts {
     pub release_attributes: J,
     /// Every plugin package compatible with the release (or enabled), with its attributes.
     pub plugins: Vec<PluginAttributes>,
+    /// What each role of [`Accepts::roles`] says of itself: its `name` (label), description,
+    /// conflicts, limits and restrictions (the release's, the environment's own, the enabled
+    /// plugins').
+    pub role_metadata: serde_json::Map<String, J>,
 }
 
 impl Accepts {
@@ -820,6 +824,14 @@ impl Accepts {
                     self.roles.iter().cloned().collect::<Vec<_>>().join(", ")
                 ),
             })
+            .chain(
+                crate::engine::assignment::conflicts(&self.role_metadata, roles)
+                    .into_iter()
+                    .map(|message| FieldError {
+                        field: field.to_string(),
+                        message,
+                    }),
+            )
             .collect()
     }
 }
@@ -859,15 +871,21 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
         })?
         .ok_or(PlanningError::NoCluster(cluster_id))?;
     let (roles_metadata, attributes) = sections.unwrap_or((J::Null, J::Null));
+    let mut role_metadata = serde_json::Map::new();
     let mut roles: BTreeSet<String> = if roles_metadata.is_object() {
         BTreeSet::new()
     } else {
         // A release without role metadata is planned with Fuel newton's.
-        role_names(&graph::roles::default_metadata().0).collect()
+        let default = graph::roles::default_metadata().0;
+        if let Some(m) = default.as_object() {
+            role_metadata.extend(m.clone());
+        }
+        role_names(&default).collect()
     };
     // The release's roles with those created, changed or deleted through the API, and the
     // environment's own.
     roles.extend(own.keys().cloned());
+    role_metadata.extend(own);
     let mut schema = Schema::of_release(&release.name, &attributes);
     let mut plugin_attributes = Vec::new();
     let installed = installed(&plugins, release.plugin_id);
@@ -893,7 +911,11 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
             None => continue,
         };
         if on {
-            roles.extend(role_names(tree.get("roles_metadata").unwrap_or(&J::Null)));
+            let theirs = tree.get("roles_metadata").unwrap_or(&J::Null);
+            roles.extend(role_names(theirs));
+            if let Some(m) = theirs.as_object() {
+                role_metadata.extend(m.clone());
+            }
         }
         let attributes = tree.get("attributes_metadata").unwrap_or(&J::Null);
         schema.add_plugin(name, attributes);
@@ -917,6 +939,7 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
         settings: schema,
         release_attributes: attributes,
         plugins: plugin_attributes,
+        role_metadata,
     })
 }
 

@@ -312,20 +312,32 @@ fn the_dashboard_sets_a_bmc_and_powers_nodes_with_a_line_per_node() {
         http.get(&format!("/api/v1/nodes/{a}/bmc")).json()["driver"],
         "redfish"
     );
-    // Bulk power from the node list: a line per node, in the page.
-    let r = http.post_form("/nodes/power", &format!("action=off&nodes={b}&nodes={a}"));
-    assert_eq!(r.status, 200, "{}", r.body);
+    // Bulk power from the node list: reviewed, then a line per node in the notice.
+    let review = http.get(&format!("/nodes/bulk?do=power&act=off&nodes={b}&nodes={a}"));
+    assert_eq!(review.status, 200, "{}", review.body);
+    assert!(review.body.contains("Power off 2 nodes"), "{}", review.body);
+    let r = http.submit(
+        "/nodes/bulk",
+        &format!("do=power&act=off&nodes={b}&nodes={a}&confirmed=1"),
+    );
+    assert!(r.body.contains("Power off: 0 done. 2 not:"), "{}", r.body);
     for id in [a, b] {
+        let name = http.get(&format!("/api/v1/nodes/{id}")).json()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(
-            r.body.contains(&format!(
-                r#"<a href="/nodes/{id}">node {id}</a>: off failed"#
-            )),
-            "{}",
+            r.body.contains(&format!("\n{name}: ")),
+            "{name}: {}",
             r.body
         );
     }
-    let r = http.post_form("/nodes/power", "action=off");
-    assert_eq!(r.status, 400, "{}", r.body);
+    let r = http.submit("/nodes/bulk", "do=power&act=off&confirmed=1");
+    assert!(
+        r.body.contains("Nothing done: tick at least one node"),
+        "{}",
+        r.body
+    );
     // One node's button, with what the BMC said.
     let r = http.submit(&format!("/nodes/{a}/power"), "action=on");
     assert!(r.body.contains("Power on failed"), "{}", r.body);

@@ -78,7 +78,7 @@ fn deployed_with_a_failure() -> (TestDaemon, i64, i64, Vec<i64>, String) {
     assert!(text.contains("tasks are numbered per node"), "{text}");
     let r = d
         .http()
-        .submit(&format!("/environments/{cluster}/deploy"), "");
+        .submit(&format!("/environments/{cluster}/deploy"), "confirmed=1");
     assert!(r.body.contains("Deployment "), "{}", r.body);
     let deps = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/deployments"));
     let dep = deps[0]["id"].as_i64().unwrap();

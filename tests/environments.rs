@@ -151,22 +151,37 @@ fn environment_page_shows_nodes_plan_and_picture() {
             .body
             .contains(&format!("/environments/{cluster}"))
     );
-    // Removing through the form takes the node out and the page says what to do.
-    let r = d.http().post_form(
-        &format!("/environments/{cluster}/nodes/{}/remove", ids[1]),
-        "",
+    // Removing through the form asks first (without JavaScript, a page) and does nothing yet.
+    let remove = format!("/environments/{cluster}/nodes/{}/remove", ids[1]);
+    let r = d.http().post_form(&remove, "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("name=\"confirmed\" value=\"1\""),
+        "{}",
+        r.body
     );
-    assert!(r.status == 303 || r.status == 200, "{}", r.status);
-    let nodes = http
-        .get(&format!("/api/v1/clusters/{cluster}/nodes"))
-        .json();
-    assert_eq!(nodes.as_array().unwrap().len(), 1);
-    // Adding through the form puts it back with its roles.
-    let body = format!("node_id={}&roles=compute%2C+cinder", ids[1]);
+    let members = |http: &crate::common::Http| {
+        http.get(&format!("/api/v1/clusters/{cluster}/nodes"))
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(members(&http), 2, "not removed before the confirmation");
+    // Confirmed, it takes the node out and the page says so.
+    let r = d.http().submit(&remove, "confirmed=1");
+    assert!(r.body.contains("removed: it is free again"), "{}", r.body);
+    assert_eq!(members(&http), 1);
+    // Adding through the form (the ticked nodes, the ticked roles) puts it back with its roles.
+    let body = format!("nodes={}&roles=compute&roles=cinder", ids[1]);
     let r = d
         .http()
-        .post_form(&format!("/environments/{cluster}/nodes"), &body);
-    assert!(r.status == 303 || r.status == 200, "{}", r.status);
+        .submit(&format!("/environments/{cluster}/nodes"), &body);
+    assert!(
+        r.body.contains("1 node added as compute, cinder."),
+        "{}",
+        r.body
+    );
     let node = http.get(&format!("/api/v1/nodes/{}", ids[1])).json();
     // Nailgun's meaning: assigned, not yet deployed.
     assert_eq!(

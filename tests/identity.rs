@@ -394,6 +394,12 @@ fn operators_delete_nodes_not_in_an_environment() {
     let again = r.json()["node"]["id"].as_i64().unwrap();
     assert_ne!(again, id);
     let r = d.http().post_form(&format!("/nodes/{again}/delete"), "");
+    assert_eq!(r.status, 200, "asked first: {}", r.body);
+    assert!(r.body.contains("Delete "), "{}", r.body);
+    assert_eq!(d.http().get(&format!("/api/v1/nodes/{again}")).status, 200);
+    let r = d
+        .http()
+        .post_form(&format!("/nodes/{again}/delete"), "confirmed=1");
     assert_eq!(r.status, 303, "back to the node list: {}", r.body);
     assert_eq!(d.http().get(&format!("/api/v1/nodes/{again}")).status, 404);
 }

@@ -115,7 +115,7 @@ fn unknown_roles_are_refused_by_every_surface_and_nothing_is_written() {
     // The dashboard's form.
     let r = http.submit(
         &format!("/environments/{cluster}/nodes"),
-        &format!("node_id={}&roles=compute%2C+nope", ids[1]),
+        &format!("nodes={}&roles=compute&roles=nope", ids[1]),
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("Not added: "), "{}", r.body);

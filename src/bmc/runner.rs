@@ -139,7 +139,7 @@ impl Runner {
             error: error.clone(),
             report,
         };
-        let (id, now) = (run.id, crate::clock::now());
+        let (id, dep, now) = (run.id, run.deployment, crate::clock::now());
         let history = format!(
             "{} {} through the BMC{}",
             run.step_id(),
@@ -150,7 +150,8 @@ impl Runner {
                 .unwrap_or_default()
         );
         let reported = self.writer.write_blocking(move |tx| {
-            tx.add_history(now, Some(node), "bmc.step", &history)?;
+            let about = crate::store::About::deployment(dep).and_node(node);
+            tx.add_event(now, about, "bmc.step", &history)?;
             tx.report_run(id, node, &result, now)
         });
         if let Err(e) = reported {

@@ -573,11 +573,13 @@ fn apply_plugin(
     }
 }
 
-/// Nailgun's `AttributesRestriction.check_data` over a whole editable document: every
-/// problem, each at its attribute's path.
-pub fn check_data(doc: &J, models: &Models) -> Vec<FieldError> {
-    let mut out = Vec::new();
-    let lookup = |model: &str, path: &str| -> Result<Option<J>, String> {
+/// What a restriction's model path reads: `settings:` is the editable document `doc`, the
+/// others are `models`.
+fn lookup<'a>(
+    doc: &'a J,
+    models: &'a Models,
+) -> impl Fn(&str, &str) -> Result<Option<J>, String> + 'a {
+    move |model: &str, path: &str| -> Result<Option<J>, String> {
         let root = match model {
             "settings" => doc,
             "cluster" => &models.cluster,
@@ -592,9 +594,160 @@ pub fn check_data(doc: &J, models: &Models) -> Vec<FieldError> {
         };
         let path: Vec<String> = path.split('.').map(str::to_string).collect();
         Ok(get(root, &path).cloned())
-    };
+    }
+}
+
+/// Nailgun's `AttributesRestriction.check_data` over a whole editable document: every
+/// problem, each at its attribute's path.
+pub fn check_data(doc: &J, models: &Models) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let lookup = lookup(doc, models);
     find_errors(doc, "editable", &lookup, &mut out);
     out
+}
+
+/// How the restrictions of one item stand (an attribute, a group with its `metadata`, or a
+/// role's metadata: whatever carries `restrictions`), as Fuel's Settings tab showed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restricted {
+    /// A `hide` restriction holds: the item is not shown, and not checked.
+    pub hidden: bool,
+    /// A `disable` restriction holds: shown, not changeable (a checkbox or group may not be on).
+    pub disabled: bool,
+    /// The messages of the restrictions that hold (`hide`, `disable` and `none` alike), or
+    /// their conditions when they have no message.
+    pub messages: Vec<String>,
+}
+
+/// The restrictions of `item` evaluated over the editable document `doc` and `models`; a
+/// condition that cannot be read counts as not holding and is said in the messages.
+pub fn restricted(item: &J, doc: &J, models: &Models) -> Restricted {
+    let Some(data) = item.as_object() else {
+        return Restricted::default();
+    };
+    let rs = restrictions(data);
+    if rs.is_empty() {
+        return Restricted::default();
+    }
+    let lookup = lookup(doc, models);
+    let mut out = Restricted::default();
+    for r in &rs {
+        match expr::parse(&r.condition).and_then(|e| expr::eval(&e, &lookup, &r.condition)) {
+            Ok(v) if expr::truthy(&v) => {
+                match r.action.as_str() {
+                    "hide" => out.hidden = true,
+                    "disable" => out.disabled = true,
+                    _ => {}
+                }
+                out.messages
+                    .push(r.message.clone().unwrap_or_else(|| r.condition.clone()));
+            }
+            Ok(_) => {}
+            Err(e) => out
+                .messages
+                .push(format!("restriction {:?}: {e}", r.condition)),
+        }
+    }
+    out
+}
+
+/// The changes from the editable document `before` to `after` that a restriction holding in
+/// `after` forbids, as Fuel's Settings tab forbade them by hiding or disabling the control: a
+/// value changed while its attribute is hidden or disabled, a group or plugin switched on (or
+/// a plugin's version chosen) while disabled. Switching a checkbox or group off is always
+/// allowed (it is how a disabled one that is on is put right). Each at its path, as
+/// [`check_data`] names them.
+pub fn locked_changes(before: &J, after: &J, models: &Models) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let Some(groups) = after.as_object() else {
+        return out;
+    };
+    let locked = |item: &J| {
+        let r = restricted(item, after, models);
+        (r.hidden || r.disabled).then(|| {
+            if r.messages.is_empty() {
+                "a restriction holds".to_string()
+            } else {
+                r.messages.join("; ")
+            }
+        })
+    };
+    let attrs = |field: &str, now: &Map<String, J>, was: Option<&J>, out: &mut Vec<FieldError>| {
+        for (name, attr) in now.iter().filter(|(k, _)| *k != "metadata") {
+            let value = attr.get("value");
+            let old = was.and_then(|w| w.get(name)).and_then(|a| a.get("value"));
+            if value == old || value == Some(&J::Bool(false)) {
+                continue;
+            }
+            if let Some(why) = locked(attr) {
+                out.push(problem(
+                    format!("{field}.{name}.value"),
+                    format!("cannot be changed: {why}"),
+                ));
+            }
+        }
+    };
+    for (group, data) in groups {
+        let field = format!("editable.{group}");
+        let Some(now) = data.as_object() else {
+            continue;
+        };
+        let was = before.get(group);
+        let meta = now.get("metadata");
+        let switched_on = |key: &str| {
+            let v = meta.and_then(|m| m.get(key));
+            v != was.and_then(|w| w.get("metadata")).and_then(|m| m.get(key))
+                && v != Some(&J::Bool(false))
+        };
+        if meta.and_then(|m| m.get("class")).and_then(J::as_str) == Some("plugin") {
+            let chosen = meta.and_then(|m| m.get("chosen_id")).and_then(J::as_i64);
+            let Some(v) = chosen_version(Some(data), chosen) else {
+                continue;
+            };
+            if (switched_on("enabled") || switched_on("chosen_id"))
+                && let Some(why) = locked(v)
+            {
+                out.push(problem(
+                    format!("{field}.metadata.enabled"),
+                    format!("cannot be switched on: {why}"),
+                ));
+            }
+            if let Some(now) = v.as_object() {
+                attrs(
+                    &format!("{field}.metadata.versions"),
+                    now,
+                    chosen_version(was, chosen),
+                    &mut out,
+                );
+            }
+            continue;
+        }
+        if switched_on("enabled")
+            && let Some(why) = locked(data)
+        {
+            out.push(problem(
+                format!("{field}.metadata.enabled"),
+                format!("cannot be switched on: {why}"),
+            ));
+        }
+        attrs(&field, now, was, &mut out);
+    }
+    out
+}
+
+/// The version of a plugin container (`doc`) whose `plugin_id` is `chosen`.
+fn chosen_version(doc: Option<&J>, chosen: Option<i64>) -> Option<&J> {
+    doc.and_then(|d| d.get("metadata"))
+        .and_then(|m| m.get("versions"))
+        .and_then(J::as_array)
+        .and_then(|vs| {
+            vs.iter().find(|v| {
+                v.get("metadata")
+                    .and_then(|m| m.get("plugin_id"))
+                    .and_then(J::as_i64)
+                    == chosen
+            })
+        })
 }
 
 /// A restriction in Nailgun's canonical form.

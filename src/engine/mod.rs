@@ -1,6 +1,7 @@
 //! The pure deployment engine: data in, data out. It decides and orders; it never touches the
 //! network, the file system, the database or the clock (time arrives as an argument).
 //!
+//! - [`assignment`]: which roles one node may hold together (their `conflicts`).
 //! - [`attributes`]: Nailgun's editable attributes: an environment's settings shown and
 //!   written in the Settings tab's shape, with Nailgun's restrictions and regexes.
 //! - [`chain`]: several graphs run one after another as one transaction: what comes next,
@@ -22,6 +23,7 @@
 //! - [`steps`]: Ironic-style deploy steps, their order and per-deployment user steps, checked
 //!   against each step's `argsinfo` (names, required, types).
 
+pub mod assignment;
 pub mod attributes;
 pub mod bmc_steps;
 pub mod chain;

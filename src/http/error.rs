@@ -93,6 +93,18 @@ struct Body<'a> {
 }
 
 impl ApiError {
+    /// The fields a refusal names, each with why (none for other errors).
+    pub fn fields(&self) -> &[FieldError] {
+        match self {
+            ApiError::InvalidInput { fields, .. } => fields.as_slice(),
+            ApiError::Deploy(e) => e.fields(),
+            ApiError::Store(StoreError::Invalid { fields, .. }) => fields.as_slice(),
+            _ => &[],
+        }
+    }
+}
+
+impl ApiError {
     /// A request body as `T`, or `invalid_json` saying why (serde_json bounds the nesting
     /// depth at 128).
     pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -187,12 +199,7 @@ impl ResponseError for ApiError {
         if self.status_code().is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        let fields = match self {
-            ApiError::InvalidInput { fields, .. } => fields.as_slice(),
-            ApiError::Deploy(e) => e.fields(),
-            ApiError::Store(StoreError::Invalid { fields, .. }) => fields.as_slice(),
-            _ => &[],
-        };
+        let fields = self.fields();
         let mut response = HttpResponse::build(self.status_code());
         if let ApiError::RateLimited { retry_after, .. } = self {
             response.insert_header(("Retry-After", retry_after.to_string()));

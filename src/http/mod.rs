@@ -522,11 +522,14 @@ fn routes(r: &mut Routes<'_>) {
     // The dashboard.
     r.get("/", Page(V), pages::overview::overview);
     r.get("/nodes", Page(V), pages::nodes::nodes);
+    // Before `/nodes/{id}`, which would take "bulk" for an id.
+    r.get("/nodes/bulk", Page(O), pages::bulk::review);
     r.get("/nodes/{id}", Page(V), pages::node::node);
     r.get("/nodes/{id}/state", Page(V), pages::node::state);
     r.post("/nodes/{id}/delete", Page(O), pages::node::delete_node);
     r.post("/nodes/{id}/approve", Page(O), pages::node::approve_node);
-    r.post("/nodes/power", Page(O), pages::nodes::power_nodes);
+    r.post("/nodes/bulk", Page(O), pages::bulk::act);
+    r.post("/nodes/{id}/name", Page(O), pages::node::rename_node);
     r.post("/nodes/{id}/power", Page(O), pages::node::power_node);
     r.post("/nodes/{id}/bmc", Page(O), pages::node::set_bmc);
     r.get("/environments", Page(V), pages::environments::environments);
@@ -543,7 +546,17 @@ fn routes(r: &mut Routes<'_>) {
     r.post(
         "/environments/{id}/nodes",
         Page(O),
-        pages::environment::assign_node,
+        pages::environment_edit::add_nodes,
+    );
+    r.get(
+        "/environments/{id}/delete",
+        Page(O),
+        pages::environment_edit::review_delete,
+    );
+    r.post(
+        "/environments/{id}/delete",
+        Page(O),
+        pages::environment_edit::delete,
     );
     r.post(
         "/environments/{id}/deploy",
@@ -590,9 +603,42 @@ fn routes(r: &mut Routes<'_>) {
     r.post(
         "/environments/{id}/nodes/{node}/remove",
         Page(O),
-        pages::environment::remove_node,
+        pages::environment_edit::remove_node,
     );
+    r.get(
+        "/environments/{id}/settings",
+        Page(V),
+        pages::settings::settings,
+    );
+    r.post(
+        "/environments/{id}/settings",
+        Page(O),
+        pages::settings::save,
+    );
+    r.get(
+        "/environments/{id}/network",
+        Page(V),
+        pages::network::network,
+    );
+    r.post("/environments/{id}/network", Page(O), pages::network::save);
     r.get("/releases", Page(V), pages::releases::releases);
+    r.add_with(
+        Method::POST,
+        "/releases/plugins",
+        Page(A),
+        BodyKind::Upload,
+        pages::releases::upload,
+    );
+    r.get(
+        "/releases/plugins/{id}/remove",
+        Page(A),
+        pages::releases::review_remove,
+    );
+    r.post(
+        "/releases/plugins/{id}/remove",
+        Page(A),
+        pages::releases::remove,
+    );
     r.get("/account", Page(V), login::account);
     r.post("/account/tokens", Page(V), login::create_token);
     r.post("/account/tokens/{id}/revoke", Page(V), login::revoke_token);

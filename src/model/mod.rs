@@ -11,7 +11,7 @@ pub use catalog::{Cluster, PluginSummary, Release};
 pub use checksum::Checksum;
 pub use node::{
     FieldError, Inventory, InventoryError, MAX_INVENTORY_BYTES, Mac, Node, NodeId, NodeStatus,
-    RawInventory, parse_inventory,
+    ONLINE_WINDOW_S, RawInventory, parse_inventory,
 };
 
 /// Unix seconds as Nailgun wrote times: `YYYY-MM-DDTHH:MM:SS` (UTC, no zone suffix).

@@ -7,7 +7,7 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::{ReadTxn, Result, StoreError, WriteTxn};
+use super::{ReadTxn, Result, WriteTxn};
 use crate::bmc::{Driver, PowerState};
 use crate::model::node::{Cpu, Nic, System};
 use crate::model::{Inventory, Mac, NodeId};
@@ -324,16 +324,11 @@ impl WriteTxn<'_> {
             boot_mode: None,
             bmc: None,
         };
-        let inventory_json =
-            serde_json::to_string(&inventory).map_err(|e| StoreError::Corrupt {
-                what: "inventory",
-                detail: e.to_string(),
-            })?;
         let name = name.map_or_else(|| super::nodes::default_name(mac), str::to_string);
         let id = self.insert_node(
             mac,
             &name,
-            &inventory_json,
+            &inventory,
             super::nodes::NewNode {
                 now,
                 last_seen_at: 0,

@@ -110,6 +110,33 @@ fn release_from_row(row: &Row<'_>) -> rusqlite::Result<Release> {
 const RELEASE_COLUMNS: &str = "id, name, version, operating_system, description, state, plugin_id";
 
 impl ReadTxn<'_> {
+    /// What depends on plugin `id` (named `name`): the environments made from one of its
+    /// releases (they keep it from being removed), and those whose settings enable it; each
+    /// `(id, name)`, by name.
+    pub fn plugin_dependents(
+        &self,
+        id: i64,
+        name: &str,
+    ) -> Result<(Vec<(i64, String)>, Vec<(i64, String)>)> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.id, c.name FROM clusters c JOIN releases r ON c.release_id = r.id
+             WHERE r.plugin_id = ?1 ORDER BY c.name",
+        )?;
+        let made: Vec<(i64, String)> = stmt
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        // A plugin's switch in an environment's settings: `{NAME: {metadata: {enabled}}}`.
+        let path = format!("$.\"{}\".metadata.enabled", name.replace('"', ""));
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT id, name FROM clusters WHERE {} = 1 ORDER BY name",
+            sqlite::json_member("settings", "?1")
+        ))?;
+        let enabling: Vec<(i64, String)> = stmt
+            .query_map([path], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((made, enabling))
+    }
+
     pub fn plugins(&self) -> Result<Vec<PluginSummary>> {
         let sql = format!(
             "SELECT {} FROM plugins ORDER BY name, version",

@@ -321,9 +321,9 @@ impl WriteTxn<'_> {
              VALUES (?1, ?2, ?3, ?4)",
             params![id, graphs_json, dry_run, force],
         )?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.chain",
             &format!(
                 "transaction {id} of {}: graphs {} one after another{}",
@@ -353,9 +353,9 @@ impl WriteTxn<'_> {
             return Ok(false);
         }
         self.deployment_changed(parent)?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(parent),
             &format!("deployment.chain_{status}"),
             &format!(
                 "transaction {parent} {status}{}",

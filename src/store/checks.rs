@@ -42,7 +42,7 @@ impl WriteTxn<'_> {
             None => ("running", None),
         };
         // One id space with the master's tasks (`master_tasks`).
-        let dep = self.read().next_transaction_id()?;
+        let dep = self.take_id(&super::ids::TRANSACTIONS)?;
         self.conn.execute(
             "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
                graph_type, message)
@@ -50,9 +50,9 @@ impl WriteTxn<'_> {
             params![cluster_id, status, now, finished, VERIFY, refusal, dep],
         )?;
         if let Some(why) = refusal {
-            self.add_history(
+            self.add_event(
                 now,
-                None,
+                super::About::deployment(dep),
                 "verification.refused",
                 &format!("network verification {dep} of {}: {why}", cluster.name),
             )?;
@@ -75,9 +75,9 @@ impl WriteTxn<'_> {
                 params![dep, p.node, p.args.to_string(), p.timeout_s as i64, runs_on],
             )?;
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(dep),
             "verification.started",
             &format!(
                 "network verification {dep} of {} started on {} nodes",
@@ -145,9 +145,9 @@ impl WriteTxn<'_> {
             params![status, now, message, result, d.id],
         )?;
         self.deployment_changed(d.id)?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(d.id),
             "verification.done",
             &format!(
                 "network verification {}: {}",

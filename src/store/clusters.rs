@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::{ReadTxn, Result, StoreError, WriteTxn};
+use super::{About, ReadTxn, Result, StoreError, WriteTxn};
 use crate::events::Change;
 use crate::model::{Cluster, Release};
 
@@ -121,21 +121,21 @@ impl WriteTxn<'_> {
             )));
         }
         self.name_free(name)?;
-        let id = self.conn.query_row(
-            "INSERT INTO clusters (name, release_id, status, net_segment_type, created_at)
-             VALUES (?1, ?2, 'new', ?3, ?4)
-             RETURNING id",
-            params![name, release_id, net_segment_type, now],
-            |r| r.get::<_, i64>(0),
+        // Never a deleted environment's id (`ids.rs`).
+        let id = self.take_id(&super::ids::CLUSTERS)?;
+        self.conn.execute(
+            "INSERT INTO clusters (id, name, release_id, status, net_segment_type, created_at)
+             VALUES (?5, ?1, ?2, 'new', ?3, ?4)",
+            params![name, release_id, net_segment_type, now, id],
         )?;
         self.ensure_network_config(id)?;
         self.emit(Change::Environment {
             id,
             what: "created",
         });
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            About::cluster(id),
             "cluster.created",
             &format!("created environment {name} from {}", release.name),
         )?;
@@ -168,9 +168,9 @@ impl WriteTxn<'_> {
                 "UPDATE clusters SET name = ?1 WHERE id = ?2",
                 params![name, id],
             )?;
-            self.add_history(
+            self.add_event(
                 now,
-                None,
+                About::cluster(id),
                 "cluster.renamed",
                 &format!("renamed environment {} to {name}", cluster.name),
             )?;
@@ -302,9 +302,9 @@ impl WriteTxn<'_> {
             id: cluster_id,
             what: "settings",
         });
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            About::cluster(cluster_id),
             "cluster.settings",
             &format!("changed the settings of environment {}", cluster.name),
         )
@@ -413,14 +413,15 @@ impl WriteTxn<'_> {
                 "UPDATE nodes SET pending_deletion = 1 WHERE id = ?1",
                 [node_id],
             )?;
+            let cluster = self.read().existing_cluster(cluster_id)?;
             return self.add_history(
                 now,
                 Some(node_id),
                 "node.pending_deletion",
                 &format!(
-                    "{} is pending deletion from environment {cluster_id}: the next Deploy \
-                     erases it and returns it to discover",
-                    node.name
+                    "{} is pending deletion from environment {}: the next Deploy erases it \
+                     and returns it to discover",
+                    node.name, cluster.name
                 ),
             );
         }
@@ -449,11 +450,12 @@ impl WriteTxn<'_> {
         self.forget_node_facts(cluster_id, node_id)?;
         self.deactivate_node_openstack_configs(node_id)?;
         self.forget_os(node_id, cluster_id, now)?;
-        self.add_history(
+        let left = self.read().existing_cluster(cluster_id)?;
+        self.add_event(
             now,
-            Some(node_id),
+            About::cluster(cluster_id).and_node(node_id),
             "node.unassigned",
-            &format!("{} left environment {cluster_id}", node.name),
+            &format!("{} left environment {}", node.name, left.name),
         )
     }
 }

@@ -513,9 +513,9 @@ impl WriteTxn<'_> {
             cluster: Some(d.cluster_id),
             status: "deleted".to_string(),
         });
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::cluster(d.cluster_id),
             "deployment.deleted",
             &format!("deployment {id} ({}) deleted", d.status),
         )
@@ -810,9 +810,9 @@ impl WriteTxn<'_> {
                     NodeState::Error(_) => Ok(s),
                     s => state::next(state::enter(s, phase)?, Event::StepFailed),
                 })?;
-                self.add_history(
+                self.add_event(
                     now,
-                    Some(node),
+                    super::About::deployment(dep).and_node(node),
                     "node.error",
                     &format!("{} failed: {why}", run.label()),
                 )?;
@@ -860,9 +860,9 @@ impl WriteTxn<'_> {
             };
             self.mirror(at, *id, RunStatus::Failed);
         }
-        self.add_history(
+        self.add_event(
             now,
-            Some(node),
+            super::About::deployment(d.id).and_node(node),
             "deployment.node_left",
             &format!(
                 "deployment {}: {} runs of node-{node} failed: {why}",
@@ -895,9 +895,9 @@ impl WriteTxn<'_> {
                  WHERE id = ?1",
                 [id],
             )?;
-            self.add_history(
+            self.add_event(
                 now,
-                None,
+                super::About::deployment(id),
                 "deployment.aborted",
                 &format!("network verification {id} stopped"),
             )?;
@@ -918,9 +918,9 @@ impl WriteTxn<'_> {
                 other => Ok(other),
             })?;
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.aborted",
             &format!("deployment {id} aborted"),
         )?;
@@ -964,9 +964,9 @@ impl WriteTxn<'_> {
                 other => Ok(other),
             })?;
         }
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(id),
             "deployment.retried",
             &format!("deployment {id} retried"),
         )?;
@@ -999,7 +999,7 @@ impl WriteTxn<'_> {
         now: i64,
     ) -> Result<i64> {
         // One id space with the master's tasks (`master_tasks`).
-        let id = self.read().next_transaction_id()?;
+        let id = self.take_id(&super::ids::TRANSACTIONS)?;
         let inserted = self.conn.execute(
             "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
                graph_type, parent_id, chain_seq)
@@ -1215,9 +1215,9 @@ impl WriteTxn<'_> {
                         [d.cluster_id],
                     )?;
                 }
-                self.add_history(
+                self.add_event(
                     now,
-                    None,
+                    super::About::deployment(dep),
                     "deployment.done",
                     &format!("deployment {dep} done"),
                 )?;
@@ -1233,9 +1233,9 @@ impl WriteTxn<'_> {
                     "UPDATE clusters SET status = 'error' WHERE id = ?1",
                     [d.cluster_id],
                 )?;
-                self.add_history(
+                self.add_event(
                     now,
-                    None,
+                    super::About::deployment(dep),
                     "deployment.error",
                     &format!("deployment {dep} stopped on a failed step"),
                 )?;

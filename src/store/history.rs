@@ -1,5 +1,8 @@
 //! Queries on `history`: the append-only log of what happened to the master and its nodes,
-//! shown on the Overview page and, a node's own, on the node's page.
+//! shown on the Overview page and, a node's own, on the node's page. A line names what it is about: its node,
+//! environment and deployment (any of them), each a link while it exists; a deleted one
+//! leaves its link empty (`ON DELETE SET NULL`) and its name in the message, and since no id is
+//! ever reused (`ids.rs`) an old line never points at a newer object.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -7,51 +10,104 @@ use super::{ReadTxn, Result, WriteTxn};
 use crate::events::Change;
 use crate::model::NodeId;
 
-/// One line of history.
+/// One line of history, with the current names of what it is about.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HistoryEntry {
     pub at: i64,
     pub node_id: Option<NodeId>,
     pub kind: String,
     pub message: String,
+    /// The node's name now, while it exists.
+    pub node_name: Option<String>,
+    pub cluster_id: Option<i64>,
+    /// The environment's name now, while it exists.
+    pub cluster_name: Option<String>,
+    pub deployment_id: Option<i64>,
+}
+
+/// What a line of history is about. A node alone stands for its environment at that moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct About {
+    pub node: Option<NodeId>,
+    pub cluster: Option<i64>,
+    /// A deployment (or another transaction) that exists; its environment is the line's when
+    /// `cluster` is not given.
+    pub deployment: Option<i64>,
+}
+
+impl About {
+    pub fn node(id: NodeId) -> About {
+        About {
+            node: Some(id),
+            ..About::default()
+        }
+    }
+
+    pub fn cluster(id: i64) -> About {
+        About {
+            cluster: Some(id),
+            ..About::default()
+        }
+    }
+
+    pub fn deployment(id: i64) -> About {
+        About {
+            deployment: Some(id),
+            ..About::default()
+        }
+    }
+
+    /// The same, about node `id` too.
+    pub fn and_node(self, id: NodeId) -> About {
+        About {
+            node: Some(id),
+            ..self
+        }
+    }
+}
+
+const COLUMNS: &str = "h.at, h.node_id, h.kind, h.message, n.name, h.cluster_id, c.name,
+    h.deployment_id";
+
+const FROM: &str = "history h LEFT JOIN nodes n ON n.id = h.node_id
+    LEFT JOIN clusters c ON c.id = h.cluster_id";
+
+fn entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryEntry> {
+    Ok(HistoryEntry {
+        at: r.get(0)?,
+        node_id: r.get(1)?,
+        kind: r.get(2)?,
+        message: r.get(3)?,
+        node_name: r.get(4)?,
+        cluster_id: r.get(5)?,
+        cluster_name: r.get(6)?,
+        deployment_id: r.get(7)?,
+    })
 }
 
 impl ReadTxn<'_> {
     /// The newest `limit` entries, newest first.
     pub fn recent_history(&self, limit: u32) -> Result<Vec<HistoryEntry>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT at, node_id, kind, message FROM history ORDER BY id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit], |r| {
-            Ok(HistoryEntry {
-                at: r.get(0)?,
-                node_id: r.get(1)?,
-                kind: r.get(2)?,
-                message: r.get(3)?,
-            })
-        })?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM {FROM} ORDER BY h.id DESC LIMIT ?1"
+        ))?;
+        let rows = stmt.query_map([limit], entry)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// The newest `limit` entries about `node`, newest first.
     pub fn node_history(&self, node: NodeId, limit: u32) -> Result<Vec<HistoryEntry>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT at, node_id, kind, message FROM history WHERE node_id = ?1
-             ORDER BY at DESC, id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![node, limit], |r| {
-            Ok(HistoryEntry {
-                at: r.get(0)?,
-                node_id: r.get(1)?,
-                kind: r.get(2)?,
-                message: r.get(3)?,
-            })
-        })?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM {FROM} WHERE h.node_id = ?1
+             ORDER BY h.at DESC, h.id DESC LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![node, limit], entry)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 
 impl WriteTxn<'_> {
+    /// A line about node `node_id` (and so its environment now), or about the master.
     pub fn add_history(
         &self,
         at: i64,
@@ -59,14 +115,38 @@ impl WriteTxn<'_> {
         kind: &str,
         message: &str,
     ) -> Result<()> {
+        self.add_event(
+            at,
+            About {
+                node: node_id,
+                ..About::default()
+            },
+            kind,
+            message,
+        )
+    }
+
+    /// A line about what `about` names; an environment not given is the deployment's, else
+    /// the node's.
+    pub fn add_event(&self, at: i64, about: About, kind: &str, message: &str) -> Result<()> {
         self.conn
             .prepare_cached(
-                "INSERT INTO history (at, node_id, kind, message) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO history (at, node_id, cluster_id, deployment_id, kind, message)
+                 VALUES (?1, ?2, coalesce(?3, (SELECT cluster_id FROM deployments WHERE id = ?4),
+                                          (SELECT cluster_id FROM nodes WHERE id = ?2)),
+                         ?4, ?5, ?6)",
             )?
-            .execute(params![at, node_id, kind, message])?;
+            .execute(params![
+                at,
+                about.node,
+                about.cluster,
+                about.deployment,
+                kind,
+                message
+            ])?;
         // Whatever happens to a node is a line of its history: its listeners hear of it too,
         // with where it stands now.
-        if let Some(id) = node_id {
+        if let Some(id) = about.node {
             let now: Option<(String, Option<i64>)> = self
                 .conn
                 .prepare_cached("SELECT status, cluster_id FROM nodes WHERE id = ?1")?
@@ -82,7 +162,7 @@ impl WriteTxn<'_> {
         }
         self.emit(Change::Activity {
             at,
-            node: node_id,
+            node: about.node,
             what: kind.to_string(),
             message: message.to_string(),
         });

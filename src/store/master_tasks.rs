@@ -1,7 +1,7 @@
 //! Queries on `master_tasks`: tasks of the master itself rather than of an environment
 //! (Nailgun's `dump`, the diagnostic snapshot), shown with the deployments as Nailgun's
-//! transactions. Both share one id space: [`ReadTxn::next_transaction_id`] is one more than the
-//! largest id of either table, and every deployment and master task takes it.
+//! transactions. Both share one id space (`ids::TRANSACTIONS`): every deployment and master
+//! task takes the next id above any either table has ever held.
 
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value as J;
@@ -53,16 +53,6 @@ fn decode((mut t, result): (MasterTask, String)) -> Result<MasterTask> {
 }
 
 impl ReadTxn<'_> {
-    /// The id the next deployment or master task takes: above every id of both.
-    pub(super) fn next_transaction_id(&self) -> Result<i64> {
-        Ok(self.conn.query_row(
-            "SELECT MAX(COALESCE((SELECT MAX(id) FROM deployments), 0),
-                        COALESCE((SELECT MAX(id) FROM master_tasks), 0)) + 1",
-            [],
-            |r| r.get(0),
-        )?)
-    }
-
     /// The master's tasks (one with `id`, or all), newest first.
     pub fn master_tasks(&self, id: Option<i64>) -> Result<Vec<MasterTask>> {
         let sql = format!(
@@ -102,7 +92,7 @@ impl WriteTxn<'_> {
                (SELECT id FROM master_tasks WHERE name = ?1 ORDER BY id DESC LIMIT ?2)",
             params![name, i64::try_from(keep).unwrap_or(i64::MAX)],
         )?;
-        let id = self.read().next_transaction_id()?;
+        let id = self.take_id(&super::ids::TRANSACTIONS)?;
         self.conn.execute(
             "INSERT INTO master_tasks (id, name, status, progress, created_at)
              VALUES (?1, ?2, 'running', 0, ?3)",

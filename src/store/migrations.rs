@@ -691,6 +691,56 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX step_runs_by_node ON step_runs (node_id, deployment);
         ",
     },
+    Migration {
+        version: 27,
+        name: "node_list_and_feed",
+        sql: "
+            -- What the node list shows, searches and sorts of each node's inventory, kept on
+            -- its row and written with every inventory, so a page of the list reads no
+            -- inventory: the system's serial, CPUs, memory, disks and vendor with product.
+            ALTER TABLE nodes ADD COLUMN serial TEXT;
+            ALTER TABLE nodes ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE nodes ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE nodes ADD COLUMN disk_count INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE nodes ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE nodes ADD COLUMN hardware TEXT NOT NULL DEFAULT '';
+            UPDATE nodes SET (serial, cpus, memory_bytes, disk_count, disk_bytes, hardware) = (
+                SELECT json_extract(i.inventory, '$.system.serial'),
+                       coalesce(json_extract(i.inventory, '$.cpu.count'), 0),
+                       coalesce(json_extract(i.inventory, '$.memory_bytes'), 0),
+                       coalesce(json_array_length(i.inventory, '$.disks'), 0),
+                       coalesce((SELECT sum(json_extract(d.value, '$.size_bytes'))
+                                 FROM json_each(i.inventory, '$.disks') d), 0),
+                       trim(coalesce(json_extract(i.inventory, '$.system.vendor'), '') || ' ' ||
+                            coalesce(json_extract(i.inventory, '$.system.product'), ''))
+                FROM node_inventories i WHERE i.node_id = nodes.id)
+            WHERE EXISTS (SELECT 1 FROM node_inventories i WHERE i.node_id = nodes.id);
+            -- The list's default order and its most used filter. (No index on last_seen_at:
+            -- every agent call writes it.)
+            CREATE INDEX nodes_by_name ON nodes (name, id);
+            CREATE INDEX nodes_by_status ON nodes (status, id);
+            -- The activity feed names the environment and the deployment a line is about;
+            -- a deleted one leaves its name in the message and no link.
+            ALTER TABLE history ADD COLUMN cluster_id INTEGER
+                REFERENCES clusters(id) ON DELETE SET NULL;
+            ALTER TABLE history ADD COLUMN deployment_id INTEGER
+                REFERENCES deployments(id) ON DELETE SET NULL;
+            CREATE INDEX history_cluster ON history (cluster_id) WHERE cluster_id IS NOT NULL;
+            CREATE INDEX history_deployment ON history (deployment_id)
+                WHERE deployment_id IS NOT NULL;
+            -- Environments' and transactions' ids are never reused (old feed lines, Fuel
+            -- clients and logs name them): the highest ever taken is kept in settings
+            -- (`clusters.last_id`, `transactions.last_id`), as nodes keep theirs.
+            INSERT INTO settings (key, value)
+                SELECT 'clusters.last_id', CAST(max(id) AS TEXT) FROM clusters
+                HAVING max(id) IS NOT NULL;
+            INSERT INTO settings (key, value)
+                SELECT 'transactions.last_id', CAST(max(m) AS TEXT) FROM (
+                    SELECT max(id) AS m FROM deployments
+                    UNION ALL SELECT max(id) FROM master_tasks)
+                HAVING max(m) IS NOT NULL;
+        ",
+    },
 ];
 
 /// The schema version this build writes.

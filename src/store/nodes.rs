@@ -312,7 +312,7 @@ impl WriteTxn<'_> {
         &self,
         mac: &Mac,
         name: &str,
-        inventory_json: &str,
+        inventory: &Inventory,
         n: NewNode<'_>,
     ) -> Result<NodeId> {
         if let Some((mac, owner)) = self.read().mac_owners([mac])?.pop() {
@@ -339,10 +339,11 @@ impl WriteTxn<'_> {
             ],
             |r| r.get::<_, i64>(0),
         )?;
-        self.conn.execute(
-            "INSERT INTO node_inventories (node_id, inventory) VALUES (?1, ?2)",
-            params![id, inventory_json],
-        )?;
+        let json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
+            what: "inventory",
+            detail: e.to_string(),
+        })?;
+        self.write_inventory(id, inventory, &json)?;
         Ok(id)
     }
 
@@ -390,10 +391,6 @@ impl WriteTxn<'_> {
             what: "inventory",
             detail: "no interface".to_string(),
         })?;
-        let inventory_json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
-            what: "inventory",
-            detail: e.to_string(),
-        })?;
         let (id, outcome, macs) = match w.target {
             HelloTarget::Refresh { node, macs } => {
                 let n = self.conn.execute(
@@ -407,17 +404,18 @@ impl WriteTxn<'_> {
                         id: node.to_string(),
                     });
                 }
-                self.conn.execute(
-                    "UPDATE node_inventories SET inventory = ?1 WHERE node_id = ?2",
-                    params![inventory_json, node],
-                )?;
+                let json = serde_json::to_string(inventory).map_err(|e| StoreError::Corrupt {
+                    what: "inventory",
+                    detail: e.to_string(),
+                })?;
+                self.write_inventory(node, inventory, &json)?;
                 (node, HelloOutcome::Updated, macs)
             }
             HelloTarget::Create { approved } => {
                 let id = self.insert_node(
                     primary,
                     &default_name(primary),
-                    &inventory_json,
+                    inventory,
                     NewNode {
                         now,
                         last_seen_at: now,

@@ -312,9 +312,9 @@ impl WriteTxn<'_> {
             "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
             [cluster_id],
         )?;
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(dep),
             "deployment.started",
             &format!("deployment {dep} of {} started ({runs} runs)", cluster.name),
         )?;
@@ -352,9 +352,9 @@ impl WriteTxn<'_> {
         } else {
             "the environment has no nodes"
         };
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(dep),
             "deployment.empty",
             &format!("{name} {dep} of {}: {why}, nothing to run", cluster.name),
         )?;
@@ -382,9 +382,9 @@ impl WriteTxn<'_> {
                 "environment {cluster_id} was deleted while its dry run was being written"
             )));
         };
-        self.add_history(
+        self.add_event(
             now,
-            None,
+            super::About::deployment(dep),
             "deployment.dry_run",
             &format!(
                 "dry run {dep} of {}: {runs} runs recorded, none run",

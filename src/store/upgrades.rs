@@ -130,6 +130,9 @@ fn seed(version: u32) -> String {
                VALUES (2, 'redfish', 'https://10.0.0.5', 'root', X'01020304', 'operator', 'on',
                  800, 800);"
             .into(),
+        27 => "INSERT INTO history (at, node_id, cluster_id, deployment_id, kind, message)
+               VALUES (900, 2, 1, 1, 'deployment.done', 'deployment 1 done');"
+            .into(),
         _ => String::new(),
     }
 }
@@ -365,6 +368,45 @@ fn check(store: &Store, k: u32) {
                     ),
                     r#"{"hugepages":{}}"#
                 );
+            }
+            // The list's summary of each inventory, filled from the inventories by
+            // migration 27 (or written with them after it).
+            let listed = r.node_list(
+                &crate::store::NodeQuery {
+                    limit: 10,
+                    sort: crate::store::SortKey::Id,
+                    ..Default::default()
+                },
+                0,
+            )?;
+            let n = &listed.nodes[0];
+            assert_eq!(
+                (n.cpus, n.memory_bytes, n.disk_count, n.disk_bytes),
+                (32, 274_877_906_944, 1, 480_103_981_056),
+                "k={k}"
+            );
+            assert_eq!(n.serial.as_deref(), Some("7XK2QH3"), "k={k}");
+            assert_eq!(n.hardware, "Dell Inc. PowerEdge R650", "k={k}");
+            let feed = r.recent_history(10)?;
+            assert_eq!(feed.is_empty(), k < 2, "k={k}");
+            if k >= 4 {
+                // The highest environment id is kept, so the next is above it.
+                assert_eq!(
+                    one::<String>(
+                        c,
+                        "SELECT value FROM settings WHERE key = 'clusters.last_id'"
+                    ),
+                    "1",
+                    "k={k}"
+                );
+            }
+            if k >= 27 {
+                let line = &feed[0];
+                assert_eq!(
+                    (line.node_id, line.cluster_id, line.deployment_id),
+                    (Some(2), Some(1), Some(1))
+                );
+                assert_eq!(line.cluster_name.as_deref(), Some("env-1"));
             }
             if k >= 25 {
                 let b = r.bmc(2)?.expect("node 2's BMC");

@@ -45,6 +45,9 @@ pub enum BodyKind {
     Binary,
     /// A dashboard form (`application/x-www-form-urlencoded`).
     Form,
+    /// A dashboard form with a file (`multipart/form-data`), streamed to its handler: its
+    /// first field must be the CSRF token, checked before the rest is read ([`UploadForm`]).
+    Upload,
 }
 
 /// One registered route.
@@ -246,6 +249,7 @@ fn check_media_type(req: &ServiceRequest, body: BodyKind) -> Result<(), ApiError
             "application/x-gzip",
         ],
         BodyKind::Form => &["application/x-www-form-urlencoded"],
+        BodyKind::Upload => &["multipart/form-data"],
     };
     if allowed.contains(&found.as_str()) {
         Ok(())
@@ -386,6 +390,72 @@ async fn check_csrf(req: &mut ServiceRequest, principal: &Principal) -> Result<(
     }
 }
 
+/// A dashboard upload's `multipart/form-data` body after its first field, the CSRF token, was
+/// checked: the rest, still unread, for the handler ([`BodyKind::Upload`]).
+pub struct UploadForm(pub actix_multipart::Multipart);
+
+/// The longest CSRF field an upload's first part may be.
+const CSRF_PART_LIMIT: usize = 256;
+
+/// An upload's first part must be its session's CSRF token; the rest of the body is left
+/// unread, in the request's extensions, for the handler.
+async fn check_upload_csrf(
+    req: &mut ServiceRequest,
+    principal: &Principal,
+) -> Result<(), ApiError> {
+    let payload = req.take_payload();
+    let mut form = actix_multipart::Multipart::new(req.headers(), payload);
+    let stale = || {
+        ApiError::Forbidden(
+            "the form's CSRF token is missing or stale (it must be the upload's first field); \
+             reload the page and try again"
+                .to_string(),
+        )
+    };
+    let first = std::future::poll_fn(|cx| {
+        futures_core::Stream::poll_next(std::pin::Pin::new(&mut form), cx)
+    })
+    .await;
+    let mut field = match first {
+        Some(Ok(f)) if f.name() == Some(CSRF_FIELD) => f,
+        Some(Err(e)) => {
+            return Err(ApiError::BadRequest(format!(
+                "the upload cannot be read: {e}"
+            )));
+        }
+        _ => return Err(stale()),
+    };
+    let presented = match field.bytes(CSRF_PART_LIMIT).await {
+        Ok(Ok(b)) => String::from_utf8(b.to_vec()).unwrap_or_default(),
+        Ok(Err(e)) => {
+            return Err(ApiError::BadRequest(format!(
+                "the upload cannot be read: {e}"
+            )));
+        }
+        Err(_) => return Err(stale()),
+    };
+    drop(field);
+    if secret::constant_time_eq(&presented, principal.csrf()) && !presented.is_empty() {
+        req.extensions_mut().insert(UploadForm(form));
+        Ok(())
+    } else {
+        Err(stale())
+    }
+}
+
+impl FromRequest for UploadForm {
+    type Error = ApiError;
+    type Future = Ready<Result<UploadForm, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.extensions_mut()
+                .remove::<UploadForm>()
+                .ok_or_else(|| ApiError::BadRequest("not an upload form".to_string())),
+        )
+    }
+}
+
 /// The fields of an `application/x-www-form-urlencoded` body.
 pub fn url_form(body: &[u8]) -> Vec<(String, String)> {
     serde_urlencoded::from_bytes::<Vec<(String, String)>>(body).unwrap_or_default()
@@ -423,7 +493,11 @@ async fn authorize(
         }
         check_media_type(&req, body)?;
         if matches!(access, Access::Page(_)) && mutating(req.method()) {
-            check_csrf(&mut req, &principal).await?;
+            if body == BodyKind::Upload {
+                check_upload_csrf(&mut req, &principal).await?;
+            } else {
+                check_csrf(&mut req, &principal).await?;
+            }
         }
         Ok(())
     }
@@ -441,8 +515,15 @@ async fn authorize(
             if let Some(p) = who {
                 req.extensions_mut().insert(p);
             }
+            // Only a page the browser navigates to shows (and so clears) a notice: a live part's
+            // fetch (Sec-Fetch-Dest: empty) from the page being left, set off by the action's own
+            // event, would otherwise take the notice before the page it redirects to shows it.
+            let fetched = req
+                .headers()
+                .get("sec-fetch-dest")
+                .is_some_and(|d| d.as_bytes() != b"document");
             let notice = match access {
-                Access::Page(_) if !audited => req
+                Access::Page(_) if !audited && !fetched => req
                     .cookie(crate::http::pages::notice::NOTICE_COOKIE)
                     .map(|c| crate::http::pages::notice::Notice::decode(c.value())),
                 _ => None,

@@ -161,21 +161,15 @@ pub async fn cluster(
     Ok(HttpResponse::Ok().json(cluster_json(&cluster, release.as_ref())))
 }
 
-/// `DELETE /api/v1/clusters/{id}[?power_off=1]` (`fuel2 env delete`): the environment goes at
-/// once, so the answer is Nailgun's `cluster_deletion` task, already finished (202, as Nailgun
-/// answers). With `power_off=1` (the default with `bmc.power_off_released`) its nodes with a
-/// BMC are powered off first-hand, a result each in the task's `result.power_off`.
-pub async fn delete_cluster(
-    state: web::Data<AppState>,
-    caller: crate::http::access::Caller,
-    path: web::Path<String>,
-    query: web::Query<PowerOffQuery>,
-) -> Result<HttpResponse, ApiError> {
-    let id = id_of(&path, "environment")?;
-    let power_off = match &query.power_off {
-        Some(v) => crate::http::api::query::flag("power_off", Some(v.as_str()))?,
-        None => state.bmc.bmcs.power_off_released,
-    };
+/// Delete environment `id` (its nodes are released back to discover); with `power_off` its
+/// nodes with a usable BMC are powered off first-hand after, by `actor`, a result each. The
+/// environment as it was, and the power results (none when nothing was powered off).
+pub async fn delete_environment(
+    state: &AppState,
+    id: i64,
+    power_off: bool,
+    actor: String,
+) -> Result<(Cluster, Vec<crate::bmc::actions::ActResult>), ApiError> {
     let now = crate::clock::now();
     let (gone, with_bmc) = state
         .store(move |s| {
@@ -192,22 +186,44 @@ pub async fn delete_cluster(
             })
         })
         .await?;
-    let mut result = json!({});
+    let mut results = Vec::new();
     if power_off && !with_bmc.is_empty() {
         let (runner, store) = (
             std::sync::Arc::clone(&state.bmc),
             std::sync::Arc::clone(&state.store),
         );
-        let actor = caller.0.user.clone();
-        let results = web::block(move || {
+        results = web::block(move || {
             runner
                 .bmcs
                 .act_many(&store, &with_bmc, crate::bmc::actions::Act::Off, &actor)
         })
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-        result = json!({ "power_off": results });
     }
+    Ok((gone, results))
+}
+
+/// `DELETE /api/v1/clusters/{id}[?power_off=1]` (`fuel2 env delete`): the environment goes at
+/// once, so the answer is Nailgun's `cluster_deletion` task, already finished (202, as Nailgun
+/// answers). With `power_off=1` (the default with `bmc.power_off_released`) its nodes with a
+/// BMC are powered off first-hand, a result each in the task's `result.power_off`.
+pub async fn delete_cluster(
+    state: web::Data<AppState>,
+    caller: crate::http::access::Caller,
+    path: web::Path<String>,
+    query: web::Query<PowerOffQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id_of(&path, "environment")?;
+    let power_off = match &query.power_off {
+        Some(v) => crate::http::api::query::flag("power_off", Some(v.as_str()))?,
+        None => state.bmc.bmcs.power_off_released,
+    };
+    let (gone, results) = delete_environment(&state, id, power_off, caller.0.user.clone()).await?;
+    let result = if results.is_empty() {
+        json!({})
+    } else {
+        json!({ "power_off": results })
+    };
     Ok(HttpResponse::Accepted().json(json!({
         "id": null,
         "uuid": null,
@@ -388,14 +404,13 @@ fn name_and_version(raw: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// `DELETE /api/v1/plugins/{name}` or `{name}@{version}`: remove an installed plugin, its
-/// releases and its files. Refused (409) while an environment uses one of its releases, or when
-/// a bare name matches several installed versions.
-pub async fn remove_plugin(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
-    let raw = path.into_inner();
+/// Remove the installed plugin `raw` (`NAME` or `NAME@VERSION`), its releases and its files;
+/// refused (409) while an environment uses one of its releases, or when a bare name matches
+/// several installed versions. The plugin as it was.
+pub async fn remove_plugin_named(
+    state: &AppState,
+    raw: String,
+) -> Result<crate::model::PluginSummary, ApiError> {
     let now = crate::clock::now();
     let (removed, dir) = state
         .store(move |s| {
@@ -434,5 +449,16 @@ pub async fn remove_plugin(
         }
     }
     tracing::info!(plugin = %removed.name, version = %removed.version, "plugin removed");
+    Ok(removed)
+}
+
+/// `DELETE /api/v1/plugins/{name}` or `{name}@{version}`: remove an installed plugin, its
+/// releases and its files. Refused (409) while an environment uses one of its releases, or when
+/// a bare name matches several installed versions.
+pub async fn remove_plugin(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let removed = remove_plugin_named(&state, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(removed))
 }

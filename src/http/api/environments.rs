@@ -139,6 +139,29 @@ fn node_list(body: &[u8], with_roles: bool) -> Result<Vec<(i64, Vec<String>)>, A
         .collect()
 }
 
+/// Assign each node of `nodes` (`(field, node, roles)`: `field` names its roles in a refusal)
+/// to environment `cluster` with its roles, every one or none: each role list checked first
+/// ([`check_roles`]: names and conflicts), then written in one transaction.
+pub async fn assign_nodes(
+    state: &AppState,
+    cluster: i64,
+    nodes: Vec<(String, i64, Vec<String>)>,
+) -> Result<(), ApiError> {
+    let lists: Vec<(String, &[String])> = nodes
+        .iter()
+        .map(|(field, _, roles)| (field.clone(), roles.as_slice()))
+        .collect();
+    check_roles(state, cluster, &lists).await?;
+    let now = crate::clock::now();
+    let nodes: Vec<(i64, Vec<String>)> = nodes
+        .into_iter()
+        .map(|(_, node, roles)| (node, roles))
+        .collect();
+    state
+        .store(move |s| s.write(|tx| tx.assign_nodes(cluster, &nodes, now)))
+        .await
+}
+
 /// `POST /api/v1/clusters/{id}/assignment` `[{"id": N, "roles": [...]}, ...]` (Nailgun's, for
 /// `fuel2 env add nodes`): assign every node or none. 200 with `null`, as Nailgun answers.
 pub async fn assign_many(
@@ -147,17 +170,12 @@ pub async fn assign_many(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let cluster = id_of(&path, "environment")?;
-    let nodes = node_list(&body, true)?;
-    let lists: Vec<(String, &[String])> = nodes
-        .iter()
+    let nodes = node_list(&body, true)?
+        .into_iter()
         .enumerate()
-        .map(|(i, (_, roles))| (format!("[{i}].roles"), roles.as_slice()))
+        .map(|(i, (id, roles))| (format!("[{i}].roles"), id, roles))
         .collect();
-    check_roles(&state, cluster, &lists).await?;
-    let now = crate::clock::now();
-    state
-        .store(move |s| s.write(|tx| tx.assign_nodes(cluster, &nodes, now)))
-        .await?;
+    assign_nodes(&state, cluster, nodes).await?;
     Ok(HttpResponse::Ok().json(Value::Null))
 }
 

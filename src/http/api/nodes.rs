@@ -9,7 +9,8 @@
 //! `{id, ...}`) change a node's `name`, `hostname` and `labels` (what `fuel2 node update` and
 //! `node label set/delete` send), validated as Nailgun's `NodeValidator` and node schema;
 //! every other field Nailgun's handler took is refused by name, saying where stoker does it;
-//! `DELETE /nodes?ids=` (`fuel2 node undiscover`) deletes several nodes, all or none.
+//! `DELETE /nodes?ids=` (`fuel2 node undiscover`) deletes several nodes, all or none. The
+//! node page's rename form goes through the same edit ([`edit`]).
 
 use std::collections::BTreeMap;
 
@@ -229,16 +230,11 @@ fn invalid(fields: Vec<FieldError>) -> Result<(), ApiError> {
     }
 }
 
-/// `PUT /api/v1/nodes/{id}`: the node as Nailgun serializes it.
-pub async fn update(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let id = crate::http::api::node_id(&path)?;
-    let doc: Value = ApiError::parse(&body)?;
+/// Node `id`'s edit from `doc` (a `PUT /nodes/{id}` body), checked and applied: the node as
+/// it is after. The API's `PUT` and the node page's rename form both go through here.
+pub(crate) async fn edit(state: &AppState, id: NodeId, doc: &Value) -> Result<Node, ApiError> {
     let mut fields = Vec::new();
-    let (named, edit) = parse_edit(&doc, "", &mut fields);
+    let (named, edit) = parse_edit(doc, "", &mut fields);
     if let Some(other) = named.filter(|n| *n != id) {
         fields.push(FieldError {
             field: "id".into(),
@@ -247,9 +243,20 @@ pub async fn update(
     }
     invalid(fields)?;
     let now = crate::clock::now();
-    let node = state
+    state
         .store(move |s| s.write(|tx| tx.edit_node(id, &edit, now)))
-        .await?;
+        .await
+}
+
+/// `PUT /api/v1/nodes/{id}`: the node as Nailgun serializes it.
+pub async fn update(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let id = crate::http::api::node_id(&path)?;
+    let doc: Value = ApiError::parse(&body)?;
+    let node = edit(&state, id, &doc).await?;
     Ok(HttpResponse::Ok().json(node_json(&node)))
 }
 

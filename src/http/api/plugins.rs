@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::http::{ApiError, AppState};
 use crate::package::archive::bytes;
-use crate::package::install::{InstallError, Scratch, install_archive, sync};
+use crate::package::install::{InstallError, Installed, Scratch, install_archive, sync};
 use crate::package::{PackageError, PackageLimits};
 
 /// Chunks of the body are gathered up to this size before each write to disk.
@@ -70,7 +70,7 @@ async fn on_package_thread<T: Send + 'static>(
         .map_err(|_| ApiError::Internal("the package job failed; the log says why".to_string()))
 }
 
-fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
+pub fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
     match e {
         InstallError::Invalid(d) => Ok(HttpResponse::BadRequest().json(json!({
             "code": "invalid_plugin",
@@ -87,6 +87,18 @@ fn install_error(e: InstallError) -> Result<HttpResponse, ApiError> {
             Err(ApiError::Store(crate::store::StoreError::DiskFull { path }))
         }
         InstallError::Package(other) => Err(internal(&other)),
+    }
+}
+
+/// A refused install as the API's error (an invalid package is the API's 400 with its
+/// findings; here, its message).
+pub fn install_error_of(e: &InstallError) -> ApiError {
+    match e {
+        InstallError::Invalid(_) => ApiError::BadRequest(e.to_string()),
+        InstallError::Package(PackageError::BadArchive(m)) => ApiError::BadRequest(m.clone()),
+        InstallError::Package(PackageError::TooLarge(m)) => ApiError::TooLarge(m.clone()),
+        InstallError::Package(PackageError::Conflict(m)) => ApiError::Conflict(m.clone()),
+        InstallError::Package(other) => internal(other),
     }
 }
 
@@ -134,27 +146,27 @@ fn disk_full(path: &std::path::Path, e: &std::io::Error) -> Option<ApiError> {
     })
 }
 
-/// Stream the body into `upload`, refusing it past `limits.max_upload`. Returns its size.
-async fn receive(
-    req: &HttpRequest,
-    payload: web::Payload,
+/// Stream `body` into `upload`, refusing it past `limits.max_upload` (at once when `declared`,
+/// its announced length, says so). Returns its size.
+async fn receive<S, E>(
+    body: S,
+    declared: Option<u64>,
     upload: &Scratch,
     limits: &PackageLimits,
-) -> Result<u64, ApiError> {
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+) -> Result<u64, ApiError>
+where
+    S: futures_core::Stream<Item = Result<web::Bytes, E>>,
+    E: std::fmt::Display,
+{
     if declared.is_some_and(|length| length > limits.max_upload) {
         return Err(too_large(limits));
     }
     let mut file = std::fs::File::create(upload.path())
         .map_err(|e| internal(&format!("creating an upload: {e}")))?;
-    let mut stream = BodyStream::new(payload.into_inner());
+    let mut body = std::pin::pin!(body);
     let mut batch: Vec<u8> = Vec::new();
     let mut total = 0u64;
-    while let Some(chunk) = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)).await {
+    while let Some(chunk) = std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await {
         let chunk = chunk.map_err(|e| {
             ApiError::BadRequest(format!("the request body could not be read: {e}"))
         })?;
@@ -173,16 +185,22 @@ async fn receive(
     Ok(total)
 }
 
-/// `POST /api/v1/plugins`: install the package in the body. 201 with the plugin, its releases
-/// and its findings.
-pub async fn install_plugin(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> Result<HttpResponse, ApiError> {
+/// A package streamed from `body` to a hidden file under the data directory (never held in
+/// memory, refused past `plugins.max_upload_bytes`), then unpacked, checked and installed on
+/// the package thread: the API's upload and the dashboard's alike. `Ok(Err(_))` is a package
+/// that was read and refused (invalid, too large unpacked, a conflict).
+pub async fn install_upload<S, E>(
+    state: &AppState,
+    body: S,
+    declared: Option<u64>,
+) -> Result<Result<Installed, InstallError>, ApiError>
+where
+    S: futures_core::Stream<Item = Result<web::Bytes, E>>,
+    E: std::fmt::Display,
+{
     let limits = state.package_limits;
     let upload = Scratch::upload(&state.data_dir).map_err(|e| internal(&e))?;
-    let size = receive(&req, payload, &upload, &limits).await?;
+    let size = receive(body, declared, &upload, &limits).await?;
     if size == 0 {
         return Err(ApiError::BadRequest(
             "send the package (.fp, as `stoker plugin build` makes it) as the request body"
@@ -198,16 +216,52 @@ pub async fn install_plugin(
         done
     })
     .await?;
-    match outcome {
-        Ok(done) => {
-            tracing::info!(plugin = %done.plugin.name, version = %done.plugin.version, "plugin installed");
-            Ok(HttpResponse::Created().json(json!({
-                "plugin": done.plugin,
-                "releases": done.releases,
-                "diagnostics": done.diagnostics.0,
-            })))
-        }
+    if let Ok(done) = &outcome {
+        tracing::info!(plugin = %done.plugin.name, version = %done.plugin.version, "plugin installed");
+    }
+    Ok(outcome)
+}
+
+/// `POST /api/v1/plugins`: install the package in the body. 201 with the plugin, its releases
+/// and its findings.
+pub async fn install_plugin(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = BodyStream::new(payload.into_inner());
+    match install_upload(&state, Unpin(body), declared).await? {
+        Ok(done) => Ok(HttpResponse::Created().json(json!({
+            "plugin": done.plugin,
+            "releases": done.releases,
+            "diagnostics": done.diagnostics.0,
+        }))),
         Err(e) => install_error(e),
+    }
+}
+
+/// A request body as a stream of its chunks.
+struct Unpin<B>(BodyStream<B>);
+
+impl<B> futures_core::Stream for Unpin<B>
+where
+    BodyStream<B>: MessageBody + std::marker::Unpin,
+    <BodyStream<B> as MessageBody>::Error: std::fmt::Display,
+{
+    type Item = Result<web::Bytes, String>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<web::Bytes, String>>> {
+        Pin::new(&mut self.0)
+            .poll_next(cx)
+            .map(|c| c.map(|r| r.map_err(|e| e.to_string())))
     }
 }
 

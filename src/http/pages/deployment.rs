@@ -881,7 +881,9 @@ pub async fn act(state: &AppState, dep: i64, abort: bool, back: &str) -> HttpRes
 /// `POST /deployments/{id}/{action}` with action `abort` or `retry`; back to the deployment.
 pub async fn action(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<(String, String)>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let (dep, action) = path.into_inner();
     let dep = crate::http::api::catalog::id_of(&dep, "deployment")?;
@@ -892,7 +894,38 @@ pub async fn action(
             return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
         }
     };
-    Ok(act(&state, dep, abort, &format!("/deployments/{dep}")).await)
+    let back = format!("/deployments/{dep}");
+    let pairs = crate::http::access::url_form(&body);
+    if abort && !crate::http::pages::confirm::given(&pairs) {
+        let action = format!("/deployments/{dep}/abort");
+        return Ok(ask_abort(me, dep, &action, &back, &pairs)?);
+    }
+    Ok(act(&state, dep, abort, &back).await)
+}
+
+/// The confirmation an Abort posted without `confirmed=1` answers with.
+pub fn ask_abort(
+    me: Me,
+    dep: i64,
+    action: &str,
+    back: &str,
+    pairs: &[(String, String)],
+) -> Result<HttpResponse, ApiError> {
+    crate::http::pages::confirm::page(
+        me,
+        "environments",
+        crate::http::pages::confirm::Ask {
+            question: format!("Abort deployment {dep}?"),
+            detail: "What runs finishes; nothing else starts. The nodes stay as the steps \
+                     that ran left them."
+                .to_string(),
+            action,
+            button: format!("Abort deployment {dep}"),
+            cancel: back.to_string(),
+            danger: true,
+        },
+        pairs,
+    )
 }
 
 #[cfg(test)]

@@ -1,25 +1,20 @@
-//! An environment's page: its nodes and roles (assign, remove), its latest deployment with the
-//! timeline and its actions (deploy, abort, retry), its newest deployments, and the plan with
-//! its task graph and each node's tasks numbered as the node runs them. The node table and the
-//! deployment part are also fragments (`/environments/{id}/members`, `/environments/{id}/
-//! timeline`) rendered by the same template parts, which `live.js` swaps in as nodes and
-//! deployments move.
+//! An environment's page: its nodes and roles (their forms are `environment_edit`'s), its
+//! latest deployment with the timeline and its actions (deploy, abort, retry), its newest
+//! deployments, and the plan with its task graph and each node's tasks numbered as the node
+//! runs them. The node table and the deployment part are also fragments
+//! (`/environments/{id}/members`, `/environments/{id}/timeline`) rendered by the same
+//! template parts, which `live.js` swaps in as nodes and deployments move.
 
 use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
+use crate::http::pages::confirm;
 use crate::http::pages::deployments::History;
 use crate::http::pages::notice;
-use crate::http::pages::views::{Me, NodeRow};
+use crate::http::pages::views::Me;
 use crate::http::pages::{PageError, VERSION};
 use crate::http::{ApiError, AppState};
-
-/// A node of an environment, as its page lists it.
-pub struct MemberRow {
-    row: NodeRow,
-    roles: String,
-}
 
 /// One task of one node's plan, as the page shows it.
 pub struct PlanRow {
@@ -50,10 +45,8 @@ pub struct EnvironmentPage {
     name: String,
     release: String,
     status: String,
-    members: Vec<MemberRow>,
-    /// Discovered nodes in no environment: (id, label).
-    free: Vec<(i64, String)>,
-    roles: Vec<String>,
+    /// Its nodes, and what the add form offers (`environment_edit`).
+    members: crate::http::pages::environment_edit::Members,
     /// Why there is no plan, when there is none.
     plan_error: Option<String>,
     /// When the plan shown (or its refusal) was made, e.g. `just now (2026-01-02 10:00:00 UTC)`.
@@ -104,7 +97,7 @@ pub struct LatestFragment {
 pub struct MembersFragment {
     me: Me,
     id: i64,
-    members: Vec<MemberRow>,
+    members: crate::http::pages::environment_edit::Members,
 }
 
 /// Nodes whose tasks the page lists; the text plan has every node's.
@@ -180,33 +173,20 @@ pub async fn environment(
     path: web::Path<String>,
 ) -> Result<actix_web::CustomizeResponder<EnvironmentPage>, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let (cluster, release, nodes, roles) = state
+    let (cluster, release) = state
         .store(move |s| {
             s.read(|tx| {
                 let Some(c) = tx.cluster(id)? else {
                     return Ok(None);
                 };
                 let release = tx.release(c.release_id)?;
-                let data = tx.release_data(c.release_id)?;
-                let mut roles: Vec<String> = data
-                    .as_ref()
-                    .and_then(|d| d.get("roles_metadata"))
-                    .and_then(|m| m.as_object())
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                roles.sort();
-                Ok(Some((c, release, tx.nodes()?, roles)))
+                Ok(Some((c, release)))
             })
         })
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("environment {id} not found")))?;
     let now = crate::clock::now();
-    let members = member_rows(&nodes, id, now);
-    let free = nodes
-        .iter()
-        .filter(|n| n.cluster_id.is_none())
-        .map(|n| (n.id, format!("{} ({})", n.name, n.mac)))
-        .collect();
+    let members = crate::http::pages::environment_edit::members(&state, id).await?;
     let mut page = EnvironmentPage {
         nav: "environments",
         version: VERSION,
@@ -216,8 +196,6 @@ pub async fn environment(
         release: release.map_or_else(|| format!("release {}", cluster.release_id), |r| r.name),
         status: cluster.status.clone(),
         members,
-        free,
-        roles,
         plan_error: None,
         plan_made: String::new(),
         plan_paused: false,
@@ -299,16 +277,6 @@ pub async fn environment(
 }
 
 /// The nodes of environment `id` among `nodes`, as its table shows them.
-fn member_rows(nodes: &[crate::model::Node], id: i64, now: i64) -> Vec<MemberRow> {
-    nodes
-        .iter()
-        .filter(|n| n.cluster_id == Some(id))
-        .map(|n| MemberRow {
-            row: NodeRow::new(n, now),
-            roles: n.roles.join(", "),
-        })
-        .collect()
-}
 
 /// The `width` attribute of an SVG picture.
 fn picture_width(svg: &str) -> String {
@@ -412,18 +380,7 @@ pub async fn members(
     path: web::Path<String>,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let nodes = state
-        .store(move |s| {
-            s.read(|r| {
-                Ok(match r.cluster(id)? {
-                    Some(_) => Some(r.nodes()?),
-                    None => None,
-                })
-            })
-        })
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("environment {id} not found")))?;
-    let members = member_rows(&nodes, id, crate::clock::now());
+    let members = crate::http::pages::environment_edit::members(&state, id).await?;
     fragment(&MembersFragment { me, id, members })
 }
 
@@ -440,9 +397,35 @@ fn fragment(t: &impl Template) -> Result<HttpResponse, PageError> {
 /// `POST /environments/{id}/deploy`
 pub async fn deploy(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<String>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::catalog::id_of(&path, "environment")?;
+    let pairs = crate::http::access::url_form(&body);
+    if !confirm::given(&pairs) {
+        let name = state
+            .store(move |s| s.read(|r| r.existing_cluster(id)))
+            .await?
+            .name;
+        let action = format!("/environments/{id}/deploy");
+        return Ok(confirm::page(
+            me,
+            "environments",
+            confirm::Ask {
+                question: format!("Deploy environment {name}?"),
+                detail: "Deploy runs the plan on every node of the environment: nodes without \
+                         an installed OS are provisioned (their disks written), the others run \
+                         what changed."
+                    .to_string(),
+                action: &action,
+                button: format!("Deploy {name}"),
+                cancel: format!("/environments/{id}"),
+                danger: false,
+            },
+            &pairs,
+        )?);
+    }
     let started = crate::http::api::deploy::start(&state, id, Vec::new()).await;
     Ok(notice::after(
         &state,
@@ -456,7 +439,9 @@ pub async fn deploy(
 /// `POST /environments/{id}/deployments/{dep}/{action}` with action `abort` or `retry`.
 pub async fn deployment_action(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<(String, String, String)>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let (env, dep, action) = path.into_inner();
     let id = crate::http::api::catalog::id_of(&env, "environment")?;
@@ -468,78 +453,13 @@ pub async fn deployment_action(
             return Err(ApiError::NotFound(format!("no deployment action {other:?}")).into());
         }
     };
-    Ok(
-        crate::http::pages::deployment::act(&state, dep, abort, &format!("/environments/{id}"))
-            .await,
-    )
-}
-
-/// The add-node form's fields: a node and its roles, comma-separated.
-#[derive(Debug, serde::Deserialize)]
-pub struct AssignForm {
-    node_id: String,
-    roles: String,
-}
-
-/// `POST /environments/{id}/nodes`: assign, then back to the environment.
-pub async fn assign_node(
-    state: web::Data<AppState>,
-    path: web::Path<String>,
-    form: web::Form<AssignForm>,
-) -> Result<HttpResponse, PageError> {
-    let id = crate::http::api::catalog::id_of(&path, "environment")?;
-    let form = form.into_inner();
-    let assigned = async {
-        let node = crate::http::api::catalog::id_of(&form.node_id, "node")?;
-        let roles: Vec<&str> = form
-            .roles
-            .split(',')
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-            .collect();
-        let roles = crate::http::api::environments::parse_roles(
-            serde_json::json!({ "roles": roles }).to_string().as_bytes(),
-        )?;
-        crate::http::api::environments::check_roles(&state, id, &[("roles".to_string(), &roles)])
-            .await?;
-        let now = crate::clock::now();
-        let shown = roles.join(", ");
-        state
-            .store(move |s| s.write(|tx| tx.assign_node(id, node, &roles, now).map(|_| ())))
-            .await?;
-        Ok((node, shown))
+    let back = format!("/environments/{id}");
+    let pairs = crate::http::access::url_form(&body);
+    if abort && !confirm::given(&pairs) {
+        let action = format!("/environments/{id}/deployments/{dep}/abort");
+        return Ok(crate::http::pages::deployment::ask_abort(
+            me, dep, &action, &back, &pairs,
+        )?);
     }
-    .await;
-    Ok(notice::after(
-        &state,
-        &format!("/environments/{id}"),
-        assigned,
-        |(node, roles)| format!("Node {node} added as {roles}."),
-        "Not added",
-    ))
-}
-
-/// `POST /environments/{id}/nodes/{node}/remove`: unassign, then back to the environment.
-pub async fn remove_node(
-    state: web::Data<AppState>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, PageError> {
-    let (env, node) = path.into_inner();
-    let id = crate::http::api::catalog::id_of(&env, "environment")?;
-    let node = crate::http::api::catalog::id_of(&node, "node")?;
-    let now = crate::clock::now();
-    let removed = state
-        .store(move |s| s.write(|tx| tx.unassign_node(node, now)))
-        .await;
-    Ok(notice::after(
-        &state,
-        &format!("/environments/{id}"),
-        removed,
-        |()| {
-            format!(
-                "Node {node} removed (a node with an installed OS is erased at the next Deploy)."
-            )
-        },
-        "Not removed",
-    ))
+    Ok(crate::http::pages::deployment::act(&state, dep, abort, &back).await)
 }

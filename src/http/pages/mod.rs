@@ -1,20 +1,31 @@
 //! The server-rendered dashboard, one module per page (its view model, handler and form
-//! actions): `overview`, `nodes`, `node`, `environments`, `environment`, `deployment` (a
-//! deployment's runs), `deployments` (an environment's deployment history), `releases`; the view
-//! models they share (`views.rs`), how a run is shown and numbered (`runs.rs`), a deployment's
-//! timeline as SVG (`timeline.rs`), and the errors every page renders the same way (here). Sign-in, the Account and Audit pages live
-//! with access control (`access/login.rs`).
+//! actions): `overview`, `nodes` (with `node_query`, its query), `node` (with its rename
+//! form), `bulk` (bulk node actions with their review), `environments`, `environment`,
+//! `environment_edit` (members, add and remove, delete), `settings`, `network`, `deployment` (a
+//! deployment's runs), `deployments` (an environment's deployment history), `releases` (with
+//! plugin upload and removal); the roles picker (`roles.rs`), the confirmation destructive
+//! actions ask for (`confirm.rs`), the notice after every action (`notice.rs`), the view
+//! models pages share (`views.rs`), how a run is shown and numbered (`runs.rs`), a deployment's
+//! timeline as SVG (`timeline.rs`), and the errors every page renders the same way (here).
+//! Sign-in, the Account and Audit pages live with access control (`access/login.rs`).
 
+pub mod bulk;
+pub mod confirm;
 pub mod deployment;
 pub mod deployments;
 pub mod environment;
+pub mod environment_edit;
 pub mod environments;
+pub mod network;
 pub mod node;
+pub mod node_query;
 pub mod nodes;
 pub mod notice;
 pub mod overview;
 pub mod releases;
+pub mod roles;
 pub mod runs;
+pub mod settings;
 pub mod timeline;
 pub mod views;
 

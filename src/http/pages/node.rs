@@ -10,7 +10,8 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use crate::http::access::Caller;
-use crate::http::pages::nodes::{PowerForm, power_action};
+use crate::http::pages::confirm;
+use crate::http::pages::nodes::power_action;
 use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::runs::{self, RunRow};
 use crate::http::pages::views::{HistoryRow, Me, NodeRow, human_bytes};
@@ -230,10 +231,34 @@ pub async fn power_node(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<String>,
-    form: web::Form<PowerForm>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
-    let act = power_action(&form.action)?;
+    let pairs = crate::http::access::url_form(&body);
+    let action = pairs
+        .iter()
+        .find(|(k, _)| k == "action")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let act = power_action(action)?;
+    if act != crate::bmc::actions::Act::On && !confirm::given(&pairs) {
+        let name = node_name(&state, id).await?;
+        let label = crate::http::pages::bulk::power_label(act);
+        let to = format!("/nodes/{id}/power");
+        return Ok(confirm::page(
+            Me::of(&caller),
+            "nodes",
+            confirm::Ask {
+                question: format!("{label} {name}?"),
+                detail: "Whatever the node is running is interrupted.".to_string(),
+                action: &to,
+                button: format!("{label} {name}"),
+                cancel: format!("/nodes/{id}"),
+                danger: true,
+            },
+            &pairs,
+        )?);
+    }
     let user = caller.0.user.clone();
     let r = crate::http::api::bmc::power_nodes(&state, vec![id], act, user).await?;
     let notice = match r.first() {
@@ -346,7 +371,7 @@ pub async fn node(
         nav: "nodes",
         version: VERSION,
         me,
-        row: NodeRow::new(&node, now).with_power(data.bmc.as_ref()),
+        row: NodeRow::new(&node).with_power(data.bmc.as_ref()),
         bmc: data.bmc,
         bmc_runs: data
             .bmc_runs
@@ -450,9 +475,31 @@ pub async fn node(
 /// `POST /nodes/{id}/delete`: delete, then back to the node list.
 pub async fn delete_node(
     state: web::Data<AppState>,
+    me: Me,
     path: web::Path<String>,
+    body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let id = crate::http::api::node_id(&path)?;
+    let pairs = crate::http::access::url_form(&body);
+    if !confirm::given(&pairs) {
+        let name = node_name(&state, id).await?;
+        let to = format!("/nodes/{id}/delete");
+        return Ok(confirm::page(
+            me,
+            "nodes",
+            confirm::Ask {
+                question: format!("Delete {name}?"),
+                detail: "It is forgotten until it boots from the network again; its id is \
+                         never given to another node."
+                    .to_string(),
+                action: &to,
+                button: format!("Delete {name}"),
+                cancel: format!("/nodes/{id}"),
+                danger: true,
+            },
+            &pairs,
+        )?);
+    }
     let result = crate::http::api::nodes::delete_node(&state, id).await;
     let back = if result.is_ok() {
         "/nodes".to_string()
@@ -466,6 +513,50 @@ pub async fn delete_node(
         |n| format!("Node {} ({}) deleted.", n.name, n.mac),
         "Not deleted",
     ))
+}
+
+/// `POST /nodes/{id}/name` (`name`): rename it, with the API's rules (`PUT
+/// /api/v1/nodes/{id}`: 1 to 100 characters, not blank); back to its page saying so.
+pub async fn rename_node(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, PageError> {
+    let id = crate::http::api::node_id(&path)?;
+    let pairs = crate::http::access::url_form(&body);
+    let before = node_name(&state, id).await?;
+    let renamed = async {
+        let name = pairs
+            .iter()
+            .find(|(k, _)| k == "name")
+            .map(|(_, v)| v.trim())
+            .ok_or_else(|| ApiError::field("form", "name", "give the node's new name"))?;
+        let node =
+            crate::http::api::nodes::edit(&state, id, &serde_json::json!({ "name": name })).await?;
+        Ok((before, node.name))
+    }
+    .await;
+    Ok(notice::after(
+        &state,
+        &format!("/nodes/{id}"),
+        renamed,
+        |(before, after)| {
+            if before == after {
+                format!("{after} keeps its name.")
+            } else {
+                format!("{before} renamed {after}.")
+            }
+        },
+        "Not renamed",
+    ))
+}
+
+/// Node `id`'s name, or not found.
+async fn node_name(state: &AppState, id: crate::model::NodeId) -> Result<String, ApiError> {
+    Ok(state
+        .store(move |s| s.read(|r| r.existing_node(id)))
+        .await?
+        .name)
 }
 
 /// `POST /nodes/{id}/approve`: approve, then back to the node.

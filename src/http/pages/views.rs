@@ -20,6 +20,19 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// A count with thousands separated, as a person reads it: `10,000`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A coarse relative time: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
 pub fn ago(then: i64, now: i64) -> String {
     let secs = now.saturating_sub(then);
@@ -79,19 +92,12 @@ pub fn badge(status: NodeStatus) -> &'static str {
 
 /// One row of the nodes table.
 pub struct NodeRow {
-    pub id: i64,
     pub name: String,
     pub mac: String,
     pub status: &'static str,
     pub badge: &'static str,
     pub cpu: String,
-    pub ram: String,
-    pub disks: String,
     pub vendor: String,
-    pub last_seen: String,
-    pub last_seen_utc: String,
-    /// Its agent called recently ([`Node::online`]).
-    pub online: bool,
     /// Its power as its BMC last said (`on`, `off`, `unreachable`), empty without a BMC.
     pub power: String,
 }
@@ -111,13 +117,8 @@ impl NodeRow {
         self
     }
 
-    pub fn new(node: &Node, now: i64) -> NodeRow {
+    pub fn new(node: &Node) -> NodeRow {
         let inv = &node.inventory;
-        let disks = match inv.disks.len() {
-            0 => "no disks".to_string(),
-            1 => format!("1 disk, {}", human_bytes(inv.disk_bytes())),
-            n => format!("{n} disks, {}", human_bytes(inv.disk_bytes())),
-        };
         let vendor = [&inv.system.vendor, &inv.system.product]
             .into_iter()
             .flatten()
@@ -125,7 +126,6 @@ impl NodeRow {
             .collect::<Vec<_>>()
             .join(" ");
         NodeRow {
-            id: node.id,
             name: node.name.clone(),
             mac: node.mac.to_string(),
             status: node.status.as_str(),
@@ -134,12 +134,7 @@ impl NodeRow {
                 1 => "1 CPU".to_string(),
                 n => format!("{n} CPUs"),
             },
-            ram: human_bytes(inv.memory_bytes),
-            disks,
             vendor,
-            last_seen: ago(node.last_seen_at, now),
-            last_seen_utc: utc(node.last_seen_at),
-            online: node.online(now),
             power: String::new(),
         }
     }
@@ -168,15 +163,23 @@ impl CountTile {
     }
 }
 
-/// One line of the activity feed.
+/// One line of the activity feed: what happened, and links to what it was about while each
+/// exists (a deleted one's name stays in the message).
 pub struct HistoryRow {
     pub when: String,
     pub when_utc: String,
-    pub node_id: Option<i64>,
     pub message: String,
-    /// The deployment the entry is about, when it names one (`deployment 12 ...`): its page
-    /// is `/deployments/12`.
-    pub deployment: Option<i64>,
+    /// Its node: id and current name.
+    pub node: Option<(i64, String)>,
+    /// Its environment: id and current name.
+    pub env: Option<(i64, String)>,
+    /// Its deployment: id and its page.
+    pub deployment: Option<(i64, String)>,
+}
+
+/// A deployment's page.
+pub fn deployment_href(id: i64) -> String {
+    format!("/deployments/{id}")
 }
 
 impl HistoryRow {
@@ -184,21 +187,28 @@ impl HistoryRow {
         HistoryRow {
             when: ago(entry.at, now),
             when_utc: utc(entry.at),
-            node_id: entry.node_id,
             message: entry.message.clone(),
-            deployment: deployment_named(&entry.message),
+            node: entry.node_id.map(|id| {
+                (
+                    id,
+                    entry
+                        .node_name
+                        .clone()
+                        .unwrap_or_else(|| format!("node {id}")),
+                )
+            }),
+            env: entry.cluster_id.map(|id| {
+                (
+                    id,
+                    entry
+                        .cluster_name
+                        .clone()
+                        .unwrap_or_else(|| format!("environment {id}")),
+                )
+            }),
+            deployment: entry.deployment_id.map(|id| (id, deployment_href(id))),
         }
     }
-}
-
-/// The deployment a history message is about: `deployment 12 ...` or `... deployment 12: ...`.
-fn deployment_named(message: &str) -> Option<i64> {
-    let at = message.find("deployment ")?;
-    let digits: String = message[at + "deployment ".len()..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok().filter(|&id| id > 0)
 }
 
 #[cfg(test)]
@@ -214,7 +224,15 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_deployments_named() {
+    fn counts() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn durations() {
         assert_eq!(duration(-3), "0 s");
         assert_eq!(duration(45), "45 s");
         assert_eq!(duration(120), "2 min");
@@ -222,13 +240,6 @@ mod tests {
         assert_eq!(duration(7500), "2 h 5 min");
         assert_eq!(duration(86_400 + 3600 * 4), "1 day 4 h");
         assert_eq!(clock(1_795_000_000), "11:06:40");
-        assert_eq!(deployment_named("deployment 12 of env started"), Some(12));
-        assert_eq!(
-            deployment_named("deployment 7: 3 runs of node-2 failed"),
-            Some(7)
-        );
-        assert_eq!(deployment_named("hiera failed: exit 1"), None);
-        assert_eq!(deployment_named("the deployment went fine"), None);
     }
 
     #[test]

@@ -109,3 +109,22 @@ pub(in crate::store) fn json_member(column: &str, path: &str) -> String {
 pub(in crate::store) fn json_merge_patch(column: &str, patch: &str) -> String {
     format!("json_patch({column}, {patch})")
 }
+
+/// SQL that is true when the JSON array in `array` (an SQL expression) has the element
+/// `value` (an SQL expression). PostgreSQL: `array::jsonb ? value`.
+pub(in crate::store) fn json_array_has(array: &str, value: &str) -> String {
+    format!("EXISTS (SELECT 1 FROM json_each({array}) WHERE value = {value})")
+}
+
+/// SQL for the elements of the JSON array `array` (an SQL expression) as a subquery of one
+/// column, for `x IN (...)`. PostgreSQL: `(SELECT jsonb_array_elements_text(array::jsonb))`.
+pub(in crate::store) fn json_array_values(array: &str) -> String {
+    format!("(SELECT value FROM json_each({array}))")
+}
+
+/// SQL for the elements of the JSON array `array` as a table whose column `value` is each
+/// element, to name in a `FROM` with an alias. PostgreSQL: `jsonb_array_elements_text(...)`
+/// with its column renamed.
+pub(in crate::store) fn json_elements(array: &str) -> String {
+    format!("json_each({array})")
+}
