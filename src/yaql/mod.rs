@@ -14,7 +14,14 @@
 //! Layout: `lexer` → `parser` (operator table as data, operators lowered to calls) →
 //! `interp` (contexts, lambdas, lazy sequences, overload resolution as `yaql.language.runner`
 //! does it) → `lib/` (the standard library and Nailgun's functions) → `output` (yaql's
-//! `#finalize`: plain data and JSON).
+//! `#finalize`: plain data and JSON). Data comes in through `convert` ([`Converter`]: JSON
+//! text or `serde_json` values into [`Value`]s, with no tree in between and short strings
+//! shared); `map` is dict storage; `jsonl` is the `--jsonl` protocol.
+//!
+//! Sharing data between contexts: a [`Value`] is immutable and reference-counted, so a
+//! sub-tree converted once (a plan's common part) can be placed in any number of contexts
+//! (`Context::from_value`, `with_var_value`, `with_old_value`) without copying; keep one
+//! [`Converter`] for all the documents of a plan so their keys are shared too.
 //!
 //! Known gaps, on purpose:
 //! * Integers are 64-bit: where Python would grow a big integer stoker raises `OverflowError`.
@@ -36,9 +43,12 @@
 //!   `Deserialize` and keeps order) and use `Context::from_value` to keep the input's order.
 
 mod charname;
+mod convert;
 mod error;
 mod interp;
+pub mod jsonl;
 mod lexer;
+mod map;
 mod output;
 mod parser;
 mod registry;
@@ -49,8 +59,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+pub use convert::{Converter, INTERN_MAX, INTERN_MAX_LEN, Seed};
 pub use error::{ErrorKind, YaqlError};
-pub use output::FinalMemo;
+pub use output::{FinalMemo, Json};
 pub use value::Value;
 
 use interp::{Ctx, Interp};
