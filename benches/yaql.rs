@@ -119,6 +119,9 @@ for line in sys.stdin:
     out.write(text + "\n")
 "#;
 
+/// A table row: its name, stoker's and the reference's figures, their unit.
+type Row<'a> = (&'a str, &'a [f64], &'a [f64], fn(f64) -> String);
+
 /// Median, min, max.
 fn stats(xs: &[f64]) -> (f64, f64, f64) {
     let mut v = xs.to_vec();
@@ -372,7 +375,7 @@ fn main() {
         "| per evaluation, Fuel corpora | stoker | yaql 3.2.0 | ratio |".to_string(),
         "|---|---|---|---|".to_string(),
     ];
-    let rows: [(&str, &[f64], &[f64], fn(f64) -> String); 5] = [
+    let rows: [Row; 5] = [
         (
             "evaluation (context prepared once)",
             &ours[0],
