@@ -36,7 +36,8 @@ spec = importlib.util.spec_from_file_location("oracle", sys.argv[1])
 oracle = importlib.util.module_from_spec(spec); spec.loader.exec_module(oracle)
 import yaql
 from yaql.language import utils
-lines = [l.rstrip("\n") for l in open(sys.argv[2]) if l.strip()]
+corpora = [[l.rstrip("\n") for l in open(f) if l.strip()] for f in sys.argv[2:]]
+lines = corpora[0]
 engine = yaql.YaqlFactory().create(dict(oracle.ENGINE_OPTIONS))
 base = yaql.create_context(finalizer=oracle.finalize)
 oracle.register_fuel_functions(base)
@@ -73,16 +74,17 @@ def ev(p):
     except Exception:
         return None
 for p in ready: ev(p)
-for l in lines: answer(l)
+for c in corpora:
+    for l in c: answer(l)
 print("ready", flush=True)
 for cmd in sys.stdin:
-    what, n = cmd.split()
+    what, n, which = cmd.split()
     t = time.perf_counter()
     for _ in range(int(n)):
         if what == "eval":
             for p in ready: ev(p)
         else:
-            for l in lines: answer(l)
+            for l in corpora[int(which)]: answer(l)
     print(time.perf_counter() - t, flush=True)
 "#;
 
@@ -120,7 +122,7 @@ for line in sys.stdin:
 "#;
 
 /// A table row: its name, stoker's and the reference's figures, their unit.
-type Row<'a> = (&'a str, &'a [f64], &'a [f64], fn(f64) -> String);
+type Row = (String, Vec<f64>, Vec<f64>, fn(f64) -> String);
 
 /// Median, min, max.
 fn stats(xs: &[f64]) -> (f64, f64, f64) {
@@ -171,12 +173,12 @@ struct Py {
 }
 
 impl Py {
-    fn start(python: &str, oracle: &Path, corpus: &Path) -> Result<Py, String> {
+    fn start(python: &str, oracle: &Path, corpora: &[PathBuf]) -> Result<Py, String> {
         let mut child = Command::new(python)
             .arg("-c")
             .arg(PY_DRIVER)
             .arg(oracle)
-            .arg(corpus)
+            .args(corpora)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -192,10 +194,10 @@ impl Py {
         Ok(Py { child, out })
     }
 
-    /// Seconds for `passes` passes of `what`.
-    fn run(&mut self, what: &str, passes: usize) -> f64 {
+    /// Seconds for `passes` passes of `what` over corpus `which`.
+    fn run(&mut self, what: &str, passes: usize, which: usize) -> f64 {
         let stdin = self.child.stdin.as_mut().expect("python stdin");
-        writeln!(stdin, "{what} {passes}").expect("write to python");
+        writeln!(stdin, "{what} {passes} {which}").expect("write to python");
         stdin.flush().expect("flush python");
         let mut line = String::new();
         self.out.read_line(&mut line).expect("python answer");
@@ -225,6 +227,102 @@ fn whole(cmd: &mut Command, input: &Path) -> (f64, String) {
     (secs, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The three forms of the corpus every conversion figure is given for.
+const VARIANTS: [(&str, &str); 3] = [
+    (
+        "as is",
+        "the corpus's lines: 231 cases over 2 distinct data documents, so most lines repeat \
+         another's data whole",
+    ),
+    (
+        "per node",
+        "each line's data and old get a distinct top-level `uid` (one node each, as a plan's \
+         nodes are): the documents differ, their sub-trees are the corpus's",
+    ),
+    (
+        "distinct",
+        "every object and array of every line opens with white space that numbers it, so no \
+         two containers have the same text and nothing can be shared (the values are those \
+         of the corpus)",
+    ),
+];
+
+/// `v` as JSON, each object and array opening with white space that spells `tag` (then
+/// incremented) in base 4, so no two containers written by one writer have the same text.
+fn write_tagged(v: &serde_json::Value, tag: &mut u64, out: &mut String) {
+    let mut open = |c: char, out: &mut String| {
+        out.push(c);
+        let mut t = *tag;
+        *tag += 1;
+        loop {
+            out.push([' ', '\t', '\r', '\n'][(t % 4) as usize]);
+            t /= 4;
+            if t == 0 {
+                break;
+            }
+        }
+    };
+    match v {
+        serde_json::Value::Array(a) => {
+            open('[', out);
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_tagged(x, tag, out);
+            }
+            out.push(']');
+        }
+        serde_json::Value::Object(o) => {
+            open('{', out);
+            for (i, (k, x)) in o.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k).expect("key"));
+                out.push(':');
+                write_tagged(x, tag, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&serde_json::to_string(scalar).expect("scalar")),
+    }
+}
+
+/// Variant `which` of the request made of `case`'s fields, line `i`.
+fn request_line(case: &serde_json::Value, which: usize, i: usize, tag: &mut u64) -> String {
+    let mut req = serde_json::Map::new();
+    for k in ["expr", "data", "old", "vars"] {
+        if let Some(v) = case.get(k) {
+            let mut v = v.clone();
+            if which == 1
+                && (k == "data" || k == "old")
+                && let serde_json::Value::Object(o) = &mut v
+            {
+                o.insert(
+                    "uid".into(),
+                    serde_json::Value::String(format!("{}", 1000 + i)),
+                );
+            }
+            req.insert(k.to_string(), v);
+        }
+    }
+    let req = serde_json::Value::Object(req);
+    if which == 2 {
+        let mut out = String::new();
+        write_tagged(&req, tag, &mut out);
+        out
+    } else {
+        req.to_string()
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -240,38 +338,51 @@ fn main() {
         shared.join("yaql-cases/fuel-conditions.jsonl"),
         shared.join("yaql-cases/fuel-ext.jsonl"),
     ];
-    // The request lines, as yaql-check.py sends them.
-    let mut lines = Vec::new();
+    let mut cases = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap_or_else(|e| {
             eprintln!("cannot read {}: {e}", f.display());
             std::process::exit(2);
         });
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let case: serde_json::Value = serde_json::from_str(line).expect("case line");
-            let mut req = serde_json::Map::new();
-            for k in ["expr", "data", "old", "vars"] {
-                if let Some(v) = case.get(k) {
-                    req.insert(k.to_string(), v.clone());
-                }
-            }
-            lines.push(serde_json::Value::Object(req).to_string());
+            cases.push(serde_json::from_str::<serde_json::Value>(line).expect("case line"));
         }
     }
-    let n = lines.len();
+    let n = cases.len();
+    // The request lines of each variant, as yaql-check.py sends them.
+    let mut tag = 0;
+    let variants: Vec<Vec<String>> = (0..VARIANTS.len())
+        .map(|w| {
+            cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| request_line(c, w, i, &mut tag))
+                .collect()
+        })
+        .collect();
     let dir = tempfile::tempdir().expect("temp dir");
-    let corpus = dir.path().join("requests.jsonl");
+    let corpora: Vec<PathBuf> = variants
+        .iter()
+        .enumerate()
+        .map(|(w, lines)| {
+            let p = dir.path().join(format!("requests-{w}.jsonl"));
+            std::fs::write(&p, lines.join("\n") + "\n").expect("write corpus");
+            p
+        })
+        .collect();
     let empty = dir.path().join("empty.jsonl");
-    std::fs::write(&corpus, lines.join("\n") + "\n").expect("write corpus");
     std::fs::write(&empty, "").expect("write empty");
     let oracle = shared.join("tools/yaql-oracle.py");
     let python = std::env::var("YAQL_PYTHON").unwrap_or_else(|_| "/tmp/yaqlvenv/bin/python".into());
     let stoker = env!("CARGO_BIN_EXE_stoker");
+    let load_before = load_average();
 
-    // stoker, warmed up: contexts prepared once, and the request → answer path.
+    // stoker, warmed up: contexts prepared once, and the request → answer path. Each
+    // conversion pass starts with a fresh converter, as a process does, so nothing is shared
+    // between passes; the engine's parse cache stays warm on both sides.
     let engine = Engine::new(Limits::default());
     let mut conv = Converter::new();
-    let ready: Vec<(String, Context)> = lines
+    let ready: Vec<(String, Context)> = variants[0]
         .iter()
         .map(|l| jsonl::request(&mut conv, l).expect("request line"))
         .collect();
@@ -281,34 +392,51 @@ fn main() {
             let _ = std::hint::black_box(engine.eval(e, ctx));
         }
     };
-    let mut conv_pass = |conv: &mut Converter| {
-        for l in &lines {
+    let mut conv_pass = |lines: &[String]| {
+        let mut conv = Converter::new();
+        for l in lines {
             buf.clear();
-            jsonl::answer(&engine, conv, l, &mut buf);
+            jsonl::answer(&engine, &mut conv, l, &mut buf);
             std::hint::black_box(&buf);
         }
+        conv.stats()
     };
     eval_pass();
-    conv_pass(&mut conv);
+    let share_stats: Vec<_> = variants.iter().map(|v| conv_pass(v)).collect();
     // Passes per round: enough for about a quarter of a second each.
     let t = Instant::now();
     eval_pass();
     let eval_passes = ((0.25 / t.elapsed().as_secs_f64()) as usize).clamp(1, 1000);
-    let t = Instant::now();
-    conv_pass(&mut conv);
-    let conv_passes = ((0.25 / t.elapsed().as_secs_f64()) as usize).clamp(1, 1000);
+    let conv_passes: Vec<usize> = variants
+        .iter()
+        .map(|v| {
+            let t = Instant::now();
+            conv_pass(v);
+            ((0.25 / t.elapsed().as_secs_f64()) as usize).clamp(1, 1000)
+        })
+        .collect();
 
-    let mut py = match Py::start(&python, &oracle, &corpus) {
+    let mut py = match Py::start(&python, &oracle, &corpora) {
         Ok(p) => Some(p),
         Err(e) => {
             eprintln!("{e}: only stoker's figures follow");
             None
         }
     };
-    let mut ours: [Vec<f64>; 4] = Default::default();
-    let mut theirs: [Vec<f64>; 4] = Default::default();
-    let mut ours_out = String::new();
-    let mut agree = None;
+    // Per side: [0] evaluation; per variant w: [1 + w] in process, [4 + w] whole process;
+    // [7] start-up.
+    const SLOTS: usize = 8;
+    let mut ours: [Vec<f64>; SLOTS] = Default::default();
+    let mut theirs: [Vec<f64>; SLOTS] = Default::default();
+    let mut ours_out: Vec<String> = vec![String::new(); VARIANTS.len()];
+    let mut agree: Vec<String> = Vec::new();
+    let py_whole = |corpus: &Path| {
+        let mut cmd = Command::new(&python);
+        cmd.arg("-c").arg(PY_WHOLE).arg(&oracle);
+        whole(&mut cmd, corpus)
+    };
+    let stoker_whole =
+        |corpus: &Path| whole(Command::new(stoker).args(["yaql", "--jsonl"]), corpus);
     for round in 0..rounds {
         for side in [round % 2, 1 - round % 2] {
             if side == 0 {
@@ -317,117 +445,164 @@ fn main() {
                     eval_pass();
                 }
                 ours[0].push(t.elapsed().as_secs_f64() / (eval_passes * n) as f64);
-                let t = Instant::now();
-                for _ in 0..conv_passes {
-                    conv_pass(&mut conv);
+                for (w, lines) in variants.iter().enumerate() {
+                    let t = Instant::now();
+                    for _ in 0..conv_passes[w] {
+                        conv_pass(lines);
+                    }
+                    ours[1 + w].push(t.elapsed().as_secs_f64() / (conv_passes[w] * n) as f64);
+                    let (secs, out) = stoker_whole(&corpora[w]);
+                    ours[4 + w].push(secs);
+                    if round == 0 {
+                        ours_out[w] = out;
+                    }
                 }
-                ours[1].push(t.elapsed().as_secs_f64() / (conv_passes * n) as f64);
-                let (secs, out) = whole(Command::new(stoker).args(["yaql", "--jsonl"]), &corpus);
-                ours[2].push(secs);
-                ours[3].push(whole(Command::new(stoker).args(["yaql", "--jsonl"]), &empty).0);
-                if round == 0 {
-                    ours_out = out;
-                }
+                ours[7].push(stoker_whole(&empty).0);
             } else if let Some(p) = py.as_mut() {
-                theirs[0].push(p.run("eval", 1) / n as f64);
-                theirs[1].push(p.run("conv", 1) / n as f64);
-                let mut cmd = Command::new(&python);
-                cmd.arg("-c").arg(PY_WHOLE).arg(&oracle);
-                let (secs, out) = whole(&mut cmd, &corpus);
-                theirs[2].push(secs);
-                let mut cmd = Command::new(&python);
-                cmd.arg("-c").arg(PY_WHOLE).arg(&oracle);
-                theirs[3].push(whole(&mut cmd, &empty).0);
-                if round == 0 {
-                    agree = Some(compare(&ours_out, &out, n));
+                theirs[0].push(p.run("eval", 1, 0) / n as f64);
+                for w in 0..VARIANTS.len() {
+                    theirs[1 + w].push(p.run("conv", 1, w) / n as f64);
+                    let (secs, out) = py_whole(&corpora[w]);
+                    theirs[4 + w].push(secs);
+                    if round == 0 {
+                        agree.push(compare(&ours_out[w], &out, n));
+                    }
                 }
+                theirs[7].push(py_whole(&empty).0);
             }
         }
-        eprintln!("round {} of {rounds} done", round + 1);
+        eprintln!(
+            "round {} of {rounds} done (load average {})",
+            round + 1,
+            load_average()
+        );
     }
     drop(py);
+    let load_after = load_average();
 
-    // Whole process less start-up, per evaluation.
-    let per_eval = |w: &[f64], s: &[f64]| -> Vec<f64> {
+    // Whole process per evaluation, with and without each round's start-up.
+    let per = |w: &[f64], s: &[f64], less_start: bool| -> Vec<f64> {
         w.iter()
             .zip(s)
-            .map(|(w, s)| (w - s).max(0.0) / n as f64)
+            .map(|(w, s)| (w - if less_start { *s } else { 0.0 }).max(0.0) / n as f64)
             .collect()
     };
-    let ours_net = per_eval(&ours[2], &ours[3]);
-    let theirs_net = per_eval(&theirs[2], &theirs[3]);
-    let whole_per: Vec<f64> = ours[2].iter().map(|w| w / n as f64).collect();
-    let theirs_whole_per: Vec<f64> = theirs[2].iter().map(|w| w / n as f64).collect();
+    let bytes: Vec<usize> = variants
+        .iter()
+        .map(|v| v.iter().map(|l| l.len() + 1).sum())
+        .collect();
 
     println!(
-        "{n} cases (fuel-conditions + fuel-ext), {rounds} rounds alternating the sides; \
-         median (min–max) over the rounds"
+        "{n} cases (fuel-conditions + fuel-ext), {rounds} rounds alternating the sides (the \
+         side that goes first alternates too); median (min–max) over the rounds"
     );
     println!(
-        "stoker per round: {} passes for evaluation, {} for conversion, 1 whole process; \
-         the reference: 1 pass each",
-        eval_passes, conv_passes
+        "stoker per round: {eval_passes} passes for evaluation, {conv_passes:?} for conversion \
+         (as is, per node, distinct), 1 whole process each; the reference: 1 pass each"
     );
-    if let Some(a) = &agree {
-        println!("whole-process answers: {a}");
+    println!(
+        "load average before {load_before}, after {load_after} (2 cores shared with other builds shows here)"
+    );
+    println!();
+    println!(
+        "The corpus in three forms (conversion and whole-process figures are given for each):"
+    );
+    for (w, (name, what)) in VARIANTS.iter().enumerate() {
+        let st = share_stats[w];
+        println!(
+            "- {name}: {what}; {} KB; stoker's converter found {} sub-trees ({} KB of text) \
+             in its table and converted {} in full",
+            bytes[w] / 1000,
+            st.hits,
+            st.hit_bytes / 1000,
+            st.stored
+        );
+    }
+    for (w, a) in agree.iter().enumerate() {
+        println!("whole-process answers, {}: {a}", VARIANTS[w].0);
     }
     let mut table = vec![
         "| per evaluation, Fuel corpora | stoker | yaql 3.2.0 | ratio |".to_string(),
         "|---|---|---|---|".to_string(),
     ];
-    let rows: [Row; 5] = [
-        (
-            "evaluation (context prepared once)",
-            &ours[0],
-            &theirs[0],
+    let mut rows: Vec<Row> = vec![(
+        "evaluation alone (context prepared once)".into(),
+        ours[0].clone(),
+        theirs[0].clone(),
+        us,
+    )];
+    for (w, (name, _)) in VARIANTS.iter().enumerate() {
+        rows.push((
+            format!("with conversion, in process, {name} (request line → answer line)"),
+            ours[1 + w].clone(),
+            theirs[1 + w].clone(),
             us,
-        ),
-        (
-            "with conversion (request line → answer line, in process)",
-            &ours[1],
-            &theirs[1],
+        ));
+    }
+    for (w, (name, _)) in VARIANTS.iter().enumerate() {
+        rows.push((
+            format!("whole process, {name}, start-up included"),
+            per(&ours[4 + w], &ours[7], false),
+            per(&theirs[4 + w], &theirs[7], false),
             us,
-        ),
-        (
-            "whole process, per evaluation, start-up included",
-            &whole_per,
-            &theirs_whole_per,
+        ));
+        rows.push((
+            format!("whole process, {name}, start-up excluded"),
+            per(&ours[4 + w], &ours[7], true),
+            per(&theirs[4 + w], &theirs[7], true),
             us,
-        ),
-        (
-            "whole process, per evaluation, start-up excluded",
-            &ours_net,
-            &theirs_net,
-            us,
-        ),
-        ("process start-up (no input)", &ours[3], &theirs[3], ms),
-    ];
+        ));
+    }
+    rows.push((
+        "process start-up (no input)".into(),
+        ours[7].clone(),
+        theirs[7].clone(),
+        ms,
+    ));
     for (name, o, t, unit) in rows {
         if t.is_empty() {
-            table.push(format!("| {name} | {} | — | — |", spread(o, unit)));
+            table.push(format!("| {name} | {} | — | — |", spread(&o, unit)));
         } else {
             table.push(format!(
                 "| {name} | {} | {} | {} |",
-                spread(o, unit),
-                spread(t, unit),
-                ratio(o, t)
+                spread(&o, unit),
+                spread(&t, unit),
+                ratio(&o, &t)
             ));
         }
     }
     println!();
     println!("What bounds these figures:");
     println!(
-        "- the corpus: {n} cases, each a ~5 KB document; a figure is the mean over them, so the \
-         few expensive cases (changed() over whole sub-trees) weigh most"
+        "- the offered load: each whole process is given its corpus ({} lines, {}–{} KB) from a \
+         file on stdin, all at once, and its answers are read to the end by this bench; nothing \
+         paces either side but its own work and the pipe",
+        n,
+        bytes.iter().min().unwrap_or(&0) / 1000,
+        bytes.iter().max().unwrap_or(&0) / 1000
+    );
+    println!(
+        "- the client: this bench spawns each process and collects its output whole \
+         (Command::output); the in-process figures have no client at all"
+    );
+    println!(
+        "- the corpus: a figure is the mean over {n} cases, so the few expensive cases \
+         (changed() over whole sub-trees) weigh most; 'as is' repeats its data, which stoker's \
+         converter shares and Python's json.loads does not: 'per node' is what a plan's nodes \
+         look like, 'distinct' is the interpreter with no sharing at all"
     );
     println!(
         "- the reference's own per-call overhead (a child context, yaql's overload resolution, \
          the finaliser in Python) is part of its figure, as stoker's is of its own"
     );
     println!(
-        "- whole process: start-up (Python importing yaql, ~{}) is in the first whole-process \
-         row; the second subtracts each side's median start-up of that round",
-        theirs[3]
+        "- start-up (Python importing yaql, ~{}; stoker ~{}) is in the 'start-up included' rows; \
+         'start-up excluded' subtracts each side's start-up of the same round",
+        theirs[7]
+            .first()
+            .map(|s| ms(*s))
+            .unwrap_or_else(|| "—".into()),
+        ours[7]
             .first()
             .map(|s| ms(*s))
             .unwrap_or_else(|| "—".into())

@@ -57,7 +57,9 @@ fn load(path: &Path) -> anyhow::Result<Value> {
         serde_saphyr::from_str_with_options(&text, yaml_options())
             .with_context(|| format!("parsing YAML {}", path.display()))
     } else {
-        serde_json::from_str(&text).with_context(|| format!("parsing JSON {}", path.display()))
+        Converter::new()
+            .convert_text(&text)
+            .with_context(|| format!("parsing JSON {}", path.display()))
     }
 }
 

@@ -5,7 +5,10 @@
 //! (`uid`, `roles`, `name` ...) are one shared allocation, not one per occurrence. Keep one
 //! converter for many documents of one kind (the nodes of a plan, the lines of a JSON Lines
 //! stream) to share their strings too; its table is bounded, so hostile input cannot grow it
-//! past [`INTERN_MAX`] strings of at most [`INTERN_MAX_LEN`] bytes. Must not evaluate.
+//! past [`INTERN_MAX`] strings of at most [`INTERN_MAX_LEN`] bytes. JSON text goes through
+//! `jsontext` (one pass, no tree), whose objects and arrays are shared between documents by
+//! their text through the converter's bounded `share` table: documents that repeat sub-trees
+//! (the nodes of one plan) get the same values for them, converted once. Must not evaluate.
 
 use std::hash::BuildHasher;
 use std::rc::Rc;
@@ -13,7 +16,9 @@ use std::rc::Rc;
 use hashbrown::HashTable;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use super::jsontext::{self, TextError};
 use super::map::Map;
+use super::share;
 use super::value::{FxBuild, Value};
 
 /// Strings longer than this are not interned (they are rarely repeated keys).
@@ -27,13 +32,31 @@ pub struct Converter {
     strings: HashTable<Rc<str>>,
     /// Scratch stacks of the arrays and objects being read (reused, so a document's
     /// collections are allocated once, at their final size).
-    items: Vec<Value>,
-    entries: Vec<(Value, Value)>,
+    pub(super) items: Vec<Value>,
+    pub(super) entries: Vec<(Value, Value)>,
+    /// Sub-trees of earlier texts, by their text.
+    pub(super) share: share::Table,
 }
 
 impl Converter {
     pub fn new() -> Converter {
         Converter::default()
+    }
+
+    /// A converter whose table of shared sub-trees holds at most `limits` per generation
+    /// ([`ShareLimits::OFF`]: no sharing, every text converted in full).
+    ///
+    /// [`ShareLimits::OFF`]: share::Limits::OFF
+    pub fn with_sharing(limits: share::Limits) -> Converter {
+        Converter {
+            share: share::Table::new(limits),
+            ..Converter::default()
+        }
+    }
+
+    /// What the table of shared sub-trees did and holds.
+    pub fn stats(&self) -> share::Stats {
+        self.share.stats()
     }
 
     /// A string value, shared with earlier equal short strings.
@@ -63,12 +86,10 @@ impl Converter {
         Seed(self)
     }
 
-    /// Parse JSON text into a value.
-    pub fn convert_text(&mut self, text: &str) -> Result<Value, serde_json::Error> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let v = self.seed().deserialize(&mut de)?;
-        de.end()?;
-        Ok(v)
+    /// Parse JSON text into a value (`jsontext`: RFC 8259 as `serde_json` reads it, numbers
+    /// as Python's `json`), sharing sub-trees with earlier texts.
+    pub fn convert_text(&mut self, text: &str) -> Result<Value, TextError> {
+        jsontext::document(self, text)
     }
 
     /// Convert a `serde_json` value (its objects in `serde_json`'s order).

@@ -5,110 +5,56 @@
 //! straight from the result, with no `serde_json::Value` tree on either side. Pure: text in,
 //! bytes out; the CLI does the reading and writing.
 
+use super::jsontext::{Fail, Reader};
 use super::{Context, Converter, Engine, ErrorKind, Json, Value};
 
-/// One `--jsonl` request, its values converted straight from the line's text.
-struct Request {
-    expr: String,
-    data: Value,
-    old: Option<Value>,
-    vars: Value,
-}
-
-/// Reads a [`Request`] with a [`Converter`] (shared by the lines of a stream, so their
-/// repeated keys are converted once).
-struct RequestSeed<'c>(&'c mut Converter);
-
-enum Field {
-    Expr,
-    Data,
-    Old,
-    Vars,
-    Other,
-}
-
-impl<'de> serde::Deserialize<'de> for Field {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Field, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Field;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Field, E> {
-                Ok(match v {
-                    "expr" => Field::Expr,
-                    "data" => Field::Data,
-                    "old" => Field::Old,
-                    "vars" => Field::Vars,
-                    _ => Field::Other,
-                })
-            }
-        }
-        d.deserialize_identifier(V)
-    }
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for RequestSeed<'_> {
-    type Value = Request;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Request, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for RequestSeed<'_> {
-    type Value = Request;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a request object")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Request, A::Error> {
-        use serde::de::Error;
-        let (mut expr, mut data, mut old, mut vars) = (None, None, None, None);
-        fn once<T, E: Error>(slot: &mut Option<T>, v: T, name: &'static str) -> Result<(), E> {
-            if slot.replace(v).is_some() {
-                return Err(E::duplicate_field(name));
-            }
-            Ok(())
-        }
-        while let Some(field) = m.next_key::<Field>()? {
-            match field {
-                Field::Expr => once(&mut expr, m.next_value::<String>()?, "expr")?,
-                Field::Data => once(&mut data, m.next_value_seed(self.0.seed())?, "data")?,
-                Field::Old => once(&mut old, m.next_value_seed(self.0.seed())?, "old")?,
-                Field::Vars => once(&mut vars, m.next_value_seed(self.0.seed())?, "vars")?,
-                Field::Other => {
-                    m.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Request {
-            expr: expr.ok_or_else(|| A::Error::missing_field("expr"))?,
-            data: data.unwrap_or_default(),
-            // `"old": null` is no old data, as when it is absent
-            old: old.filter(|o| !o.is_null()),
-            vars: vars.unwrap_or_default(),
-        })
-    }
-}
-
-/// A request line's expression and the context it asks for (`None`: not a request).
+/// A request line's expression and the context it asks for (`None`: not a request: not one
+/// JSON object, `expr` missing or not a string, a field given twice). Read in one pass by
+/// `jsontext`, so `data`, `old` and `vars` share the sub-trees `conv` has read before (the
+/// same `network_metadata` on every node's line is one value, converted once); fields other
+/// than those four are read and dropped.
 pub fn request(conv: &mut Converter, line: &str) -> Option<(String, Context)> {
-    use serde::de::DeserializeSeed;
-    let mut de = serde_json::Deserializer::from_str(line);
-    let req = RequestSeed(conv).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    let mut ctx = Context::from_value(req.data);
-    if let Some(old) = req.old {
+    let (mut expr, mut data, mut old, mut vars) = (None, None, None, None);
+    let mut r = Reader::new(line);
+    r.fields(conv, |r, conv, key| {
+        fn once<T>(r: &Reader, slot: &mut Option<T>, v: T) -> Result<(), Fail> {
+            match slot.replace(v) {
+                Some(_) => Err(r.fail("a field given twice")),
+                None => Ok(()),
+            }
+        }
+        match key {
+            "expr" => {
+                let e = r.string_value()?.into_owned();
+                once(r, &mut expr, e)
+            }
+            "data" | "old" | "vars" => {
+                let v = r.value(conv)?;
+                let slot = match key {
+                    "data" => &mut data,
+                    "old" => &mut old,
+                    _ => &mut vars,
+                };
+                once(r, slot, v)
+            }
+            _ => r.value(conv).map(drop),
+        }
+    })
+    .and_then(|()| r.end())
+    .ok()?;
+    let mut ctx = Context::from_value(data.unwrap_or_default());
+    // `"old": null` is no old data, as when it is absent
+    if let Some(old) = old.filter(|o: &Value| !o.is_null()) {
         ctx = ctx.with_old_value(old);
     }
-    if let Value::Dict(vars) = &req.vars {
+    if let Some(Value::Dict(vars)) = &vars {
         for (k, v) in &vars.map {
             if let Some(k) = k.as_str() {
                 ctx = ctx.with_var_value(k, v.clone());
             }
         }
     }
-    Some((req.expr, ctx))
+    Some((expr?, ctx))
 }
 
 /// One JSON Lines request → one result line (without its newline) appended to `out`,
@@ -201,9 +147,56 @@ mod tests {
                 serde_json::json!({"ok": false, "error": "BadInput"}),
             ),
             ("", serde_json::json!({"ok": false, "error": "BadInput"})),
+            (
+                r#"{"expr": "$", "data": "\ud800"}"#,
+                serde_json::json!({"ok": false, "error": "BadInput"}),
+            ),
+            (
+                r#"{"expr": "$", "data": 1e999}"#,
+                serde_json::json!({"ok": false, "error": "BadInput"}),
+            ),
+            (
+                r#"[{"expr": "1"}]"#,
+                serde_json::json!({"ok": false, "error": "BadInput"}),
+            ),
         ] {
             assert_eq!(ask(&mut conv, line), want, "{line}");
         }
+    }
+
+    /// The request object is a level of nesting, as it was to `serde_json`: data may nest
+    /// 126 deep inside it.
+    #[test]
+    fn nesting_counts_the_request() {
+        let mut conv = Converter::new();
+        let line = |n: usize| {
+            format!(
+                r#"{{"expr": "$.len()", "data": {}1{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        assert_eq!(ask(&mut conv, &line(126))["ok"], true);
+        assert_eq!(ask(&mut conv, &line(127))["error"], "BadInput");
+    }
+
+    /// Lines that repeat sub-trees get them from the converter's table, and the answers are
+    /// those of lines read alone.
+    #[test]
+    fn repeated_sub_trees_are_shared_between_lines() {
+        let meta = r#"{"nodes": {"node-1": {"uid": "1", "roles": ["controller"]}, "node-2": {"uid": "2", "roles": ["compute"]}}}"#;
+        let mut conv = Converter::new();
+        for uid in 1..=2 {
+            let line = format!(
+                r#"{{"expr": "$.network_metadata.nodes.values().where($.uid = $uid2).roles", "data": {{"uid": "{uid}", "network_metadata": {meta}}}, "vars": {{"uid2": "{uid}"}}}}"#
+            );
+            let alone = ask(
+                &mut Converter::with_sharing(crate::yaql::ShareLimits::OFF),
+                &line,
+            );
+            assert_eq!(ask(&mut conv, &line), alone);
+        }
+        assert!(conv.stats().hits >= 1, "{:?}", conv.stats());
     }
 
     #[test]
