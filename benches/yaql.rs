@@ -248,15 +248,16 @@ const VARIANTS: [(&str, &str); 3] = [
 ];
 
 /// `v` as JSON, each object and array opening with white space that spells `tag` (then
-/// incremented) in base 4, so no two containers written by one writer have the same text.
+/// incremented) in binary, spaces and tabs, so no two containers written by one writer have
+/// the same text (and a line stays one line).
 fn write_tagged(v: &serde_json::Value, tag: &mut u64, out: &mut String) {
     let mut open = |c: char, out: &mut String| {
         out.push(c);
         let mut t = *tag;
         *tag += 1;
         loop {
-            out.push([' ', '\t', '\r', '\n'][(t % 4) as usize]);
-            t /= 4;
+            out.push([' ', '\t'][(t & 1) as usize]);
+            t >>= 1;
             if t == 0 {
                 break;
             }
@@ -609,7 +610,9 @@ fn main() {
     );
     println!(
         "- the timer: Instant / time.perf_counter over rounds of ≥ 0.1 s, far above their \
-         resolution; the spread is the machine's load, which alternating rounds share"
+         resolution; the spread is the machine's load, which alternating rounds share. On a \
+         loaded machine a short process also waits for a core for much of its wall time \
+         (stoker's whole process is ~10 ms of CPU): compare the load average above"
     );
     println!();
     for row in table {

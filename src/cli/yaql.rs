@@ -124,7 +124,9 @@ fn eval(expr: &str, data: Option<&Path>, old: Option<&Path>) -> anyhow::Result<E
     }
 }
 
-fn jsonl() -> anyhow::Result<ExitCode> {
+/// The `--jsonl` filter (also started directly by `cli::run` when the command line is
+/// exactly `yaql --jsonl`, without building the whole command tree).
+pub fn jsonl() -> anyhow::Result<ExitCode> {
     let engine = Engine::new(Limits::default());
     let mut conv = Converter::new();
     let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
@@ -147,5 +149,9 @@ fn jsonl() -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
+    // The process ends here: its memory goes with it, without freeing the table of shared
+    // sub-trees and the parsed expressions one by one.
+    std::mem::forget(conv);
+    std::mem::forget(engine);
     Ok(ExitCode::SUCCESS)
 }
