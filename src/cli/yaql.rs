@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
-use crate::yaql::{Context, Engine, Limits, Value, YaqlError};
+use crate::yaql::jsonl::answer;
+use crate::yaql::{Context, Converter, Engine, Limits, Value, YaqlError};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -56,7 +57,9 @@ fn load(path: &Path) -> anyhow::Result<Value> {
         serde_saphyr::from_str_with_options(&text, yaml_options())
             .with_context(|| format!("parsing YAML {}", path.display()))
     } else {
-        serde_json::from_str(&text).with_context(|| format!("parsing JSON {}", path.display()))
+        Converter::new()
+            .convert_text(&text)
+            .with_context(|| format!("parsing JSON {}", path.display()))
     }
 }
 
@@ -121,48 +124,34 @@ fn eval(expr: &str, data: Option<&Path>, old: Option<&Path>) -> anyhow::Result<E
     }
 }
 
-#[derive(serde::Deserialize)]
-struct Request {
-    expr: String,
-    #[serde(default)]
-    data: Value,
-    old: Option<Value>,
-    #[serde(default)]
-    vars: Value,
-}
-
-/// One JSON Lines request → one result line.
-pub fn answer(engine: &Engine, line: &str) -> serde_json::Value {
-    let Ok(req) = serde_json::from_str::<Request>(line) else {
-        return serde_json::json!({"ok": false, "error": "BadInput"});
-    };
-    let mut ctx = Context::from_value(req.data);
-    if let Some(old) = req.old {
-        ctx = ctx.with_old_value(old);
-    }
-    if let Value::Dict(vars) = &req.vars {
-        for (k, v) in &vars.map {
-            if let Some(k) = k.as_str() {
-                ctx = ctx.with_var_value(k, v.clone());
-            }
-        }
-    }
-    match engine.eval_json(&req.expr, &ctx) {
-        Ok(v) => serde_json::json!({"ok": true, "value": v}),
-        Err(e) => serde_json::json!({"ok": false, "error": e.kind.name()}),
-    }
-}
-
-fn jsonl() -> anyhow::Result<ExitCode> {
+/// The `--jsonl` filter (also started directly by `cli::run` when the command line is
+/// exactly `yaql --jsonl`, without building the whole command tree).
+pub fn jsonl() -> anyhow::Result<ExitCode> {
     let engine = Engine::new(Limits::default());
-    let stdin = std::io::stdin();
+    let mut conv = Converter::new();
+    let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for line in stdin.lock().lines() {
-        let line = line.context("reading stdin")?;
-        let result = answer(&engine, line.trim());
-        writeln!(out, "{result}")?;
-        out.flush()?;
+    let mut line = String::new();
+    let mut buf = Vec::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line).context("reading stdin")? == 0 {
+            break;
+        }
+        buf.clear();
+        answer(&engine, &mut conv, line.trim(), &mut buf);
+        buf.push(b'\n');
+        out.write_all(&buf)?;
+        // Answer each line before waiting for the next (a driver may send one at a time).
+        if input.buffer().is_empty() {
+            out.flush()?;
+        }
     }
+    out.flush()?;
+    // The process ends here: its memory goes with it, without freeing the table of shared
+    // sub-trees and the parsed expressions one by one.
+    std::mem::forget(conv);
+    std::mem::forget(engine);
     Ok(ExitCode::SUCCESS)
 }

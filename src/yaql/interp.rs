@@ -115,7 +115,7 @@ pub struct Memo {
 pub struct Ordered {
     pub coll: Value,
     pub order: RefCell<Vec<(Lambda, bool)>>,
-    sorted: RefCell<Option<Rc<Vec<Value>>>>,
+    sorted: RefCell<Option<Rc<[Value]>>>,
 }
 
 impl Ordered {
@@ -130,7 +130,7 @@ impl Ordered {
 
 /// A cursor over any iterable value.
 pub enum ValIter {
-    Seq(Rc<Vec<Value>>, usize),
+    Seq(Rc<[Value]>, usize),
     Keys(Rc<Dict>, usize),
     Vals(Rc<Dict>, usize),
     Items(Rc<Dict>, usize),
@@ -1111,7 +1111,7 @@ impl Interp {
     /// Materialise an iterable into a vector (at most `max_items` items).
     pub fn to_vec(&self, v: &Value) -> Result<Vec<Value>> {
         match v {
-            Value::Tuple(t) | Value::List(t) => Ok(t.as_ref().clone()),
+            Value::Tuple(t) | Value::List(t) => Ok(t.to_vec()),
             _ => {
                 let limit = self.0.limits.max_items;
                 ValIter::Limited(Box::new(self.iter(v)?), 0, limit).collect_vec()
@@ -1129,7 +1129,7 @@ impl Interp {
         })))
     }
 
-    fn sorted(&self, o: &Ordered) -> Result<Rc<Vec<Value>>> {
+    fn sorted(&self, o: &Ordered) -> Result<Rc<[Value]>> {
         if let Some(s) = o.sorted.borrow().as_ref() {
             return Ok(s.clone());
         }
@@ -1184,7 +1184,7 @@ impl Interp {
         if let Some(e) = failure {
             return Err(e);
         }
-        let sorted: Rc<Vec<Value>> = Rc::new(idx.into_iter().map(|i| items[i].clone()).collect());
+        let sorted: Rc<[Value]> = idx.into_iter().map(|i| items[i].clone()).collect();
         *o.sorted.borrow_mut() = Some(sorted.clone());
         Ok(sorted)
     }

@@ -14,7 +14,18 @@
 //! Layout: `lexer` → `parser` (operator table as data, operators lowered to calls) →
 //! `interp` (contexts, lambdas, lazy sequences, overload resolution as `yaql.language.runner`
 //! does it) → `lib/` (the standard library and Nailgun's functions) → `output` (yaql's
-//! `#finalize`: plain data and JSON).
+//! `#finalize`: plain data and JSON). Data comes in through `convert` ([`Converter`]: JSON
+//! text or `serde_json` values into [`Value`]s, with no tree in between and short strings
+//! shared); `jsontext` reads JSON text in one pass, `share` keeps the sub-trees a converter
+//! has read by their text so later documents get the same values; `map` is dict storage;
+//! `jsonl` is the `--jsonl` protocol.
+//!
+//! Sharing data between contexts: a [`Value`] is immutable and reference-counted, so a
+//! sub-tree converted once (a plan's common part) can be placed in any number of contexts
+//! (`Context::from_value`, `with_var_value`, `with_old_value`) without copying; keep one
+//! [`Converter`] for all the documents of a plan so their keys are shared too, and so that
+//! `convert_text` hands out the same value for a sub-tree whose text it has read before (its
+//! table is bounded: [`ShareLimits`]).
 //!
 //! Known gaps, on purpose:
 //! * Integers are 64-bit: where Python would grow a big integer stoker raises `OverflowError`.
@@ -36,12 +47,17 @@
 //!   `Deserialize` and keeps order) and use `Context::from_value` to keep the input's order.
 
 mod charname;
+mod convert;
 mod error;
 mod interp;
+pub mod jsonl;
+mod jsontext;
 mod lexer;
+mod map;
 mod output;
 mod parser;
 mod registry;
+mod share;
 mod stdlib;
 mod value;
 
@@ -49,8 +65,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+pub use convert::{Converter, INTERN_MAX, INTERN_MAX_LEN, Seed};
 pub use error::{ErrorKind, YaqlError};
-pub use output::FinalMemo;
+pub use jsontext::{MAX_DEPTH as JSON_MAX_DEPTH, TextError};
+pub use output::{FinalMemo, Json};
+pub use share::{Limits as ShareLimits, Stats as ShareStats};
 pub use value::Value;
 
 use interp::{Ctx, Interp};

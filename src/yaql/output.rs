@@ -153,16 +153,19 @@ fn fin_once(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)>
             if d.map.len() > limit {
                 return Err(too_large(limit));
             }
-            let mut out = Map::with_capacity_and_hasher(d.map.len(), FxBuild);
+            let mut out = Vec::with_capacity(d.map.len());
             let mut pure = true;
             for (k, val) in &d.map {
                 let (k, pk) = fin_m(it, k, budget)?;
-                let k = json_key(&k)?;
+                let k = match k {
+                    Value::Str(_) => k,
+                    k => Value::string(json_key(&k)?),
+                };
                 let (val, pv) = fin_m(it, val, budget)?;
                 pure &= pk && pv;
-                out.insert(Value::string(k), val);
+                out.push((k, val));
             }
-            Ok((Value::dict(out), pure))
+            Ok((Value::dict(Map::from_entries(out)), pure))
         }
         Value::Set(_) => {
             let items = v.set_items().unwrap_or_default();
@@ -277,6 +280,54 @@ pub fn to_json(v: &Value) -> Result<serde_json::Value> {
         }
         other => return err(ErrorKind::UnserializableResult, other.type_name()),
     })
+}
+
+/// Plain data as `serde` serialises it (the same JSON as [`to_json`], written as it goes,
+/// without a `serde_json::Value` tree; dict keys keep their order). Serialising a value that
+/// [`to_json`] refuses fails with the same reason.
+pub struct Json<'a>(pub &'a Value);
+
+impl serde::Serialize for Json<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
+            Value::Str(x) => s.serialize_str(x),
+            Value::Tuple(t) | Value::List(t) => {
+                let mut seq = s.serialize_seq(Some(t.len()))?;
+                for x in t.iter() {
+                    seq.serialize_element(&Json(x))?;
+                }
+                seq.end()
+            }
+            Value::Dict(d) => {
+                let mut m = s.serialize_map(Some(d.map.len()))?;
+                for (k, x) in &d.map {
+                    match k {
+                        Value::Str(k) => m.serialize_key(&**k)?,
+                        k => m.serialize_key(&json_key(k).map_err(S::Error::custom)?)?,
+                    }
+                    m.serialize_value(&Json(x))?;
+                }
+                m.end()
+            }
+            Value::Set(_) => {
+                let mut items: Vec<Value> =
+                    self.0.set_items().unwrap_or_default().into_iter().collect();
+                sort_set_items(&mut items);
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for x in &items {
+                    seq.serialize_element(&Json(x))?;
+                }
+                seq.end()
+            }
+            Value::Float(_) => Err(S::Error::custom(unserializable("NaN or Infinity"))),
+            other => Err(S::Error::custom(unserializable(other.type_name()))),
+        }
+    }
 }
 
 /// Python's `json.dumps` of plain data. `canonical` = `sort_keys` with `(',', ':')`

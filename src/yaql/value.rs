@@ -10,10 +10,9 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 
-/// Dict storage: insertion-ordered, hashed with `FxBuild` (fast for short keys).
-pub type Map = IndexMap<Value, Value, FxBuild>;
+pub use super::map::Map;
 /// Set storage.
 pub type VSet = IndexSet<Value, FxBuild>;
 
@@ -32,9 +31,16 @@ pub struct FxHasher(u64);
 
 impl Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
             let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
+            buf.copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
             self.write_u64(u64::from_le_bytes(buf));
         }
     }
@@ -68,9 +74,9 @@ pub enum Value {
     Float(f64),
     Str(Rc<str>),
     /// Python tuple: what JSON arrays and list literals become.
-    Tuple(Rc<Vec<Value>>),
+    Tuple(Rc<[Value]>),
     /// Python list: what `split()`, `insert()`, `enumerate()` pairs... return.
-    List(Rc<Vec<Value>>),
+    List(Rc<[Value]>),
     Dict(Rc<Dict>),
     Set(Rc<Set>),
     /// `dict.keys()`: set-like view.
@@ -122,10 +128,10 @@ impl Value {
         Value::Str(Rc::from(s))
     }
     pub fn tuple(v: Vec<Value>) -> Value {
-        Value::Tuple(Rc::new(v))
+        Value::Tuple(Rc::from(v))
     }
     pub fn list(v: Vec<Value>) -> Value {
-        Value::List(Rc::new(v))
+        Value::List(Rc::from(v))
     }
     pub fn frozen_dict(map: Map) -> Value {
         Value::Dict(Rc::new(Dict { map, frozen: true }))
@@ -209,7 +215,7 @@ impl Value {
     }
 
     /// tuple or list (yaql's Sequence type).
-    pub fn as_seq(&self) -> Option<&Rc<Vec<Value>>> {
+    pub fn as_seq(&self) -> Option<&Rc<[Value]>> {
         match self {
             Value::Tuple(v) | Value::List(v) => Some(v),
             _ => None,
@@ -728,96 +734,7 @@ impl std::fmt::Debug for Value {
     }
 }
 
-/// Convert JSON input the way yaql's `convert_input_data` does: arrays become tuples and
-/// objects frozen dicts.
-pub fn from_json(v: &serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::Null,
-        serde_json::Value::Bool(b) => Value::Bool(*b),
-        serde_json::Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::Int(i)
-            } else if let Some(f) = n.as_f64() {
-                if n.is_u64() {
-                    // beyond i64: keep the magnitude as a float rather than fail
-                    Value::Float(f)
-                } else {
-                    Value::Float(f)
-                }
-            } else {
-                Value::Null
-            }
-        }
-        serde_json::Value::String(s) => Value::str(s),
-        serde_json::Value::Array(a) => Value::tuple(a.iter().map(from_json).collect()),
-        serde_json::Value::Object(o) => Value::frozen_dict(
-            o.iter()
-                .map(|(k, v)| (Value::str(k), from_json(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// Deserialise JSON (or YAML through serde) straight into values, keeping object key order
-/// (a `serde_json::Value` without serde_json's `preserve_order` feature sorts keys).
-impl<'de> serde::Deserialize<'de> for Value {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(ValueVisitor)
-    }
-}
-
-struct ValueVisitor;
-
-impl<'de> serde::de::Visitor<'de> for ValueVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Int(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(i64::try_from(v)
-            .map(Value::Int)
-            .unwrap_or(Value::Float(v as f64)))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::Float(v))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::str(v))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::string(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        serde::Deserialize::deserialize(d)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(x) = seq.next_element::<Value>()? {
-            v.push(x);
-        }
-        Ok(Value::tuple(v))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut m = Map::with_capacity_and_hasher(map.size_hint().unwrap_or(0), FxBuild);
-        while let Some((k, v)) = map.next_entry::<Value, Value>()? {
-            m.insert(k, v);
-        }
-        Ok(Value::frozen_dict(m))
-    }
-}
+pub use super::convert::from_json;
 
 impl Value {
     /// JSON for plain data (what `Engine::eval` returns); other values are

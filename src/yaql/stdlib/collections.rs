@@ -371,7 +371,7 @@ pub fn register(r: &mut Registry) {
         |it, c| match (c.val(0), c.val(1)) {
             (Value::Tuple(a), Value::Tuple(b)) => {
                 it.check_quota(8 * (a.len() + b.len()))?;
-                let mut v = a.as_ref().clone();
+                let mut v = a.to_vec();
                 v.extend(b.iter().cloned());
                 Ok(Value::tuple(v))
             }
@@ -621,11 +621,7 @@ pub fn register(r: &mut Registry) {
             p("value", Ty::Any),
         ],
         |_, c| {
-            let mut v = c
-                .val(0)
-                .as_seq()
-                .map(|s| s.as_ref().clone())
-                .unwrap_or_default();
+            let mut v = c.val(0).as_seq().map(|s| s.to_vec()).unwrap_or_default();
             let n = v.len() as i64;
             let mut pos = c.int(1);
             if pos < 0 {

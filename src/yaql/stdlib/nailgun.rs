@@ -509,6 +509,11 @@ fn resolves_to_other(s: &str) -> bool {
     if WORDS.contains(&s) {
         return true;
     }
+    // Every pattern below starts with a sign, a digit or a dot: other strings need none of
+    // them (nor their compilation, a one-time cost a short process would feel).
+    if !matches!(s.as_bytes().first(), Some(b'-' | b'+' | b'.' | b'0'..=b'9')) {
+        return false;
+    }
     let pats = [
         r"^[-+]?0b[0-1_]+$",
         r"^[-+]?0[0-7_]+$",
@@ -523,14 +528,18 @@ fn resolves_to_other(s: &str) -> bool {
         r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]$",
         r"^[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?$",
     ];
-    static RES: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
-    RES.get_or_init(|| {
-        pats.iter()
-            .filter_map(|p| regex::Regex::new(p).ok())
-            .collect()
+    // One regex for them all (each is anchored at both ends, so the alternation matches
+    // exactly when one of them does), compiled once.
+    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        let alternatives: Vec<String> = pats
+            .iter()
+            .map(|p| format!("(?:{})", &p[1..p.len() - 1]))
+            .collect();
+        regex::Regex::new(&format!("^(?:{})$", alternatives.join("|"))).ok()
     })
-    .iter()
-    .any(|re| re.is_match(s))
+    .as_ref()
+    .is_some_and(|re| re.is_match(s))
 }
 
 fn yaml_str(s: &str, col: usize, indent: usize) -> String {
