@@ -370,9 +370,12 @@ fn deploy_asks_first_without_javascript_and_a_created_environment_opens() {
     assert_eq!(deployments(), 0);
     // The add form's refusals, each named.
     for (form, says) in [
-        (format!("roles=controller"), "nodes: tick at least one node"),
+        (
+            "roles=controller".to_string(),
+            "nodes: tick at least one node",
+        ),
         (format!("nodes={a}"), "roles: tick at least one role"),
-        (format!("nodes=abc&roles=controller"), "node"),
+        ("nodes=abc&roles=controller".to_string(), "node"),
     ] {
         let r = http.submit(&format!("/environments/{env}/nodes"), &form);
         assert!(

@@ -109,15 +109,15 @@ fn release_from_row(row: &Row<'_>) -> rusqlite::Result<Release> {
 
 const RELEASE_COLUMNS: &str = "id, name, version, operating_system, description, state, plugin_id";
 
+/// A plugin's dependents: the environments made from its releases, and those whose settings
+/// enable it, each `(id, name)`.
+pub type PluginDependents = (Vec<(i64, String)>, Vec<(i64, String)>);
+
 impl ReadTxn<'_> {
     /// What depends on plugin `id` (named `name`): the environments made from one of its
     /// releases (they keep it from being removed), and those whose settings enable it; each
     /// `(id, name)`, by name.
-    pub fn plugin_dependents(
-        &self,
-        id: i64,
-        name: &str,
-    ) -> Result<(Vec<(i64, String)>, Vec<(i64, String)>)> {
+    pub fn plugin_dependents(&self, id: i64, name: &str) -> Result<PluginDependents> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT c.id, c.name FROM clusters c JOIN releases r ON c.release_id = r.id
              WHERE r.plugin_id = ?1 ORDER BY c.name",

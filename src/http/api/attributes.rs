@@ -110,7 +110,7 @@ pub async fn change(
 ) -> Result<Value, ApiError> {
     let accepts = accepts(state, id).await?;
     let now = crate::clock::now();
-    Ok(state
+    state
         .store(move |s| {
             s.write(|tx| {
                 let (cluster, release) =
@@ -153,7 +153,7 @@ pub async fn change(
                 Ok(after)
             })
         })
-        .await?)
+        .await
 }
 
 /// `PUT /api/v1/clusters/{id}/attributes[?force=1]`: change what the document sends (Nailgun's

@@ -276,8 +276,6 @@ pub async fn environment(
     Ok(page)
 }
 
-/// The nodes of environment `id` among `nodes`, as its table shows them.
-
 /// The `width` attribute of an SVG picture.
 fn picture_width(svg: &str) -> String {
     svg.split_once(" width=\"")

@@ -250,14 +250,14 @@ fn build(
 }
 
 async fn load(state: &AppState, id: i64) -> Result<(crate::model::Cluster, J), ApiError> {
-    Ok(state
+    state
         .store(move |s| {
             s.read(|r| {
                 let c = r.existing_cluster(id)?;
                 Ok((c, crate::networks::configuration(r, id)?))
             })
         })
-        .await?)
+        .await
 }
 
 fn render(

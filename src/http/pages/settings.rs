@@ -375,7 +375,7 @@ fn sections(ctx: &Ctx<'_>) -> Vec<Group> {
                 let l = text(&meta, "label");
                 if l.is_empty() { key.clone() } else { l }
             },
-            toggle: toggleable.then(|| (toggle_name, on)),
+            toggle: toggleable.then_some((toggle_name, on)),
             toggle_disabled: r.disabled || !ctx.operate,
             versions: None,
             plugin,
