@@ -125,7 +125,8 @@ fn agent_deploys_into_a_sandbox_and_exits_after_reboot_to_disk() {
             "/api/v1/agent/runs/2/result",
         ]
     );
-    assert_eq!(log[1].1, json!({"node_id": 5}));
+    // It asks to be held while nothing is due (long-poll).
+    assert_eq!(log[1].1, json!({"node_id": 5, "wait_s": 20}));
     assert_eq!(log[2].1["ok"], true);
     // The state directory (default: run/ under the root) has the token and the last result.
     let state = std::fs::read_to_string(dir.path().join("run/stoker-agent.run.json")).unwrap();

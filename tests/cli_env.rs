@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::common::bin::stoker;
 use crate::common::{Http, TestDaemon, inventory};
-use crate::deploy::{drive, setup};
+use crate::deploy::{drive, next, report, setup};
 
 /// The CLI pointed at one daemon with one token, in a directory of its own (no token file).
 struct Cli {
@@ -533,6 +533,17 @@ fn deploy_follow_runs_to_done_with_a_line_per_change() {
     let (cluster, nodes) = setup(&base, &["controller", "compute"]);
     let follow = Cli::spawn(cli.command(&["env", "deploy", "env", "--follow"]));
     let id = started(&base, cluster);
+    // The follower asks once a second: each node's first step stays running across two of
+    // its asks, so that it is seen running (the rest may run faster than it asks).
+    let first: Vec<_> = nodes
+        .iter()
+        .map(|n| (n, next(&base, n).expect("each node has a first step")))
+        .collect();
+    std::thread::sleep(Duration::from_millis(2500));
+    for (n, run) in &first {
+        let r = report(&base, n, run, true);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
     drive(&base, &nodes, &|_| false, 1000);
     let ran = follow.finish(60);
     assert_eq!(ran.code, Some(0), "{}\n{}", ran.out, ran.err);
