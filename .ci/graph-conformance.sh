@@ -2,7 +2,8 @@
 # Deployment graph engine on real data (issue 5, item 8): usage: graph-conformance.sh BIN SHARED
 #  - fuel-library stable-newton plans without cycles for 3 controllers + 5 computes + 2 cinder
 #    (tests/fixtures/graph/newton-cluster.yaml), and the plan is sane: exactly one primary
-#    controller, every wait earlier in the order (same node and across), controller tasks on
+#    controller, every wait earlier in the order (same node and across, each member of a group
+#    wait too, none said twice), controller tasks on
 #    controllers only, compute and cinder tasks on theirs only, deterministic bytes;
 #  - the corpus plugins merge in and their legacy post_deployment tasks interleave by number
 #    (700 < 8000 < 8100 < 8101 ... < 8200), ties by plugin name then file order; contrail and
@@ -68,20 +69,27 @@ def sane(name, p, controller_only=(), compute_only=(), cinder_only=()):
     for n in p["nodes"]:
         for t in n["tasks"]:
             order[(t["id"], n["uid"])] = t["order"]
+    # A group wait (barrier) stands for a wait for each of its members.
+    groups = {g["id"]: [(g["task"], node) for node in g["nodes"]] for g in p["groups"]}
+    check(len(groups) == p["summary"]["barriers"],
+          f"{name}: {len(groups)} groups, {p['summary']['barriers']} barriers")
     waits = 0
     for n in p["nodes"]:
         position = {t["id"]: i for i, t in enumerate(n["tasks"])}
         for i, t in enumerate(n["tasks"]):
-            for r in t["requires"]:
+            members = [m for g in t.get("requires_groups", []) for m in groups[g]]
+            direct = [(r["task"], r["node"]) for r in t["requires"]]
+            check(not set(direct) & set(members),
+                  f"{name}: {t['id']}@{n['uid']} waits for a group member twice")
+            for key in direct + members:
                 waits += 1
-                key = (r["task"], r["node"])
                 check(key in order, f"{name}: {t['id']}@{n['uid']} waits for unknown {key}")
                 if key in order:
                     check(order[key] < t["order"],
                           f"{name}: {t['id']}@{n['uid']} runs before {key}")
-                if r["node"] == n["uid"]:
-                    check(position.get(r["task"], 10**9) < i,
-                          f"{name}: {r['task']} not before {t['id']} on node {n['uid']}")
+                if key[1] == n["uid"]:
+                    check(position.get(key[0], 10**9) < i,
+                          f"{name}: {key[0]} not before {t['id']} on node {n['uid']}")
     check(waits == p["summary"]["edges"], f"{name}: {waits} waits, {p['summary']['edges']} edges")
     check(len(set(order.values())) == len(order), f"{name}: orders are not unique")
     def where(task):

@@ -79,15 +79,23 @@ fn ids<'a>(p: &'a Plan, uid: &str) -> Vec<&'a str> {
         .unwrap_or_default()
 }
 
-/// What a step waits for, as `task@node`, sorted.
+/// What a step waits for (its groups' members too), as `task@node`, sorted.
 fn waits(p: &Plan, uid: &str, id: &str) -> Vec<String> {
     let mut w: Vec<String> = step(p, uid, id)
-        .requires
-        .iter()
+        .waits(p)
         .map(|r| format!("{}@{}", r.task, r.node))
         .collect();
     w.sort();
     w
+}
+
+/// The groups a step waits for, by id.
+fn groups(p: &Plan, uid: &str, id: &str) -> Vec<String> {
+    step(p, uid, id)
+        .requires_groups
+        .iter()
+        .map(|g| g.id.to_string())
+        .collect()
 }
 
 /// Every `requires` of every step comes earlier in the global order.
@@ -100,7 +108,7 @@ fn assert_consistent(p: &Plan) {
     }
     for n in &p.nodes {
         for t in &n.tasks {
-            for r in &t.requires {
+            for r in t.waits(p) {
                 let before = order[&format!("{}@{}", r.task, r.node)];
                 assert!(
                     before < t.order,
@@ -199,8 +207,79 @@ fn cross_depends_with_a_role_name_waits_for_every_such_node() {
     assert_eq!(waits(&p, "3", "api"), ["db@1", "db@2"]);
     assert_eq!(waits(&p, "4", "api"), ["db@1", "db@2"]);
     assert_eq!(waits(&p, "3", "api_primary"), ["db@1"]);
-    assert!(p.summary.cross_node_edges >= 6);
+    // Both controllers: one group, said once; one node: a direct wait.
+    assert_eq!(groups(&p, "3", "api"), ["db@controller|primary-controller"]);
+    assert!(step(&p, "3", "api").requires.is_empty());
+    assert!(groups(&p, "3", "api_primary").is_empty());
+    assert_eq!(p.groups.len(), 1);
+    assert_eq!(p.groups[0].nodes, ["1", "2"]);
+    assert_eq!(p.summary.barriers, 1);
+    // The summary counts what the plan means: every member of a group once per consumer.
+    assert_eq!(p.summary.cross_node_edges, 6);
     assert_consistent(&p);
+}
+
+/// A group of N nodes that N tasks wait for is one barrier: the plan lists the group once
+/// and each waiting task names it, in every output; what each task waits for is unchanged.
+#[test]
+fn a_group_wait_is_one_barrier_in_every_output() {
+    let mut specs = vec![("1", vec!["controller"])];
+    let uids: Vec<String> = (2..=40).map(|i| i.to_string()).collect();
+    for uid in &uids {
+        specs.push((uid.as_str(), vec!["compute"]));
+    }
+    let specs: Vec<(&str, &[&str])> = specs.iter().map(|(u, r)| (*u, r.as_slice())).collect();
+    let p = make(
+        json!([
+            {"id": "agent", "type": "shell", "roles": ["compute"]},
+            // Every compute waits for every compute's agent, and for its own directly too.
+            {"id": "enable", "type": "shell", "roles": ["compute"], "requires": ["agent"],
+             "cross-depends": [{"name": "agent"}, {"name": "agent", "role": "compute"}]},
+        ]),
+        &nodes(&specs),
+    );
+    let all: Vec<String> = (2..=40).map(|i| format!("agent@{i}")).collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    for uid in ["2", "17", "40"] {
+        assert_eq!(waits(&p, uid, "enable"), sorted);
+        // The own node's agent is a member of the group: not said twice.
+        assert!(step(&p, uid, "enable").requires.is_empty(), "{uid}");
+        assert_eq!(groups(&p, uid, "enable"), ["agent@* + compute"]);
+    }
+    assert_eq!(p.groups.len(), 1);
+    assert_eq!(p.summary.barriers, 1);
+    // 39 computes, each waiting for 39 agents (38 of them on other nodes).
+    assert_eq!(p.summary.edges, 39 * 39);
+    assert_eq!(p.summary.cross_node_edges, 39 * 38);
+    assert_consistent(&p);
+    // Text: the group once with its nodes, each wait as one name.
+    let text = p.to_text();
+    assert!(
+        text.contains("group waits (barriers) (1):\n  agent@* + compute"),
+        "{text}"
+    );
+    assert!(text.contains("39 nodes: 2, 3, 4, 5"), "{text}");
+    assert!(
+        text.contains("        waits for agent@* + compute (barrier, 39 nodes)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("agent@3, agent@4"), "{text}");
+    // JSON: the group once, each step naming it; no wait per member.
+    let j: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    assert_eq!(j["groups"][0]["id"], "agent@* + compute");
+    assert_eq!(j["groups"][0]["nodes"].as_array().unwrap().len(), 39);
+    let enable = &j["nodes"][5]["tasks"][1];
+    assert_eq!(enable["id"], "enable");
+    assert_eq!(enable["requires_groups"], json!(["agent@* + compute"]));
+    assert_eq!(enable["requires"], json!([]));
+    assert_eq!(p.to_json().matches("\"task\":\"agent\"").count(), 0);
+    // Dot: members point at the barrier, the barrier at each task that waits.
+    let dot = p.to_dot();
+    assert!(dot.contains("  \"agent@* + compute (barrier)\" [label=\"agent@* + compute (39 nodes)\", shape=octagon];\n"));
+    assert!(dot.contains("  \"agent@7\" -> \"agent@* + compute (barrier)\";\n"));
+    assert!(dot.contains("  \"agent@* + compute (barrier)\" -> \"enable@7\";\n"));
+    assert_eq!(dot.matches(" -> ").count(), 39 + 39);
 }
 
 #[test]
@@ -234,6 +313,9 @@ fn cross_depends_self_absent_role_and_policies() {
     assert_eq!(waits(&p, "4", "any_dep"), ["a@3"]);
     assert_eq!(waits(&p, "4", "all_compute"), ["a@3", "a@4"]);
     assert!(waits(&p, "3", "absent").is_empty());
+    assert_eq!(groups(&p, "3", "all_dep"), ["a@*"]);
+    assert_eq!(groups(&p, "4", "all_compute"), ["a@compute"]);
+    assert!(groups(&p, "3", "any_dep").is_empty());
     assert_consistent(&p);
 }
 
@@ -814,6 +896,116 @@ fn incremental_redeploys_run_only_what_changed() {
         run_on(&p7, "1"),
         ["always", "on_x", "on_y", "on_any", "on_nested"]
     );
+}
+
+/// Conditions that read every node (Fuel's "is this node new?", `changedAny` over the node
+/// list) are evaluated once per class of nodes: the plans say exactly what evaluating each
+/// condition on each node says, through a first deployment, redeploys with nodes added and
+/// removed, changed settings, nodes with data of their own, a forced run and a node to
+/// redeploy, and spend fewer YAQL steps.
+#[test]
+fn shared_conditions_plan_what_per_node_evaluation_plans() {
+    use super::build::plan_sharing;
+    let tasks = || {
+        release(json!([
+            {"id": "netconfig", "type": "shell", "roles": "*", "parameters": {"cmd": "n"},
+             "condition": {"yaql_exp": "$.uid in added($.network_metadata.nodes.values()).uid"}},
+            {"id": "hiera", "type": "shell", "roles": "*", "parameters": {"cmd": "h"},
+             "condition": {"yaql_exp": "($.uid in added($.network_metadata.nodes.values().uid)) or changed($.get('debug'))"}},
+            {"id": "umm", "type": "shell", "roles": "*", "parameters": {"cmd": "u"},
+             "condition": {"yaql_exp": "$.uid in added($.nodes).uid and not $.uid in added($.nodes.where($.role = 'x')).uid"}},
+            {"id": "controllers", "type": "shell", "roles": ["compute"], "parameters": {"cmd": "c"},
+             "condition": {"yaql_exp": "changedAny($.network_scheme, $.network_metadata.nodes.values().where($.node_roles.any($.matches('controller'))).uid, $.get('x'))"}},
+            {"id": "all", "type": "shell", "roles": "*", "parameters": {"cmd": "a"},
+             "condition": {"yaql_exp": "changedAll($.x, $.network_metadata.vips) or changed($.roles)"}},
+            {"id": "nested", "type": "shell", "roles": "*", "parameters": {"cmd": "d"},
+             "condition": {"yaql_exp": "$.nodes.where(changed($.x)).len() > 0 and changed($.nodes.select($.uid))"}},
+        ]))
+    };
+    let both_with =
+        |tasks: &ReleaseGraph, cluster: &Cluster, ns: &[NodeSpec], deployed: &Deployed| {
+            let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
+            let plan = |sharing| {
+                plan_sharing(
+                    &engine,
+                    super::build::DEFAULT_YAQL_BUDGET,
+                    sharing,
+                    cluster,
+                    ns,
+                    tasks,
+                    &[],
+                    deployed,
+                )
+            };
+            match (plan(true), plan(false)) {
+                (Ok(shared), Ok(each)) => {
+                    assert!(shared.summary.yaql_steps < each.summary.yaql_steps);
+                    let mut same = shared.clone();
+                    same.summary.yaql_steps = each.summary.yaql_steps;
+                    assert_eq!(same, each, "{}", shared.to_text());
+                    Ok(shared)
+                }
+                (shared, each) => {
+                    assert_eq!(shared, each);
+                    shared
+                }
+            }
+        };
+    let both = |cluster: &Cluster, ns: &[NodeSpec], deployed: &Deployed| {
+        both_with(&tasks(), cluster, ns, deployed).unwrap()
+    };
+    let node = |i: u32, role: &str| {
+        let mut n = NodeSpec::new(&i.to_string(), &[role]);
+        n.data = json!({"network_scheme": {"a": 0}});
+        n
+    };
+    let mut ns: Vec<NodeSpec> = (1..=9)
+        .map(|i| node(i, if i <= 3 { "controller" } else { "compute" }))
+        .collect();
+    ns[4].data = json!({"network_scheme": {"a": 1}, "x": 7});
+    let mut cluster = Cluster {
+        settings: json!({"x": 1, "debug": false, "network_metadata": {"vips": {"v": 1}}}),
+        ..Cluster::default()
+    };
+    let mut deployed = Deployed::default();
+    let p1 = both(&cluster, &ns, &deployed);
+    assert_eq!(
+        run_on(&p1, "4"),
+        ["netconfig", "hiera", "umm", "controllers", "all", "nested"]
+    );
+    deployed.record(&p1, "1");
+    // Two nodes join, one leaves: the new ones are new; the others compare with deployment 1.
+    ns.remove(7);
+    ns.push(node(10, "compute"));
+    ns.push(node(11, "controller"));
+    let p2 = both(&cluster, &ns, &deployed);
+    assert_eq!(
+        run_on(&p2, "10"),
+        ["netconfig", "hiera", "umm", "controllers", "all", "nested"]
+    );
+    assert_eq!(run_on(&p2, "4"), ["controllers"]);
+    deployed.record(&p2, "2");
+    // A setting changes; a node must be redeployed; then everything is forced.
+    cluster.settings["debug"] = json!(true);
+    cluster.settings["x"] = json!(2);
+    ns[2].status = "provisioned".into();
+    let p3 = both(&cluster, &ns, &deployed);
+    assert!(run_on(&p3, "4").contains(&"hiera".to_string()));
+    assert_eq!(
+        run_on(&p3, "3").len(),
+        5,
+        "a node to redeploy: all its tasks"
+    );
+    cluster.force = true;
+    both(&cluster, &ns, &deployed);
+    // A condition that fails on some nodes fails there with the same message.
+    let failing = release(json!([
+        {"id": "t", "type": "shell", "roles": "*", "parameters": {"cmd": "t"},
+         "condition": {"yaql_exp": "$.uid in added($.nodes).uid and $.only_5 = 1"}},
+    ]));
+    ns[4].data["only_5"] = json!(1);
+    let err = both_with(&failing, &cluster, &ns, &Deployed::default()).unwrap_err();
+    assert!(err.to_string().contains("KeyError"), "{err}");
 }
 
 // ---- The plugin-ordering spec's worked example, through the whole engine. ----
