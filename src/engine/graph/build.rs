@@ -743,18 +743,55 @@ pub fn plan_within(
     plugins: &[PluginGraph],
     deployed: &Deployed,
 ) -> Result<Plan, PlanError> {
-    plan_sharing(
-        engine, budget, true, cluster, nodes_in, release, plugins, deployed,
+    plan_by(
+        engine,
+        budget,
+        Method::default(),
+        cluster,
+        nodes_in,
+        release,
+        plugins,
+        deployed,
     )
 }
 
-/// [`plan_within`], with or without [`share`]d evaluation (which changes the YAQL steps a plan
-/// takes and nothing else: the tests compare both).
+/// How a plan is computed. Both ways give the same plan (the same tasks, data, order and
+/// waits); the default is the one that scales, the [`Method::REFERENCE`] is the direct one
+/// the tests, `.ci/graph-conformance.sh` and `stoker graph plan --reference` compare it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method {
+    /// A wait for a task on every node of a role set is one group ([`super::barrier`]),
+    /// rather than a wait for each member: 2N edges for N consumers of N members, not N².
+    pub barriers: bool,
+    /// Conditions' sub-expressions that read only common data are evaluated once per class
+    /// of nodes ([`share`]), rather than on each node: what changes is the YAQL steps spent.
+    pub sharing: bool,
+}
+
+impl Method {
+    /// Every wait per member, every condition on each node: quadratic in the nodes for
+    /// Fuel's graphs, and the meaning the default must keep.
+    pub const REFERENCE: Method = Method {
+        barriers: false,
+        sharing: false,
+    };
+}
+
+impl Default for Method {
+    fn default() -> Method {
+        Method {
+            barriers: true,
+            sharing: true,
+        }
+    }
+}
+
+/// [`plan_within`] by a chosen [`Method`].
 #[allow(clippy::too_many_arguments)]
-pub(super) fn plan_sharing(
+pub fn plan_by(
     engine: &Engine,
     budget: u64,
-    sharing: bool,
+    method: Method,
     cluster: &Cluster,
     nodes_in: &[NodeSpec],
     release: &ReleaseGraph,
@@ -840,7 +877,7 @@ pub(super) fn plan_sharing(
                 None => mappings = false,
             }
         }
-        (sharing && mappings).then_some(keys)
+        (method.sharing && mappings).then_some(keys)
     };
     let resolver = Resolver::new(&assigned);
     let n = nodes.len();
@@ -1627,7 +1664,10 @@ pub(super) fn plan_sharing(
                     }
                     CrossRole::SelfNode | CrossRole::Sync => None,
                 };
-                if forward && let Some(mask) = group {
+                if method.barriers
+                    && forward
+                    && let Some(mask) = group
+                {
                     asks.extend(ids.iter().map(|&task| Ask {
                         consumer: v,
                         task,
@@ -1706,7 +1746,7 @@ pub(super) fn plan_sharing(
     for &(v, b) in &barriers.uses {
         let b = &barriers.list[b as usize];
         let p = vertices[v as usize].0;
-        let here = usize::from(masks.has(b.mask, p) && placed[b.task].contains(&p));
+        let here = usize::from(masks.has(b.mask, p) && lookup(p, b.task).is_some());
         summary.edges += b.members.len();
         summary.cross_node_edges += b.members.len() - here;
     }

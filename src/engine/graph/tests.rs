@@ -1,7 +1,11 @@
 //! Unit tests of the graph engine as a whole: one small hand-written graph per rule of
 //! [`super::build`] (edges, placement, stages, primaries, conditions, YAQL fields, strategies,
 //! cycles, warnings, determinism, incremental redeploys) and the plugin-ordering spec's worked
-//! example through legacy `tasks.yaml` adaptation. Test-only; touches no state of its own.
+//! example through legacy `tasks.yaml` adaptation; and a Fuel-shaped graph planned the default
+//! way (barriers, shared conditions) against the direct, quadratic reference at several sizes.
+//! Test-only; touches no state of its own.
+
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value as J, json};
 
@@ -905,7 +909,7 @@ fn incremental_redeploys_run_only_what_changed() {
 /// redeploy, and spend fewer YAQL steps.
 #[test]
 fn shared_conditions_plan_what_per_node_evaluation_plans() {
-    use super::build::plan_sharing;
+    use super::build::{Method, plan_by};
     let tasks = || {
         release(json!([
             {"id": "netconfig", "type": "shell", "roles": "*", "parameters": {"cmd": "n"},
@@ -926,10 +930,13 @@ fn shared_conditions_plan_what_per_node_evaluation_plans() {
         |tasks: &ReleaseGraph, cluster: &Cluster, ns: &[NodeSpec], deployed: &Deployed| {
             let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
             let plan = |sharing| {
-                plan_sharing(
+                plan_by(
                     &engine,
                     super::build::DEFAULT_YAQL_BUDGET,
-                    sharing,
+                    Method {
+                        barriers: true,
+                        sharing,
+                    },
                     cluster,
                     ns,
                     tasks,
@@ -1414,4 +1421,280 @@ fn a_change_holds_only_the_tasks_that_ran_and_their_nodes_data() {
         super::Change::of(&p, |_, _| false),
         super::Change::default()
     );
+}
+
+// ---- Barriers and shared conditions against the direct (quadratic) way. ----
+
+/// A graph with every shape of wait Fuel's graphs have: group waits on every node and on role
+/// sets (a task in its own group, a one-node group, two role values of one task, a regex),
+/// `policy: any`, `self`, the sync node, `cross-depended-by` with and without a role,
+/// `requires`/`required_for` with regexes, stages, the master, and conditions that ask
+/// whether the node is new or whether the node list changed (some false: skipped tasks keep
+/// their waits).
+fn fuel_shaped() -> J {
+    json!([
+        {"id": "deploy_start", "type": "stage"},
+        {"id": "deploy_end", "type": "stage", "requires": ["deploy_start"]},
+        {"id": "post_start", "type": "stage", "requires": ["deploy_end"]},
+        {"id": "hiera", "type": "puppet", "roles": "*", "requires": ["deploy_start"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "h.pp"}},
+        {"id": "netconfig", "type": "puppet", "roles": "*", "requires": ["hiera"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "n.pp"},
+         "condition": {"yaql_exp": "$.uid in added($.network_metadata.nodes.values()).uid or changedAny($.network_scheme, $.network_metadata.nodes.values().uid)"}},
+        {"id": "db", "type": "puppet", "roles": ["primary-controller"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "db.pp"},
+         "cross-depends": [{"name": "/^d/", "role": "primary-controller"}]},
+        {"id": "keystone-a", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["netconfig"], "cross-depends": [{"name": "db", "role": ["primary-controller"]}],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "k.pp"}},
+        {"id": "keystone-b", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["keystone-a"], "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "keystone-a"}],
+         "parameters": {"puppet_manifest": "k.pp"}},
+        {"id": "api", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["/^keystone-/"], "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "/^keystone-/", "role": ["primary-controller", "controller"]},
+                           {"name": "db", "role": "primary-controller"}],
+         "parameters": {"puppet_manifest": "api.pp"}},
+        {"id": "agent", "type": "puppet", "roles": ["compute"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "api", "role": ["primary-controller", "controller"]},
+                           {"name": "api", "role": "/^(primary-)?controller$/"}],
+         "parameters": {"puppet_manifest": "a.pp"}},
+        {"id": "enable", "type": "shell", "roles": ["compute"], "requires": ["agent"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "agent"}, {"name": "agent", "role": "compute"}],
+         "condition": {"yaql_exp": "$.uid in added($.nodes).uid or changed($.get('debug'))"},
+         "parameters": {"cmd": {"yaql_exp": "concat('enable ', $.uid)"}}},
+        {"id": "volume", "type": "puppet", "roles": ["cinder"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "api", "role": ["primary-controller", "controller"]},
+                           {"name": "agent", "role": "compute", "policy": "any"},
+                           {"name": "volume", "role": "self"}],
+         "parameters": {"puppet_manifest": "v.pp"}},
+        {"id": "firewall", "type": "shell", "roles": ["primary-controller", "controller"],
+         "requires": ["hiera"], "cross-depended-by": [{"name": "/^(api|keystone-b)$/"}],
+         "parameters": {"cmd": "fw"}},
+        {"id": "open", "type": "shell", "roles": ["primary-controller", "controller"],
+         "requires": ["api"],
+         "cross-depended-by": [{"name": "enable", "role": "compute"}],
+         "parameters": {"cmd": "open"}},
+        {"id": "on_master", "type": "shell", "roles": ["master"], "requires": ["post_start"],
+         "cross-depends": [{"name": "enable"}, {"name": "volume", "role": "cinder"}],
+         "parameters": {"cmd": "m"}},
+        {"id": "sync_check", "type": "shell", "roles": "*", "requires": ["post_start"],
+         "cross-depends": [{"name": "post_start", "role": null}, {"name": "/^(enable|volume)$/"}],
+         "parameters": {"cmd": "s"}},
+    ])
+}
+
+/// 3 controllers, then computes, every fifth node a cinder node and every seventh both.
+fn fuel_nodes(count: u32) -> Vec<NodeSpec> {
+    (1..=count)
+        .map(|i| {
+            let roles: &[&str] = match i {
+                1..=3 => &["controller"],
+                _ if i % 7 == 0 => &["compute", "cinder"],
+                _ if i % 5 == 0 => &["cinder"],
+                _ => &["compute"],
+            };
+            let mut n = NodeSpec::new(&i.to_string(), roles);
+            n.data = json!({"network_scheme": {"mtu": 1500 + i % 3}});
+            n
+        })
+        .collect()
+}
+
+/// Whom each (task, node) follows, directly or not, reading a plan's groups as barrier
+/// vertices between their members and the tasks that wait for them. Also checks that every
+/// wait comes earlier in the order.
+fn ancestors(p: &Plan) -> HashMap<String, BTreeSet<String>> {
+    let mut steps: Vec<(&str, &Step)> = p
+        .nodes
+        .iter()
+        .flat_map(|n| n.tasks.iter().map(move |t| (n.uid.as_str(), t)))
+        .collect();
+    steps.sort_by_key(|(_, t)| t.order);
+    let key = |task: &str, node: &str| format!("{task}@{node}");
+    let mut anc: HashMap<String, BTreeSet<String>> = HashMap::new();
+    // A barrier's ancestors: its members and theirs, computed once.
+    let mut barrier: HashMap<usize, BTreeSet<String>> = HashMap::new();
+    for (uid, t) in steps {
+        let mut mine = BTreeSet::new();
+        for r in &t.requires {
+            let k = key(&r.task, &r.node);
+            mine.extend(
+                anc.get(&k)
+                    .unwrap_or_else(|| panic!("{k} after {}@{uid}", t.id))
+                    .iter()
+                    .cloned(),
+            );
+            mine.insert(k);
+        }
+        for g in &t.requires_groups {
+            let through = barrier.entry(g.index).or_insert_with(|| {
+                let group = &p.groups[g.index];
+                let mut s = BTreeSet::new();
+                for node in &group.nodes {
+                    let k = key(&group.task, node);
+                    s.extend(
+                        anc.get(&k)
+                            .unwrap_or_else(|| panic!("{k} after barrier {}", g.id))
+                            .iter()
+                            .cloned(),
+                    );
+                    s.insert(k);
+                }
+                s
+            });
+            mine.extend(through.iter().cloned());
+        }
+        anc.insert(key(&t.id, uid), mine);
+    }
+    anc
+}
+
+/// The plan made the default way says what the reference (a wait per member, every
+/// condition on every node) says: the same nodes, tasks, order, statuses, reasons,
+/// parameters and data; each task waits for the same tasks (its groups' members counted);
+/// the same pairs of tasks are ordered, directly or through others; no wait is said twice.
+fn assert_same_as_reference(fast: &Plan, reference: &Plan) {
+    assert!(reference.groups.is_empty());
+    assert_eq!(fast.nodes.len(), reference.nodes.len());
+    for (a, b) in fast.nodes.iter().zip(&reference.nodes) {
+        assert_eq!(a.uid, b.uid);
+        assert_eq!(
+            a.tasks.iter().map(|t| &t.id).collect::<Vec<_>>(),
+            b.tasks.iter().map(|t| &t.id).collect::<Vec<_>>(),
+            "node {}",
+            a.uid
+        );
+        for (x, y) in a.tasks.iter().zip(&b.tasks) {
+            let mut got: Vec<String> = x
+                .waits(fast)
+                .map(|r| format!("{}@{}", r.task, r.node))
+                .collect();
+            let n = got.len();
+            got.sort();
+            got.dedup();
+            assert_eq!(n, got.len(), "{}@{} waits for a task twice", x.id, a.uid);
+            let mut want: Vec<String> = y
+                .waits(reference)
+                .map(|r| format!("{}@{}", r.task, r.node))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "{}@{}", x.id, a.uid);
+        }
+    }
+    assert_eq!(ancestors(fast), ancestors(reference));
+    // Everything else, field by field.
+    let strip = |p: &Plan| {
+        let mut p = p.clone();
+        p.groups.clear();
+        p.summary.barriers = 0;
+        p.summary.yaql_steps = 0;
+        for n in &mut p.nodes {
+            for t in &mut n.tasks {
+                t.requires.clear();
+                t.requires_groups.clear();
+            }
+        }
+        p
+    };
+    assert_eq!(strip(fast), strip(reference));
+}
+
+#[test]
+fn barriers_and_shared_conditions_plan_what_the_direct_way_plans() {
+    use super::build::{DEFAULT_YAQL_BUDGET, Method, plan_by};
+    let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
+    let graph = release(fuel_shaped());
+    let cluster = Cluster {
+        settings: json!({"debug": false}),
+        ..Cluster::default()
+    };
+    let both = |ns: &[NodeSpec], cluster: &Cluster, deployed: &Deployed| {
+        let by = |method| {
+            plan_by(
+                &engine,
+                DEFAULT_YAQL_BUDGET,
+                method,
+                cluster,
+                ns,
+                &graph,
+                &[],
+                deployed,
+            )
+            .unwrap()
+        };
+        let fast = by(Method::default());
+        let reference = by(Method::REFERENCE);
+        assert_same_as_reference(&fast, &reference);
+        // Each half alone changes nothing either.
+        for method in [
+            Method {
+                barriers: true,
+                sharing: false,
+            },
+            Method {
+                barriers: false,
+                sharing: true,
+            },
+        ] {
+            assert_same_as_reference(&by(method), &reference);
+        }
+        fast
+    };
+    for count in [1, 2, 4, 7, 12, 60] {
+        let ns = fuel_nodes(count);
+        let p = both(&ns, &cluster, &Deployed::default());
+        if count >= 12 {
+            // The group waits are barriers: fewer stored waits than meant.
+            assert!(!p.groups.is_empty(), "{count}");
+            let stored: usize = p
+                .nodes
+                .iter()
+                .flat_map(|n| &n.tasks)
+                .map(|t| t.requires.len() + t.requires_groups.len())
+                .sum();
+            let factor = if count >= 60 { 3 } else { 1 };
+            assert!(
+                stored * factor < p.summary.edges,
+                "{count}: {stored} of {}",
+                p.summary.edges
+            );
+        }
+    }
+    // A redeploy: nodes added and removed, a setting changed, a node's scheme changed.
+    let mut ns = fuel_nodes(30);
+    let mut deployed = Deployed::default();
+    let first = both(&ns, &cluster, &deployed);
+    deployed.record(&first, "1");
+    ns.remove(9);
+    ns.extend(fuel_nodes(34).into_iter().skip(30));
+    ns[5].data["network_scheme"]["mtu"] = json!(9000);
+    let second = both(&ns, &cluster, &deployed);
+    assert!(run_on(&second, "6").contains(&"netconfig".to_string()));
+    deployed.record(&second, "2");
+    let mut changed = cluster.clone();
+    changed.settings["debug"] = json!(true);
+    both(&ns, &changed, &deployed);
+    both(&ns, &cluster, &deployed);
+    // A group that contains its own consumers on other nodes is a cycle both ways.
+    let mut cyclic = fuel_shaped();
+    cyclic[10]["cross-depends"] = json!([{"name": "enable", "role": "compute"}]);
+    let graph = release(cyclic);
+    for method in [Method::default(), Method::REFERENCE] {
+        let e = plan_by(
+            &engine,
+            DEFAULT_YAQL_BUDGET,
+            method,
+            &cluster,
+            &fuel_nodes(12),
+            &graph,
+            &[],
+            &Deployed::default(),
+        );
+        assert!(matches!(e, Err(PlanError::Cycle(_))), "{method:?}: {e:?}");
+    }
 }
