@@ -119,8 +119,9 @@ fn json_plan_is_ordered_evaluated_and_deterministic() {
     }
     for n in p["nodes"].as_array().unwrap() {
         for t in n["tasks"].as_array().unwrap() {
-            for r in t["requires"].as_array().unwrap() {
-                let before = order[&format!("{}@{}", r["task"], r["node"])];
+            for r in crate::common::plan::waits_of(&p, t) {
+                let (task, node) = r.split_once('@').unwrap();
+                let before = order[&format!("\"{task}\"@\"{node}\"")];
                 assert!(before < t["order"].as_u64().unwrap());
             }
         }

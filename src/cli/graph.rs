@@ -63,6 +63,10 @@ pub struct PlanArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Plan the direct, quadratic way (a wait per member of a group, each condition on each
+    /// node): the same plan, to compare with (`.ci/graph-conformance.sh`)
+    #[arg(long, hide = true)]
+    reference: bool,
 }
 
 pub fn run(cmd: GraphCommand) -> anyhow::Result<ExitCode> {
@@ -131,7 +135,23 @@ fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         },
         None => Deployed::default(),
     };
-    let plan = match graph::plan(&cluster, &nodes, &release.graph, &plugins, &deployed) {
+    let method = if args.reference {
+        graph::Method::REFERENCE
+    } else {
+        graph::Method::default()
+    };
+    let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
+    let planned = graph::plan_by(
+        &engine,
+        graph::DEFAULT_YAQL_BUDGET,
+        method,
+        &cluster,
+        &nodes,
+        &release.graph,
+        &plugins,
+        &deployed,
+    );
+    let plan = match planned {
         Ok(p) => p,
         Err(e) => {
             eprintln!("stoker: no plan: {e}");

@@ -6,7 +6,11 @@
 //! Rules: a node runs one step at a time, in its order; a failed run stops its node; a run
 //! waits for its cross-node dependencies (from the plan's `requires` on other nodes and on the
 //! sync node); a concurrency key (a task's strategy, or `provision` for the cap on concurrent
-//! image writes) caps how many runs with that key are running at once. Pure: the caller stores
+//! image writes) caps how many runs with that key are running at once. A plan's group wait
+//! (a task on every node of a role set, [`crate::engine::graph::Group`]) is one *barrier* run
+//! of the sync node (step `deploy.barrier`, its task the group's id) that depends on the
+//! group's runs and completes itself like a stage: each run that waits for the group depends
+//! on the barrier only, so N runs waiting for N others are 2N dependencies, not N². Pure: the caller stores
 //! runs, keeps their [`super::schedule::Schedule`], sends them to agents and feeds their
 //! states back.
 
@@ -14,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value as J, json};
 
-use super::graph::{Plan, Status, Step};
+use super::graph::{Group, Plan, Status, Step};
 use super::steps::{Location, PlannedStep};
 
 /// Where a run is.
@@ -107,15 +111,22 @@ fn timeout_of(params: Option<&J>, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// What a task run waits for before the runs are numbered: a task on a node, or a group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Wait {
+    Task(String, String),
+    Group(usize),
+}
+
 /// The run of one graph task on one node (`node` None: the sync node), with the tasks it
-/// waits for on other nodes as `(task, uid)`.
+/// waits for on other nodes and the groups it waits for.
 fn task_run(
     node: Option<i64>,
     uid: &str,
     t: &Step,
     seq: u32,
     opts: &RunOptions,
-) -> (NewRun, Vec<(String, String)>) {
+) -> (NewRun, Vec<Wait>) {
     let params = t.parameters.as_ref().map(|p| p.0.as_ref());
     let (status, reason) = match t.status {
         Status::Run | Status::Stage => (RunStatus::Pending, None),
@@ -155,9 +166,30 @@ fn task_run(
         .requires
         .iter()
         .filter(|r| *r.node != *uid || node.is_none())
-        .map(|r| (r.task.to_string(), r.node.to_string()))
+        .map(|r| Wait::Task(r.task.to_string(), r.node.to_string()))
+        .chain(t.requires_groups.iter().map(|g| Wait::Group(g.index)))
         .collect();
     (run, waits)
+}
+
+/// The barrier run of group `g`: the sync node's, completed by the master like a stage when
+/// every run of the group is done.
+fn barrier_run(g: &Group, seq: u32, opts: &RunOptions) -> NewRun {
+    NewRun {
+        node: None,
+        seq,
+        interface: "deploy".to_string(),
+        step: "barrier".to_string(),
+        task: Some(g.id.clone()),
+        args: json!({"group": {"id": g.id, "task": g.task, "roles": g.roles}}),
+        deps: Vec::new(),
+        concurrency: None,
+        max_parallel: None,
+        timeout_s: opts.default_timeout_s,
+        status: RunStatus::Pending,
+        reason: None,
+        runs_on: Location::Master,
+    }
 }
 
 /// The run of a deploy step other than `deploy.run_tasks`.
@@ -198,7 +230,7 @@ pub fn runs_for(
     let mut runs: Vec<NewRun> = Vec::new();
     // (task, uid) → run index, and each task run's cross-node waits, resolved at the end.
     let mut by_task: HashMap<(String, String), usize> = HashMap::new();
-    let mut waits: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+    let mut waits: Vec<(usize, Vec<Wait>)> = Vec::new();
     let mut push_tasks =
         |runs: &mut Vec<NewRun>, seq: &mut u32, node: Option<i64>, uid: &str, tasks: &[Step]| {
             for t in tasks {
@@ -227,10 +259,36 @@ pub fn runs_for(
             }
         }
     }
+    // One barrier run per group some run waits for, after the sync node's stages.
+    let mut barriers: BTreeMap<usize, usize> = BTreeMap::new();
+    for g in waits.iter().flat_map(|(_, w)| w) {
+        if let Wait::Group(g) = g {
+            barriers.insert(*g, 0);
+        }
+    }
+    let mut seq = runs.iter().filter(|r| r.node.is_none()).count() as u32;
+    for (g, at) in barriers.iter_mut() {
+        let Some(group) = plan.groups.get(*g) else {
+            continue;
+        };
+        let mut run = barrier_run(group, seq, opts);
+        seq += 1;
+        run.deps = group
+            .nodes
+            .iter()
+            .filter_map(|uid| by_task.get(&(group.task.clone(), uid.clone())).copied())
+            .collect();
+        run.deps.sort_unstable();
+        *at = runs.len();
+        runs.push(run);
+    }
     for (i, w) in waits {
         let mut deps: Vec<usize> = w
             .iter()
-            .filter_map(|k| by_task.get(k).copied())
+            .filter_map(|k| match k {
+                Wait::Task(task, uid) => by_task.get(&(task.clone(), uid.clone())).copied(),
+                Wait::Group(g) => barriers.get(g).copied(),
+            })
             .filter(|&d| d != i)
             .collect();
         deps.sort_unstable();
@@ -386,5 +444,108 @@ mod tests {
             off.reason.as_deref().unwrap_or("").contains("condition"),
             "{off:?}"
         );
+    }
+
+    /// A group wait is one barrier run: N runs waiting for N others are 2N dependencies, and
+    /// the schedule lets none of them start before the whole group is done (or skipped).
+    #[test]
+    fn a_group_wait_is_one_barrier_run() {
+        use crate::engine::graph::{Cluster, Deployed, NodeSpec, ReleaseGraph, Source, plan};
+        use crate::engine::schedule::Schedule;
+        let src = || Source::new("release r", "tasks.yaml", 1);
+        let release = ReleaseGraph {
+            name: "r".into(),
+            version: "newton-10.0".into(),
+            tasks: vec![
+                (
+                    json!({"id": "agent", "type": "shell", "version": "2.1.0", "roles": ["compute"],
+                           "parameters": {"cmd": "a"}}),
+                    src(),
+                ),
+                (
+                    json!({"id": "enable", "type": "shell", "version": "2.1.0", "roles": ["compute"],
+                           "requires": ["agent"], "cross-depends": [{"name": "agent"}],
+                           "parameters": {"cmd": "e"}}),
+                    src(),
+                ),
+            ],
+            ..ReleaseGraph::default()
+        };
+        let uids: Vec<String> = (1..=6).map(|i| i.to_string()).collect();
+        let nodes: Vec<NodeSpec> = uids
+            .iter()
+            .map(|u| NodeSpec::new(u, &["compute"]))
+            .collect();
+        let p = plan(
+            &Cluster::default(),
+            &nodes,
+            &release,
+            &[],
+            &Deployed::default(),
+        )
+        .unwrap();
+        assert_eq!(p.groups.len(), 1, "{}", p.to_text());
+        // Node 6 is left out of this deployment: its agent is not waited for.
+        let ids: BTreeMap<String, i64> = (1..=5).map(|i| (i.to_string(), i)).collect();
+        let mut planned =
+            crate::engine::steps::plan(&crate::engine::steps::builtins(None, None), &[]).unwrap();
+        planned.retain(|s| s.step == "run_tasks");
+        let runs = runs_for(&p, &ids, &|_| planned.clone(), &RunOptions::default());
+        let barrier: Vec<usize> = (0..runs.len())
+            .filter(|&i| runs[i].step == "barrier")
+            .collect();
+        assert_eq!(barrier.len(), 1);
+        let b = &runs[barrier[0]];
+        assert_eq!(b.node, None);
+        assert_eq!(b.task.as_deref(), Some("agent@*"));
+        let agents: Vec<usize> = (0..runs.len())
+            .filter(|&i| runs[i].task.as_deref() == Some("agent"))
+            .collect();
+        assert_eq!(b.deps, agents);
+        for r in runs.iter().filter(|r| r.task.as_deref() == Some("enable")) {
+            assert_eq!(r.deps, barrier, "{r:?}");
+        }
+        let deps: usize = runs.iter().map(|r| r.deps.len()).sum();
+        assert_eq!(deps, 5 + 5);
+        // Scheduled: every enable waits until the last agent is done or skipped.
+        let mut s = Schedule::new(
+            runs.iter()
+                .enumerate()
+                .map(|(i, r)| RunView {
+                    id: i as i64,
+                    node: r.node,
+                    seq: r.seq,
+                    status: r.status,
+                    deps: r.deps.iter().map(|&d| d as i64).collect(),
+                    concurrency: r.concurrency.clone(),
+                    max_parallel: r.max_parallel,
+                    timeout_s: r.timeout_s,
+                    runs_on: r.runs_on,
+                })
+                .collect(),
+        );
+        for (k, &a) in agents.iter().enumerate() {
+            assert!(s.ready_stages().is_empty());
+            s.set(
+                a as i64,
+                if k == 2 {
+                    RunStatus::Skipped
+                } else {
+                    RunStatus::Ok
+                },
+            );
+            for n in 1..=5 {
+                let next = s.next_for(n).map(|id| runs[id as usize].task.clone());
+                if next == Some(Some("enable".to_string())) {
+                    panic!("node {n} may start enable after {} agents", k + 1);
+                }
+            }
+        }
+        assert_eq!(s.ready_stages(), [barrier[0] as i64]);
+        s.set(barrier[0] as i64, RunStatus::Ok);
+        for n in 1..=5 {
+            let next = s.next_for(n).unwrap();
+            assert_eq!(runs[next as usize].task.as_deref(), Some("enable"));
+        }
     }
 }

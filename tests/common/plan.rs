@@ -1,5 +1,6 @@
 //! Reading a plan's JSON (`stoker graph plan --format json`, `GET /api/v1/clusters/{id}/plan`):
-//! a node by uid, a task of it, its task ids in order, what a task waits for.
+//! a node by uid, a task of it, its task ids in order, what a task waits for (its groups'
+//! members too).
 
 use std::fmt::Display;
 
@@ -37,9 +38,18 @@ pub fn ids(plan: &Value, uid: impl Display) -> Vec<String> {
         .collect()
 }
 
-/// What task `id` of node `uid` waits for, as `task@node`, sorted.
+/// What task `id` of node `uid` waits for, as `task@node`, sorted: its `requires` and the
+/// members of its `requires_groups`.
 pub fn waits(plan: &Value, uid: impl Display, id: &str) -> Vec<String> {
-    let mut w: Vec<String> = step(plan, uid, id)["requires"]
+    let mut w = waits_of(plan, step(plan, uid, id));
+    w.sort();
+    w
+}
+
+/// What a step of `plan` waits for, as `task@node`: its `requires`, then each member of each
+/// group it names in `requires_groups`.
+pub fn waits_of(plan: &Value, step: &Value) -> Vec<String> {
+    let mut w: Vec<String> = step["requires"]
         .as_array()
         .unwrap()
         .iter()
@@ -51,6 +61,20 @@ pub fn waits(plan: &Value, uid: impl Display, id: &str) -> Vec<String> {
             )
         })
         .collect();
-    w.sort();
+    for g in step["requires_groups"].as_array().into_iter().flatten() {
+        let group = plan["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == *g)
+            .unwrap_or_else(|| panic!("no group {g} in the plan"));
+        for node in group["nodes"].as_array().unwrap() {
+            w.push(format!(
+                "{}@{}",
+                group["task"].as_str().unwrap(),
+                node.as_str().unwrap()
+            ));
+        }
+    }
     w
 }

@@ -50,16 +50,18 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::{Map, Value as J};
 
+use super::barrier::{Ask, Barriers, Masks};
 use super::data;
 use super::expr;
 use super::fields::{self, FormatContext};
 use super::input::{Cluster, Deployed, NodeSpec};
 use super::legacy::{self, LegacyTasks};
 use super::plan::{
-    Concurrency, FaultGroup, NodePlan, Plan, Shared, Status, Step, Strategy, Summary, TaskRef,
-    Unplaced,
+    Concurrency, FaultGroup, Group, GroupRef, NodePlan, Plan, Shared, Status, Step, Strategy,
+    Summary, TaskRef, Unplaced,
 };
 use super::roles::{self, Assigned, NodeRoles, Place, Resolver, RoleMeta, regex_name};
+use super::share;
 use super::task::{Source, Task, TaskType, contains_yaql, names, yaql_of};
 use crate::yaql::{Context, Engine, FinalMemo, Limits, Value as Y};
 
@@ -444,6 +446,8 @@ enum Cond {
 struct Template {
     raw: J,
     cond: Cond,
+    /// A YAQL condition with what reads only common data shared ([`share`]).
+    shared: Option<share::Rewritten>,
     edges: Option<Arc<Edges>>,
     params: Option<Shared>,
     type_yaql: Option<String>,
@@ -659,6 +663,43 @@ struct PlaceEnv {
     contexts: HashMap<Option<String>, Context>,
 }
 
+/// A class of nodes whose shared values are the same: the deployment their old data comes
+/// from, and whether they had no part in it.
+type Class = (Option<String>, bool);
+
+/// A task's shared values as variables, per class of nodes (None: the original decides).
+type SharedValues = HashMap<(usize, Class), Option<Vec<(String, Y)>>>;
+
+/// The shared values of `rw` in a class's context, as variables: None when one fails or is
+/// not of its kind (the original text decides then).
+fn shared_of(
+    meter: &Meter<'_>,
+    ti: usize,
+    rw: &share::Rewritten,
+    ctx: &Context,
+) -> Option<Vec<(String, Y)>> {
+    let mut out = Vec::with_capacity(rw.hoisted.len());
+    for h in &rw.hoisted {
+        let v = meter.eval(ti, "condition", &h.text, ctx).ok()?;
+        let v = match h.kind {
+            share::Kind::Changed => matches!(v, Y::Bool(_)).then_some(v)?,
+            share::Kind::Members => {
+                // Strings only: as the keys of a mapping they answer `in` by a lookup.
+                let mut keys = Map::new();
+                for item in v.as_seq()?.iter() {
+                    keys.insert(item.as_str()?.to_string(), J::Null);
+                }
+                match data::to_yaql(&J::Object(keys)) {
+                    Y::Dict(d) => Y::Keys(d),
+                    _ => return None,
+                }
+            }
+        };
+        out.push((h.var.clone(), v));
+    }
+    Some(out)
+}
+
 /// Make the plan. See the module docs.
 pub fn plan(
     cluster: &Cluster,
@@ -696,6 +737,61 @@ pub fn plan_with(
 pub fn plan_within(
     engine: &Engine,
     budget: u64,
+    cluster: &Cluster,
+    nodes_in: &[NodeSpec],
+    release: &ReleaseGraph,
+    plugins: &[PluginGraph],
+    deployed: &Deployed,
+) -> Result<Plan, PlanError> {
+    plan_by(
+        engine,
+        budget,
+        Method::default(),
+        cluster,
+        nodes_in,
+        release,
+        plugins,
+        deployed,
+    )
+}
+
+/// How a plan is computed. Both ways give the same plan (the same tasks, data, order and
+/// waits); the default is the one that scales, the [`Method::REFERENCE`] is the direct one
+/// the tests, `.ci/graph-conformance.sh` and `stoker graph plan --reference` compare it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method {
+    /// A wait for a task on every node of a role set is one group ([`super::barrier`]),
+    /// rather than a wait for each member: 2N edges for N consumers of N members, not N².
+    pub barriers: bool,
+    /// Conditions' sub-expressions that read only common data are evaluated once per class
+    /// of nodes ([`share`]), rather than on each node: what changes is the YAQL steps spent.
+    pub sharing: bool,
+}
+
+impl Method {
+    /// Every wait per member, every condition on each node: quadratic in the nodes for
+    /// Fuel's graphs, and the meaning the default must keep.
+    pub const REFERENCE: Method = Method {
+        barriers: false,
+        sharing: false,
+    };
+}
+
+impl Default for Method {
+    fn default() -> Method {
+        Method {
+            barriers: true,
+            sharing: true,
+        }
+    }
+}
+
+/// [`plan_within`] by a chosen [`Method`].
+#[allow(clippy::too_many_arguments)]
+pub fn plan_by(
+    engine: &Engine,
+    budget: u64,
+    method: Method,
     cluster: &Cluster,
     nodes_in: &[NodeSpec],
     release: &ReleaseGraph,
@@ -764,6 +860,25 @@ pub fn plan_within(
     let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
     let owned_nodes: Vec<NodeSpec> = nodes.iter().map(|n| (*n).clone()).collect();
     let dd = data::build(cluster, &owned_nodes, &assigned, release, plugins);
+    // The keys any node's own data has, new or old: what reads none of them reads the
+    // common part, the same for every node ([`share`]). None when a node's data is not a
+    // mapping (a replaced one may be anything): nothing is shared then.
+    let node_keys: Option<BTreeSet<String>> = {
+        let old = deployed
+            .deployments
+            .values()
+            .flat_map(|s| s.nodes.values())
+            .filter(|j| !j.is_null());
+        let mut keys = BTreeSet::new();
+        let mut mappings = true;
+        for part in dd.nodes.iter().chain([&dd.master]).chain(old) {
+            match part.as_object() {
+                Some(o) => keys.extend(o.keys().cloned()),
+                None => mappings = false,
+            }
+        }
+        (method.sharing && mappings).then_some(keys)
+    };
     let resolver = Resolver::new(&assigned);
     let n = nodes.len();
     let master = resolver.master();
@@ -861,9 +976,14 @@ pub fn plan_within(
             (None, Some(J::String(e))) => Some(e.clone()),
             _ => None,
         };
+        let shared = match (&cond, &node_keys) {
+            (Cond::Yaql(e), Some(keys)) => share::rewrite(e, keys),
+            _ => None,
+        };
         templates.push(Template {
             raw,
             cond,
+            shared,
             edges,
             params,
             type_yaql,
@@ -1116,6 +1236,10 @@ pub fn plan_within(
             .with_var_value("common", common_y.clone())
             .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
         let mut snapshots: HashMap<String, Y> = HashMap::new();
+        // Shared values per task and class of nodes (old data's deployment, and whether the
+        // node had a part in it), and each class's context: the common data only.
+        let mut shared_values: SharedValues = HashMap::new();
+        let mut class_contexts: HashMap<Class, Context> = HashMap::new();
         let mut insts: Vec<Inst> = Vec::with_capacity(run.len());
         let mut env: Option<PlaceEnv> = None;
         let empty = data::to_yaql(&J::Object(Map::new()));
@@ -1229,11 +1353,65 @@ pub fn plan_within(
                 continue;
             };
             let node_name = pe.uid.clone();
-            // Condition.
+            // Condition, with what reads only common data shared by the node's class.
+            let mut evaluated = |e: &str| -> Result<Y, String> {
+                let Some(rw) = &tpl.shared else {
+                    return meter.eval(ti, "condition", e, ctx);
+                };
+                let class: Class = (
+                    last.clone(),
+                    last.as_ref().is_some_and(|dep| {
+                        deployed
+                            .deployments
+                            .get(dep)
+                            .and_then(|s| s.nodes.get(&pe.uid))
+                            .is_none_or(J::is_null)
+                    }),
+                );
+                let values = shared_values.entry((ti, class.clone())).or_insert_with(|| {
+                    let cctx = class_contexts.entry(class.clone()).or_insert_with(|| {
+                        let old = match &class.0 {
+                            None => empty.clone(),
+                            Some(dep) => {
+                                let common_old = snapshots
+                                    .entry(dep.clone())
+                                    .or_insert_with(|| {
+                                        data::to_yaql(
+                                            deployed
+                                                .deployments
+                                                .get(dep)
+                                                .map_or(&J::Null, |s| &s.common),
+                                        )
+                                    })
+                                    .clone();
+                                let node_old = if class.1 { Y::Null } else { empty.clone() };
+                                data::union(&common_old, &node_old)
+                            }
+                        };
+                        Context::from_value(common_y.clone())
+                            .with_memo(memo.clone())
+                            .with_old_value(old)
+                            .with_var_value("common", common_y.clone())
+                    });
+                    shared_of(&meter, ti, rw, cctx)
+                });
+                match values {
+                    Some(vars) => {
+                        let with = vars.iter().fold(ctx.clone(), |c, (name, v)| {
+                            c.with_var_value(name, v.clone())
+                        });
+                        // The original decides whenever the rewrite fails (see `share`).
+                        meter
+                            .eval(ti, "condition", &rw.text, &with)
+                            .or_else(|_| meter.eval(ti, "condition", e, ctx))
+                    }
+                    None => meter.eval(ti, "condition", e, ctx),
+                }
+            };
             let (run, why) = match &tpl.cond {
                 Cond::True => (true, None),
                 Cond::Value(b) => (*b, Some("condition is false".to_string())),
-                Cond::Yaql(e) => match meter.eval(ti, "condition", e, ctx) {
+                Cond::Yaql(e) => match evaluated(e) {
                     Ok(v) => (
                         v.truthy(),
                         Some(format!(
@@ -1444,10 +1622,12 @@ pub fn plan_within(
         return Err(PlanError::Evaluation(failures));
     }
 
-    // Edges between vertices.
+    // Edges between vertices. A wait for a task on every node of a role set is an ask, which
+    // becomes a barrier ([`barrier`]) instead of a wait per node.
     let lookup = |p: Place, ti: usize| vindex[p].get(&ti).copied();
-    let mut role_cache: HashMap<(String, bool), Vec<bool>> = HashMap::new();
+    let mut masks = Masks::new(places_total, n);
     let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut asks: Vec<Ask> = Vec::new();
     for (v, &(p, ti)) in vertices.iter().enumerate() {
         let v = v as u32;
         let e = insts[v as usize].edges.clone();
@@ -1475,29 +1655,35 @@ pub fn plan_within(
                 if ids.is_empty() {
                     continue;
                 }
-                let allowed: Option<&Vec<bool>> = match &d.role {
-                    CrossRole::All if !d.any => None,
-                    CrossRole::SelfNode | CrossRole::Sync => None,
-                    CrossRole::All => Some(
-                        role_cache
-                            .entry(("\"*\"".to_string(), true))
-                            .or_insert_with(|| {
-                                let mut mask = vec![false; places_total];
-                                for q in resolver.resolve(&J::String("*".to_string()), true).places
-                                {
-                                    mask[q] = true;
-                                }
-                                mask
-                            }),
-                    ),
+                // Every node of a role set: a group (`cross-depends`) or a mask of places.
+                let group = match &d.role {
+                    _ if d.any => None,
+                    CrossRole::All => Some(Masks::ALL),
                     CrossRole::Roles(r) => {
-                        Some(role_cache.entry((r.to_string(), d.any)).or_insert_with(|| {
-                            let mut mask = vec![false; places_total];
-                            for q in resolver.resolve(r, d.any).places {
-                                mask[q] = true;
-                            }
-                            mask
-                        }))
+                        Some(masks.of_roles(r, || resolver.resolve(r, false).places))
+                    }
+                    CrossRole::SelfNode | CrossRole::Sync => None,
+                };
+                if method.barriers
+                    && forward
+                    && let Some(mask) = group
+                {
+                    asks.extend(ids.iter().map(|&task| Ask {
+                        consumer: v,
+                        task,
+                        mask,
+                    }));
+                    continue;
+                }
+                let allowed: Option<u32> = match (&d.role, group) {
+                    (_, Some(mask)) => Some(mask),
+                    (CrossRole::SelfNode | CrossRole::Sync, _) => None,
+                    (CrossRole::All, None) => {
+                        let all = J::String("*".to_string());
+                        Some(masks.of_any(&all, || resolver.resolve(&all, true).places))
+                    }
+                    (CrossRole::Roles(r), None) => {
+                        Some(masks.of_any(r, || resolver.resolve(r, true).places))
                     }
                 };
                 for tj in ids {
@@ -1515,17 +1701,10 @@ pub fn plan_within(
                     match &d.role {
                         CrossRole::SelfNode => add(p),
                         CrossRole::Sync => add(sync),
-                        CrossRole::All if !d.any => {
-                            for &q in &placed[tj] {
-                                if q < n {
-                                    add(q);
-                                }
-                            }
-                        }
                         _ => {
                             if let Some(mask) = allowed {
                                 for &q in &placed[tj] {
-                                    if mask[q] {
+                                    if masks.has(mask, q) {
                                         add(q);
                                     }
                                 }
@@ -1536,19 +1715,62 @@ pub fn plan_within(
             }
         }
     }
+    let barriers = Barriers::build(
+        asks,
+        &mut masks,
+        &|tj| placed[tj].iter().copied().collect(),
+        &|q, tj| lookup(q, tj),
+        &|v| vertices[v as usize],
+        &mut edges,
+    );
+    // A direct wait that a group of its consumer covers is said once, by the group.
+    edges.retain(|&(u, v)| {
+        let (q, tu) = vertices[u as usize];
+        !barriers.covers(&masks, v, q, tu)
+    });
     edges.sort_unstable();
     edges.dedup();
+    // What the plan means: each direct wait, and each member of each group a task waits for
+    // (a consumer's groups are of different tasks, none has the consumer itself).
+    let mut summary = Summary {
+        nodes: n,
+        edges: edges.len(),
+        cross_node_edges: edges
+            .iter()
+            .filter(|&&(a, b)| vertices[a as usize].0 != vertices[b as usize].0)
+            .count(),
+        barriers: barriers.list.len(),
+        yaql_steps,
+        ..Summary::default()
+    };
+    for &(v, b) in &barriers.uses {
+        let b = &barriers.list[b as usize];
+        let p = vertices[v as usize].0;
+        let here = usize::from(masks.has(b.mask, p) && lookup(p, b.task).is_some());
+        summary.edges += b.members.len();
+        summary.cross_node_edges += b.members.len() - here;
+    }
+    // The graph: barriers are vertices after the tasks', between their members and consumers.
+    let nv = vertices.len();
+    let total = nv + barriers.list.len();
+    for (i, b) in barriers.list.iter().enumerate() {
+        let bv = (nv + i) as u32;
+        edges.extend(b.members.iter().map(|&m| (m, bv)));
+    }
+    edges.extend(barriers.uses.iter().map(|&(v, b)| ((nv as u32) + b, v)));
+    edges.sort_unstable();
 
     // Order: Kahn's on a compact adjacency (edges are sorted, so each vertex's successors
-    // are one slice). When it cannot finish there is a cycle: petgraph finds and reports it.
-    let nv = vertices.len();
-    let mut starts = vec![0u32; nv + 1];
-    let mut indeg = vec![0u32; nv];
+    // are one slice). A barrier is passed as soon as its last member is placed, without a
+    // place of its own, so tasks get the order they would get from waits per member. When it
+    // cannot finish there is a cycle: petgraph finds and reports it.
+    let mut starts = vec![0u32; total + 1];
+    let mut indeg = vec![0u32; total];
     for &(a, b) in &edges {
         starts[a as usize + 1] += 1;
         indeg[b as usize] += 1;
     }
-    for i in 0..nv {
+    for i in 0..total {
         starts[i + 1] += starts[i];
     }
     let succ = |v: usize| &edges[starts[v] as usize..starts[v + 1] as usize];
@@ -1566,29 +1788,40 @@ pub fn plan_within(
         for &(_, u) in succ(v) {
             let u = u as usize;
             indeg[u] -= 1;
-            if indeg[u] == 0 {
+            if indeg[u] > 0 {
+                continue;
+            }
+            if u < nv {
                 heap.push(key(u));
+                continue;
+            }
+            for &(_, w) in succ(u) {
+                let w = w as usize;
+                indeg[w] -= 1;
+                if indeg[w] == 0 {
+                    heap.push(key(w));
+                }
             }
         }
     }
     if next < nv {
-        return Err(PlanError::Cycle(find_cycles(&edges, nv, &|v: usize| {
-            let (p, ti) = vertices[v];
-            CycleStep {
+        return Err(PlanError::Cycle(find_cycles(&edges, total, &|v: usize| {
+            let (p, ti) = *vertices.get(v)?;
+            Some(CycleStep {
                 task: tasks[ti].id.clone(),
                 node: place_uid(p),
                 source: tasks[ti].source.to_string(),
-            }
+            })
         })));
     }
     drop(heap);
     drop(indeg);
     // Each vertex's predecessors, as one flat list sliced per vertex.
-    let mut in_starts = vec![0u32; nv + 1];
+    let mut in_starts = vec![0u32; total + 1];
     for &(_, b) in &edges {
         in_starts[b as usize + 1] += 1;
     }
-    for i in 0..nv {
+    for i in 0..total {
         in_starts[i + 1] += in_starts[i];
     }
     let mut fill = in_starts.clone();
@@ -1600,16 +1833,6 @@ pub fn plan_within(
     drop(fill);
 
     // Output.
-    let mut summary = Summary {
-        nodes: n,
-        edges: edges.len(),
-        cross_node_edges: edges
-            .iter()
-            .filter(|&&(a, b)| vertices[a as usize].0 != vertices[b as usize].0)
-            .count(),
-        yaql_steps,
-        ..Summary::default()
-    };
     // The waits are in `preds` now; free the edge list before the steps are built.
     drop(edges);
     drop(starts);
@@ -1622,6 +1845,35 @@ pub fn plan_within(
     let place_names: Vec<Arc<str>> = (0..places_total)
         .map(|p| Arc::from(place_uid(p).as_str()))
         .collect();
+    // Groups, named `task@roles` (told apart by a number when two role values read alike).
+    let mut group_ids: HashMap<String, usize> = HashMap::new();
+    let groups: Vec<Group> = barriers
+        .list
+        .iter()
+        .map(|b| {
+            let roles = masks.label(b.mask).to_string();
+            let base = format!("{}@{roles}", tasks[b.task].id);
+            let seen = group_ids.entry(base.clone()).or_insert(0);
+            *seen += 1;
+            let id = if *seen == 1 {
+                base
+            } else {
+                format!("{base} #{seen}")
+            };
+            Group {
+                id,
+                task: tasks[b.task].id.clone(),
+                roles,
+                nodes: b
+                    .members
+                    .iter()
+                    .map(|&m| place_uid(vertices[m as usize].0))
+                    .collect(),
+            }
+        })
+        .collect();
+    drop(barriers);
+    let group_names: Vec<Arc<str>> = groups.iter().map(|g| Arc::from(g.id.as_str())).collect();
     let mut node_plans = Vec::new();
     let mut conc: BTreeMap<usize, (Strategy, usize)> = BTreeMap::new();
     for (p, mut vs) in by_place.into_iter().enumerate() {
@@ -1666,6 +1918,15 @@ pub fn plan_within(
                 }
             }
             let mut req = preds[in_starts[v] as usize..in_starts[v + 1] as usize].to_vec();
+            let waits_for_groups: Vec<GroupRef> = req
+                .iter()
+                .filter(|&&u| u as usize >= nv)
+                .map(|&u| GroupRef {
+                    index: u as usize - nv,
+                    id: group_names[u as usize - nv].clone(),
+                })
+                .collect();
+            req.retain(|&u| (u as usize) < nv);
             req.sort_unstable_by_key(|&u| order[u as usize]);
             steps.push(Step {
                 id: tasks[ti].id.clone(),
@@ -1688,6 +1949,7 @@ pub fn plan_within(
                         }
                     })
                     .collect(),
+                requires_groups: waits_for_groups,
             });
         }
         node_plans.push(NodePlan {
@@ -1710,6 +1972,7 @@ pub fn plan_within(
         generated,
         unplaced,
         fault_tolerance_groups: fault_groups,
+        groups,
         concurrency: conc
             .into_iter()
             .map(|(ti, (strategy, nodes))| Concurrency {
@@ -1725,11 +1988,12 @@ pub fn plan_within(
 }
 
 /// Up to five cycles of the (node, task) graph, each starting at its smallest vertex, sorted
-/// by their first task and node.
+/// by their first task and node; vertices `describe` gives nothing for (barriers) are left
+/// out of the path.
 pub(super) fn find_cycles(
     edges: &[(u32, u32)],
     nv: usize,
-    describe: &dyn Fn(usize) -> CycleStep,
+    describe: &dyn Fn(usize) -> Option<CycleStep>,
 ) -> Vec<Vec<CycleStep>> {
     let mut g: DiGraph<(), ()> = DiGraph::with_capacity(nv, edges.len());
     for _ in 0..nv {
@@ -1745,7 +2009,7 @@ pub(super) fn find_cycles(
         cycles.push(
             cycle_in(&g, &comp)
                 .into_iter()
-                .map(|x| describe(x.index()))
+                .filter_map(|x| describe(x.index()))
                 .collect::<Vec<_>>(),
         );
         if cycles.len() >= 5 {

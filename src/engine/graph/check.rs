@@ -102,11 +102,11 @@ pub fn check(graph: &str, tasks: &[(J, Source)], standalone: bool) -> Vec<Proble
     edges.dedup();
     let describe = |v: usize| {
         let (t, src) = &tasks[first[v]];
-        CycleStep {
+        Some(CycleStep {
             task: id_of(t).unwrap_or("?").to_string(),
             node: String::new(),
             source: src.to_string(),
-        }
+        })
     };
     for cycle in find_cycles(&edges, first.len(), &describe) {
         let Some(start) = cycle.first() else { continue };

@@ -340,9 +340,13 @@ fn locate<'a>(root: &'a Node, path: &str) -> &'a Node {
     node
 }
 
-/// Parse a cluster file (YAML or JSON): the cluster and its nodes.
+/// Parse a cluster file (YAML or JSON): the cluster and its nodes. It may produce as many
+/// YAML nodes as it has bytes (at least [`yaml::MAX_NODES`]): ten thousand nodes that each
+/// take the network scheme through an alias are 300,000, and an alias bomb still stops
+/// within a small multiple of the file's size.
 pub fn parse_cluster(file: &str, text: &str) -> Result<(Cluster, Vec<NodeSpec>), InputError> {
-    let parsed = yaml::parse(file, text).map_err(|e| InputError {
+    let budget = yaml::Budget::new(yaml::MAX_NODES.max(text.len() as u64));
+    let parsed = yaml::parse_within(file, text, &budget).map_err(|e| InputError {
         file: file.to_string(),
         line: e.pos.line,
         column: e.pos.column,
@@ -455,6 +459,22 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("nodes[1].roles"), "{e}");
+        // A big cluster may alias its network scheme into every node; a bomb still stops.
+        let mut big = String::from(
+            "nodes:\n  - {uid: 1, roles: [x], data: {s: &s {a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]}}}\n",
+        );
+        for uid in 2..=10_000 {
+            big.push_str(&format!(
+                "  - {{uid: {uid}, roles: [x], data: {{s: *s}}}}\n"
+            ));
+        }
+        assert_eq!(parse_cluster("big.yaml", &big).unwrap().1.len(), 10_000);
+        let mut bomb = String::from("settings:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..8 {
+            bomb.push_str(&format!("  a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
+        }
+        let e = parse_cluster("bomb.yaml", &bomb).unwrap_err();
+        assert!(e.message.contains("YAML nodes"), "{e:?}");
         let e = parse_cluster("c.yaml", "name: x\nnodez: []\n").unwrap_err();
         assert_eq!((e.line, e.column), (2, 1));
         let e = parse_cluster(

@@ -13,11 +13,15 @@
 //! - [`source`]: a release's and a plugin's tasks, with positions, out of packages and
 //!   fuel-library trees.
 //! - [`build`]: merge, place, evaluate per node, edges, cycle check, order: [`plan`].
+//! - [`barrier`]: a wait for a task on every node of a role set as one barrier vertex.
+//! - [`share`]: conditions' sub-expressions that read only the common data, evaluated once
+//!   per class of nodes instead of once per node.
 //! - [`check`]: what can be checked of a package's graphs at install, without a cluster.
 //! - [`plan`]: the plan and its text, JSON and dot renderings.
 //! - [`upload`]: a graph uploaded through Nailgun's API, checked; Nailgun's merge by task id.
 //! - [`picture`]: the plan's task graph laid out in layers, as SVG for the dashboard.
 
+mod barrier;
 pub mod build;
 pub mod check;
 pub mod data;
@@ -28,16 +32,17 @@ pub mod legacy;
 pub mod picture;
 pub mod plan;
 pub mod roles;
+pub mod share;
 pub mod source;
 pub mod task;
 pub mod upload;
 
 pub use build::{
-    Change, DEFAULT_YAQL_BUDGET, EvalFailure, PlanError, PluginGraph, ReleaseGraph, Spender, plan,
-    plan_with, plan_within,
+    Change, DEFAULT_YAQL_BUDGET, EvalFailure, Method, PlanError, PluginGraph, ReleaseGraph,
+    Spender, plan, plan_by, plan_with, plan_within,
 };
 pub use input::{Cluster, Deployed, NodeSpec, Replaced, Snapshot, parse_cluster};
-pub use plan::{Plan, Status, Step, Strategy};
+pub use plan::{Group, GroupRef, Plan, Status, Step, Strategy};
 pub use task::{Source, Task, TaskType};
 
 #[cfg(test)]

@@ -105,8 +105,13 @@ pub fn svg(plan: &Plan) -> String {
             let Some(&to) = index.get(step.id.as_str()) else {
                 continue;
             };
-            for r in &step.requires {
-                if let Some(&from) = index.get(&*r.task)
+            let groups = step
+                .requires_groups
+                .iter()
+                .filter_map(|g| plan.groups.get(g.index))
+                .map(|g| g.task.as_str());
+            for task in step.requires.iter().map(|r| &*r.task).chain(groups) {
+                if let Some(&from) = index.get(task)
                     && from != to
                 {
                     edges.insert((from, to));

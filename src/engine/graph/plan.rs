@@ -1,8 +1,12 @@
 //! A plan: per node, the ordered list of tasks with their evaluated parameters, strategy,
 //! skip reasons and the tasks (on any node) each must wait for; plus the warnings, the ids
-//! generated for legacy plugin tasks, the tasks no node runs, fault-tolerance groups and
-//! per-task concurrency. Rendered as text (for people), JSON (for programs; byte-identical for
-//! the same input) and Graphviz dot. Pure: it formats values it is given.
+//! generated for legacy plugin tasks, the tasks no node runs, fault-tolerance groups,
+//! per-task concurrency and the group waits. A wait for a task on every node of a role set is
+//! one [`Group`] (a barrier, see [`super::barrier`]) that the plan lists once, and each task
+//! that waits for it names it: what a task waits for is its `requires` and every member of its
+//! `requires_groups` ([`Step::waits`]). Rendered as text (for people), JSON (for programs;
+//! byte-identical for the same input) and Graphviz dot, each saying a group wait once. Pure:
+//! it formats values it is given.
 
 use std::fmt::Write as _;
 use std::io;
@@ -85,6 +89,32 @@ impl Serialize for TaskRef {
     }
 }
 
+/// A group wait: task `task` on every node of `nodes` (the nodes of the role set `roles` that
+/// run it). A task that waits for the group waits for each of them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    /// `task@roles`, unique in the plan.
+    pub id: String,
+    pub task: String,
+    /// The role set as written (`*` = every cluster node; several sets joined by ` + `).
+    pub roles: String,
+    /// The members' nodes, in node order.
+    pub nodes: Vec<String>,
+}
+
+/// A step's wait for a group: its place in [`Plan::groups`]; written as the group's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRef {
+    pub index: usize,
+    pub id: Arc<str>,
+}
+
+impl Serialize for GroupRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.id)
+    }
+}
+
 /// One task of one node's list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
@@ -108,8 +138,30 @@ pub struct Step {
     /// The deployment whose data `$%old` held, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compared_with: Option<String>,
-    /// Tasks that must finish (or be skipped) first, on this node or others.
+    /// Tasks that must finish (or be skipped) first, on this node or others, in plan order
+    /// (those of its groups are not repeated here).
     pub requires: Vec<TaskRef>,
+    /// Groups whose every member must finish (or be skipped) first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requires_groups: Vec<GroupRef>,
+}
+
+impl Step {
+    /// Everything it waits for: its `requires`, then each group's members.
+    pub fn waits<'a>(&'a self, plan: &'a Plan) -> impl Iterator<Item = TaskRef> + 'a {
+        let groups = self
+            .requires_groups
+            .iter()
+            .filter_map(|g| plan.groups.get(g.index))
+            .flat_map(|g| {
+                let task: Arc<str> = Arc::from(g.task.as_str());
+                g.nodes.iter().map(move |node| TaskRef {
+                    task: task.clone(),
+                    node: Arc::from(node.as_str()),
+                })
+            });
+        self.requires.iter().cloned().chain(groups)
+    }
 }
 
 /// One node's ordered list.
@@ -156,8 +208,12 @@ pub struct Summary {
     pub run: usize,
     pub skipped: usize,
     pub stages: usize,
+    /// Waits between tasks, each member of a group a task waits for counted: what the plan
+    /// means, not how it is stored.
     pub edges: usize,
     pub cross_node_edges: usize,
+    /// Group waits (barriers) standing for many of those.
+    pub barriers: usize,
     /// The YAQL steps the plan's evaluations took (see [`super::build`]'s budget).
     pub yaql_steps: u64,
 }
@@ -176,6 +232,8 @@ pub struct Plan {
     pub unplaced: Vec<Unplaced>,
     pub fault_tolerance_groups: Vec<FaultGroup>,
     pub concurrency: Vec<Concurrency>,
+    /// Group waits, each listed once (steps name them in `requires_groups`).
+    pub groups: Vec<Group>,
     /// Cluster nodes in uid order, then `master` and the sync node `null` when they have tasks.
     pub nodes: Vec<NodePlan>,
     /// The deployment data the plan was computed from (to record after a success).
@@ -369,6 +427,19 @@ impl Plan {
                 );
             }
         }
+        if !self.groups.is_empty() {
+            let _ = writeln!(o, "\ngroup waits (barriers) ({}):", self.groups.len());
+            for g in &self.groups {
+                let nodes = g.nodes.join(", ");
+                let _ = writeln!(
+                    o,
+                    "  {:<40} {} nodes: {}",
+                    g.id,
+                    g.nodes.len(),
+                    short(&nodes, 120)
+                );
+            }
+        }
         for n in &self.nodes {
             let label = match n.uid.as_str() {
                 "null" => "sync node (null)".to_string(),
@@ -399,14 +470,20 @@ impl Plan {
                     what
                 );
                 let mut cross = t.requires.iter().filter(|r| *r.node != *n.uid).peekable();
-                if cross.peek().is_some() {
-                    // Only as much as is shown (a compute may wait for a thousand nodes).
+                if cross.peek().is_some() || !t.requires_groups.is_empty() {
+                    // Only as much as is shown (a node may wait for a thousand others).
                     let mut line = String::new();
-                    for r in cross {
+                    let waits = cross.map(|r| format!("{}@{}", r.task, r.node)).chain(
+                        t.requires_groups.iter().map(|g| {
+                            let size = self.groups.get(g.index).map_or(0, |g| g.nodes.len());
+                            format!("{} (barrier, {size} nodes)", g.id)
+                        }),
+                    );
+                    for w in waits {
                         if !line.is_empty() {
                             line.push_str(", ");
                         }
-                        let _ = write!(line, "{}@{}", r.task, r.node);
+                        line.push_str(&w);
                         if line.chars().count() > 200 {
                             break;
                         }
@@ -472,10 +549,31 @@ impl Plan {
             }
             w.write_all(b"  }\n")?;
         }
+        // A group wait is one barrier: its members point at it, it points at who waits.
+        let barrier = |g: &Group| format!("\"{} (barrier)\"", g.id.replace('"', "'"));
+        for g in &self.groups {
+            writeln!(
+                w,
+                "  {} [label=\"{} ({} nodes)\", shape=octagon];",
+                barrier(g),
+                g.id.replace('"', "'"),
+                g.nodes.len()
+            )?;
+            for node in &g.nodes {
+                writeln!(w, "  {} -> {};", Id(&g.task, node), barrier(g))?;
+            }
+        }
         for n in &self.nodes {
             for t in &n.tasks {
                 for r in &t.requires {
                     writeln!(w, "  {} -> {};", Id(&r.task, &r.node), Id(&t.id, &n.uid))?;
+                }
+                for g in t
+                    .requires_groups
+                    .iter()
+                    .filter_map(|g| self.groups.get(g.index))
+                {
+                    writeln!(w, "  {} -> {};", barrier(g), Id(&t.id, &n.uid))?;
                 }
             }
         }

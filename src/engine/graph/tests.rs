@@ -1,7 +1,11 @@
 //! Unit tests of the graph engine as a whole: one small hand-written graph per rule of
 //! [`super::build`] (edges, placement, stages, primaries, conditions, YAQL fields, strategies,
 //! cycles, warnings, determinism, incremental redeploys) and the plugin-ordering spec's worked
-//! example through legacy `tasks.yaml` adaptation. Test-only; touches no state of its own.
+//! example through legacy `tasks.yaml` adaptation; and a Fuel-shaped graph planned the default
+//! way (barriers, shared conditions) against the direct, quadratic reference at several sizes.
+//! Test-only; touches no state of its own.
+
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value as J, json};
 
@@ -79,15 +83,23 @@ fn ids<'a>(p: &'a Plan, uid: &str) -> Vec<&'a str> {
         .unwrap_or_default()
 }
 
-/// What a step waits for, as `task@node`, sorted.
+/// What a step waits for (its groups' members too), as `task@node`, sorted.
 fn waits(p: &Plan, uid: &str, id: &str) -> Vec<String> {
     let mut w: Vec<String> = step(p, uid, id)
-        .requires
-        .iter()
+        .waits(p)
         .map(|r| format!("{}@{}", r.task, r.node))
         .collect();
     w.sort();
     w
+}
+
+/// The groups a step waits for, by id.
+fn groups(p: &Plan, uid: &str, id: &str) -> Vec<String> {
+    step(p, uid, id)
+        .requires_groups
+        .iter()
+        .map(|g| g.id.to_string())
+        .collect()
 }
 
 /// Every `requires` of every step comes earlier in the global order.
@@ -100,7 +112,7 @@ fn assert_consistent(p: &Plan) {
     }
     for n in &p.nodes {
         for t in &n.tasks {
-            for r in &t.requires {
+            for r in t.waits(p) {
                 let before = order[&format!("{}@{}", r.task, r.node)];
                 assert!(
                     before < t.order,
@@ -199,8 +211,79 @@ fn cross_depends_with_a_role_name_waits_for_every_such_node() {
     assert_eq!(waits(&p, "3", "api"), ["db@1", "db@2"]);
     assert_eq!(waits(&p, "4", "api"), ["db@1", "db@2"]);
     assert_eq!(waits(&p, "3", "api_primary"), ["db@1"]);
-    assert!(p.summary.cross_node_edges >= 6);
+    // Both controllers: one group, said once; one node: a direct wait.
+    assert_eq!(groups(&p, "3", "api"), ["db@controller|primary-controller"]);
+    assert!(step(&p, "3", "api").requires.is_empty());
+    assert!(groups(&p, "3", "api_primary").is_empty());
+    assert_eq!(p.groups.len(), 1);
+    assert_eq!(p.groups[0].nodes, ["1", "2"]);
+    assert_eq!(p.summary.barriers, 1);
+    // The summary counts what the plan means: every member of a group once per consumer.
+    assert_eq!(p.summary.cross_node_edges, 6);
     assert_consistent(&p);
+}
+
+/// A group of N nodes that N tasks wait for is one barrier: the plan lists the group once
+/// and each waiting task names it, in every output; what each task waits for is unchanged.
+#[test]
+fn a_group_wait_is_one_barrier_in_every_output() {
+    let mut specs = vec![("1", vec!["controller"])];
+    let uids: Vec<String> = (2..=40).map(|i| i.to_string()).collect();
+    for uid in &uids {
+        specs.push((uid.as_str(), vec!["compute"]));
+    }
+    let specs: Vec<(&str, &[&str])> = specs.iter().map(|(u, r)| (*u, r.as_slice())).collect();
+    let p = make(
+        json!([
+            {"id": "agent", "type": "shell", "roles": ["compute"]},
+            // Every compute waits for every compute's agent, and for its own directly too.
+            {"id": "enable", "type": "shell", "roles": ["compute"], "requires": ["agent"],
+             "cross-depends": [{"name": "agent"}, {"name": "agent", "role": "compute"}]},
+        ]),
+        &nodes(&specs),
+    );
+    let all: Vec<String> = (2..=40).map(|i| format!("agent@{i}")).collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    for uid in ["2", "17", "40"] {
+        assert_eq!(waits(&p, uid, "enable"), sorted);
+        // The own node's agent is a member of the group: not said twice.
+        assert!(step(&p, uid, "enable").requires.is_empty(), "{uid}");
+        assert_eq!(groups(&p, uid, "enable"), ["agent@* + compute"]);
+    }
+    assert_eq!(p.groups.len(), 1);
+    assert_eq!(p.summary.barriers, 1);
+    // 39 computes, each waiting for 39 agents (38 of them on other nodes).
+    assert_eq!(p.summary.edges, 39 * 39);
+    assert_eq!(p.summary.cross_node_edges, 39 * 38);
+    assert_consistent(&p);
+    // Text: the group once with its nodes, each wait as one name.
+    let text = p.to_text();
+    assert!(
+        text.contains("group waits (barriers) (1):\n  agent@* + compute"),
+        "{text}"
+    );
+    assert!(text.contains("39 nodes: 2, 3, 4, 5"), "{text}");
+    assert!(
+        text.contains("        waits for agent@* + compute (barrier, 39 nodes)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("agent@3, agent@4"), "{text}");
+    // JSON: the group once, each step naming it; no wait per member.
+    let j: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    assert_eq!(j["groups"][0]["id"], "agent@* + compute");
+    assert_eq!(j["groups"][0]["nodes"].as_array().unwrap().len(), 39);
+    let enable = &j["nodes"][5]["tasks"][1];
+    assert_eq!(enable["id"], "enable");
+    assert_eq!(enable["requires_groups"], json!(["agent@* + compute"]));
+    assert_eq!(enable["requires"], json!([]));
+    assert_eq!(p.to_json().matches("\"task\":\"agent\"").count(), 0);
+    // Dot: members point at the barrier, the barrier at each task that waits.
+    let dot = p.to_dot();
+    assert!(dot.contains("  \"agent@* + compute (barrier)\" [label=\"agent@* + compute (39 nodes)\", shape=octagon];\n"));
+    assert!(dot.contains("  \"agent@7\" -> \"agent@* + compute (barrier)\";\n"));
+    assert!(dot.contains("  \"agent@* + compute (barrier)\" -> \"enable@7\";\n"));
+    assert_eq!(dot.matches(" -> ").count(), 39 + 39);
 }
 
 #[test]
@@ -234,6 +317,9 @@ fn cross_depends_self_absent_role_and_policies() {
     assert_eq!(waits(&p, "4", "any_dep"), ["a@3"]);
     assert_eq!(waits(&p, "4", "all_compute"), ["a@3", "a@4"]);
     assert!(waits(&p, "3", "absent").is_empty());
+    assert_eq!(groups(&p, "3", "all_dep"), ["a@*"]);
+    assert_eq!(groups(&p, "4", "all_compute"), ["a@compute"]);
+    assert!(groups(&p, "3", "any_dep").is_empty());
     assert_consistent(&p);
 }
 
@@ -816,6 +902,119 @@ fn incremental_redeploys_run_only_what_changed() {
     );
 }
 
+/// Conditions that read every node (Fuel's "is this node new?", `changedAny` over the node
+/// list) are evaluated once per class of nodes: the plans say exactly what evaluating each
+/// condition on each node says, through a first deployment, redeploys with nodes added and
+/// removed, changed settings, nodes with data of their own, a forced run and a node to
+/// redeploy, and spend fewer YAQL steps.
+#[test]
+fn shared_conditions_plan_what_per_node_evaluation_plans() {
+    use super::build::{Method, plan_by};
+    let tasks = || {
+        release(json!([
+            {"id": "netconfig", "type": "shell", "roles": "*", "parameters": {"cmd": "n"},
+             "condition": {"yaql_exp": "$.uid in added($.network_metadata.nodes.values()).uid"}},
+            {"id": "hiera", "type": "shell", "roles": "*", "parameters": {"cmd": "h"},
+             "condition": {"yaql_exp": "($.uid in added($.network_metadata.nodes.values().uid)) or changed($.get('debug'))"}},
+            {"id": "umm", "type": "shell", "roles": "*", "parameters": {"cmd": "u"},
+             "condition": {"yaql_exp": "$.uid in added($.nodes).uid and not $.uid in added($.nodes.where($.role = 'x')).uid"}},
+            {"id": "controllers", "type": "shell", "roles": ["compute"], "parameters": {"cmd": "c"},
+             "condition": {"yaql_exp": "changedAny($.network_scheme, $.network_metadata.nodes.values().where($.node_roles.any($.matches('controller'))).uid, $.get('x'))"}},
+            {"id": "all", "type": "shell", "roles": "*", "parameters": {"cmd": "a"},
+             "condition": {"yaql_exp": "changedAll($.x, $.network_metadata.vips) or changed($.roles)"}},
+            {"id": "nested", "type": "shell", "roles": "*", "parameters": {"cmd": "d"},
+             "condition": {"yaql_exp": "$.nodes.where(changed($.x)).len() > 0 and changed($.nodes.select($.uid))"}},
+        ]))
+    };
+    let both_with =
+        |tasks: &ReleaseGraph, cluster: &Cluster, ns: &[NodeSpec], deployed: &Deployed| {
+            let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
+            let plan = |sharing| {
+                plan_by(
+                    &engine,
+                    super::build::DEFAULT_YAQL_BUDGET,
+                    Method {
+                        barriers: true,
+                        sharing,
+                    },
+                    cluster,
+                    ns,
+                    tasks,
+                    &[],
+                    deployed,
+                )
+            };
+            match (plan(true), plan(false)) {
+                (Ok(shared), Ok(each)) => {
+                    assert!(shared.summary.yaql_steps < each.summary.yaql_steps);
+                    let mut same = shared.clone();
+                    same.summary.yaql_steps = each.summary.yaql_steps;
+                    assert_eq!(same, each, "{}", shared.to_text());
+                    Ok(shared)
+                }
+                (shared, each) => {
+                    assert_eq!(shared, each);
+                    shared
+                }
+            }
+        };
+    let both = |cluster: &Cluster, ns: &[NodeSpec], deployed: &Deployed| {
+        both_with(&tasks(), cluster, ns, deployed).unwrap()
+    };
+    let node = |i: u32, role: &str| {
+        let mut n = NodeSpec::new(&i.to_string(), &[role]);
+        n.data = json!({"network_scheme": {"a": 0}});
+        n
+    };
+    let mut ns: Vec<NodeSpec> = (1..=9)
+        .map(|i| node(i, if i <= 3 { "controller" } else { "compute" }))
+        .collect();
+    ns[4].data = json!({"network_scheme": {"a": 1}, "x": 7});
+    let mut cluster = Cluster {
+        settings: json!({"x": 1, "debug": false, "network_metadata": {"vips": {"v": 1}}}),
+        ..Cluster::default()
+    };
+    let mut deployed = Deployed::default();
+    let p1 = both(&cluster, &ns, &deployed);
+    assert_eq!(
+        run_on(&p1, "4"),
+        ["netconfig", "hiera", "umm", "controllers", "all", "nested"]
+    );
+    deployed.record(&p1, "1");
+    // Two nodes join, one leaves: the new ones are new; the others compare with deployment 1.
+    ns.remove(7);
+    ns.push(node(10, "compute"));
+    ns.push(node(11, "controller"));
+    let p2 = both(&cluster, &ns, &deployed);
+    assert_eq!(
+        run_on(&p2, "10"),
+        ["netconfig", "hiera", "umm", "controllers", "all", "nested"]
+    );
+    assert_eq!(run_on(&p2, "4"), ["controllers"]);
+    deployed.record(&p2, "2");
+    // A setting changes; a node must be redeployed; then everything is forced.
+    cluster.settings["debug"] = json!(true);
+    cluster.settings["x"] = json!(2);
+    ns[2].status = "provisioned".into();
+    let p3 = both(&cluster, &ns, &deployed);
+    assert!(run_on(&p3, "4").contains(&"hiera".to_string()));
+    assert_eq!(
+        run_on(&p3, "3").len(),
+        5,
+        "a node to redeploy: all its tasks"
+    );
+    cluster.force = true;
+    both(&cluster, &ns, &deployed);
+    // A condition that fails on some nodes fails there with the same message.
+    let failing = release(json!([
+        {"id": "t", "type": "shell", "roles": "*", "parameters": {"cmd": "t"},
+         "condition": {"yaql_exp": "$.uid in added($.nodes).uid and $.only_5 = 1"}},
+    ]));
+    ns[4].data["only_5"] = json!(1);
+    let err = both_with(&failing, &cluster, &ns, &Deployed::default()).unwrap_err();
+    assert!(err.to_string().contains("KeyError"), "{err}");
+}
+
 // ---- The plugin-ordering spec's worked example, through the whole engine. ----
 
 /// The stage markers of a Fuel 9+ release graph.
@@ -1222,4 +1421,280 @@ fn a_change_holds_only_the_tasks_that_ran_and_their_nodes_data() {
         super::Change::of(&p, |_, _| false),
         super::Change::default()
     );
+}
+
+// ---- Barriers and shared conditions against the direct (quadratic) way. ----
+
+/// A graph with every shape of wait Fuel's graphs have: group waits on every node and on role
+/// sets (a task in its own group, a one-node group, two role values of one task, a regex),
+/// `policy: any`, `self`, the sync node, `cross-depended-by` with and without a role,
+/// `requires`/`required_for` with regexes, stages, the master, and conditions that ask
+/// whether the node is new or whether the node list changed (some false: skipped tasks keep
+/// their waits).
+fn fuel_shaped() -> J {
+    json!([
+        {"id": "deploy_start", "type": "stage"},
+        {"id": "deploy_end", "type": "stage", "requires": ["deploy_start"]},
+        {"id": "post_start", "type": "stage", "requires": ["deploy_end"]},
+        {"id": "hiera", "type": "puppet", "roles": "*", "requires": ["deploy_start"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "h.pp"}},
+        {"id": "netconfig", "type": "puppet", "roles": "*", "requires": ["hiera"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "n.pp"},
+         "condition": {"yaql_exp": "$.uid in added($.network_metadata.nodes.values()).uid or changedAny($.network_scheme, $.network_metadata.nodes.values().uid)"}},
+        {"id": "db", "type": "puppet", "roles": ["primary-controller"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "db.pp"},
+         "cross-depends": [{"name": "/^d/", "role": "primary-controller"}]},
+        {"id": "keystone-a", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["netconfig"], "cross-depends": [{"name": "db", "role": ["primary-controller"]}],
+         "required_for": ["deploy_end"], "parameters": {"puppet_manifest": "k.pp"}},
+        {"id": "keystone-b", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["keystone-a"], "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "keystone-a"}],
+         "parameters": {"puppet_manifest": "k.pp"}},
+        {"id": "api", "type": "puppet", "roles": ["primary-controller", "controller"],
+         "requires": ["/^keystone-/"], "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "/^keystone-/", "role": ["primary-controller", "controller"]},
+                           {"name": "db", "role": "primary-controller"}],
+         "parameters": {"puppet_manifest": "api.pp"}},
+        {"id": "agent", "type": "puppet", "roles": ["compute"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "api", "role": ["primary-controller", "controller"]},
+                           {"name": "api", "role": "/^(primary-)?controller$/"}],
+         "parameters": {"puppet_manifest": "a.pp"}},
+        {"id": "enable", "type": "shell", "roles": ["compute"], "requires": ["agent"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "agent"}, {"name": "agent", "role": "compute"}],
+         "condition": {"yaql_exp": "$.uid in added($.nodes).uid or changed($.get('debug'))"},
+         "parameters": {"cmd": {"yaql_exp": "concat('enable ', $.uid)"}}},
+        {"id": "volume", "type": "puppet", "roles": ["cinder"], "requires": ["netconfig"],
+         "required_for": ["deploy_end"],
+         "cross-depends": [{"name": "api", "role": ["primary-controller", "controller"]},
+                           {"name": "agent", "role": "compute", "policy": "any"},
+                           {"name": "volume", "role": "self"}],
+         "parameters": {"puppet_manifest": "v.pp"}},
+        {"id": "firewall", "type": "shell", "roles": ["primary-controller", "controller"],
+         "requires": ["hiera"], "cross-depended-by": [{"name": "/^(api|keystone-b)$/"}],
+         "parameters": {"cmd": "fw"}},
+        {"id": "open", "type": "shell", "roles": ["primary-controller", "controller"],
+         "requires": ["api"],
+         "cross-depended-by": [{"name": "enable", "role": "compute"}],
+         "parameters": {"cmd": "open"}},
+        {"id": "on_master", "type": "shell", "roles": ["master"], "requires": ["post_start"],
+         "cross-depends": [{"name": "enable"}, {"name": "volume", "role": "cinder"}],
+         "parameters": {"cmd": "m"}},
+        {"id": "sync_check", "type": "shell", "roles": "*", "requires": ["post_start"],
+         "cross-depends": [{"name": "post_start", "role": null}, {"name": "/^(enable|volume)$/"}],
+         "parameters": {"cmd": "s"}},
+    ])
+}
+
+/// 3 controllers, then computes, every fifth node a cinder node and every seventh both.
+fn fuel_nodes(count: u32) -> Vec<NodeSpec> {
+    (1..=count)
+        .map(|i| {
+            let roles: &[&str] = match i {
+                1..=3 => &["controller"],
+                _ if i % 7 == 0 => &["compute", "cinder"],
+                _ if i % 5 == 0 => &["cinder"],
+                _ => &["compute"],
+            };
+            let mut n = NodeSpec::new(&i.to_string(), roles);
+            n.data = json!({"network_scheme": {"mtu": 1500 + i % 3}});
+            n
+        })
+        .collect()
+}
+
+/// Whom each (task, node) follows, directly or not, reading a plan's groups as barrier
+/// vertices between their members and the tasks that wait for them. Also checks that every
+/// wait comes earlier in the order.
+fn ancestors(p: &Plan) -> HashMap<String, BTreeSet<String>> {
+    let mut steps: Vec<(&str, &Step)> = p
+        .nodes
+        .iter()
+        .flat_map(|n| n.tasks.iter().map(move |t| (n.uid.as_str(), t)))
+        .collect();
+    steps.sort_by_key(|(_, t)| t.order);
+    let key = |task: &str, node: &str| format!("{task}@{node}");
+    let mut anc: HashMap<String, BTreeSet<String>> = HashMap::new();
+    // A barrier's ancestors: its members and theirs, computed once.
+    let mut barrier: HashMap<usize, BTreeSet<String>> = HashMap::new();
+    for (uid, t) in steps {
+        let mut mine = BTreeSet::new();
+        for r in &t.requires {
+            let k = key(&r.task, &r.node);
+            mine.extend(
+                anc.get(&k)
+                    .unwrap_or_else(|| panic!("{k} after {}@{uid}", t.id))
+                    .iter()
+                    .cloned(),
+            );
+            mine.insert(k);
+        }
+        for g in &t.requires_groups {
+            let through = barrier.entry(g.index).or_insert_with(|| {
+                let group = &p.groups[g.index];
+                let mut s = BTreeSet::new();
+                for node in &group.nodes {
+                    let k = key(&group.task, node);
+                    s.extend(
+                        anc.get(&k)
+                            .unwrap_or_else(|| panic!("{k} after barrier {}", g.id))
+                            .iter()
+                            .cloned(),
+                    );
+                    s.insert(k);
+                }
+                s
+            });
+            mine.extend(through.iter().cloned());
+        }
+        anc.insert(key(&t.id, uid), mine);
+    }
+    anc
+}
+
+/// The plan made the default way says what the reference (a wait per member, every
+/// condition on every node) says: the same nodes, tasks, order, statuses, reasons,
+/// parameters and data; each task waits for the same tasks (its groups' members counted);
+/// the same pairs of tasks are ordered, directly or through others; no wait is said twice.
+fn assert_same_as_reference(fast: &Plan, reference: &Plan) {
+    assert!(reference.groups.is_empty());
+    assert_eq!(fast.nodes.len(), reference.nodes.len());
+    for (a, b) in fast.nodes.iter().zip(&reference.nodes) {
+        assert_eq!(a.uid, b.uid);
+        assert_eq!(
+            a.tasks.iter().map(|t| &t.id).collect::<Vec<_>>(),
+            b.tasks.iter().map(|t| &t.id).collect::<Vec<_>>(),
+            "node {}",
+            a.uid
+        );
+        for (x, y) in a.tasks.iter().zip(&b.tasks) {
+            let mut got: Vec<String> = x
+                .waits(fast)
+                .map(|r| format!("{}@{}", r.task, r.node))
+                .collect();
+            let n = got.len();
+            got.sort();
+            got.dedup();
+            assert_eq!(n, got.len(), "{}@{} waits for a task twice", x.id, a.uid);
+            let mut want: Vec<String> = y
+                .waits(reference)
+                .map(|r| format!("{}@{}", r.task, r.node))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "{}@{}", x.id, a.uid);
+        }
+    }
+    assert_eq!(ancestors(fast), ancestors(reference));
+    // Everything else, field by field.
+    let strip = |p: &Plan| {
+        let mut p = p.clone();
+        p.groups.clear();
+        p.summary.barriers = 0;
+        p.summary.yaql_steps = 0;
+        for n in &mut p.nodes {
+            for t in &mut n.tasks {
+                t.requires.clear();
+                t.requires_groups.clear();
+            }
+        }
+        p
+    };
+    assert_eq!(strip(fast), strip(reference));
+}
+
+#[test]
+fn barriers_and_shared_conditions_plan_what_the_direct_way_plans() {
+    use super::build::{DEFAULT_YAQL_BUDGET, Method, plan_by};
+    let engine = crate::yaql::Engine::new(crate::yaql::Limits::default());
+    let graph = release(fuel_shaped());
+    let cluster = Cluster {
+        settings: json!({"debug": false}),
+        ..Cluster::default()
+    };
+    let both = |ns: &[NodeSpec], cluster: &Cluster, deployed: &Deployed| {
+        let by = |method| {
+            plan_by(
+                &engine,
+                DEFAULT_YAQL_BUDGET,
+                method,
+                cluster,
+                ns,
+                &graph,
+                &[],
+                deployed,
+            )
+            .unwrap()
+        };
+        let fast = by(Method::default());
+        let reference = by(Method::REFERENCE);
+        assert_same_as_reference(&fast, &reference);
+        // Each half alone changes nothing either.
+        for method in [
+            Method {
+                barriers: true,
+                sharing: false,
+            },
+            Method {
+                barriers: false,
+                sharing: true,
+            },
+        ] {
+            assert_same_as_reference(&by(method), &reference);
+        }
+        fast
+    };
+    for count in [1, 2, 4, 7, 12, 60] {
+        let ns = fuel_nodes(count);
+        let p = both(&ns, &cluster, &Deployed::default());
+        if count >= 12 {
+            // The group waits are barriers: fewer stored waits than meant.
+            assert!(!p.groups.is_empty(), "{count}");
+            let stored: usize = p
+                .nodes
+                .iter()
+                .flat_map(|n| &n.tasks)
+                .map(|t| t.requires.len() + t.requires_groups.len())
+                .sum();
+            let factor = if count >= 60 { 3 } else { 1 };
+            assert!(
+                stored * factor < p.summary.edges,
+                "{count}: {stored} of {}",
+                p.summary.edges
+            );
+        }
+    }
+    // A redeploy: nodes added and removed, a setting changed, a node's scheme changed.
+    let mut ns = fuel_nodes(30);
+    let mut deployed = Deployed::default();
+    let first = both(&ns, &cluster, &deployed);
+    deployed.record(&first, "1");
+    ns.remove(9);
+    ns.extend(fuel_nodes(34).into_iter().skip(30));
+    ns[5].data["network_scheme"]["mtu"] = json!(9000);
+    let second = both(&ns, &cluster, &deployed);
+    assert!(run_on(&second, "6").contains(&"netconfig".to_string()));
+    deployed.record(&second, "2");
+    let mut changed = cluster.clone();
+    changed.settings["debug"] = json!(true);
+    both(&ns, &changed, &deployed);
+    both(&ns, &cluster, &deployed);
+    // A group that contains its own consumers on other nodes is a cycle both ways.
+    let mut cyclic = fuel_shaped();
+    cyclic[10]["cross-depends"] = json!([{"name": "enable", "role": "compute"}]);
+    let graph = release(cyclic);
+    for method in [Method::default(), Method::REFERENCE] {
+        let e = plan_by(
+            &engine,
+            DEFAULT_YAQL_BUDGET,
+            method,
+            &cluster,
+            &fuel_nodes(12),
+            &graph,
+            &[],
+            &Deployed::default(),
+        );
+        assert!(matches!(e, Err(PlanError::Cycle(_))), "{method:?}: {e:?}");
+    }
 }

@@ -126,6 +126,17 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
+                    let groups = t
+                        .requires_groups
+                        .iter()
+                        .filter_map(|g| plan.groups.get(g.index))
+                        .map(|g| {
+                            let which = match g.roles.as_str() {
+                                "*" => "every node".to_string(),
+                                roles => format!("every {roles} node"),
+                            };
+                            format!("{} on {which} ({} nodes)", g.task, g.nodes.len())
+                        });
                     let waits: Vec<String> = t
                         .requires
                         .iter()
@@ -137,6 +148,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                                 format!("{} on {who}", r.task)
                             }
                         })
+                        .chain(groups)
                         .collect();
                     let mut note = t.reason.clone().unwrap_or_default();
                     if !waits.is_empty() {
