@@ -81,7 +81,14 @@
   if (!window.EventSource) { window.setTimeout(poll, 5000); return; }
   var source = new EventSource(url);
   var failures = 0;
-  source.addEventListener("ready", function () { failures = 0; });
+  // What changed between the page's rendering and the stream's start came with no event (a
+  // deployment that ended meanwhile left the page "running" for good): refresh once when the
+  // stream is first ready; from then on nothing is missed.
+  var started = false;
+  source.addEventListener("ready", function () {
+    failures = 0;
+    if (!started) { started = true; boxes.forEach(refresh); }
+  });
   source.addEventListener("reset", function () { boxes.forEach(refresh); });
   Object.keys(kinds).forEach(function (kind) {
     source.addEventListener(kind, function (ev) {
