@@ -5,7 +5,7 @@
 # what machine and with which command it was measured. No table in the README is typed by hand.
 #
 # usage: benches/tables.sh [--from-logs] [NAME ...]
-#   NAME: pxe yaql graph agents pages bmc_sweep (default: all whose needs are met)
+#   NAME: pxe yaql graph agents pages node_list bmc_sweep (default: all whose needs are met)
 #   Logs go to target/bench-logs/NAME.log. Needs root and ../shared for pxe and graph, the
 #   yaql reference's venv for yaql (see each bench's header).
 set -euo pipefail
@@ -22,7 +22,7 @@ for a in "$@"; do
     *) names+=("$a") ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents pages bmc_sweep)
+[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents pages node_list bmc_sweep)
 bin=$root/target/release/stoker
 
 # The command each bench runs with for the README's figures.
@@ -33,6 +33,7 @@ command_of() {
     graph) echo "benches/graph.sh $bin ../shared" ;;
     agents) echo "cargo bench --bench agents -- 10000 250 day2" ;;
     pages) echo "benches/pages.sh $bin" ;;
+    node_list) echo "benches/node_list.sh $bin 10000 7" ;;
     bmc_sweep) echo "benches/bmc_sweep.sh $bin 1000 8 5" ;;
     *) return 1 ;;
   esac
