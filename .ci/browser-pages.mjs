@@ -235,8 +235,12 @@ for (const width of [1280, 900]) {
 }
 
 // A bad filter says what is wrong (a 400 page, which Chromium logs as a failed load).
+// Its runs part is fetched again once the event stream is ready (live.js), with the same
+// filter, and answers 400 too: wait for that before counting the console's messages.
 const before = errors.length;
+const refetched = page.waitForResponse((r) => r.url().includes(`/deployments/${dep}/runs?`), { timeout: 10000 }).catch(() => null);
 const bad = await page.goto(`${base}/deployments/${dep}?status=broken&node=x`);
+ok((await refetched) !== null, "the live runs part is fetched again once the stream is ready");
 ok(bad.status() === 400, `a bad filter is a 400 (${bad.status()})`);
 ok(errors.splice(before).every((e) => e.includes("400")), "its only console message is the 400");
 let html = await page.content();
