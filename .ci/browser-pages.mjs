@@ -117,7 +117,7 @@ const browser = await chromium.launch({
 const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
 const page = await context.newPage();
 const errors = [];
-page.on("console", (m) => { if (m.type() === "error") { errors.push(m.text()); } });
+page.on("console", (m) => { if (m.type() === "error") { errors.push(`${m.text()} (${m.location().url})`); } });
 page.on("pageerror", (e) => errors.push(String(e)));
 
 await page.goto(`${base}/login`);
@@ -237,8 +237,12 @@ for (const width of [1280, 900]) {
 }
 
 // A bad filter says what is wrong (a 400 page, which Chromium logs as a failed load).
+// Its runs part is fetched again once the event stream is ready (live.js), with the same
+// filter, and answers 400 too: wait for that before counting the console's messages.
 const before = errors.length;
+const refetched = page.waitForEvent("console", { predicate: (m) => m.type() === "error" && m.location().url.includes(`/deployments/${dep}/runs?`), timeout: 10000 }).catch(() => null);
 const bad = await page.goto(`${base}/deployments/${dep}?status=broken&node=x`);
+ok((await refetched) !== null, "the live runs part is fetched again once the stream is ready (a 400 too)");
 ok(bad.status() === 400, `a bad filter is a 400 (${bad.status()})`);
 ok(errors.splice(before).every((e) => e.includes("400")), "its only console message is the 400");
 let html = await page.content();
