@@ -69,7 +69,9 @@ fn text_plan_lists_every_node_with_waits_and_skips() {
         "node 1 node-1 [primary-controller]",
         "node 2 node-2 [controller]",
         "sync node (null) []",
-        "waits for api@1, api@2",
+        // Every controller's api, one group wait (a barrier) listed once.
+        "group waits (barriers) (2):",
+        "waits for api@primary-controller|controller (barrier, 2 nodes)",
         "skipped: condition is false: $.storage.objects_ceph (old data: none)",
         "api                                      parallel   2 at a time (2 nodes)",
         "database                                 one_by_one 1 at a time (2 nodes)",
@@ -158,8 +160,11 @@ fn dot_plan_draws_clusters_and_edges() {
         "  subgraph \"cluster_3\" {",
         "    \"ceph_osd@3\" [label=\"ceph_osd\", style=dashed, fontcolor=gray40];",
         "    \"deploy_start@null\" [label=\"deploy_start\", shape=diamond];",
-        "  \"api@1\" -> \"compute_agent@3\";",
-        "  \"database@2\" -> \"api@1\";",
+        // A group wait: its members point at the barrier, the barrier at who waits.
+        "  \"api@1\" -> \"api@primary-controller|controller (barrier)\";",
+        "  \"api@primary-controller|controller (barrier)\" -> \"compute_agent@3\";",
+        "  \"database@2\" -> \"database@primary-controller|controller (barrier)\";",
+        "  \"database@primary-controller|controller (barrier)\" -> \"api@1\";",
     ] {
         assert!(dot.contains(line), "missing {line:?} in\n{dot}");
     }
