@@ -125,9 +125,7 @@ await page.fill("#username", "admin");
 await page.fill("#password", password);
 await Promise.all([page.waitForNavigation(), page.click("#sign-in")]);
 
-// Deploy from the environment page, as an operator would; the agents take their runs. Deploy
-// asks first (data-confirm): the operator says yes.
-page.on("dialog", (d) => d.accept());
+// Deploy from the environment page, as an operator would; the agents take their runs.
 await page.goto(`${base}/environments/${cluster}`);
 ok((await page.content()).includes("Tasks are numbered per node"), "the plan says how tasks are numbered");
 // Deploy asks first (data-confirm); accepted, it starts.
