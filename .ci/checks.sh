@@ -16,13 +16,18 @@
 #                                  (JSON when it ends in .json, else YAML) or, FILE being -, the
 #                                  JSON on stdin. Runs $py (a python with PyYAML), else python3.
 #   ok NAME / bad NAME DETAIL...   a PASS / a FAIL with each DETAIL on a line of its own.
-#   summary [NAME]                 prints "[NAME: ]P passed, F failed"; non-zero when F > 0.
+#   skip NAME WHY                  a check that could not be made here: "SKIP NAME: WHY", counted
+#                                  apart (never as passed).
+#   summary [NAME]                 prints "[NAME: ]P passed, F failed[, S skipped]"; non-zero when
+#                                  F > 0.
 
 passed=0
 failed=0
+skipped=0
 OUT=
 
 ok() { passed=$((passed + 1)); echo "PASS $1"; }
+skip() { skipped=$((skipped + 1)); echo "SKIP $1: $2"; }
 bad() {
   failed=$((failed + 1)); echo "FAIL $1"; shift
   printf '    %s\n' "$@"
@@ -79,6 +84,6 @@ except Exception as e:
 
 # shellcheck disable=SC2120  # NAME is optional
 summary() {
-  echo "${*:+$*: }$passed passed, $failed failed"
+  echo "${*:+$*: }$passed passed, $failed failed${skipped:+$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")}"
   [ "$failed" -eq 0 ]
 }

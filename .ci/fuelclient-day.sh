@@ -66,8 +66,17 @@ expect "the task's network configuration" "$(judge "$d/tnet.yaml" '"networking_p
 
 check "env redeploy" "Deployment task with id [0-9]+" -- "$fuel2" env redeploy "$env"
 t=$(task_id)
-check "env stop-deployment" "Stop deployment task with id $t" -- "$fuel2" env stop-deployment "$env"
-expect "the stopped redeploy ends in error" "$(ends "$t" error)"
+# The stop races the demo nodes' agents, which take each step the moment it is due.
+rc=0
+stop=$(cd "$work" && "$fuel2" env stop-deployment "$env" 2>&1 </dev/null) || rc=$?
+if [ "$rc" -eq 0 ]; then
+  if grep -qE "Stop deployment task with id $t" <<<"$stop"; then ok "env stop-deployment"; else bad "env stop-deployment" "$stop"; fi
+  expect "the stopped redeploy ends in error" "$(ends "$t" error)"
+elif grep -q "nothing to stop" <<<"$stop" && [ "$(wait_task "$t")" = ready ]; then
+  skip "env stop-deployment" "the redeploy of the two demo nodes (agents held by long-poll take each step the moment it is due) ended before the client could send its stop; the stop itself is tested by fake agents in tests/deploy.rs and tests/chains.rs"
+else
+  bad "env stop-deployment (exit $rc)" "$stop"
+fi
 check "task delete" "was deleted" -- "$fuel2" task delete "$t"
 refused "the deleted task is gone" "not found" -- "$fuel2" task show "$t"
 
