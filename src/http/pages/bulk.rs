@@ -284,13 +284,9 @@ pub async fn review(
     req: HttpRequest,
 ) -> Result<HttpResponse, PageError> {
     let pairs = pairs_of(req.query_string())?;
-    let back = pairs
-        .iter()
-        .find(|(k, _)| k == "back")
-        .map_or_else(|| "/nodes".to_string(), |(_, v)| local_path(v));
-    let request = match Request::parse(&pairs) {
+    let request = match parsed(&pairs) {
         Ok(r) => r,
-        Err(e) => {
+        Err((back, e)) => {
             return Ok(notice::redirect(
                 &state,
                 &back,
@@ -425,6 +421,18 @@ impl Outcome {
     }
 }
 
+/// The request `pairs` make, or where to go back to (a local path, `/nodes` by default) and
+/// why there is none.
+fn parsed(pairs: &[(String, String)]) -> Result<Request, (String, ApiError)> {
+    Request::parse(pairs).map_err(|e| {
+        let back = pairs
+            .iter()
+            .find(|(k, _)| k == "back")
+            .map_or_else(|| "/nodes".to_string(), |(_, v)| local_path(v));
+        (back, e)
+    })
+}
+
 /// `POST /nodes/bulk`: run a reviewed bulk action; back to the list with what it did.
 pub async fn act(
     state: web::Data<AppState>,
@@ -432,13 +440,9 @@ pub async fn act(
     body: web::Bytes,
 ) -> Result<HttpResponse, PageError> {
     let pairs = crate::http::access::url_form(&body);
-    let back = pairs
-        .iter()
-        .find(|(k, _)| k == "back")
-        .map_or_else(|| "/nodes".to_string(), |(_, v)| local_path(v));
-    let request = match Request::parse(&pairs) {
+    let request = match parsed(&pairs) {
         Ok(r) => r,
-        Err(e) => {
+        Err((back, e)) => {
             return Ok(notice::redirect(
                 &state,
                 &back,

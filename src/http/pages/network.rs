@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{HttpResponse, ResponseError, web};
+use actix_web::{HttpResponse, web};
 use askama::Template;
 use serde_json::{Map, Value as J, json};
 
@@ -459,21 +459,9 @@ pub async fn save(
         Err(e) => e,
     };
     let fields = e.fields().to_vec();
+    let (shown, status) = notice::not_saved("Network settings not saved", &e);
     let mut me = me;
-    me.notice = Some(Notice::error(if fields.is_empty() {
-        format!("Network settings not saved: {e}")
-    } else {
-        format!(
-            "Network settings not saved: {} value{} refused; each is said next to its field.",
-            fields.len(),
-            if fields.len() == 1 { "" } else { "s" }
-        )
-    }));
-    let status = if fields.is_empty() {
-        e.status_code()
-    } else {
-        actix_web::http::StatusCode::BAD_REQUEST
-    };
+    me.notice = Some(shown);
     Ok(render(
         build(me, &cluster, &config, Some(&raw), &fields),
         status,

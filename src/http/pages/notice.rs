@@ -140,6 +140,25 @@ pub fn after<T>(
     redirect(state, location, notice)
 }
 
+/// A form shown again because `e` refused what it sent (its fields are said next to them):
+/// the notice on top, opened by `what` ("Settings not saved"), and the status of the answer.
+pub fn not_saved(what: &str, e: &ApiError) -> (Notice, actix_web::http::StatusCode) {
+    use actix_web::ResponseError;
+    if matches!(e, ApiError::Internal(_)) {
+        tracing::error!(error = %e, "{what}");
+    }
+    match e.fields().len() {
+        0 => (Notice::error(format!("{what}: {e}")), e.status_code()),
+        n => (
+            Notice::error(format!(
+                "{what}: {n} value{} refused; each is said next to its field.",
+                if n == 1 { "" } else { "s" }
+            )),
+            actix_web::http::StatusCode::BAD_REQUEST,
+        ),
+    }
+}
+
 /// The header that clears a shown notice.
 pub fn clear(state: &AppState, res: &mut HttpResponse) {
     let gone = crate::http::access::login::cookie(state, NOTICE_COOKIE, String::new(), 0);

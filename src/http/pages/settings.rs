@@ -766,32 +766,15 @@ pub async fn save(
         }
         Err(e) => e,
     };
-    if matches!(e, ApiError::Internal(_)) {
-        tracing::error!(error = %e, "settings not saved");
-    }
     let fields = e.fields().to_vec();
+    let (shown, status) = notice::not_saved("Settings not saved", &e);
     let mut me = me;
-    me.notice = Some(Notice::error(if fields.is_empty() {
-        format!("Settings not saved: {e}")
-    } else {
-        format!(
-            "Settings not saved: {} value{} refused; each is said next to its field.",
-            fields.len(),
-            if fields.len() == 1 { "" } else { "s" }
-        )
-    }));
-    let status = if fields.is_empty() {
-        e.status_code()
-    } else {
-        actix_web::http::StatusCode::BAD_REQUEST
-    };
+    me.notice = Some(shown);
     Ok(render(
         page(me, &cluster, &doc, &models, Some(&raw), &fields),
         status,
     )?)
 }
-
-use actix_web::ResponseError;
 
 #[cfg(test)]
 mod tests {
