@@ -412,10 +412,7 @@ async fn check_upload_csrf(
                 .to_string(),
         )
     };
-    let first = std::future::poll_fn(|cx| {
-        futures_core::Stream::poll_next(std::pin::Pin::new(&mut form), cx)
-    })
-    .await;
+    let first = futures_util::StreamExt::next(&mut form).await;
     let mut field = match first {
         Some(Ok(f)) if f.name() == Some(CSRF_FIELD) => f,
         Some(Err(e)) => {

@@ -155,7 +155,7 @@ async fn receive<S, E>(
     limits: &PackageLimits,
 ) -> Result<u64, ApiError>
 where
-    S: futures_core::Stream<Item = Result<web::Bytes, E>>,
+    S: futures_util::Stream<Item = Result<web::Bytes, E>>,
     E: std::fmt::Display,
 {
     if declared.is_some_and(|length| length > limits.max_upload) {
@@ -195,7 +195,7 @@ pub async fn install_upload<S, E>(
     declared: Option<u64>,
 ) -> Result<Result<Installed, InstallError>, ApiError>
 where
-    S: futures_core::Stream<Item = Result<web::Bytes, E>>,
+    S: futures_util::Stream<Item = Result<web::Bytes, E>>,
     E: std::fmt::Display,
 {
     let limits = state.package_limits;
@@ -248,7 +248,7 @@ pub async fn install_plugin(
 /// A request body as a stream of its chunks.
 struct Unpin<B>(BodyStream<B>);
 
-impl<B> futures_core::Stream for Unpin<B>
+impl<B> futures_util::Stream for Unpin<B>
 where
     BodyStream<B>: MessageBody + std::marker::Unpin,
     <BodyStream<B> as MessageBody>::Error: std::fmt::Display,

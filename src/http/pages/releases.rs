@@ -6,6 +6,7 @@
 use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
+use futures_util::StreamExt;
 
 use crate::http::access::UploadForm;
 use crate::http::pages::notice::{self, Notice};
@@ -131,7 +132,7 @@ pub async fn upload(
 ) -> Result<HttpResponse, PageError> {
     let UploadForm(mut form) = form;
     let outcome = loop {
-        match next_part(&mut form).await {
+        match form.next().await {
             None => {
                 break Err(ApiError::BadRequest(
                     "package: choose a plugin package (.fp) to upload".to_string(),
@@ -206,20 +207,14 @@ pub async fn upload(
     Ok(notice::redirect(&state, "/releases", notice))
 }
 
-/// The next item of a stream (a form's next part, a part's next chunk).
-async fn next_part<S: futures_core::Stream + Unpin>(s: &mut S) -> Option<S::Item> {
-    std::future::poll_fn(|cx| futures_core::Stream::poll_next(std::pin::Pin::new(&mut *s), cx))
-        .await
-}
-
 /// Read and drop what is left of `form`, up to `limit` bytes.
 async fn drain(form: &mut actix_multipart::Multipart, limit: u64) {
     let mut seen = 0u64;
     loop {
-        let Some(Ok(mut field)) = next_part(form).await else {
+        let Some(Ok(mut field)) = form.next().await else {
             return;
         };
-        while let Some(Ok(chunk)) = next_part(&mut field).await {
+        while let Some(Ok(chunk)) = field.next().await {
             seen += chunk.len() as u64;
             if seen > limit {
                 return;
