@@ -109,6 +109,20 @@ async function agent(node, dep) {
   }
 }
 
+// A page whose deployment changes reloads itself (live.js's data-live-reload, 300 ms after the
+// event): a goto that lands in that moment is aborted by the page's own reload, not by the
+// server. Such a navigation is made again; any other failure is the test's.
+async function visit(p, url) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await p.goto(url);
+    } catch (e) {
+      if (attempt >= 3 || !String(e).includes("net::ERR_ABORTED")) { throw e; }
+      await sleep(500);
+    }
+  }
+}
+
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -120,13 +134,13 @@ const errors = [];
 page.on("console", (m) => { if (m.type() === "error") { errors.push(`${m.text()} (${m.location().url})`); } });
 page.on("pageerror", (e) => errors.push(String(e)));
 
-await page.goto(`${base}/login`);
+await visit(page, `${base}/login`);
 await page.fill("#username", "admin");
 await page.fill("#password", password);
 await Promise.all([page.waitForNavigation(), page.click("#sign-in")]);
 
 // Deploy from the environment page, as an operator would; the agents take their runs.
-await page.goto(`${base}/environments/${cluster}`);
+await visit(page, `${base}/environments/${cluster}`);
 ok((await page.content()).includes("Tasks are numbered per node"), "the plan says how tasks are numbered");
 // Deploy asks first (data-confirm); accepted, it starts.
 let deployAsked = "";
@@ -155,7 +169,7 @@ async function fits(what) {
 for (const width of [1280, 900]) {
   await page.setViewportSize({ width, height: 900 });
   const at = `at ${width} px`;
-  await page.goto(`${base}/environments/${cluster}`);
+  await visit(page, `${base}/environments/${cluster}`);
   await fits(`the environment page ${at}`);
   // The plan's picture: fit to the box, then 100%, then zoom out.
   const graph = page.locator("#plan-picture svg");
@@ -213,7 +227,7 @@ for (const width of [1280, 900]) {
   ok(names.length > 0 && names.every((n) => n.includes("nova")), `only matching runs ${at} (${names.join(", ")})`);
 
   // The failing node's page, from its section; then its deployment history.
-  await page.goto(`${base}/deployments/${dep}?status=failed`);
+  await visit(page, `${base}/deployments/${dep}?status=failed`);
   await Promise.all([page.waitForNavigation(), page.click(`#node-${computeA.id} .node-name a`)]);
   ok(page.url() === `${base}/nodes/${computeA.id}`, `the node links its page (${page.url()})`);
   html = await page.content();
@@ -228,7 +242,7 @@ for (const width of [1280, 900]) {
   await page.screenshot({ path: `${out}/pages-node-history-${width}.png`, fullPage: true });
 
   // The environment's whole history.
-  await page.goto(`${base}/environments/${cluster}/deployments`);
+  await visit(page, `${base}/environments/${cluster}/deployments`);
   ok((await page.content()).includes(`href="/deployments/${dep}"`), `the history page lists the deployment ${at}`);
   await fits(`the history page ${at}`);
   await page.screenshot({ path: `${out}/pages-history-${width}.png`, fullPage: true });
@@ -239,7 +253,7 @@ for (const width of [1280, 900]) {
 // filter, and answers 400 too: wait for that before counting the console's messages.
 const before = errors.length;
 const refetched = page.waitForEvent("console", { predicate: (m) => m.type() === "error" && m.location().url.includes(`/deployments/${dep}/runs?`), timeout: 10000 }).catch(() => null);
-const bad = await page.goto(`${base}/deployments/${dep}?status=broken&node=x`);
+const bad = await visit(page, `${base}/deployments/${dep}?status=broken&node=x`);
 ok((await refetched) !== null, "the live runs part is fetched again once the stream is ready (a 400 too)");
 ok(bad.status() === 400, `a bad filter is a 400 (${bad.status()})`);
 ok(errors.splice(before).every((e) => e.includes("400")), "its only console message is the 400");
@@ -252,15 +266,15 @@ await page.screenshot({ path: `${out}/pages-deployment-bad-filter.png`, fullPage
 // offers no dead zoom buttons.
 const bare = await browser.newContext({ viewport: { width: 900, height: 900 }, javaScriptEnabled: false });
 const nojs = await bare.newPage();
-await nojs.goto(`${base}/login`);
+await visit(nojs, `${base}/login`);
 await nojs.fill("#username", "admin");
 await nojs.fill("#password", password);
 await Promise.all([nojs.waitForNavigation(), nojs.click("#sign-in")]);
-await nojs.goto(`${base}/deployments/${dep}`);
+await visit(nojs, `${base}/deployments/${dep}`);
 await nojs.selectOption("#f-status", "failed");
 await Promise.all([nojs.waitForNavigation(), nojs.click("#f-apply")]);
 ok(nojs.url().includes("status=failed") && await nojs.locator("tr.run").count() === 1, "the filter works without JavaScript");
-await nojs.goto(`${base}/environments/${cluster}`);
+await visit(nojs, `${base}/environments/${cluster}`);
 ok(!(await nojs.isVisible(".zoom-bar")), "without JavaScript there are no zoom buttons");
 const scrolls = await nojs.evaluate(() => { const b = document.getElementById("plan-picture"); return getComputedStyle(b).overflow; });
 ok(scrolls.includes("auto"), `without JavaScript the picture box scrolls (${scrolls})`);

@@ -522,3 +522,90 @@ fn a_thousand_node_deployment_stays_a_short_page() {
     let node = page(&d, "/nodes/10001");
     assert_eq!(rows(&node).len(), 40);
 }
+
+/// A run's id in an API answer.
+fn run_ids(list: &Value) -> Vec<i64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_big_deployment_s_runs_come_in_pages() {
+    let d = TestDaemon::start_bundled("install");
+    // 12,000 runs: more than one answer carries.
+    let (_, dep) = big_deployment(&d, 300, 40, 2);
+    let http = d.http();
+    let get = |path: &str| {
+        let r = http.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+    };
+    let first = get(&format!("/api/v1/deployments/{dep}"));
+    assert_eq!(first["steps"].as_array().unwrap().len(), 10_000);
+    assert_eq!(first["steps_total"], 12_000);
+    assert_eq!(first["runs"]["total"], 12_000, "counted over every run");
+    assert_eq!(first["next_offset"], 10_000);
+    let rest = get(&format!("/api/v1/deployments/{dep}?offset=10000"));
+    assert_eq!(rest["steps"].as_array().unwrap().len(), 2_000);
+    assert_eq!(rest["next_offset"], Value::Null, "the last page");
+    let mut all = run_ids(&first["steps"]);
+    all.extend(run_ids(&rest["steps"]));
+    let mut unique = all.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 12_000, "every run once, none twice");
+    // Brief pages of the runs, by node then order as the full list.
+    let mut paged = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = get(&format!(
+            "/api/v1/deployments/{dep}/runs?brief=1&limit=5000&offset={offset}"
+        ));
+        let runs = page["runs"].as_array().unwrap();
+        assert!(runs.len() <= 5000);
+        assert!(runs.iter().all(|r| r.get("output_tail").is_none()), "brief");
+        paged.extend(run_ids(&page["runs"]));
+        match page["next_offset"].as_u64() {
+            Some(n) => offset = usize::try_from(n).unwrap(),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all, "the same runs in the same order, page by page");
+    // A filter pages over what it keeps.
+    let failed = get(&format!("/api/v1/deployments/{dep}/runs?status=failed"));
+    assert_eq!(failed["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(failed["next_offset"], Value::Null);
+    // Bad paging is refused, naming the parameter.
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=10001", "limit"),
+        ("limit=x", "limit"),
+        ("offset=-1", "offset"),
+    ] {
+        for path in [
+            format!("/api/v1/deployments/{dep}?{query}"),
+            format!("/api/v1/deployments/{dep}/runs?{query}"),
+        ] {
+            let r = http.get(&path);
+            assert_eq!(r.status, 400, "{path}: {}", r.body);
+            assert!(r.body.contains(field), "{path}: {}", r.body);
+        }
+    }
+    // The CLI reads every page: `deployment show -o json` has all 12,000 steps.
+    let cli = crate::common::bin::stoker(std::env::temp_dir().as_path())
+        .args(["deployment", "show", &dep.to_string(), "-o", "json"])
+        .env("STOKER_URL", d.url(""))
+        .env("STOKER_TOKEN", d.admin_token())
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(run_ids(&shown["steps"]), all);
+}

@@ -304,6 +304,31 @@ impl Api {
         self.call("GET", path, None)
     }
 
+    /// `GET path` of a deployment's runs (`/api/v1/deployments/{id}/runs?...`), every page.
+    pub fn runs(&self, path: &str) -> Result<Value, ApiFailure> {
+        self.all_pages(path, "runs")
+    }
+
+    /// `GET path` of a paged answer, every page of it: the first page's answer with the later
+    /// pages' `key` lists appended (the daemon sends at most 10,000 runs a page and says where
+    /// the next starts in `next_offset`, null after the last).
+    pub fn all_pages(&self, path: &str, key: &str) -> Result<Value, ApiFailure> {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut doc = self.get(path)?;
+        let mut next = doc["next_offset"].as_u64();
+        while let Some(offset) = next {
+            let page = self.get(&format!("{path}{sep}offset={offset}"))?;
+            next = page["next_offset"].as_u64().filter(|n| *n > offset);
+            if let (Some(all), Some(more)) = (doc[key].as_array_mut(), page[key].as_array()) {
+                all.extend(more.iter().cloned());
+            }
+        }
+        if doc.get("next_offset").is_some() {
+            doc["next_offset"] = Value::Null;
+        }
+        Ok(doc)
+    }
+
     /// `GET path`: the answer as text (a plan as text or Graphviz).
     pub fn get_text(&self, path: &str) -> Result<String, ApiFailure> {
         self.exchange("GET", path, None)

@@ -161,10 +161,10 @@ fn show(id: i64, follow: bool, args: &ApiArgs) -> anyhow::Result<ExitCode> {
         return follow::follow(&api, id, &out);
     }
     if out.structured() {
-        out.document(&api.get(&format!("/api/v1/deployments/{id}"))?)?;
+        out.document(&api.all_pages(&format!("/api/v1/deployments/{id}"), "steps")?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let doc = api.get(&format!("/api/v1/deployments/{id}/runs?brief=1"))?;
+    let doc = api.runs(&format!("/api/v1/deployments/{id}/runs?brief=1"))?;
     let d = &doc["deployment"];
     let env = d["cluster_id"].as_i64().unwrap_or(0);
     let envs = env_names(&api)?;
@@ -269,7 +269,7 @@ fn logs(
     if let Some(t) = task {
         path.push_str(&format!("&task={}", super::client::encode(t)));
     }
-    let doc = api.get(&path)?;
+    let doc = api.runs(&path)?;
     let runs = resolve::list(doc["runs"].clone());
     if let Some(t) = task
         && runs.is_empty()

@@ -20,6 +20,10 @@ pub struct RunFilter {
     pub statuses: Vec<String>,
     /// Leave out each run's arguments, dependencies, output tail and report.
     pub brief: bool,
+    /// Skip this many of the matching runs (paging).
+    pub offset: usize,
+    /// Read at most this many (none: every one from `offset` on).
+    pub limit: Option<usize>,
 }
 
 /// [`RUN_COLUMNS`], with the heavy columns read as empty values when `brief`.
@@ -111,14 +115,24 @@ impl ReadTxn<'_> {
              WHERE deployment = ?1 AND (?2 IS NULL OR node_id = ?2)
                AND (?3 IS NULL OR task = ?3 OR interface || '.' || step = ?3)
                AND (?4 IS NULL OR instr(?4, ',' || status || ',') > 0)
-             ORDER BY node_id IS NOT NULL, node_id, seq, id",
+             ORDER BY node_id IS NOT NULL, node_id, seq, id
+             LIMIT ?5 OFFSET ?6",
             run_columns(filter.brief)
         );
         let statuses =
             (!filter.statuses.is_empty()).then(|| format!(",{},", filter.statuses.join(",")));
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let limit = filter.limit.map_or(i64::MAX, count);
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
-            rusqlite::params![deployment, filter.node_id, filter.task, statuses],
+            rusqlite::params![
+                deployment,
+                filter.node_id,
+                filter.task,
+                statuses,
+                limit,
+                count(filter.offset)
+            ],
             run_from_row,
         )?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

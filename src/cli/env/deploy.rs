@@ -116,7 +116,7 @@ fn dry(api: &Api, out: &Out, env: i64) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let runs = api.get(&format!("/api/v1/deployments/{dep}/runs?brief=1"))?;
+    let runs = api.runs(&format!("/api/v1/deployments/{dep}/runs?brief=1"))?;
     if out.structured() {
         out.document(&runs)?;
         return Ok(ExitCode::SUCCESS);

@@ -51,7 +51,7 @@ impl<'a> Poll<'a> {
         }
         self.asked = Some(Instant::now());
         let path = format!("/api/v1/deployments/{}/runs?brief=1", self.id);
-        let raw = self.api.get(&path)?;
+        let raw = self.api.runs(&path)?;
         Snapshot::parse(raw).map_err(|e| ApiFailure::BadAnswer {
             path,
             reason: e.to_string(),
@@ -65,7 +65,7 @@ fn failed_output(api: &Api, id: i64, run: &RunHead) -> Result<String, ApiFailure
         .node_id
         .map(|n| format!("&node_id={n}"))
         .unwrap_or_default();
-    let doc = api.get(&format!(
+    let doc = api.runs(&format!(
         "/api/v1/deployments/{id}/runs?status=failed{node}"
     ))?;
     Ok(doc["runs"]

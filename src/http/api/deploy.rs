@@ -1,6 +1,6 @@
 //! The operator's deployment endpoints: Deploy an environment (with optional per-deployment
-//! user steps, like Ironic's deploy templates), list its deployments, read one with every run
-//! (start, end, result, output tail), abort it and retry it. Thin: parse, call
+//! user steps, like Ironic's deploy templates), list its deployments, read one with its runs
+//! (start, end, result, output tail; a page of them at a time), abort it and retry it. Thin: parse, call
 //! [`crate::deployer`] or the store, answer.
 
 use actix_web::{HttpResponse, web};
@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use crate::engine::liveness::Waiting;
 use crate::engine::steps::UserStep;
 use crate::http::api::catalog::id_of;
+use crate::http::api::{query, runs};
 use crate::http::{ApiError, AppState};
-use crate::store::{Deployment, Run, RunCounts};
+use crate::store::{Deployment, Run, RunCounts, RunFilter};
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -183,30 +184,58 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(all))
 }
 
-/// `GET /api/v1/deployments/{id}`: the deployment and every run.
+/// `GET /api/v1/deployments/{id}[?brief=1&offset=M&limit=L]`: the deployment, its runs
+/// counted by status (`runs`) and as `steps` (by node then order, a page of at most
+/// [`runs::MAX_PAGE`]: every run of a deployment of up to 500 nodes of 20 steps), with
+/// `steps_total` and `next_offset` (null after the last page).
 /// Task data holds the environment's secrets: masked for roles below admin.
 pub async fn show(
     state: web::Data<AppState>,
     caller: crate::http::access::Caller,
     path: web::Path<String>,
+    query: web::Query<ShowQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(&path, "deployment")?;
+    let (offset, limit) = runs::page(query.offset.as_deref(), query.limit.as_deref())?;
+    let filter = RunFilter {
+        brief: query::flag("brief", query.brief.as_deref())?,
+        offset,
+        limit: Some(limit + 1),
+        ..RunFilter::default()
+    };
     let found = state
         .store(move |s| {
             s.read(|r| match r.deployment(id)? {
                 Some(d) => {
                     let waiting = r.waiting_agents(&d, crate::clock::now())?;
-                    Ok(Some((d, r.runs(id)?, waiting)))
+                    Ok(Some((
+                        d,
+                        r.run_counts(id)?,
+                        r.runs_where(id, &filter)?,
+                        waiting,
+                    )))
                 }
                 None => Ok(None),
             })
         })
         .await?;
-    let (d, runs, waiting) =
+    let (d, counts, steps, waiting) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
-    let mut body = deployment_json_waiting(&d, &runs, &waiting);
-    body["steps"] = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let (steps, next) = runs::paged(steps, offset, limit);
+    let mut body = deployment_json_waiting(&d, &[], &waiting);
+    body["runs"] = json!(counts);
+    body["steps"] = serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
+    body["steps_total"] = json!(counts.total);
+    body["next_offset"] = json!(next);
     Ok(HttpResponse::Ok().json(caller.shown(body)))
+}
+
+/// `GET /api/v1/deployments/{id}` takes the runs' paging and `brief` as `/runs` does.
+#[derive(Debug, serde::Deserialize)]
+pub struct ShowQuery {
+    brief: Option<String>,
+    offset: Option<String>,
+    limit: Option<String>,
 }
 
 /// `POST /api/v1/deployments/{id}/abort`
