@@ -349,6 +349,10 @@ impl Daemon {
                 http::limit::Limits::default(),
                 std::time::Instant::now(),
             )),
+            service_hello_limit: Arc::new(http::limit::RateLimiter::new(
+                http::limit::Limits::service_hello(),
+                std::time::Instant::now(),
+            )),
             boot_limit: Arc::new(http::limit::RateLimiter::new(
                 http::limit::Limits::boot_scripts(),
                 std::time::Instant::now(),

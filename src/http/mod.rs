@@ -50,6 +50,8 @@ pub struct AppState {
     pub data_dir: std::path::PathBuf,
     /// Limits the unauthenticated discovery hello.
     pub hello_limit: Arc<limit::RateLimiter>,
+    /// Limits the installed OS's agent's hello (`/api/v1/agent/service/hello`).
+    pub service_hello_limit: Arc<limit::RateLimiter>,
     /// Limits the unauthenticated boot scripts (`/boot/{mac}.ipxe`).
     pub boot_limit: Arc<limit::RateLimiter>,
     /// Counters of the PXE services, when they run.

@@ -53,7 +53,7 @@ pub async fn hello(
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    crate::http::node::agent::rate_limit(&state, &req)?;
+    crate::http::node::agent::limit(&state.service_hello_limit, &req)?;
     if body.len() > 64 * 1024 {
         return Err(ApiError::BadRequest(format!(
             "the hello is {} bytes; the limit is 65536",
