@@ -39,11 +39,15 @@ command_of() {
   esac
 }
 
-# The last block of lines that start with '|' in a log: the bench's final table.
+# The bench's final tables: the last group of blocks of lines that start with '|', the blocks
+# of a group separated by blank lines only (the agents bench prints its agents' table, then
+# its operator's).
 last_table() {
-  awk '/^\|/ { if (!inblock) { block = ""; inblock = 1 } block = block $0 "\n"; next }
-       { if (inblock) { last = block; inblock = 0 } }
-       END { if (inblock) last = block; printf "%s", last }' "$1"
+  awk '/^\|/ { if (!intable) { if (!ingroup) group = ""; else group = group "\n"; ingroup = 1; intable = 1 }
+               group = group $0 "\n"; next }
+       /^[[:space:]]*$/ { intable = 0; next }
+       { if (ingroup) last = group; ingroup = 0; intable = 0 }
+       END { if (ingroup) last = group; printf "%s", last }' "$1"
 }
 
 replace_in_readme() { # name header table-file
