@@ -112,4 +112,12 @@ for _ in range(rounds):
 for name, (w, c, size) in results.items():
     print(f"{name:34} wall median {statistics.median(w):7.1f} ms ({min(w):.1f}–{max(w):.1f})   "
           f"daemon CPU median {statistics.median(c):6.0f} ms ({min(c):.0f}–{max(c):.0f})   {size / 1024:7.0f} KiB")
+# The README's table (benches/tables.sh takes the last one a bench prints).
+print()
+print(f"| page ({nodes:,} nodes × {steps} runs; one request at a time, one client on loopback) "
+      f"| wall median (min–max) | daemon CPU median (min–max) | size |")
+print("|---|---|---|---|")
+for name, (w, c, size) in results.items():
+    print(f"| {name} | {statistics.median(w):.1f} ms ({min(w):.1f}–{max(w):.1f}) "
+          f"| {statistics.median(c):.0f} ms ({min(c):.0f}–{max(c):.0f}) | {size / 1024:.0f} KiB |")
 EOF
