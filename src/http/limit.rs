@@ -1,5 +1,6 @@
 //! Rate limits for unauthenticated endpoints (the discovery hello and Fuel's discovery calls,
-//! which share one limiter; the boot scripts, which have their own): a token bucket per client
+//! which share one limiter; the installed OS's service hello and the boot scripts, which have
+//! one each): a token bucket per client
 //! address and one for everybody, so a boot storm is absorbed and a misbehaving client cannot
 //! starve the rest. Refusals are logged at most once every [`LOG_EVERY`], with their count.
 //! Time is passed in, so the limiter is tested without sleeping.
