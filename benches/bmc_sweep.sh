@@ -310,6 +310,16 @@ else:
     why = (f"latency, neither CPU: stoker {stc:.2f} and the {emu_name} {emc:.2f} of a core, {busy:.2f} of {cores} "
            f"busy; more workers would overlap more round trips")
 print(f"  {why}")
+# The README's table (benches/tables.sh takes the last one a bench prints).
+print()
+print(f"| power sync, {n:,} BMCs ({emu_name}), at most {workers} in flight, every {interval} s "
+      f"| median (min–max) over {len(rows)} sweeps |")
+print("|---|---|")
+print(f"| time per sweep (goal <= 10 s) | {med('ms', sec).removeprefix('median ')} |")
+print(f"| stoker's CPU per sweep | {med('st', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
+print(f"| the emulator's CPU per sweep | {med('em', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
+print(f"| failed readings | {sum(r['failed'] for r in rows)} of {n * len(rows)} |")
+print(f"| what bounds it | {why} |")
 PY
 cat "$work/sweeps.txt"
 # The emulator's counts at this moment (between two sweeps), for requests per reading.
