@@ -130,8 +130,9 @@ pub fn jsonl() -> anyhow::Result<ExitCode> {
     let engine = Engine::new(Limits::default());
     let mut conv = Converter::new();
     let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Stdout is line-buffered (a write per answer); answers are written in blocks instead and
+    // flushed whenever the input has nothing more waiting.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut line = String::new();
     let mut buf = Vec::new();
     loop {
