@@ -259,16 +259,20 @@ pub fn runs_for(
             }
         }
     }
-    // One barrier run per group some run waits for, after the sync node's stages.
+    // One barrier run per group some run waits for, after the sync node's stages: group
+    // index → the barrier's run index.
+    let wanted: std::collections::BTreeSet<usize> = waits
+        .iter()
+        .flat_map(|(_, w)| w)
+        .filter_map(|w| match w {
+            Wait::Group(g) => Some(*g),
+            Wait::Task(..) => None,
+        })
+        .collect();
     let mut barriers: BTreeMap<usize, usize> = BTreeMap::new();
-    for g in waits.iter().flat_map(|(_, w)| w) {
-        if let Wait::Group(g) = g {
-            barriers.insert(*g, 0);
-        }
-    }
     let mut seq = runs.iter().filter(|r| r.node.is_none()).count() as u32;
-    for (g, at) in barriers.iter_mut() {
-        let Some(group) = plan.groups.get(*g) else {
+    for g in wanted {
+        let Some(group) = plan.groups.get(g) else {
             continue;
         };
         let mut run = barrier_run(group, seq, opts);
@@ -279,7 +283,7 @@ pub fn runs_for(
             .filter_map(|uid| by_task.get(&(group.task.clone(), uid.clone())).copied())
             .collect();
         run.deps.sort_unstable();
-        *at = runs.len();
+        barriers.insert(g, runs.len());
         runs.push(run);
     }
     for (i, w) in waits {
