@@ -52,7 +52,7 @@ mod error;
 mod interp;
 pub mod jsonl;
 mod jsontext;
-mod lexer;
+pub(crate) mod lexer;
 mod map;
 mod output;
 mod parser;

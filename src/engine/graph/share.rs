@@ -114,86 +114,45 @@ struct Tok {
     end: usize,
 }
 
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Tokens as yaql's lexer cuts them (byte spans), or None for text it would refuse.
+/// The expression's tokens as YAQL's own lexer cuts them ([`crate::yaql::lexer`]), with byte
+/// spans, or None for text it refuses. A string keeps its decoded value (compared with key
+/// names only); `true`, `false`, `null` and keywords are words, any number is `Num`.
 fn tokenize(text: &str) -> Option<Vec<Tok>> {
-    const SYMBOLS: &[&str] = &[
-        "=>", "?.", "=~", "!~", "->", "!=", ">=", "<=", ".", "*", "+", "-", "/", ">", "<", "=",
-    ];
-    const WORD_OPS: &[&str] = &["and", "or", "not", "in", "mod"];
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let at = |i: usize| chars.get(i).map(|&(_, c)| c);
-    let byte = |i: usize| chars.get(i).map_or(text.len(), |&(b, _)| b);
-    let word_before = |i: usize| i > 0 && at(i - 1).is_some_and(is_word);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(c) = at(i) {
-        if matches!(c, ' ' | '\t' | '\r' | '\n') {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut j = i + 1;
-        let t = if c == '$' {
-            while at(j).is_some_and(is_word) {
-                j += 1;
-            }
-            T::Dollar(chars[i + 1..j].iter().map(|&(_, c)| c).collect())
-        } else if c.is_ascii_digit() && !word_before(i) {
-            while at(j).is_some_and(|c| c.is_ascii_digit() || c == '.') {
-                j += 1;
-            }
-            if at(j).is_some_and(is_word) {
-                return None;
-            }
-            T::Num
-        } else if (c.is_alphanumeric() && !c.is_numeric() || c == '_') && !word_before(i) {
-            while at(j).is_some_and(is_word) {
-                j += 1;
-            }
-            let word: String = chars[i..j].iter().map(|&(_, c)| c).collect();
-            if at(j) == Some('(') {
-                j += 1;
-                T::Func(word)
-            } else if WORD_OPS.contains(&word.as_str()) {
-                T::Op(word)
-            } else {
-                T::Word(word)
-            }
-        } else if matches!(c, '\'' | '"' | '`') {
-            loop {
-                match at(j) {
-                    None => return None,
-                    Some('\\') => j += 2,
-                    Some(q) if q == c => break,
-                    Some(_) => j += 1,
-                }
-            }
-            j += 1;
-            // The raw body: only compared with key names, which never need escapes.
-            T::Str(text[byte(i + 1)..byte(j - 1)].to_string())
-        } else if let Some(sym) = SYMBOLS.iter().find(|s| text[byte(i)..].starts_with(**s)) {
-            j = i + sym.chars().count();
-            T::Op(sym.to_string())
-        } else {
-            match c {
-                '(' | '[' | '{' => T::Open(c),
-                ')' | ']' | '}' => T::Close(c),
-                ',' => T::Comma,
-                _ => return None,
-            }
-        };
-        out.push(Tok {
-            t,
-            start: byte(start),
-            end: byte(j),
-        });
-        i = j;
-    }
-    Some(out)
+    use crate::yaql::lexer::{self, Lit, Tok as L};
+    // char offset → byte offset, one past the end included
+    let bytes: Vec<usize> = text
+        .char_indices()
+        .map(|(b, _)| b)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    lexer::tokenize(text)
+        .ok()?
+        .into_iter()
+        .filter(|t| t.tok != L::Eof)
+        .map(|tok| {
+            let start = *bytes.get(tok.pos)?;
+            let end = *bytes.get(tok.pos + tok.text.chars().count())?;
+            let t = match tok.tok {
+                L::Dollar(n) => T::Dollar(n.to_string()),
+                L::Func(n) => T::Func(n.to_string()),
+                L::Keyword(w) => T::Word(w.to_string()),
+                L::Lit(Lit::Str(v)) => T::Str(v.to_string()),
+                L::Lit(Lit::Int(_) | Lit::Float(_)) => T::Num,
+                L::Lit(Lit::Null | Lit::Bool(_)) => T::Word(tok.text.to_string()),
+                L::Op(o) => T::Op(o.to_string()),
+                L::Mapping => T::Op("=>".to_string()),
+                L::LParen => T::Open('('),
+                L::LBracket => T::Open('['),
+                L::LBrace => T::Open('{'),
+                L::RParen => T::Close(')'),
+                L::RBracket => T::Close(']'),
+                L::RBrace => T::Close('}'),
+                L::Comma => T::Comma,
+                L::Eof => return None,
+            };
+            Some(Tok { t, start, end })
+        })
+        .collect()
 }
 
 /// The index of the token closing the group opened at `i` (a `Func` or an `Open`).
