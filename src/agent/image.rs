@@ -923,7 +923,8 @@ mod tests {
     }
 }
 
-/// Against images qemu-img itself writes, when it is installed (skipped otherwise).
+/// Against images qemu-img itself writes: ignored by `cargo test`, failing when qemu-img is
+/// missing; `.ci/run` installs qemu-utils and runs it.
 #[cfg(test)]
 mod qemu_img {
     use super::*;

@@ -186,18 +186,17 @@ fn mounted(dir: &Path) -> bool {
 }
 
 /// The node path for real: a loop device's ext4 partition found, mounted, written, unmounted;
-/// the files then read back from the partition's bytes by debugfs. Needs root (CI and this
-/// machine have it); without root it says so and returns: the one test allowed to.
+/// the files then read back from the partition's bytes by debugfs. Needs root: without it the
+/// test fails saying so (it never passes untested); `.ci/run` runs it as root and, when it is
+/// not root, skips it by name and prints that it did.
 #[test]
-#[ignore = "runs disk tools (fdisk, e2fsprogs, dosfstools, mtools, genisoimage, xorriso); .ci/run installs them and runs these with --ignored"]
+#[ignore = "needs root (losetup, mount) and disk tools (fdisk, e2fsprogs); .ci/run runs it as root with --ignored"]
 fn a_real_ext4_partition_is_mounted_written_and_unmounted() {
-    if tool("id", &["-u"]).trim() != "0" {
-        eprintln!(
-            "NOT RUN: a_real_ext4_partition_is_mounted_written_and_unmounted needs root \
-             (losetup and mount); CI runs it as root"
-        );
-        return;
-    }
+    assert_eq!(
+        tool("id", &["-u"]).trim(),
+        "0",
+        "a_real_ext4_partition_is_mounted_written_and_unmounted needs root (losetup and mount)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let img = blank(dir.path(), "disk.img", 24 * MIB);
     sfdisk(&img, "label: gpt\nsize=4MiB,type=U\nsize=16MiB,type=L\n");
