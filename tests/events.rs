@@ -242,3 +242,35 @@ fn a_stopping_daemon_ends_its_streams() {
         "the stop did not wait for the stream"
     );
 }
+
+#[test]
+fn plugin_installs_and_removals_are_heard() {
+    let d = TestDaemon::start();
+    let admin = d.admin_token();
+    let s = open(&d, "?kinds=plugin", &admin);
+    let (status, body) = d.post_package(&crate::plugin::built("v5-release-valid"));
+    assert_eq!(status, 201, "{body}");
+    let installed = s.until(WAIT, |e| e.event == "plugin");
+    let e = installed.last().unwrap();
+    assert_eq!(
+        (&e.data["what"], &e.data["name"], &e.data["version"]),
+        (
+            &json!("installed"),
+            &json!("fixture-release"),
+            &json!("1.0.0")
+        ),
+        "{installed:#?}"
+    );
+    let r = d.http().delete("/api/v1/plugins/fixture-release");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let removed = s.until(WAIT, |e| e.event == "plugin" && e.data["what"] == "removed");
+    let e = removed.last().unwrap();
+    assert_eq!(e.data["name"], "fixture-release");
+    // Only plugin events on a stream that asked for them.
+    assert!(
+        installed
+            .iter()
+            .chain(&removed)
+            .all(|e| e.event == "plugin")
+    );
+}

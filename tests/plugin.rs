@@ -592,7 +592,7 @@ fn build_runs_the_pre_build_hook_and_leaves_top_level_dotfiles_out() {
     );
 }
 
-fn built(name: &str) -> Vec<u8> {
+pub(crate) fn built(name: &str) -> Vec<u8> {
     let files = DirFiles::new(&fixture(name)).unwrap();
     archive::build(&files, name, 0, &mut |_, _| {}).unwrap()
 }
