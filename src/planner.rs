@@ -301,9 +301,16 @@ impl NetworkRows {
     }
 }
 
-fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Inputs, PlanningError> {
+/// What a plan of the environment is made from, and the plan revision it was read at (in the
+/// same snapshot).
+fn read_inputs(
+    store: &Store,
+    cluster_id: i64,
+    graph_type: &str,
+) -> Result<(Inputs, i64), PlanningError> {
     store
         .read(|r| {
+            let revision = r.plan_revision()?;
             let Some((cluster, release)) = r.cluster_with_release(cluster_id)? else {
                 return Ok(None);
             };
@@ -318,7 +325,7 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
             for owner in owners {
                 stored.extend(r.stored_graph(owner, graph_type)?);
             }
-            let nodes = r.cluster_nodes(cluster_id)?;
+            let nodes = r.nodes_to_plan(cluster_id)?;
             let mut vms = r.node_documents(cluster_id, crate::store::NodeDocument::VmsConf)?;
             let vms_conf = nodes.iter().map(|n| vms.remove(&n.id)).collect();
             let node_meta = crate::node_attributes::metadata_of(r, release.id)?;
@@ -332,22 +339,25 @@ fn read_inputs(store: &Store, cluster_id: i64, graph_type: &str) -> Result<Input
                 .collect();
             let volumes = crate::volumes::of_nodes(r, cluster_id, &nodes)?;
             let network = NetworkRows::read(r, &cluster)?;
-            Ok(Some(Inputs {
-                network,
-                meta: crate::roles::plan_meta(r, release.id, cluster_id)?,
-                nodes,
-                volumes,
-                vms_conf,
-                attributes,
-                settings: r.cluster_settings(cluster_id)?,
-                deployed: r.deployed(cluster_id)?,
-                openstack: r.openstack_configs(cluster_id, Some(true))?,
-                plugins,
-                stored,
-                replaced: r.uploaded_facts(cluster_id, crate::store::FactsKind::Deployment)?,
-                cluster,
-                release,
-            }))
+            Ok(Some((
+                Inputs {
+                    network,
+                    meta: crate::roles::plan_meta(r, release.id, cluster_id)?,
+                    nodes,
+                    volumes,
+                    vms_conf,
+                    attributes,
+                    settings: r.cluster_settings(cluster_id)?,
+                    deployed: r.deployed(cluster_id)?,
+                    openstack: r.openstack_configs(cluster_id, Some(true))?,
+                    plugins,
+                    stored,
+                    replaced: r.uploaded_facts(cluster_id, crate::store::FactsKind::Deployment)?,
+                    cluster,
+                    release,
+                },
+                revision,
+            )))
         })?
         .ok_or(PlanningError::NoCluster(cluster_id))
 }
@@ -505,9 +515,11 @@ pub struct Planned {
     pub cached: bool,
 }
 
-/// The last plan made of one environment, and the digest of what it was made from.
+/// The last plan made of one environment, the digest of what it was made from, and the plan
+/// revision (`store::revision`) those inputs were read at.
 struct Cached {
     key: [u8; 32],
+    revision: i64,
     plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
     made_at: i64,
 }
@@ -522,9 +534,11 @@ type Slot = Arc<Mutex<Option<Cached>>>;
 /// the environment's row, its release, its nodes (ids, names, roles, statuses, volumes, VMs'
 /// configurations, attributes), its settings,
 /// its active OpenStack configurations, the deployed state, and the installed plugins (ids, names, versions, directories and loaded
-/// manifests, which `plugin sync` refreshes). Each call reads those from the store and compares
-/// a SHA-256 digest of them with the kept plan's; any change makes a new plan, which replaces
-/// it. A plan that failed is kept the same way when its failure follows from those inputs (the
+/// manifests, which `plugin sync` refreshes). Each call first reads the store's plan revision,
+/// one row that every change of those inputs moves (`store::revision`): the same revision as
+/// the kept plan's inputs were read at answers the kept plan without reading anything else.
+/// Otherwise it reads the inputs and compares a SHA-256 digest of them with the kept plan's;
+/// any change makes a new plan, which replaces it. A plan that failed is kept the same way when its failure follows from those inputs (the
 /// plan was refused, or the environment has no nodes); a store or package error is not kept.
 /// One environment is planned by one caller at a time: another waits, then finds the new plan.
 /// An environment that is gone loses its entry on its next call.
@@ -630,7 +644,29 @@ impl Plans {
         generated: bool,
         now: i64,
     ) -> Result<Planned, PlanningError> {
-        let read = read_inputs(store, cluster_id, graph_type).and_then(|mut inputs| {
+        let slot_name = match (force, generated) {
+            (true, _) => format!("{graph_type}, every task"),
+            (false, true) => format!("{graph_type}, generated"),
+            (false, false) => graph_type.to_string(),
+        };
+        // Nothing changed since the kept plan's inputs were read: it holds, unread.
+        let kept_slot = lock(&self.slots)
+            .get(&(cluster_id, slot_name.clone()))
+            .cloned();
+        if let Some(slot) = kept_slot {
+            let revision = store.read(|r| r.plan_revision())?;
+            let kept = lock(&slot);
+            if let Some(c) = kept.as_ref()
+                && c.revision == revision
+            {
+                return Ok(Planned {
+                    plan: c.plan.clone(),
+                    made_at: c.made_at,
+                    cached: true,
+                });
+            }
+        }
+        let read = read_inputs(store, cluster_id, graph_type).and_then(|(mut inputs, revision)| {
             if force {
                 inputs.deployed = graph::Deployed::default();
             }
@@ -638,9 +674,9 @@ impl Plans {
                 inputs.replaced.clear();
             }
             let manifests = store.read(|r| r.plugin_manifests())?;
-            Ok((inputs, manifests))
+            Ok((inputs, manifests, revision))
         });
-        let (inputs, manifests) = match read {
+        let (inputs, manifests, revision) = match read {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, PlanningError::NoCluster(_)) {
@@ -650,20 +686,18 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        let slot_name = match (force, generated) {
-            (true, _) => format!("{graph_type}, every task"),
-            (false, true) => format!("{graph_type}, generated"),
-            (false, false) => graph_type.to_string(),
-        };
         let slot = Arc::clone(
             lock(&self.slots)
                 .entry((cluster_id, slot_name))
                 .or_default(),
         );
         let mut kept = lock(&slot);
-        if let Some(c) = kept.as_ref()
+        if let Some(c) = kept.as_mut()
             && c.key == key
         {
+            // The same inputs at a newer revision (something unread by plans moved it, or a
+            // change was undone): the next call can answer at this one unread.
+            c.revision = c.revision.max(revision);
             return Ok(Planned {
                 plan: c.plan.clone(),
                 made_at: c.made_at,
@@ -685,6 +719,7 @@ impl Plans {
         };
         *kept = Some(Cached {
             key,
+            revision,
             plan: plan.clone(),
             made_at: now,
         });
@@ -971,5 +1006,115 @@ mod tests {
             panic!("an unknown release")
         };
         assert!(!e.is_missing_graph(), "{e}");
+    }
+
+    /// An environment of the bundled release with a controller and a compute node, in a
+    /// store of its own.
+    fn environment() -> (tempfile::TempDir, Store, i64) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("stoker.db")).unwrap();
+        assert!(!crate::package::bundled::install_on_first_start(&store, dir.path(), 1).is_empty());
+        let release = store.read(|r| r.releases()).unwrap()[0].id;
+        let cluster = store
+            .write(|tx| tx.create_cluster("env", release, "vlan", 1))
+            .unwrap()
+            .id;
+        let mut assigned = Vec::new();
+        for (i, role) in ["controller", "compute"].into_iter().enumerate() {
+            let inventory: crate::model::Inventory = serde_json::from_value(serde_json::json!({
+                "interfaces": [{"name": "eno1", "mac": format!("52:54:00:00:00:0{i}"),
+                                "speed_mbps": 10000, "link": true}],
+                "cpu": {"count": 8}, "memory_bytes": 68_719_476_736u64,
+                "disks": [{"name": "sda", "size_bytes": 480_103_981_056u64}]
+            }))
+            .unwrap();
+            let node = store
+                .write(|tx| tx.record_hello(&inventory, None, 1))
+                .unwrap()
+                .0;
+            assigned.push((node.id, vec![role.to_string()]));
+        }
+        store
+            .write(|tx| tx.assign_nodes(cluster, &assigned, 1))
+            .unwrap();
+        (dir, store, cluster)
+    }
+
+    /// The plan revision may leave a table or column unwatched only if planning never reads
+    /// it: every read of a plan's inputs, recorded by SQLite's authorizer, is of a watched one.
+    #[test]
+    fn plans_read_nothing_the_plan_revision_leaves_unwatched() {
+        let (_dir, store, cluster) = environment();
+        let ((inputs, _), reads) = store.reads_of(|| {
+            let inputs = read_inputs(&store, cluster, "default").unwrap();
+            store.read(|r| r.plugin_manifests()).unwrap();
+            inputs
+        });
+        assert_eq!(inputs.nodes.len(), 2);
+        for table in [
+            "nodes",
+            "node_inventories",
+            "clusters",
+            "releases",
+            "plugins",
+        ] {
+            assert!(
+                reads.iter().any(|(t, _)| t == table),
+                "planning reads {table}: {reads:?}"
+            );
+        }
+        let unwatched: Vec<_> = reads
+            .iter()
+            .filter(|(t, c)| {
+                crate::store::revision::UNWATCHED
+                    .iter()
+                    .any(|u| u.table == t && u.column.is_none_or(|uc| uc == c))
+            })
+            .collect();
+        assert!(
+            unwatched.is_empty(),
+            "planning reads what the plan revision does not watch (store::revision::UNWATCHED): \
+             {unwatched:?}"
+        );
+    }
+
+    /// A kept plan is answered from the revision alone while nothing it was made from
+    /// changes, and made again when something does (a node's roles).
+    #[test]
+    fn a_kept_plan_holds_until_its_inputs_change() {
+        let (dir, store, cluster) = environment();
+        let plans = Plans::new(10_000_000);
+        let first = plans
+            .plan(&store, dir.path(), cluster, "default", 1)
+            .unwrap();
+        assert!(!first.cached);
+        assert!(first.plan.is_ok(), "{:?}", first.plan.err());
+        let (again, reads) = store.reads_of(|| {
+            plans
+                .plan(&store, dir.path(), cluster, "default", 2)
+                .unwrap()
+        });
+        assert!(again.cached);
+        assert_eq!(again.made_at, 1);
+        assert!(
+            reads.iter().all(|(t, _)| t == "plan_revision"),
+            "answered from the revision alone: {reads:?}"
+        );
+        let nodes = store.read(|r| r.cluster_nodes(cluster)).unwrap();
+        store
+            .write(|tx| {
+                tx.assign_node(
+                    cluster,
+                    nodes[1].id,
+                    &["compute".to_string(), "cinder".to_string()],
+                    4,
+                )
+            })
+            .unwrap();
+        let changed = plans
+            .plan(&store, dir.path(), cluster, "default", 4)
+            .unwrap();
+        assert!(!changed.cached);
+        assert_eq!(plans.made(), 2);
     }
 }

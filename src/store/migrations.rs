@@ -741,6 +741,21 @@ pub const MIGRATIONS: &[Migration] = &[
                 HAVING max(m) IS NOT NULL;
         ",
     },
+    Migration {
+        version: 28,
+        name: "plan_revision",
+        sql: "
+            -- One number that moves whenever anything a plan is made from changes: triggers
+            -- on every table but the ones planning never reads bump it (store::revision makes
+            -- them at each open), so a page can tell that its kept plan still holds by
+            -- reading one row instead of every node's inputs.
+            CREATE TABLE plan_revision (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                n  INTEGER NOT NULL
+            ) STRICT;
+            INSERT INTO plan_revision (id, n) VALUES (1, 0);
+        ",
+    },
 ];
 
 /// The schema version this build writes.

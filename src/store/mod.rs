@@ -35,6 +35,7 @@ mod node_edits;
 mod node_list;
 mod nodes;
 mod openstack_configs;
+pub mod revision;
 mod roles;
 mod run_log;
 mod sequences;
@@ -166,6 +167,7 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         let mut writer = sqlite::open_writer(path)?;
         migrations::migrate(&mut writer)?;
+        sqlite::revision::watch(&mut writer)?;
         // A deployment still preparing was cut short by a stop: it never started.
         writer.execute("DELETE FROM deployments WHERE status = 'preparing'", [])?;
         let mut readers = Vec::with_capacity(READERS);

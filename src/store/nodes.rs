@@ -38,6 +38,12 @@ const NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.create
      n.last_seen_at, n.cluster_id, n.roles, n.error_type, n.approved, n.address, \
      n.pending_deletion, n.deployed_roles, n.hostname, n.labels";
 
+/// [`NODE_COLUMNS`] for planning, which never reads when a node was last seen (0 in its place):
+/// every agent call writes it, and the plan revision does not watch it (`store::revision`).
+const PLANNED_NODE_COLUMNS: &str = "n.id, n.mac, n.name, n.status, i.inventory, n.created_at, \
+     0, n.cluster_id, n.roles, n.error_type, n.approved, n.address, \
+     n.pending_deletion, n.deployed_roles, n.hostname, n.labels";
+
 /// Where [`NODE_COLUMNS`] come from: a node's inventory is kept apart from its hot row.
 const NODE_FROM: &str = "nodes n JOIN node_inventories i ON i.node_id = n.id";
 
@@ -227,6 +233,17 @@ impl ReadTxn<'_> {
     pub fn cluster_nodes(&self, cluster_id: i64) -> Result<Vec<Node>> {
         let sql =
             format!("SELECT {NODE_COLUMNS} FROM {NODE_FROM} WHERE n.cluster_id = ?1 ORDER BY n.id");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([cluster_id], node_from_row)?;
+        rows.map(|r| r?.decode()).collect()
+    }
+
+    /// An environment's nodes as planning reads them: without their last call's time, which
+    /// is 0 (see [`PLANNED_NODE_COLUMNS`]).
+    pub fn nodes_to_plan(&self, cluster_id: i64) -> Result<Vec<Node>> {
+        let sql = format!(
+            "SELECT {PLANNED_NODE_COLUMNS} FROM {NODE_FROM} WHERE n.cluster_id = ?1 ORDER BY n.id"
+        );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([cluster_id], node_from_row)?;
         rows.map(|r| r?.decode()).collect()

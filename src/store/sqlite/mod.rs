@@ -3,7 +3,8 @@
 //! WAL checkpoint (`checkpoint.rs`), the online backup API and the checks a copy must pass
 //! (`backup.rs`), the blanked copy a diagnostic snapshot carries through `VACUUM INTO`
 //! (`dump.rs`), the `fdatasync` of the WAL that makes a commit survive a power loss
-//! (`durable.rs`), and the JSON functions some queries use. The queries in the rest of
+//! (`durable.rs`), the triggers that keep the plan revision (`revision.rs`), and the JSON
+//! functions some queries use. The queries in the rest of
 //! `crate::store` are SQL that PostgreSQL would also read (`INSERT … RETURNING id`, `ON
 //! CONFLICT … DO UPDATE`, `COALESCE`); `tests/tidy.rs` fails on a SQLite-only construct
 //! outside this module and the migrations. A second backend (`docs/scale-out.md`, section 5)
@@ -13,6 +14,7 @@ pub mod backup;
 mod checkpoint;
 mod dump;
 mod durable;
+pub(in crate::store) mod revision;
 
 use std::path::Path;
 
