@@ -10,7 +10,9 @@
 //   lifecycle  a node renamed; roles edited with the release's role picker; a node removed and
 //              deleted (dismissed confirmations change nothing); settings and network forms
 //              (refused values said next to their fields, then saved); a plugin built by
-//              `stoker plugin build` installed from the browser, its settings offered, removed
+//              `stoker plugin build` installed from the browser, its settings offered, their
+//              restrictions changing what is shown and enabled as the operator edits, saved,
+//              the plugin removed
 //   rack       search, filters by status/role/environment/agent, sort, paging, bulk roles,
 //              power and deletion with their review pages
 //   liveness   silent agents flagged on the Nodes and environment pages; a deployment waiting
@@ -625,6 +627,50 @@ await shot("plugin-installed");
 await page.goto(`${base}/environments/${env2}/settings`);
 ok((await page.content()).includes("Browser demo") && await page.locator('.settings-section:has-text("Browser demo") .badge', { hasText: "plugin" }).count() === 1,
    "the plugin's settings are offered in the environment's Settings");
+// Its restrictions, live (assets/js/settings.js): switched off, its settings are disabled;
+// switching it on, choosing a style and clearing a text change what is shown and enabled at
+// once, without a save or a reload; then the save keeps what was set.
+const demo = page.locator("#s-browser-demo");
+const greeting = page.locator("#f-browser-demo-greeting");
+const loud = page.locator("#f-browser-demo-loud");
+const flourish = page.locator("#f-browser-demo-flourish");
+const loudNote = page.locator('.field:has(#f-browser-demo-loud) .note', { hasText: "Write a greeting first" });
+ok(/\boff\b/.test(await demo.getAttribute("class")) && await greeting.isDisabled() && await loud.isDisabled(),
+   "the plugin switched off: its settings are disabled");
+ok(await page.locator("#s-browser-demo .off-note").isVisible(), "the section says it is switched off");
+ok(!(await flourish.isVisible()), "Flourish is hidden while the style is plain");
+await demo.scrollIntoViewIfNeeded();
+await shot("settings-plugin-off");
+await page.evaluate(() => { window.__notReloaded = true; });
+await page.check("#t-browser-demo");
+ok(!/\boff\b/.test(await demo.getAttribute("class")) && await greeting.isEnabled() && await loud.isEnabled(),
+   "switched on: its settings are enabled at once");
+await page.locator('input[name="v.browser-demo.style"][value="fancy"]').check();
+ok(await flourish.isVisible() && await flourish.isEnabled(), "choosing the fancy style shows Flourish at once");
+await greeting.fill("");
+ok(await loud.isDisabled() && await loudNote.isVisible(), "an empty greeting disables Shout, saying why");
+await shot("settings-live-restricted");
+await greeting.fill("good morning");
+ok(await loud.isEnabled() && !(await loudNote.isVisible()), "a greeting enables Shout again, the note gone");
+await page.locator('input[name="v.browser-demo.style"][value="plain"]').check();
+ok(!(await flourish.isVisible()), "the plain style hides Flourish again");
+await page.locator('input[name="v.browser-demo.style"][value="fancy"]').check();
+await flourish.fill("with a bow");
+await loud.check();
+ok(await page.evaluate(() => window.__notReloaded === true) && page.url() === `${base}/environments/${env2}/settings`,
+   "all of it without a save or a reload");
+await shot("settings-live");
+await page.setViewportSize({ width: 900, height: 900 });
+await fits("the settings form with its plugin at 900 px");
+await page.screenshot({ path: `${out}/life-900-settings-live.png`, fullPage: true });
+taken.push("life-900-settings-live.png");
+await page.setViewportSize({ width: 1280, height: 900 });
+await go(page.getByRole("button", { name: "Save settings" }));
+ok((await notice()).includes("Settings of rack saved"), `saving says so (${await notice()})`);
+ok(await page.isChecked("#t-browser-demo") && await page.inputValue("#f-browser-demo-greeting") === "good morning"
+   && await page.isChecked("#f-browser-demo-loud") && await flourish.isVisible() && await page.inputValue("#f-browser-demo-flourish") === "with a bow",
+   "the saved page shows what was set, Flourish shown as the server evaluates it");
+await shot("settings-live-saved");
 await page.goto(`${base}/releases`);
 await go(pluginRow.getByRole("link", { name: /Remove/ }));
 ok((await text("h1")).includes("Remove"), "Remove… opens a review");

@@ -754,8 +754,8 @@ fn settings_are_saved_from_the_generated_form_with_restrictions_honoured() {
     assert_eq!(notice(&r), "Settings of prod saved.");
     let page = http.get(&path).body;
     assert!(
-        !page.contains("Turn on OpenStack debug logging first"),
-        "{page}"
+        page.contains(r#"data-when="0" hidden>Turn on OpenStack debug logging first<"#),
+        "the message is kept for the browser, not shown: {page}"
     );
     let fields = form_fields(&page, &path);
     let r = http.submit(&path, &encode(&with(&fields, "v.guarded.note", "hello")));
@@ -773,6 +773,244 @@ fn settings_are_saved_from_the_generated_form_with_restrictions_honoured() {
         ),
         403
     );
+}
+
+/// A plugin for the Settings page's restrictions: a section a restriction disables while the
+/// administrator's tenant is `frozen`, a setting shown only when `mode` is `fancy`, and one a
+/// constant restriction always hides.
+fn veiled_plugin() -> Vec<u8> {
+    let mut m = stoker::engine::plugin::MemFiles::new();
+    m.add(
+        "metadata.yaml",
+        "name: veiled\ntitle: Veiled\nversion: '1.0.0'\ndescription: restrictions\n\
+         package_version: '5.0.0'\nlicenses: ['Apache License Version 2.0']\n\
+         authors: ['stoker']\nhomepage: 'https://example.org'\ngroups: []\n\
+         is_hotpluggable: false\nreleases:\n  - os: ubuntu\n    version: newton-10.0\n\
+         \x20   deployment_scripts_path: deployment_scripts/\n\
+         \x20   repository_path: repositories/ubuntu\n",
+    )
+    .unwrap();
+    m.add("deployment_tasks.yaml", "[]\n").unwrap();
+    m.add(
+        "environment_config.yaml",
+        "attributes:\n\
+         \x20 metadata:\n\
+         \x20   label: Veiled\n\
+         \x20   weight: 91\n\
+         \x20   group: other\n\
+         \x20   restrictions:\n\
+         \x20     - condition: \"settings:access.tenant.value == 'frozen'\"\n\
+         \x20       message: The tenant is frozen\n\
+         \x20 mode:\n\
+         \x20   value: plain\n\
+         \x20   label: Mode\n\
+         \x20   type: radio\n\
+         \x20   weight: 10\n\
+         \x20   values: [{data: plain, label: Plain}, {data: fancy, label: Fancy}]\n\
+         \x20 flourish:\n\
+         \x20   value: ''\n\
+         \x20   label: Flourish\n\
+         \x20   type: text\n\
+         \x20   weight: 20\n\
+         \x20   restrictions:\n\
+         \x20     - condition: \"settings:veiled.mode.value != 'fancy'\"\n\
+         \x20       action: hide\n\
+         \x20 never:\n\
+         \x20   value: ''\n\
+         \x20   label: Never shown\n\
+         \x20   type: text\n\
+         \x20   weight: 30\n\
+         \x20   restrictions:\n\
+         \x20     - condition: 'true'\n\
+         \x20       action: hide\n",
+    )
+    .unwrap();
+    m.add_dir("deployment_scripts").unwrap();
+    m.add_dir("repositories/ubuntu").unwrap();
+    crate::common::build(&m, "veiled-1.0.0")
+}
+
+/// The opening tag of the Settings field that holds the control named `name`.
+fn field_tag(html: &str, name: &str) -> String {
+    html.split("<div class=\"field setting")
+        .skip(1)
+        .find(|piece| {
+            let end = piece.find("<div class=\"field").unwrap_or(piece.len());
+            piece[..end].contains(&format!("name=\"{name}\""))
+        })
+        .map(|piece| {
+            format!(
+                "<div class=\"field setting{}",
+                &piece[..piece.find('>').unwrap()]
+            )
+        })
+        .unwrap_or_else(|| panic!("no field {name}"))
+}
+
+/// The opening tag of the Settings section `key`.
+fn section_tag(html: &str, key: &str) -> String {
+    html.split("<fieldset class=\"settings-section")
+        .skip(1)
+        .map(|piece| {
+            format!(
+                "<fieldset class=\"settings-section{}",
+                &piece[..piece.find('>').unwrap()]
+            )
+        })
+        .find(|tag| tag.contains(&format!("id=\"s-{key}\"")))
+        .unwrap_or_else(|| panic!("no section {key}"))
+}
+
+/// The opening tag of the element with `id`.
+fn tag_with_id(html: &str, id: &str) -> String {
+    let at = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no element {id}"));
+    let start = html[..at].rfind('<').unwrap();
+    html[start..at + html[at..].find('>').unwrap()].to_string()
+}
+
+/// The JSON of a tag's `data-restrict`.
+fn restrict(tag: &str) -> Value {
+    let m = " data-restrict=\"";
+    let i = tag
+        .find(m)
+        .unwrap_or_else(|| panic!("no data-restrict: {tag}"));
+    let rest = &tag[i + m.len()..];
+    serde_json::from_str(&unescape(&rest[..rest.find('"').unwrap()])).unwrap()
+}
+
+#[test]
+fn settings_restrictions_hide_and_disable_and_go_to_the_page_for_the_browser() {
+    let d = TestDaemon::start_bundled("install");
+    let http = d.http();
+    let (status, body) = d.post_package(&veiled_plugin());
+    assert_eq!(status, 201, "{body}");
+    let env = d.new_environment("prod");
+    let path = format!("/environments/{env}/settings");
+    let settings = || http.get(&format!("/api/v1/clusters/{env}/settings")).json();
+    let page = http.get(&path).body;
+    assert!(
+        page.contains(r#"<script src="/assets/js/settings.js"#),
+        "{page}"
+    );
+    assert!(page.contains(" data-live"), "an operator's form is live");
+    let js = http.get("/assets/js/settings.js");
+    assert_eq!(js.status, 200);
+    assert!(js.body.contains("data-restrict"), "{}", js.body);
+
+    // Switched off (a plugin is, until enabled): the section says so and its fields are
+    // disabled, so the form does not send them.
+    let section = section_tag(&page, "veiled");
+    assert!(section.contains("settings-section off"), "{section}");
+    assert!(!section.contains(" hidden"), "{section}");
+    let mode = field_tag(&page, "v.veiled.mode");
+    assert!(mode.contains(" disabled"), "{mode}");
+    assert!(
+        page.contains(r#"type="radio" name="v.veiled.mode" value="plain" checked disabled"#),
+        "{page}"
+    );
+    // The section's own restriction reads a setting of the form: it goes to the page, its
+    // message hidden while it does not hold.
+    assert_eq!(
+        restrict(&section),
+        json!([{"a": "disable", "c": ["==", ["s", "access.tenant.value", "admin"],
+                                            ["v", "frozen"]]}])
+    );
+    assert!(
+        page.contains(r#"<p class="note" data-when="0" hidden>The tenant is frozen</p>"#),
+        "{page}"
+    );
+    // Hidden while mode is not fancy: rendered for the browser, not shown, not sent.
+    let flourish = field_tag(&page, "v.veiled.flourish");
+    assert!(flourish.contains(" hidden"), "{flourish}");
+    assert_eq!(
+        restrict(&flourish),
+        json!([{"a": "hide", "c": ["!=", ["s", "veiled.mode.value", "plain"], ["v", "fancy"]]}])
+    );
+    assert!(tag_with_id(&page, "f-veiled-flourish").contains(" disabled"));
+    // A constant restriction is the server's alone: never shown, no tree.
+    assert!(!page.contains("v.veiled.never"), "{page}");
+    let fields = form_fields(&page, &path);
+    assert!(
+        !fields.iter().any(|(k, _)| k.starts_with("v.veiled.")),
+        "{fields:?}"
+    );
+
+    // A hidden value may not change.
+    let on = with(&fields, "g.veiled", "1");
+    let r = http.post_form(&path, &encode(&with(&on, "v.veiled.flourish", "x")));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("cannot be changed"), "{}", r.body);
+    // Switched on and fancy: the section's fields are enabled, flourish is shown.
+    let r = http.submit(&path, &encode(&with(&on, "v.veiled.mode", "fancy")));
+    assert_eq!(notice(&r), "Settings of prod saved.");
+    let page = http.get(&path).body;
+    let section = section_tag(&page, "veiled");
+    assert!(!section.contains(" off"), "{section}");
+    let flourish = field_tag(&page, "v.veiled.flourish");
+    assert!(
+        !flourish.contains(" hidden") && !flourish.contains(" disabled"),
+        "{flourish}"
+    );
+    assert!(!tag_with_id(&page, "f-veiled-flourish").contains(" disabled"));
+    let fields = form_fields(&page, &path);
+    let r = http.submit(&path, &encode(&with(&fields, "v.veiled.flourish", "x")));
+    assert_eq!(notice(&r), "Settings of prod saved.");
+
+    // The tenant frozen: the section's restriction disables the section and its fields, its
+    // message shown; a value of it may not change.
+    let fields = form_fields(&http.get(&path).body, &path);
+    let r = http.submit(&path, &encode(&with(&fields, "v.access.tenant", "frozen")));
+    assert_eq!(notice(&r), "Settings of prod saved.");
+    let page = http.get(&path).body;
+    let section = section_tag(&page, "veiled");
+    assert!(section.contains(" disabled"), "{section}");
+    assert!(
+        page.contains(r#"<p class="note" data-when="0">The tenant is frozen</p>"#),
+        "{page}"
+    );
+    assert!(tag_with_id(&page, "t-veiled").contains(" disabled"));
+    assert!(tag_with_id(&page, "f-veiled-flourish").contains(" disabled"));
+    assert!(field_tag(&page, "v.veiled.flourish").contains(" disabled"));
+    let before = settings();
+    let fields = form_fields(&page, &path);
+    let r = http.post_form(&path, &encode(&with(&fields, "v.veiled.flourish", "y")));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body
+            .contains("cannot be changed: its section is restricted: The tenant is frozen"),
+        "{}",
+        r.body
+    );
+    assert_eq!(settings(), before, "a refusal writes nothing");
+    // The page as it is still saves: the disabled fields are not sent, their values kept.
+    let r = http.submit(&path, &encode(&fields));
+    assert_eq!(notice(&r), "Settings of prod saved.");
+    assert_eq!(settings(), before);
+    assert_eq!(
+        settings()["veiled"]["flourish"],
+        json!("x"),
+        "{}",
+        settings()
+    );
+
+    // A viewer's form is not live.
+    let (session, _) = page_user(&d, "vera", "viewer");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let viewer = agent
+        .get(d.url(&path))
+        .header("cookie", &format!("stoker_session={session}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(viewer.contains("settings-form"), "{viewer}");
+    assert!(!viewer.contains(" data-live"), "{viewer}");
 }
 
 #[test]

@@ -574,10 +574,13 @@ fn apply_plugin(
 }
 
 /// What a restriction's model path reads: `settings:` is the editable document `doc`, the
-/// others are `models`.
+/// others are `models`. With `merged`, a plugin's attributes are read from its chosen version,
+/// as Fuel's Settings tab merged them into the plugin's section (`settings:P.A.value`), its
+/// switch from the container (`settings:P.metadata.enabled`).
 fn lookup<'a>(
     doc: &'a J,
     models: &'a Models,
+    merged: bool,
 ) -> impl Fn(&str, &str) -> Result<Option<J>, String> + 'a {
     move |model: &str, path: &str| -> Result<Option<J>, String> {
         let root = match model {
@@ -593,6 +596,26 @@ fn lookup<'a>(
             }
         };
         let path: Vec<String> = path.split('.').map(str::to_string).collect();
+        if merged
+            && model == "settings"
+            && let [group, attr, rest @ ..] = path.as_slice()
+            && attr != "metadata"
+            && let Some(container) = doc.get(group)
+            && container
+                .get("metadata")
+                .and_then(|m| m.get("class"))
+                .and_then(J::as_str)
+                == Some("plugin")
+        {
+            let chosen = container
+                .get("metadata")
+                .and_then(|m| m.get("chosen_id"))
+                .and_then(J::as_i64);
+            return Ok(chosen_version(Some(container), chosen)
+                .and_then(|v| v.get(attr))
+                .and_then(|a| get(a, rest))
+                .cloned());
+        }
         Ok(get(root, &path).cloned())
     }
 }
@@ -601,7 +624,7 @@ fn lookup<'a>(
 /// problem, each at its attribute's path.
 pub fn check_data(doc: &J, models: &Models) -> Vec<FieldError> {
     let mut out = Vec::new();
-    let lookup = lookup(doc, models);
+    let lookup = lookup(doc, models, false);
     find_errors(doc, "editable", &lookup, &mut out);
     out
 }
@@ -622,40 +645,133 @@ pub struct Restricted {
 /// The restrictions of `item` evaluated over the editable document `doc` and `models`; a
 /// condition that cannot be read counts as not holding and is said in the messages.
 pub fn restricted(item: &J, doc: &J, models: &Models) -> Restricted {
-    let Some(data) = item.as_object() else {
-        return Restricted::default();
-    };
-    let rs = restrictions(data);
-    if rs.is_empty() {
-        return Restricted::default();
-    }
-    let lookup = lookup(doc, models);
     let mut out = Restricted::default();
-    for r in &rs {
-        match expr::parse(&r.condition).and_then(|e| expr::eval(&e, &lookup, &r.condition)) {
-            Ok(v) if expr::truthy(&v) => {
-                match r.action.as_str() {
+    for c in conditions(item, doc, models) {
+        match (&c.error, c.holds) {
+            (Some(e), _) => out.messages.push(e.clone()),
+            (None, true) => {
+                match c.action.as_str() {
                     "hide" => out.hidden = true,
                     "disable" => out.disabled = true,
                     _ => {}
                 }
-                out.messages
-                    .push(r.message.clone().unwrap_or_else(|| r.condition.clone()));
+                out.messages.push(c.message);
             }
-            Ok(_) => {}
-            Err(e) => out
-                .messages
-                .push(format!("restriction {:?}: {e}", r.condition)),
+            (None, false) => {}
         }
     }
     out
 }
 
+/// One restriction of an item, evaluated, and in the form a browser can evaluate again while
+/// the operator edits the Settings form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// `hide`, `disable`, or `none` (only its message).
+    pub action: String,
+    /// Its message, or its condition when it has none.
+    pub message: String,
+    /// Whether it holds over the document now.
+    pub holds: bool,
+    /// Why it could not be read (it then counts as not holding).
+    pub error: Option<String>,
+    /// When it reads a setting the form edits: its condition as a tree ([`live_tree`]), every
+    /// other model path already replaced by its value. `None`: what it says now is final.
+    pub tree: Option<J>,
+}
+
+/// Every restriction of `item` (an attribute, a group with its `metadata`, a plugin version)
+/// over the editable document `doc` and `models`, in order.
+pub fn conditions(item: &J, doc: &J, models: &Models) -> Vec<Condition> {
+    let Some(data) = item.as_object() else {
+        return Vec::new();
+    };
+    let rs = restrictions(data);
+    if rs.is_empty() {
+        return Vec::new();
+    }
+    let lookup = lookup(doc, models, true);
+    rs.into_iter()
+        .map(|r| {
+            let parsed = expr::parse(&r.condition);
+            let holds = parsed
+                .clone()
+                .and_then(|e| expr::eval(&e, &lookup, &r.condition));
+            let (holds, error) = match holds {
+                Ok(v) => (expr::truthy(&v), None),
+                Err(e) => (false, Some(format!("restriction {:?}: {e}", r.condition))),
+            };
+            let tree = match (&parsed, &error) {
+                (Ok(e), None) => live_tree(e, &lookup)
+                    .ok()
+                    .filter(|(_, live)| *live)
+                    .map(|(t, _)| t),
+                _ => None,
+            };
+            Condition {
+                message: r.message.unwrap_or_else(|| r.condition.clone()),
+                action: r.action,
+                holds,
+                error,
+                tree,
+            }
+        })
+        .collect()
+}
+
+/// The setting a `settings:` path names when the Settings form edits it: `G.A.value` (the
+/// attribute `A` of section `G`) or `G.metadata.enabled` (the section's switch).
+fn form_setting(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('.').collect();
+    matches!(parts.as_slice(), [g, a, "value"] if !g.is_empty() && !a.is_empty() && *a != "metadata")
+        || matches!(parts.as_slice(), [g, "metadata", "enabled"] if !g.is_empty())
+}
+
+/// A parsed condition as a JSON tree a browser evaluates with Nailgun's semantics (Python's
+/// truth, `==` and `in`; `and`/`or` give an operand): `["v", value]` a constant,
+/// `["s", "G.A.value", value now]` a setting the form edits (its value now, for when the form
+/// has no control of that name), `["not", x]`, and `[op, left, right]` for `or`, `and`, `==`,
+/// `!=` and `in`. Every other path (`cluster:`, `version:`, `networking_parameters:`, settings
+/// the form does not edit) is replaced by its value. The flag says whether the tree reads the
+/// form at all.
+pub fn live_tree(e: &expr::Expr, lookup: &expr::Lookup<'_>) -> Result<(J, bool), String> {
+    use expr::{Expr, Op};
+    Ok(match e {
+        Expr::Lit(v) => (json!(["v", v]), false),
+        Expr::Path { model, path } => {
+            let now = lookup(model, path)?.unwrap_or(J::Null);
+            if model == "settings" && form_setting(path) {
+                (json!(["s", path, now]), true)
+            } else {
+                (json!(["v", now]), false)
+            }
+        }
+        Expr::Not(x) => {
+            let (t, live) = live_tree(x, lookup)?;
+            (json!(["not", t]), live)
+        }
+        Expr::Bin(op, l, r) => {
+            let (lt, ll) = live_tree(l, lookup)?;
+            let (rt, rl) = live_tree(r, lookup)?;
+            let name = match op {
+                Op::Or => "or",
+                Op::And => "and",
+                Op::Eq => "==",
+                Op::Ne => "!=",
+                Op::In => "in",
+            };
+            (json!([name, lt, rt]), ll || rl)
+        }
+    })
+}
+
 /// The changes from the editable document `before` to `after` that a restriction holding in
 /// `after` forbids, as Fuel's Settings tab forbade them by hiding or disabling the control: a
-/// value changed while its attribute is hidden or disabled, a group or plugin switched on (or
-/// a plugin's version chosen) while disabled. Switching a checkbox or group off is always
-/// allowed (it is how a disabled one that is on is put right). Each at its path, as
+/// value changed while its attribute, or its section (a group, a plugin's chosen version), is
+/// hidden or disabled, a group or plugin switched on (or a plugin's version chosen) while
+/// disabled. Switching a checkbox or group off is always allowed (it is how a disabled one
+/// that is on is put right). A section that is only switched off keeps its values and takes
+/// changes to them: its switch, not a restriction, greys them out. Each at its path, as
 /// [`check_data`] names them.
 pub fn locked_changes(before: &J, after: &J, models: &Models) -> Vec<FieldError> {
     let mut out = Vec::new();
@@ -672,19 +788,27 @@ pub fn locked_changes(before: &J, after: &J, models: &Models) -> Vec<FieldError>
             }
         })
     };
-    let attrs = |field: &str, now: &Map<String, J>, was: Option<&J>, out: &mut Vec<FieldError>| {
+    // `section`: why the attributes' section is hidden or disabled, when it is.
+    let attrs = |field: &str,
+                 now: &Map<String, J>,
+                 was: Option<&J>,
+                 section: Option<&str>,
+                 out: &mut Vec<FieldError>| {
         for (name, attr) in now.iter().filter(|(k, _)| *k != "metadata") {
             let value = attr.get("value");
             let old = was.and_then(|w| w.get(name)).and_then(|a| a.get("value"));
             if value == old || value == Some(&J::Bool(false)) {
                 continue;
             }
-            if let Some(why) = locked(attr) {
-                out.push(problem(
-                    format!("{field}.{name}.value"),
-                    format!("cannot be changed: {why}"),
-                ));
-            }
+            let why = match (locked(attr), section) {
+                (Some(why), _) => why,
+                (None, Some(s)) => format!("its section is restricted: {s}"),
+                (None, None) => continue,
+            };
+            out.push(problem(
+                format!("{field}.{name}.value"),
+                format!("cannot be changed: {why}"),
+            ));
         }
     };
     for (group, data) in groups {
@@ -704,8 +828,9 @@ pub fn locked_changes(before: &J, after: &J, models: &Models) -> Vec<FieldError>
             let Some(v) = chosen_version(Some(data), chosen) else {
                 continue;
             };
+            let section = locked(v);
             if (switched_on("enabled") || switched_on("chosen_id"))
-                && let Some(why) = locked(v)
+                && let Some(why) = &section
             {
                 out.push(problem(
                     format!("{field}.metadata.enabled"),
@@ -717,20 +842,22 @@ pub fn locked_changes(before: &J, after: &J, models: &Models) -> Vec<FieldError>
                     &format!("{field}.metadata.versions"),
                     now,
                     chosen_version(was, chosen),
+                    section.as_deref(),
                     &mut out,
                 );
             }
             continue;
         }
+        let section = locked(data);
         if switched_on("enabled")
-            && let Some(why) = locked(data)
+            && let Some(why) = &section
         {
             out.push(problem(
                 format!("{field}.metadata.enabled"),
                 format!("cannot be switched on: {why}"),
             ));
         }
-        attrs(&field, now, was, &mut out);
+        attrs(&field, now, was, section.as_deref(), &mut out);
     }
     out
 }
@@ -1190,5 +1317,98 @@ mod tests {
             "{}",
             e[0].message
         );
+    }
+
+    #[test]
+    fn conditions_become_trees_the_form_evaluates_with_constants_filled_in() {
+        let doc = json!({
+            "common": {"metadata": {},
+                       "libvirt_type": {"type": "radio", "value": "qemu"},
+                       "nested": {"type": "checkbox", "value": false, "restrictions": [
+                           {"condition": "settings:common.libvirt_type.value != 'kvm' or \
+                                          not (cluster:net_provider == 'neutron')",
+                            "action": "hide"},
+                           {"condition": "'advanced' in version:feature_groups",
+                            "message": "advanced"},
+                           "nic:x.y == 1"]}},
+        });
+        let models = Models {
+            cluster: json!({"net_provider": "neutron"}),
+            version: json!({"feature_groups": ["experimental"]}),
+            ..Models::default()
+        };
+        let cs = conditions(&doc["common"]["nested"], &doc, &models);
+        assert_eq!(cs.len(), 3);
+        assert_eq!((cs[0].action.as_str(), cs[0].holds), ("hide", true));
+        assert_eq!(
+            cs[0].tree,
+            Some(json!([
+                "or",
+                [
+                    "!=",
+                    ["s", "common.libvirt_type.value", "qemu"],
+                    ["v", "kvm"]
+                ],
+                ["not", ["==", ["v", "neutron"], ["v", "neutron"]]]
+            ]))
+        );
+        // Reads nothing the form edits: final as evaluated.
+        assert_eq!((cs[1].holds, cs[1].tree.clone()), (false, None));
+        assert_eq!(cs[1].message, "advanced");
+        // Cannot be read: said, never live.
+        assert!(cs[2].error.as_deref().unwrap_or_default().contains("nic"));
+        assert_eq!((cs[2].holds, cs[2].tree.clone()), (false, None));
+        let r = restricted(&doc["common"]["nested"], &doc, &models);
+        assert!(r.hidden && !r.disabled);
+        assert_eq!(r.messages.len(), 2, "{:?}", r.messages);
+    }
+
+    #[test]
+    fn a_plugins_attributes_are_read_from_its_chosen_version() {
+        let rel = release();
+        let ps = plugins();
+        let src = Source {
+            release: &rel,
+            plugins: &ps,
+        };
+        let doc = editable(
+            src,
+            &json!({"odl": {"metadata": {"enabled": true, "chosen_id": 4}, "endpoint": "x"}}),
+        );
+        let item = json!({"restrictions": [
+            "settings:odl.endpoint.value == 'x' and settings:odl.metadata.enabled == true"]});
+        let r = restricted(&item, &doc, &Models::default());
+        assert!(r.disabled, "{r:?}");
+        let c = &conditions(&item, &doc, &Models::default())[0];
+        assert_eq!(
+            c.tree,
+            Some(json!([
+                "and",
+                ["==", ["s", "odl.endpoint.value", "x"], ["v", "x"]],
+                ["==", ["s", "odl.metadata.enabled", true], ["v", true]]
+            ]))
+        );
+    }
+
+    #[test]
+    fn a_restricted_sections_values_may_not_change_a_switched_off_ones_may() {
+        let mut rel = release();
+        rel["editable"]["syslog"]["metadata"]["restrictions"] = json!([{"condition": "settings:common.debug.value == false",
+                    "message": "Needs debug"}]);
+        let ps = plugins();
+        let src = Source {
+            release: &rel,
+            plugins: &ps,
+        };
+        let before = editable(src, &json!({}));
+        let after = editable(src, &json!({"syslog": {"server": "logs"}}));
+        let e = locked_changes(&before, &after, &Models::default());
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].field, "editable.syslog.server.value");
+        assert!(e[0].message.contains("Needs debug"), "{}", e[0].message);
+        // Debug on: the section is not restricted; it is switched off, and takes the change.
+        let before = editable(src, &json!({"debug": true}));
+        let after = editable(src, &json!({"debug": true, "syslog": {"server": "logs"}}));
+        assert_eq!(locked_changes(&before, &after, &Models::default()), vec![]);
     }
 }

@@ -6,11 +6,16 @@
 //! label, description and a control for its type (checkbox, text, password (never shown, kept
 //! when left empty), textarea, select, radio, one-per-line lists, number, repositories); a
 //! plugin's section with its switch and its version chooser (`chosen_id`). Restrictions are
-//! evaluated by the engine ([`crate::engine::attributes::restricted`]): a hidden attribute is
-//! not shown, a disabled one is shown disabled with the restriction's message. A save goes
-//! through the API's own change ([`crate::http::api::attributes::change`]) with the Settings
-//! tab's rule that a restricted value may not change; a refusal shows the page again with the
-//! values as sent and each refusal next to its field.
+//! evaluated by the engine ([`crate::engine::attributes::conditions`]) as Fuel's tab did: a
+//! hidden attribute or section is not shown, a disabled one is shown disabled with the
+//! restriction's message, and a section that is disabled or switched off disables its
+//! attributes. A restriction that reads a setting the form edits also goes to the page as a
+//! tree in `data-restrict` (its other model paths already values), which
+//! `assets/js/settings.js` evaluates again as the operator edits; without JavaScript the page
+//! shows what the server evaluated. A save goes through the API's own change
+//! ([`crate::http::api::attributes::change`]) with the Settings tab's rule that a restricted
+//! value may not change; a refusal shows the page again with the values as sent and each
+//! refusal next to its field.
 
 use std::collections::HashMap;
 
@@ -18,7 +23,7 @@ use actix_web::{HttpResponse, web};
 use askama::Template;
 use serde_json::{Map, Value as J, json};
 
-use crate::engine::attributes::{Models, restricted};
+use crate::engine::attributes::{Models, conditions};
 use crate::http::access::Caller;
 use crate::http::pages::notice::{self, Notice};
 use crate::http::pages::views::Me;
@@ -71,8 +76,17 @@ pub struct Field {
     pub min: String,
     pub max: String,
     pub disabled: bool,
-    /// Restriction messages, and what the field takes.
-    pub notes: Vec<String>,
+    /// A `hide` restriction the browser evaluates again holds: rendered, not shown.
+    pub hidden: bool,
+    /// Disabled by what the browser does not evaluate again (a restriction that reads no
+    /// setting of the form).
+    pub fixed_disabled: bool,
+    /// The restrictions the browser evaluates again (`[{a: action, c: tree}]`), or empty.
+    pub restrict: String,
+    /// Restriction messages.
+    pub notes: Vec<Note>,
+    /// What the control takes, when its type needs saying.
+    pub hint: Option<String>,
     /// Why the last save refused its value.
     pub errors: Vec<String>,
     /// A password with a value stored (the placeholder says it is kept).
@@ -80,6 +94,26 @@ pub struct Field {
     pub repos: Vec<RepoRow>,
     /// The form names of its repositories' inputs start with this.
     pub repo_prefix: String,
+}
+
+/// A restriction's message under a field or a section's heading.
+pub struct Note {
+    pub text: String,
+    /// The index of its restriction in `data-restrict`, when the browser shows it while that
+    /// restriction holds.
+    pub live: Option<usize>,
+    /// Its restriction does not hold now.
+    pub hidden: bool,
+}
+
+impl Note {
+    fn fixed(text: String) -> Note {
+        Note {
+            text,
+            live: None,
+            hidden: false,
+        }
+    }
 }
 
 /// A plugin section's version chooser.
@@ -97,9 +131,24 @@ pub struct Section {
     pub toggle_disabled: bool,
     pub versions: Option<Versions>,
     pub plugin: bool,
-    pub notes: Vec<String>,
+    /// A `disable` restriction holds: its switch and its attributes are disabled.
+    pub disabled: bool,
+    /// Disabled by a restriction the browser does not evaluate again.
+    pub fixed_disabled: bool,
+    /// A `hide` restriction the browser evaluates again holds: rendered, not shown.
+    pub hidden: bool,
+    /// The restrictions the browser evaluates again, or empty.
+    pub restrict: String,
+    pub notes: Vec<Note>,
     pub errors: Vec<String>,
     pub fields: Vec<Field>,
+}
+
+impl Section {
+    /// Switched off: its attributes are disabled (Fuel's `toggleable && !enabled`).
+    pub fn off(&self) -> bool {
+        matches!(self.toggle, Some((_, false)))
+    }
 }
 
 /// One of Fuel's groups with its sections.
@@ -107,6 +156,13 @@ pub struct Group {
     pub key: &'static str,
     pub label: &'static str,
     pub sections: Vec<Section>,
+}
+
+impl Group {
+    /// Every section of it is hidden (until the browser shows one).
+    pub fn hidden(&self) -> bool {
+        self.sections.iter().all(|s| s.hidden)
+    }
 }
 
 #[derive(Template)]
@@ -209,14 +265,65 @@ fn repo_rows_raw(raw: &Raw, prefix: &str) -> Vec<RepoRow> {
     rows
 }
 
-/// The control of attribute `name` of section `section` (`attr` its document entry).
-fn field(section: &str, name: &str, attr: &J, ctx: &Ctx<'_>) -> Option<Field> {
+/// How the restrictions of an item (or of several, for a plugin's container and its chosen
+/// version) stand on the page.
+#[derive(Default)]
+struct Evaluated {
+    /// A `hide` restriction holds that the browser does not evaluate again: not rendered.
+    fixed_hidden: bool,
+    fixed_disabled: bool,
+    /// A `hide` or `disable` restriction holds now, whichever.
+    hidden: bool,
+    disabled: bool,
+    notes: Vec<Note>,
+    /// `data-restrict`'s JSON, or empty.
+    restrict: String,
+}
+
+fn evaluate(items: &[&J], ctx: &Ctx<'_>) -> Evaluated {
+    let mut out = Evaluated::default();
+    let mut live = Vec::new();
+    for item in items {
+        for c in conditions(item, ctx.doc, ctx.models) {
+            let hide = c.holds && c.action == "hide";
+            let disable = c.holds && c.action == "disable";
+            match (c.error, c.tree) {
+                (Some(e), _) => out.notes.push(Note::fixed(e)),
+                (None, Some(tree)) => {
+                    out.notes.push(Note {
+                        text: c.message,
+                        live: Some(live.len()),
+                        hidden: !c.holds,
+                    });
+                    live.push(json!({"a": c.action, "c": tree}));
+                }
+                (None, None) => {
+                    out.fixed_hidden |= hide;
+                    out.fixed_disabled |= disable;
+                    if c.holds {
+                        out.notes.push(Note::fixed(c.message));
+                    }
+                }
+            }
+            out.hidden |= hide;
+            out.disabled |= disable;
+        }
+    }
+    if !live.is_empty() {
+        out.restrict = J::Array(live).to_string();
+    }
+    out
+}
+
+/// The control of attribute `name` of section `section` (`attr` its document entry);
+/// `locked`: its section is hidden, disabled or switched off.
+fn field(section: &str, name: &str, attr: &J, locked: bool, ctx: &Ctx<'_>) -> Option<Field> {
     let ty = attr.get("type").and_then(J::as_str).unwrap_or("text");
     if ty == "hidden" {
         return None;
     }
-    let r = restricted(attr, ctx.doc, ctx.models);
-    if r.hidden {
+    let r = evaluate(&[attr], ctx);
+    if r.fixed_hidden {
         return None;
     }
     let form_name = format!("v.{section}.{name}");
@@ -238,19 +345,18 @@ fn field(section: &str, name: &str, attr: &J, ctx: &Ctx<'_>) -> Option<Field> {
         Some(s) => s.to_string(),
         None => shown(&value, kind),
     };
-    let mut notes = r.messages.clone();
-    match kind {
-        "list" => notes.push("One per line.".to_string()),
-        "repos" => notes.push(
+    let hint = match kind {
+        "list" => Some("One per line.".to_string()),
+        "repos" => Some(
             "A repository a row: its name, `deb URI SUITE SECTIONS`, and a priority; clear the \
              name and line to drop it."
                 .to_string(),
         ),
-        "readonly" => notes.push(format!(
+        "readonly" => Some(format!(
             "A {ty} setting: change it through the API (fuel2 env settings upload)."
         )),
-        _ => {}
-    }
+        _ => None,
+    };
     let choices = attr
         .get("values")
         .and_then(J::as_array)
@@ -298,8 +404,12 @@ fn field(section: &str, name: &str, attr: &J, ctx: &Ctx<'_>) -> Option<Field> {
         choices,
         min: number("min"),
         max: number("max"),
-        disabled: r.disabled || !ctx.operate,
-        notes,
+        disabled: r.disabled || r.hidden || locked || !ctx.operate,
+        hidden: r.hidden,
+        fixed_disabled: r.fixed_disabled,
+        restrict: r.restrict,
+        notes: r.notes,
+        hint,
         errors: ctx.errors_of(section, Some(name)),
         name: form_name,
     })
@@ -358,8 +468,25 @@ fn sections(ctx: &Ctx<'_>) -> Vec<Group> {
     for (key, data) in ctx.doc.as_object().into_iter().flatten() {
         let meta = data.get("metadata").cloned().unwrap_or(J::Null);
         let plugin = meta.get("class").and_then(J::as_str) == Some("plugin");
-        let r = restricted(data, ctx.doc, ctx.models);
-        if r.hidden {
+        // A plugin's restrictions are its chosen version's.
+        let chosen_id = meta.get("chosen_id").and_then(J::as_i64);
+        let versions: Vec<&J> = if plugin {
+            meta.get("versions")
+                .and_then(J::as_array)
+                .into_iter()
+                .flatten()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let chosen = versions.iter().copied().find(|v| {
+            v.get("metadata")
+                .and_then(|m| m.get("plugin_id"))
+                .and_then(J::as_i64)
+                == chosen_id
+        });
+        let r = evaluate(&[data, chosen.unwrap_or(&J::Null)], ctx);
+        if r.fixed_hidden {
             continue;
         }
         let toggleable = meta.get("toggleable").and_then(J::as_bool) == Some(true)
@@ -376,21 +503,18 @@ fn sections(ctx: &Ctx<'_>) -> Vec<Group> {
                 if l.is_empty() { key.clone() } else { l }
             },
             toggle: toggleable.then_some((toggle_name, on)),
-            toggle_disabled: r.disabled || !ctx.operate,
+            toggle_disabled: r.disabled || r.hidden || !ctx.operate,
             versions: None,
             plugin,
-            notes: r.messages.clone(),
+            disabled: r.disabled,
+            fixed_disabled: r.fixed_disabled,
+            hidden: r.hidden,
+            restrict: r.restrict,
+            notes: r.notes,
             errors: ctx.errors_of(key, None),
             fields: Vec::new(),
         };
         let attrs: Vec<(String, J)> = if plugin {
-            let chosen_id = meta.get("chosen_id").and_then(J::as_i64);
-            let versions: Vec<&J> = meta
-                .get("versions")
-                .and_then(J::as_array)
-                .into_iter()
-                .flatten()
-                .collect();
             let pick = format!("c.{key}");
             let picked = ctx
                 .raw
@@ -413,18 +537,7 @@ fn sections(ctx: &Ctx<'_>) -> Vec<Group> {
                     .collect(),
                 name: pick,
             });
-            // The chosen version's attributes; its restrictions are its metadata's.
-            let chosen = versions.into_iter().find(|v| {
-                v.get("metadata")
-                    .and_then(|m| m.get("plugin_id"))
-                    .and_then(J::as_i64)
-                    == chosen_id
-            });
-            if let Some(v) = chosen {
-                let rv = restricted(v, ctx.doc, ctx.models);
-                section.notes.extend(rv.messages);
-                section.toggle_disabled |= rv.disabled;
-            }
+            // The chosen version's attributes.
             chosen
                 .and_then(J::as_object)
                 .map(|m| {
@@ -446,9 +559,10 @@ fn sections(ctx: &Ctx<'_>) -> Vec<Group> {
         };
         let mut attrs = attrs;
         attrs.sort_by(|a, b| weight(&a.1).cmp(&weight(&b.1)).then_with(|| a.0.cmp(&b.0)));
+        let locked = section.disabled || section.hidden || section.off();
         section.fields = attrs
             .iter()
-            .filter_map(|(name, attr)| field(key, name, attr, ctx))
+            .filter_map(|(name, attr)| field(key, name, attr, locked, ctx))
             .collect();
         if section.fields.is_empty() && section.toggle.is_none() {
             continue;
