@@ -514,7 +514,8 @@ impl WriteTxn<'_> {
         let node = self.read().existing_node(id)?;
         if let Some(cluster) = node.cluster_id {
             return Err(StoreError::Conflict(format!(
-                "node {id} is assigned to environment {cluster}; remove it from the                  environment first"
+                "node {id} is assigned to environment {cluster}; remove it from the \
+                 environment first"
             )));
         }
         let running: Option<i64> = self
