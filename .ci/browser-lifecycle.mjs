@@ -307,7 +307,7 @@ await go(page.locator(`#runs-list section.dep-node:has(.node-name a:text-is("${c
 ok(page.url().includes("node="), `"Show its runs" filters to the node (${page.url()})`);
 await page.locator("#runs-list table.runs").first().waitFor();
 const headers = (await page.locator("#runs-list table.runs").first().locator("thead th").allTextContents()).map((h) => h.trim());
-ok(["#", "Step", "Status", "Try", "Started", "Took"].every((h) => headers.includes(h)), `runs show number, step, status, attempt, start, duration (${headers.join(", ")})`);
+ok(["#", "Step", "Status", "Try", "Exit", "Started", "Took"].every((h) => headers.includes(h)), `runs show number, step, status, attempt, exit code, start, duration (${headers.join(", ")})`);
 const runRows = page.locator("#runs-list tr.run");
 const nRuns = await runRows.count();
 ok(nRuns > 10 && await page.locator("#runs-list section.dep-node").count() === 1, `every run of the node is listed (${nRuns})`);
@@ -315,7 +315,7 @@ const okRuns = await page.locator("#runs-list tr.run-ok").count();
 ok(okRuns > 0 && await page.locator("#runs-list tr.run-failed").count() === 0, `runs ended ok (${okRuns}), none failed`);
 const firstOk = page.locator("#runs-list tr.run-ok").first();
 const cells = await firstOk.locator("td").allInnerTexts();
-ok(/^\d+$/.test(cells[3]) && cells[4].length > 0 && cells[5].length > 0, `an ok run has its attempt, start and duration (${cells.join(" | ")})`);
+ok(/^\d+$/.test(cells[3]) && cells[4] === "0" && cells[5].length > 0 && cells[6].length > 0, `an ok run has its attempt, exit code, start and duration (${cells.join(" | ")})`);
 ok(/\d+ of \d+/.test(await text(".dep-counts")), `the status counts the steps (${await text(".dep-counts")})`);
 ok(await page.locator(".dep-status .tl-legend").count() === 1 && await page.locator(".dep-status .timeline-box svg").count() === 1, "the timeline is drawn with its legend");
 // Open a run's output.

@@ -35,6 +35,27 @@ fn rows(html: &str) -> Vec<(String, i64, String, String)> {
         .collect()
 }
 
+/// The exit code cells of a page's run rows: (status, exit code shown).
+fn exits(html: &str) -> Vec<(String, String)> {
+    html.split("<tr class=\"run run-")
+        .skip(1)
+        .map(|chunk| {
+            let status = chunk.split('"').next().unwrap().to_string();
+            let cell = chunk
+                .split("<td class=\"num exit-code\">")
+                .nth(1)
+                .unwrap()
+                .split("</td>")
+                .next()
+                .unwrap();
+            let code = cell
+                .split_once('>')
+                .map_or("", |(_, rest)| rest.split('<').next().unwrap());
+            (status, code.to_string())
+        })
+        .collect()
+}
+
 /// The text plan's numbers: (node uid, number) → task.
 fn text_numbers(text: &str) -> BTreeMap<(String, String), String> {
     let mut out = BTreeMap::new();
@@ -338,6 +359,26 @@ fn the_node_page_shows_where_it_stands_its_deployments_log_and_activity() {
     assert_eq!(
         on_node.iter().map(key).collect::<Vec<_>>(),
         on_dep.iter().map(key).collect::<Vec<_>>()
+    );
+    // An exit code on every finished run that reported one, 0 included; none on the others.
+    let codes = exits(&html);
+    assert!(!codes.is_empty(), "{html}");
+    for (status, code) in &codes {
+        match status.as_str() {
+            "ok" => assert_eq!(code, "0", "{codes:?}"),
+            "failed" => assert_eq!(code, "1", "{codes:?}"),
+            _ => assert_eq!(code, "", "{codes:?}"),
+        }
+    }
+    assert!(
+        html.contains("<span class=\"exit exit-bad\">1</span>"),
+        "{html}"
+    );
+    assert!(html.contains("title=\"The exit code the step reported\">Exit</th>"));
+    assert_eq!(
+        exits(&page(&d, &format!("/deployments/{dep}?node={compute}"))),
+        codes,
+        "the deployment page shows the same codes"
     );
     // The state part alone, and the controller's state: its last step.
     let state = page(&d, &format!("/nodes/{compute}/state"));
