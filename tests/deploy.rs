@@ -940,7 +940,8 @@ fn a_removed_node_of_a_release_without_a_deletion_graph_is_released_at_deploy() 
 
 /// The installed OS's agent gets in only with its own node's credential, from a machine with
 /// one of that node's MACs, at the master's version (else 426 says which version and where to
-/// get it); the binary is served for a node's credential only.
+/// get it); the binary is served for a node's credential only, and fetching it marks the node
+/// seen.
 #[test]
 fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
     let dir = tempfile::tempdir().unwrap();
@@ -998,10 +999,31 @@ fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
     assert_eq!(status, 401);
     let (status, _, _) = Http::get_bytes(&url, &[("authorization", "Bearer skn_forged")]);
     assert_eq!(status, 401);
+    // The fetch is the installed OS's first call: it marks the node seen, as every agent
+    // call does (its last call moved back a minute first).
+    let conn = rusqlite::Connection::open(dir.path().join("data").join("stoker.db")).unwrap();
+    let seen = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row(
+            "SELECT last_seen_at FROM nodes WHERE id = ?1",
+            [a.id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    conn.execute(
+        "UPDATE nodes SET last_seen_at = last_seen_at - 60 WHERE id = ?1",
+        [a.id],
+    )
+    .unwrap();
+    let before = seen(&conn);
     let auth = format!("Bearer {credential}");
     let (status, body, _) = Http::get_bytes(&url, &[("authorization", &auth)]);
     assert_eq!(status, 200);
     assert_eq!(body, std::fs::read(&binary).unwrap());
+    assert!(
+        seen(&conn) >= before + 59,
+        "the binary's fetch marks the node seen"
+    );
     // Its own hello still works.
     assert_eq!(hello(a.id, &[&a.mac], version).status, 200);
 }

@@ -600,6 +600,21 @@ impl WriteTxn<'_> {
         Ok(Some((id, kind)))
     }
 
+    /// The node whose service-agent credential hashes to `hash`, marked seen now as every
+    /// agent call marks it (at most one write a second): fetching the agent binary with the
+    /// credential is its installed OS's first call.
+    pub fn os_credential_call(&self, hash: &str, now: i64) -> Result<Option<NodeId>> {
+        let Some(id) = self.read().node_by_os_credential(hash)? else {
+            return Ok(None);
+        };
+        self.conn
+            .prepare_cached(
+                "UPDATE nodes SET last_seen_at = ?2 WHERE id = ?1 AND last_seen_at < ?2",
+            )?
+            .execute(params![id, now])?;
+        Ok(Some(id))
+    }
+
     /// Bind a service-agent credential to the node (its hash): the one its configure step is
     /// installing. The last one bound is the only one that works.
     pub fn bind_os_credential(&self, id: NodeId, hash: &str, now: i64) -> Result<()> {
