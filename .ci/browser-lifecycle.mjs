@@ -659,7 +659,7 @@ ok(dep3 > 0, `rack's deployment starts (${await notice()})`);
 await page.goto(`${base}/deployments/${dep3}`);
 const waits = await page.waitForFunction(() => Array.from(document.querySelectorAll(".dep-status .warn-line")).map((p) => p.textContent).join(" | ") || false,
   null, { timeout: 20000 }).then((h) => h.jsonValue()).catch(() => "");
-ok(/waiting for the agent of node-\d+/.test(waits), `the deployment says it waits on gone agents (${waits})`);
+ok(/waiting for the agent of Untitled \(70:\d+\) since/.test(waits), `the deployment says it waits on gone agents, by name (${waits})`);
 await shot("deployment-waiting");
 await page.goto(`${base}/environments/${env2}`);
 ok((await text("#deployment")).includes("waiting for the agent of"), "the environment page says so too");

@@ -1516,11 +1516,17 @@ fn a_deployment_says_which_silent_agent_it_waits_for() {
         [n.id],
     )
     .unwrap();
-    let said = format!("waiting for the agent of node-{} since ", n.id);
+    // Named as the dashboard names it; its id is beside the message.
+    let name = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id))["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let said = format!("waiting for the agent of {name} since ");
     let d1 = deployment(&base, dep);
     assert_eq!(d1["waiting"].as_array().unwrap().len(), 1, "{d1}");
     let w = &d1["waiting"][0];
     assert_eq!(w["node_id"], n.id);
+    assert_eq!(w["node_name"], name.as_str());
     // It waits from the deployment's start: the agent was last seen before it.
     assert_eq!(w["since"], d1["created_at"], "{d1}");
     assert!(d1["message"].as_str().unwrap().starts_with(&said), "{d1}");
@@ -1528,6 +1534,20 @@ fn a_deployment_says_which_silent_agent_it_waits_for() {
     assert_eq!(all[0]["waiting"][0]["node_id"], n.id, "{all}");
     let frag = d.http().get(&format!("/environments/{cluster}/timeline"));
     assert!(frag.body.contains(&said), "{}", frag.body);
+    // A node named node-3 reads as the issue says: "waiting for the agent of node-3 since …".
+    let r = d.http().put(
+        &format!("/api/v1/nodes/{}", n.id),
+        &json!({"name": "node-3"}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d1 = deployment(&base, dep);
+    assert!(
+        d1["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting for the agent of node-3 since "),
+        "{d1}"
+    );
     // The agent calls again and takes its step: nothing is waited on.
     let run = next(&base, n).unwrap();
     assert_eq!(run_name(&run), "deploy.configure");

@@ -354,13 +354,21 @@ impl ReadTxn<'_> {
         if d.status != "running" {
             return Ok(Vec::new());
         }
-        let seen: std::collections::HashMap<i64, i64> = self
+        let seen: std::collections::HashMap<i64, liveness::Agent> = self
             .conn
             .prepare_cached(
-                "SELECT id, last_seen_at FROM nodes WHERE id IN
+                "SELECT id, last_seen_at, name FROM nodes WHERE id IN
                  (SELECT DISTINCT node_id FROM step_runs WHERE deployment = ?1)",
             )?
-            .query_map([d.id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .query_map([d.id], |r| {
+                Ok((
+                    r.get(0)?,
+                    liveness::Agent {
+                        last_seen: r.get(1)?,
+                        name: r.get(2)?,
+                    },
+                ))
+            })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(liveness::waiting(
             self.run_views(d.id)?,

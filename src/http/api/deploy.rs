@@ -41,7 +41,8 @@ pub fn deployment_counted(d: &Deployment, counts: RunCounts) -> Value {
 }
 
 /// [`deployment_json`] with `waiting`: the nodes whose due step waits for an agent that has
-/// gone silent, each with its `message` ("waiting for the agent of node-3 since …"), and
+/// gone silent, each with its node's id and name and its `message` ("waiting for the agent of
+/// node-3 since …", by the node's name), and
 /// `message`, those joined (absent when nothing waits).
 pub fn deployment_json_waiting(d: &Deployment, runs: &[Run], waiting: &[Waiting]) -> Value {
     let mut body = deployment_json(d, runs);
