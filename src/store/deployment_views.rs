@@ -221,6 +221,7 @@ impl ReadTxn<'_> {
                 let (status, n) = row?;
                 c.add(&status, n.max(0).unsigned_abs() as usize);
             }
+            let c = c.plus(self.deleted_runs(deployment.id)?);
             out.push(DeploymentSummary {
                 deployment,
                 counts: c,

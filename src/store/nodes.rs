@@ -507,8 +507,8 @@ impl WriteTxn<'_> {
 
     /// An operator deletes a node, as Nailgun does only for a node in no environment: refused
     /// (conflict) while it is assigned to one or has steps in a running deployment. Its MACs,
-    /// inventory, boot tokens and its steps in finished deployments go with it; its history
-    /// stays, no longer linked to it. A node that boots again is discovered anew, under a new
+    /// inventory, boot tokens and its steps in finished deployments go with it (each deployment
+    /// keeps their count by status, `removed_runs`); its history stays, no longer linked to it. A node that boots again is discovered anew, under a new
     /// id (the highest deleted id is kept in `settings`, so no id is ever reused).
     pub fn delete_node(&self, id: NodeId, now: i64) -> Result<Node> {
         let node = self.read().existing_node(id)?;
@@ -535,6 +535,13 @@ impl WriteTxn<'_> {
             "DELETE FROM boot_tokens WHERE mac IN (SELECT mac FROM node_macs WHERE node_id = ?1)
                OR mac = ?2",
             params![id, node.mac.as_str()],
+        )?;
+        // Its runs go with it; each deployment keeps how many it had in each status.
+        self.conn.execute(
+            "INSERT INTO removed_runs (deployment, node_id, status, n)
+             SELECT deployment, node_id, status, COUNT(*) FROM step_runs WHERE node_id = ?1
+             GROUP BY deployment, status",
+            [id],
         )?;
         self.conn.execute("DELETE FROM nodes WHERE id = ?1", [id])?;
         self.conn.execute(
