@@ -309,7 +309,7 @@ await go(page.locator(`#runs-list section.dep-node:has(.node-name a:text-is("${c
 ok(page.url().includes("node="), `"Show its runs" filters to the node (${page.url()})`);
 await page.locator("#runs-list table.runs").first().waitFor();
 const headers = (await page.locator("#runs-list table.runs").first().locator("thead th").allTextContents()).map((h) => h.trim());
-ok(["#", "Step", "Status", "Try", "Started", "Took"].every((h) => headers.includes(h)), `runs show number, step, status, attempt, start, duration (${headers.join(", ")})`);
+ok(["#", "Step", "Status", "Try", "Exit", "Started", "Took"].every((h) => headers.includes(h)), `runs show number, step, status, attempt, exit code, start, duration (${headers.join(", ")})`);
 const runRows = page.locator("#runs-list tr.run");
 const nRuns = await runRows.count();
 ok(nRuns > 10 && await page.locator("#runs-list section.dep-node").count() === 1, `every run of the node is listed (${nRuns})`);
@@ -317,7 +317,7 @@ const okRuns = await page.locator("#runs-list tr.run-ok").count();
 ok(okRuns > 0 && await page.locator("#runs-list tr.run-failed").count() === 0, `runs ended ok (${okRuns}), none failed`);
 const firstOk = page.locator("#runs-list tr.run-ok").first();
 const cells = await firstOk.locator("td").allInnerTexts();
-ok(/^\d+$/.test(cells[3]) && cells[4].length > 0 && cells[5].length > 0, `an ok run has its attempt, start and duration (${cells.join(" | ")})`);
+ok(/^\d+$/.test(cells[3]) && /^\d*$/.test(cells[4]) && cells[5].length > 0 && cells[6].length > 0, `an ok run has its attempt, exit code (when its step reports one), start and duration (${cells.join(" | ")})`);
 ok(/\d+ of \d+/.test(await text(".dep-counts")), `the status counts the steps (${await text(".dep-counts")})`);
 ok(await page.locator(".dep-status .tl-legend").count() === 1 && await page.locator(".dep-status .timeline-box svg").count() === 1, "the timeline is drawn with its legend");
 // Open a run's output.
@@ -393,6 +393,85 @@ await page.goto(`${base}/environments/${env1}/deployments`);
 const listed = await page.locator('a[href^="/deployments/"]').evaluateAll((as) => as.map((a) => a.getAttribute("href")));
 ok(listed.includes(`/deployments/${dep1}`) && listed.includes(`/deployments/${dep2}`), `the history lists both deployments (${listed.join(", ")})`);
 await shot("history");
+
+// 7b. The overview's activity explains itself: its entries' links lead to their node, their
+// environment and their deployment, each the right page.
+await page.click('nav.sidebar a[href="/"]');
+const feedWith = (prefix) => page.locator(".feed li").filter({ has: page.locator(`.feed-links a[href^="${prefix}"]`) }).first();
+const nodeEntry = page.locator(".feed li").filter({ has: page.locator('.feed-links a[href^="/nodes/"]') })
+  .filter({ has: page.locator('.feed-links a[href^="/environments/"]') }).first();
+ok(await nodeEntry.count() === 1 && await feedWith("/deployments/").count() === 1, "activity entries link their node, environment and deployment");
+const feedLinks = [];
+for (const entry of [nodeEntry, feedWith("/deployments/")]) {
+  for (const [href, label] of await entry.locator(".feed-links a").evaluateAll((as) => as.map((a) => [a.getAttribute("href"), a.textContent.trim()]))) {
+    if (!feedLinks.some(([h]) => h.split("/")[1] === href.split("/")[1])) { feedLinks.push([href, label]); }
+  }
+}
+ok(["nodes", "environments", "deployments"].every((k) => feedLinks.some(([h]) => h.startsWith(`/${k}/`))), `a link of each kind (${feedLinks.map(([h]) => h).join(", ")})`);
+await shot("overview-activity-links");
+for (const [href, label] of feedLinks) {
+  await page.goto(`${base}/`);
+  await go(page.locator(`.feed .feed-links a[href="${href}"]`).first());
+  const h1 = await text("h1");
+  const landed = page.url().replace(base, "").split(/[?#]/)[0] === href;
+  if (href.startsWith("/nodes/")) {
+    ok(landed && h1.startsWith(label), `the entry's node link opens ${label}'s page (${page.url()}: ${h1})`);
+    await shot("activity-to-node");
+  } else if (href.startsWith("/environments/")) {
+    ok(landed && h1.startsWith(label), `the entry's environment link opens ${label} (${page.url()}: ${h1})`);
+    await shot("activity-to-environment");
+  } else {
+    const depId = href.split("/").pop();
+    ok(landed && h1 === `Deployment ${depId}` && label === `deployment ${depId}`, `the entry's deployment link opens deployment ${depId} (${page.url()}: ${h1})`);
+    await shot("activity-to-deployment");
+  }
+}
+
+// 7c. One numbering: a node's tasks carry the same numbers in the environment's plan table
+// and among its runs on the deployment page.
+await page.goto(`${base}/environments/${env1}`);
+const planSection = page.locator("section.card.flush").filter({ has: page.locator("table.plan-tasks") })
+  .filter({ has: page.locator("h2", { hasText: ctrlName }) }).first();
+ok(await planSection.count() === 1, `the plan lists ${ctrlName}'s tasks`);
+const planned = await planSection.locator("table.plan-tasks tbody tr").evaluateAll((trs) =>
+  trs.map((tr) => [tr.cells[0].textContent.trim(), tr.cells[1].textContent.trim()]));
+await planSection.scrollIntoViewIfNeeded();
+await shot("plan-numbers");
+await page.goto(`${base}/deployments/${dep2}`);
+const ctrlHref = await page.locator(`#runs-list .node-name a:text-is("${ctrlName}")`).getAttribute("href");
+const ctrlId = Number((ctrlHref || "").split("/").pop());
+await page.goto(`${base}/deployments/${dep2}?node=${ctrlId}#runs`);
+const ranNumbers = await page.locator("#runs-list tr.run").evaluateAll((trs) =>
+  trs.map((tr) => [tr.cells[0].textContent.trim(), tr.querySelector("td.step .mono").textContent.trim()]));
+const ranByNumber = new Map(ranNumbers.filter(([n]) => /^\d+$/.test(n)));
+const differ = planned.filter(([n, task]) => ranByNumber.get(n) !== task);
+ok(planned.length > 5 && ranByNumber.size === planned.length && differ.length === 0,
+   `${ctrlName}'s ${planned.length} planned tasks have the numbers its ${ranByNumber.size} task runs have (differ: ${differ.map((d) => d.join(" ")).join(", ")})`);
+ok(ranNumbers.some(([n]) => /^p\d+$/.test(n)) || ranNumbers.every(([n]) => /^(\d+|d\d+)$/.test(n)), "its own steps are numbered apart (p1, d1 …)");
+await shot("runs-numbers");
+
+// 7d. The node page explains itself: its environment by name in its header, an exit code on
+// each finished run, and the addresses it holds on the environment's networks.
+await page.goto(`${base}/nodes/${ctrlId}`);
+const envLine = page.locator(".page-head .actions p.muted");
+ok((await envLine.innerText()).includes("In newcomer") && await envLine.locator(`a[href="/environments/${env1}"]`, { hasText: "newcomer" }).count() === 1,
+   `the header names its environment, linked (${await envLine.innerText()})`);
+const exitHead = await page.locator("#deployments table.runs thead th").allTextContents();
+ok(exitHead.map((h) => h.trim()).includes("Exit"), `its runs have an exit code column (${exitHead.join(", ")})`);
+const okExit = await page.locator("#deployments tr.run-ok td.exit-code .exit").first().innerText();
+ok(okExit.trim() === "0", `a finished run shows its exit code, 0 included (${okExit})`);
+ok(await page.locator("#deployments tr.run-skipped td.exit-code .exit").count() === 0, "a skipped run shows none");
+const addresses = await page.locator("#network .net-addresses li").allInnerTexts();
+ok(addresses.length >= 2 && addresses.some((a) => a.includes("management")) && addresses.every((a) => /\d+\.\d+\.\d+\.\d+/.test(a)),
+   `the node page lists its addresses on the environment's networks (${addresses.join(" | ")})`);
+await page.locator("#network").scrollIntoViewIfNeeded();
+await shot("node-explained");
+await page.setViewportSize({ width: 900, height: 900 });
+await fits("the node page with its exit codes at 900 px");
+const [runsWide, runsBox] = await page.evaluate(() => { const c = document.getElementById("deployments"); return [c.scrollWidth, c.clientWidth]; });
+ok(runsWide <= runsBox, `its runs table, Exit column included, fits its card at 900 px (${runsWide} > ${runsBox})`);
+await shot("node-explained-900");
+await page.setViewportSize({ width: 1280, height: 900 });
 
 // 8. Delete the environment: a review first; Cancel keeps it.
 await page.goto(`${base}/environments/${env1}`);
@@ -705,7 +784,7 @@ ok(dep3 > 0, `rack's deployment starts (${await notice()})`);
 await page.goto(`${base}/deployments/${dep3}`);
 const waits = await page.waitForFunction(() => Array.from(document.querySelectorAll(".dep-status .warn-line")).map((p) => p.textContent).join(" | ") || false,
   null, { timeout: 20000 }).then((h) => h.jsonValue()).catch(() => "");
-ok(/waiting for the agent of node-\d+/.test(waits), `the deployment says it waits on gone agents (${waits})`);
+ok(/waiting for the agent of Untitled \(70:\d+\) since/.test(waits), `the deployment says it waits on gone agents, by name (${waits})`);
 await shot("deployment-waiting");
 await page.goto(`${base}/environments/${env2}`);
 ok((await text("#deployment")).includes("waiting for the agent of"), "the environment page says so too");

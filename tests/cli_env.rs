@@ -712,6 +712,95 @@ fn a_failed_step_is_shown_with_its_output_and_retry_goes_on() {
     );
 }
 
+/// A node deleted after a deployment takes its runs with it; the deployment still counts
+/// them, as they were left, and says how many were a deleted node's: `deployment list` does
+/// not turn "error, 2 failed" into "error, 0 failed".
+#[test]
+fn a_deleted_nodes_runs_stay_counted_in_the_deployment_list() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let cli = Cli::of(&d);
+    let (cluster, nodes) = setup(&base, &["controller", "compute"]);
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["id"].as_i64().unwrap();
+    // Both fail their first step on the bootstrap: no installed OS, so a node leaves at once.
+    drive(
+        &base,
+        &nodes,
+        &|run| crate::deploy::run_name(run) == "deploy.configure",
+        1000,
+    );
+    let list = cli.run(&["deployment", "list", "-o", "json"]).ok().json();
+    assert_eq!(list[0]["id"], id);
+    assert_eq!(list[0]["status"], "error");
+    let before = list[0]["runs"].clone();
+    assert_eq!(before["failed"], 2, "{before}");
+    assert_eq!(before["of_deleted_nodes"], 0, "{before}");
+    let compute = nodes[1].id;
+    let mine = Http::raw_get_json(&format!(
+        "{base}/api/v1/deployments/{id}/runs?node_id={compute}&brief=1"
+    ))["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(mine > 1, "{mine}");
+    let r = d
+        .http()
+        .delete(&format!("/api/v1/clusters/{cluster}/nodes/{compute}"));
+    assert!(r.status < 300, "{}", r.body);
+    let r = d.http().delete(&format!("/api/v1/nodes/{compute}"));
+    assert_eq!(r.status, 204, "{}", r.body);
+
+    // The list counts what the deployment had: the same statuses, these of a deleted node.
+    let list = cli.run(&["deployment", "list", "-o", "json"]).ok().json();
+    let after = &list[0]["runs"];
+    assert_eq!(after["of_deleted_nodes"], mine, "{after}");
+    for k in ["total", "ok", "failed", "skipped", "pending", "running"] {
+        assert_eq!(after[k], before[k], "{k}: {after} after {before}");
+    }
+    let table = cli.run(&["deployment", "list"]).ok().out;
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&format!("{id} ")))
+        .unwrap_or_else(|| panic!("{table}"));
+    let total = before["total"].as_u64().unwrap();
+    assert!(
+        row.contains(&format!("/{total} ({mine} of deleted nodes)")) && row.contains(" 2 "),
+        "{row}"
+    );
+    // The environment's list and the deployment itself say the same; only the listed steps
+    // are fewer.
+    let envs = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}/deployments"));
+    assert_eq!(envs[0]["runs"], *after, "{envs}");
+    let doc = Http::raw_get_json(&format!("{base}/api/v1/deployments/{id}"));
+    assert_eq!(doc["runs"], *after, "{doc}");
+    let listed = total as usize - mine;
+    assert_eq!(doc["steps_total"], listed, "{doc}");
+    assert_eq!(doc["steps"].as_array().unwrap().len(), listed);
+    let shown = cli.run(&["deployment", "show", &id.to_string()]).ok().out;
+    assert!(
+        shown.contains(&format!(
+            "{mine} of them of deleted nodes, not listed below"
+        )),
+        "{shown}"
+    );
+    // The dashboard's history and the deployment page count them too.
+    let history = d
+        .http()
+        .get(&format!("/environments/{cluster}/deployments"))
+        .body;
+    assert!(
+        history.contains(&format!("{mine} of deleted nodes")) && history.contains("2 failed"),
+        "{history}"
+    );
+    let page = d.http().get(&format!("/deployments/{id}")).body;
+    assert!(
+        page.contains(&format!("{mine} of nodes deleted since")) && page.contains("2 failed"),
+        "{page}"
+    );
+}
+
 #[test]
 fn an_aborted_deployment_follows_to_exit_1() {
     let d = TestDaemon::start_bundled("install");

@@ -940,7 +940,8 @@ fn a_removed_node_of_a_release_without_a_deletion_graph_is_released_at_deploy() 
 
 /// The installed OS's agent gets in only with its own node's credential, from a machine with
 /// one of that node's MACs, at the master's version (else 426 says which version and where to
-/// get it); the binary is served for a node's credential only.
+/// get it); the binary is served for a node's credential only, and fetching it marks the node
+/// seen.
 #[test]
 fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
     let dir = tempfile::tempdir().unwrap();
@@ -998,10 +999,31 @@ fn the_service_hello_and_binary_refuse_what_is_not_the_nodes_own() {
     assert_eq!(status, 401);
     let (status, _, _) = Http::get_bytes(&url, &[("authorization", "Bearer skn_forged")]);
     assert_eq!(status, 401);
+    // The fetch is the installed OS's first call: it marks the node seen, as every agent
+    // call does (its last call moved back a minute first).
+    let conn = rusqlite::Connection::open(dir.path().join("data").join("stoker.db")).unwrap();
+    let seen = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row(
+            "SELECT last_seen_at FROM nodes WHERE id = ?1",
+            [a.id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    conn.execute(
+        "UPDATE nodes SET last_seen_at = last_seen_at - 60 WHERE id = ?1",
+        [a.id],
+    )
+    .unwrap();
+    let before = seen(&conn);
     let auth = format!("Bearer {credential}");
     let (status, body, _) = Http::get_bytes(&url, &[("authorization", &auth)]);
     assert_eq!(status, 200);
     assert_eq!(body, std::fs::read(&binary).unwrap());
+    assert!(
+        seen(&conn) >= before + 59,
+        "the binary's fetch marks the node seen"
+    );
     // Its own hello still works.
     assert_eq!(hello(a.id, &[&a.mac], version).status, 200);
 }
@@ -1494,11 +1516,17 @@ fn a_deployment_says_which_silent_agent_it_waits_for() {
         [n.id],
     )
     .unwrap();
-    let said = format!("waiting for the agent of node-{} since ", n.id);
+    // Named as the dashboard names it; its id is beside the message.
+    let name = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id))["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let said = format!("waiting for the agent of {name} since ");
     let d1 = deployment(&base, dep);
     assert_eq!(d1["waiting"].as_array().unwrap().len(), 1, "{d1}");
     let w = &d1["waiting"][0];
     assert_eq!(w["node_id"], n.id);
+    assert_eq!(w["node_name"], name.as_str());
     // It waits from the deployment's start: the agent was last seen before it.
     assert_eq!(w["since"], d1["created_at"], "{d1}");
     assert!(d1["message"].as_str().unwrap().starts_with(&said), "{d1}");
@@ -1506,6 +1534,20 @@ fn a_deployment_says_which_silent_agent_it_waits_for() {
     assert_eq!(all[0]["waiting"][0]["node_id"], n.id, "{all}");
     let frag = d.http().get(&format!("/environments/{cluster}/timeline"));
     assert!(frag.body.contains(&said), "{}", frag.body);
+    // A node named node-3 reads as the issue says: "waiting for the agent of node-3 since …".
+    let r = d.http().put(
+        &format!("/api/v1/nodes/{}", n.id),
+        &json!({"name": "node-3"}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d1 = deployment(&base, dep);
+    assert!(
+        d1["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("waiting for the agent of node-3 since "),
+        "{d1}"
+    );
     // The agent calls again and takes its step: nothing is waited on.
     let run = next(&base, n).unwrap();
     assert_eq!(run_name(&run), "deploy.configure");

@@ -35,6 +35,27 @@ fn rows(html: &str) -> Vec<(String, i64, String, String)> {
         .collect()
 }
 
+/// The exit code cells of a page's run rows: (status, exit code shown).
+fn exits(html: &str) -> Vec<(String, String)> {
+    html.split("<tr class=\"run run-")
+        .skip(1)
+        .map(|chunk| {
+            let status = chunk.split('"').next().unwrap().to_string();
+            let cell = chunk
+                .split("<td class=\"num exit-code\">")
+                .nth(1)
+                .unwrap()
+                .split("</td>")
+                .next()
+                .unwrap();
+            let code = cell
+                .split_once('>')
+                .map_or("", |(_, rest)| rest.split('<').next().unwrap());
+            (status, code.to_string())
+        })
+        .collect()
+}
+
 /// The text plan's numbers: (node uid, number) → task.
 fn text_numbers(text: &str) -> BTreeMap<(String, String), String> {
     let mut out = BTreeMap::new();
@@ -316,6 +337,8 @@ fn the_node_page_shows_where_it_stands_its_deployments_log_and_activity() {
     let html = page(&d, &format!("/nodes/{compute}"));
     for want in [
         &format!("<a href=\"/environments/{cluster}\">env</a>"),
+        // The header names its environment, not "environment 1".
+        &format!("In <a href=\"/environments/{cluster}\">env</a>: remove it from there"),
         "<dt>Roles</dt><dd>compute",
         "badge-error\">error<",
         "deploy failed",
@@ -339,6 +362,69 @@ fn the_node_page_shows_where_it_stands_its_deployments_log_and_activity() {
         on_node.iter().map(key).collect::<Vec<_>>(),
         on_dep.iter().map(key).collect::<Vec<_>>()
     );
+    // Its addresses on the environment's networks, each with its network, CIDR and VLAN, as
+    // the network configuration API lays them out.
+    let nets = d
+        .http()
+        .get(&format!(
+            "/api/v1/clusters/{cluster}/network_configuration/neutron"
+        ))
+        .json();
+    let listed = html
+        .split("<ul class=\"plain net-addresses\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no network addresses:\n{html}"))
+        .split("</ul>")
+        .next()
+        .unwrap();
+    let mut seen = 0;
+    for net in nets["networks"].as_array().unwrap() {
+        let name = net["name"].as_str().unwrap();
+        let Some(cidr) = net["cidr"].as_str() else {
+            continue;
+        };
+        if !listed.contains(&format!(">{name}</a>")) {
+            continue;
+        }
+        seen += 1;
+        assert!(
+            listed.contains(&format!("<span class=\"mono\">{cidr}</span>")),
+            "{name} {cidr}: {listed}"
+        );
+        if let Some(vlan) = net["vlan_start"].as_i64() {
+            assert!(listed.contains(&format!("VLAN {vlan}")), "{listed}");
+        }
+    }
+    assert!(seen >= 2 && listed.contains(">management</a>"), "{listed}");
+    let held: Vec<String> = listed
+        .split("<li><span class=\"mono\">")
+        .skip(1)
+        .map(|li| li.split('<').next().unwrap().to_string())
+        .collect();
+    assert!(
+        held.iter().all(|ip| ip.contains('/') && ip.contains('.')),
+        "{held:?}"
+    );
+    // An exit code on every finished run that reported one, 0 included; none on the others.
+    let codes = exits(&html);
+    assert!(!codes.is_empty(), "{html}");
+    for (status, code) in &codes {
+        match status.as_str() {
+            "ok" => assert_eq!(code, "0", "{codes:?}"),
+            "failed" => assert_eq!(code, "1", "{codes:?}"),
+            _ => assert_eq!(code, "", "{codes:?}"),
+        }
+    }
+    assert!(
+        html.contains("<span class=\"exit exit-bad\">1</span>"),
+        "{html}"
+    );
+    assert!(html.contains("title=\"The exit code the step reported\">Exit</th>"));
+    assert_eq!(
+        exits(&page(&d, &format!("/deployments/{dep}?node={compute}"))),
+        codes,
+        "the deployment page shows the same codes"
+    );
     // The state part alone, and the controller's state: its last step.
     let state = page(&d, &format!("/nodes/{compute}/state"));
     assert!(state.contains("nova-compute: exit 1"), "{state}");
@@ -358,10 +444,92 @@ fn the_node_page_shows_where_it_stands_its_deployments_log_and_activity() {
     let html = page(&d, &format!("/nodes/{lone}"));
     assert!(html.contains("It has not taken part in a deployment."));
     assert!(html.contains("none: not assigned"));
+    assert!(html.contains("none: it is in no environment"), "{html}");
     assert!(
         html.contains("none from this master&#39;s DHCP")
             || html.contains("none from this master's DHCP")
     );
+}
+
+/// A node of many deployments shows the newest few and pages to the older ones with plain
+/// links (no JavaScript), the page number checked.
+#[test]
+fn the_node_page_pages_to_its_older_deployments() {
+    let d = TestDaemon::start_bundled("install");
+    let r = d.http().post(
+        "/api/v1/agent/hello",
+        &crate::common::inventory("52:54:00:00:60:01").to_string(),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let node = r.json()["node"]["id"].as_i64().unwrap();
+    let cluster = d.new_environment("paged");
+    let conn = rusqlite::Connection::open(d.db_path()).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    for i in 0..7 {
+        let dep = 500 + i;
+        conn.execute(
+            "INSERT INTO deployments (id, cluster_id, status, created_at, finished_at, name,
+               graph_type) VALUES (?1, ?2, 'done', ?3, ?3, 'deployment', 'default')",
+            [dep, cluster, 1000 + i],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO step_runs (deployment, node_id, seq, interface, step, task, args, deps,
+               timeout_s, status, attempt, started_at, finished_at, exit_code, runs_on)
+             VALUES (?1, ?2, 0, 'deploy', 'run_tasks', 'hiera', '{}', '[]', 600, 'ok', 1,
+               ?3, ?3, 0, 'os')",
+            [dep, node, 1000 + i],
+        )
+        .unwrap();
+    }
+    let shown = |html: &str| -> Vec<String> {
+        html.split("<div class=\"node-dep\">")
+            .skip(1)
+            .map(|c| {
+                c.split("\">Deployment ")
+                    .nth(1)
+                    .unwrap()
+                    .split('<')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let first = page(&d, &format!("/nodes/{node}"));
+    assert_eq!(shown(&first), ["506", "505", "504", "503", "502"]);
+    assert!(first.contains("newest first: 1–5 of 7"), "{first}");
+    let older = format!("/nodes/{node}?deployments_page=2#deployments");
+    assert!(
+        first.contains(&format!(
+            "<a href=\"{older}\" rel=\"next\">Older deployments →</a>"
+        )),
+        "{first}"
+    );
+    assert!(!first.contains("Newer deployments"));
+    let second = page(&d, &format!("/nodes/{node}?deployments_page=2"));
+    assert_eq!(shown(&second), ["501", "500"]);
+    assert!(second.contains("6–7 of 7"), "{second}");
+    assert!(
+        second.contains(&format!(
+            "<a href=\"/nodes/{node}#deployments\" rel=\"prev\">← Newer deployments</a>"
+        )),
+        "{second}"
+    );
+    assert!(!second.contains("Older deployments"));
+    // Past the last page: the last one; no page number: refused, naming the parameter.
+    assert_eq!(
+        shown(&page(&d, &format!("/nodes/{node}?deployments_page=9"))),
+        ["501", "500"]
+    );
+    for bad in ["0", "x", "-2"] {
+        let r = d
+            .http()
+            .get(&format!("/nodes/{node}?deployments_page={bad}"));
+        assert_eq!(r.status, 400, "{bad}");
+        assert!(r.body.contains("deployments_page"), "{}", r.body);
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `stoker deployment list|show|follow|logs`: deployments through the API. `list` is
-//! `GET /api/v1/deployments[?cluster_id=]`; `show` a deployment's runs per node (status,
+//! `GET /api/v1/deployments[?cluster_id=]` (steps finished of all it had, the runs of nodes
+//! deleted since counted as they were left and said so); `show` a deployment's runs per node (status,
 //! attempt, start, duration, exit code) from `GET /api/v1/deployments/{id}/runs?brief=1`, or
 //! with `-o json|yaml` the document of `GET /api/v1/deployments/{id}`; `follow` (and
 //! `show --follow`) hands it to [`crate::cli::follow`]; `logs NODE [TASK]` prints the output
@@ -117,12 +118,17 @@ pub fn table(out: &Out, deployments: &[Value], envs: &BTreeMap<i64, String>) -> 
         let runs = &d["runs"];
         let n = |k: &str| runs[k].as_u64().unwrap_or(0);
         let finished = n("ok") + n("failed") + n("skipped");
+        // The runs of nodes deleted since are counted as they were left, and said so.
+        let steps = match n("of_deleted_nodes") {
+            0 => format!("{finished}/{}", n("total")),
+            gone => format!("{finished}/{} ({gone} of deleted nodes)", n("total")),
+        };
         t.add_row(vec![
             Cell::new(cell_text(&d["id"])),
             Cell::new(envs.get(&env).cloned().unwrap_or(env.to_string())),
             Cell::new(cell_text(&d["name"])),
             out.status(d["status"].as_str().unwrap_or("?")),
-            Cell::new(format!("{finished}/{}", n("total"))),
+            Cell::new(steps),
             Cell::new(n("failed")),
             Cell::new(output::time(d["created_at"].as_i64())),
             Cell::new(output::took(
@@ -203,13 +209,17 @@ fn show(id: i64, follow: bool, args: &ApiArgs) -> anyhow::Result<ExitCode> {
         (
             "Steps",
             format!(
-                "{} total: {} ok, {} failed, {} skipped, {} running, {} pending",
+                "{} total: {} ok, {} failed, {} skipped, {} running, {} pending{}",
                 n("total"),
                 n("ok"),
                 n("failed"),
                 n("skipped"),
                 n("running"),
-                n("pending")
+                n("pending"),
+                match n("of_deleted_nodes") {
+                    0 => String::new(),
+                    gone => format!("; {gone} of them of deleted nodes, not listed below"),
+                }
             ),
         ),
     ];

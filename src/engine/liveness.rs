@@ -8,7 +8,10 @@
 //! silent. The runs themselves fail at their step timeout (the store's `expire_untaken`); this
 //! only says what the deployment is waiting for meanwhile.
 //!
-//! Pure: the caller reads the runs, the agents' last calls and the clock.
+//! Its message names the node as the dashboard does, by its name ("waiting for the agent of
+//! node-3 since …" for a node named node-3); the node's id is beside it (`node_id`).
+//!
+//! Pure: the caller reads the runs, the agents' last calls, the nodes' names and the clock.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,22 +26,32 @@ use crate::model::node::ONLINE_WINDOW_S;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Waiting {
     pub node_id: i64,
+    /// Its name, as the dashboard shows it.
+    pub node_name: String,
     /// The run it waits to hand out (the first, when several are due).
     pub run_id: i64,
     /// Since when the deployment has waited for this agent.
     pub since: i64,
     /// The agent's last call (0: never).
     pub last_seen: i64,
-    /// "waiting for the agent of node-3 since 2026-11-25 12:04:00 UTC".
+    /// "waiting for the agent of node-3 since 2026-11-25 12:04:00 UTC", by the node's name.
     pub message: String,
 }
 
+/// What the caller read of a node: its agent's last call (0: never) and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    pub last_seen: i64,
+    pub name: String,
+}
+
 /// The nodes a running deployment started at `started_at` waits on at `now`, by node id;
-/// `last_seen` is each node's agent's last call.
+/// `nodes` holds each node's agent's last call and the node's name (one missing: never seen,
+/// named `node-<id>`).
 pub fn waiting(
     views: Vec<RunView>,
     started_at: i64,
-    last_seen: &HashMap<i64, i64>,
+    nodes: &HashMap<i64, Agent>,
     now: i64,
 ) -> Vec<Waiting> {
     let agents: HashMap<i64, i64> = views
@@ -52,22 +65,25 @@ pub fn waiting(
         let Some(&node) = agents.get(&run) else {
             continue;
         };
-        let seen = last_seen.get(&node).copied().unwrap_or(0);
+        let known = nodes.get(&node);
+        let seen = known.map_or(0, |a| a.last_seen);
         if now.saturating_sub(seen) <= ONLINE_WINDOW_S || out.contains_key(&node) {
             continue;
         }
         let since = seen.max(started_at);
+        let name = known.map_or_else(|| format!("node-{node}"), |a| a.name.clone());
         out.insert(
             node,
             Waiting {
                 node_id: node,
+                message: format!(
+                    "waiting for the agent of {name} since {}",
+                    crate::model::utc(since)
+                ),
+                node_name: name,
                 run_id: run,
                 since,
                 last_seen: seen,
-                message: format!(
-                    "waiting for the agent of node-{node} since {}",
-                    crate::model::utc(since)
-                ),
             },
         );
     }
@@ -109,16 +125,40 @@ mod tests {
             // node 5: never seen, its run due since the start.
             run(7, 5, 0, RunStatus::Pending, Location::Os),
         ];
-        let seen = HashMap::from([(1, 1_000), (2, 1_055), (3, 900), (4, 0)]);
-        let w = waiting(views, 950, &seen, 1_060);
+        let agent = |last_seen: i64, name: &str| Agent {
+            last_seen,
+            name: name.to_string(),
+        };
+        let seen = HashMap::from([
+            (1, agent(1_000, "rack1-ctl")),
+            (2, agent(1_055, "node-2")),
+            (3, agent(900, "node-3")),
+            (4, agent(0, "node-4")),
+            (5, agent(0, "node-5")),
+        ]);
+        let w = waiting(views.clone(), 950, &seen, 1_060);
         let got: Vec<(i64, i64, i64)> = w.iter().map(|w| (w.node_id, w.run_id, w.since)).collect();
         assert_eq!(got, vec![(1, 2, 1_000), (5, 7, 950)]);
+        // Named as the dashboard names them; the id beside.
         assert_eq!(
             w[0].message,
-            "waiting for the agent of node-1 since 1970-01-01 00:16:40 UTC"
+            "waiting for the agent of rack1-ctl since 1970-01-01 00:16:40 UTC"
+        );
+        assert_eq!((w[0].node_id, w[0].node_name.as_str()), (1, "rack1-ctl"));
+        assert_eq!(
+            w[1].message,
+            "waiting for the agent of node-5 since 1970-01-01 00:15:50 UTC"
+        );
+        // A node the caller found nothing of: never seen, named by its id.
+        let w = waiting(views, 950, &HashMap::new(), 1_060);
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w[0].message
+                .starts_with("waiting for the agent of node-1 since ")
         );
         // Within the online window nobody is waited on.
         let views = vec![run(2, 1, 1, RunStatus::Pending, Location::Ramdisk)];
+        let seen = HashMap::from([(1, agent(1_000, "rack1-ctl"))]);
         assert!(waiting(views, 950, &seen, 1_000 + ONLINE_WINDOW_S).is_empty());
     }
 }

@@ -60,6 +60,15 @@ pub struct DeploymentSummary {
     pub started_by: Option<String>,
 }
 
+/// `columns` (a comma-separated list) each prefixed with the table alias `alias`.
+fn prefixed(alias: &str, columns: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 const LINE_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, status, reason, \
      attempt, started_at, finished_at, exit_code, error, runs_on, length(CAST(output_tail AS BLOB))";
 
@@ -212,6 +221,7 @@ impl ReadTxn<'_> {
                 let (status, n) = row?;
                 c.add(&status, n.max(0).unsigned_abs() as usize);
             }
+            let c = c.plus(self.deleted_runs(deployment.id)?);
             out.push(DeploymentSummary {
                 deployment,
                 counts: c,
@@ -235,25 +245,36 @@ impl ReadTxn<'_> {
             .flatten())
     }
 
-    /// The deployments `node` took part in, newest first, at most `limit`.
-    pub fn node_deployments(&self, node: i64, limit: u32) -> Result<Vec<Deployment>> {
-        let ids: Vec<i64> = self
+    /// The deployments `node` took part in, newest first, at most `limit` after skipping
+    /// `offset` (a deployment still being written is none of them).
+    pub fn node_deployments(&self, node: i64, limit: u32, offset: u64) -> Result<Vec<Deployment>> {
+        let sql = format!(
+            "SELECT {} FROM deployments d WHERE d.id IN
+               (SELECT DISTINCT deployment FROM step_runs WHERE node_id = ?1)
+               AND d.status != 'preparing'
+             ORDER BY d.id DESC LIMIT ?2 OFFSET ?3",
+            prefixed("d", DEPLOYMENT_COLUMNS)
+        );
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let rows = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(params![node, limit, offset], deployment_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// How many deployments `node` took part in (as [`ReadTxn::node_deployments`] counts them).
+    pub fn node_deployment_count(&self, node: i64) -> Result<u64> {
+        let n: i64 = self
             .conn
             .prepare_cached(
-                "SELECT DISTINCT deployment FROM step_runs WHERE node_id = ?1
-                 ORDER BY deployment DESC LIMIT ?2",
+                "SELECT COUNT(*) FROM deployments d WHERE d.id IN
+                   (SELECT DISTINCT deployment FROM step_runs WHERE node_id = ?1)
+                   AND d.status != 'preparing'",
             )?
-            .query_map(params![node, limit], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(d) = self.deployment(id)?
-                && d.status != "preparing"
-            {
-                out.push(d);
-            }
-        }
-        Ok(out)
+            .query_row([node], |r| r.get(0))?;
+        Ok(n.max(0).unsigned_abs())
     }
 
     /// The newest failed run of `node`, in any deployment.
@@ -383,23 +404,20 @@ mod tests {
         let labels = store.read(|r| r.node_labels()).unwrap();
         assert_eq!(labels[&2].name, "node-2");
         assert_eq!(labels[&2].status, crate::model::NodeStatus::Error);
-        let deps: Vec<i64> = store
-            .read(|r| r.node_deployments(1, 10))
-            .unwrap()
-            .iter()
-            .map(|d| d.id)
-            .collect();
-        assert_eq!(deps, [11, 10]);
-        assert_eq!(
+        let ids = |limit: u32, offset: u64| -> Vec<i64> {
             store
-                .read(|r| r.node_deployments(1, 1))
+                .read(|r| r.node_deployments(1, limit, offset))
                 .unwrap()
                 .iter()
                 .map(|d| d.id)
-                .collect::<Vec<_>>(),
-            [11],
-            "bounded"
-        );
+                .collect()
+        };
+        assert_eq!(ids(10, 0), [11, 10]);
+        assert_eq!(ids(1, 0), [11], "bounded");
+        assert_eq!(ids(1, 1), [10], "the older ones a page on");
+        assert_eq!(ids(5, 2), Vec::<i64>::new());
+        assert_eq!(store.read(|r| r.node_deployment_count(1)).unwrap(), 2);
+        assert_eq!(store.read(|r| r.node_deployment_count(99)).unwrap(), 0);
         let failed = store.read(|r| r.last_failed_run(2)).unwrap().unwrap();
         assert_eq!(failed.name(), "hiera");
         assert_eq!(failed.error.as_deref(), Some("exit 1"));

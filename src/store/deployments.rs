@@ -128,7 +128,10 @@ impl Run {
     }
 }
 
-/// How many runs of a deployment are in each status.
+/// How many runs of a deployment are in each status. Where the store counts a deployment's
+/// runs, the runs of nodes deleted since are in it too, each in the status it was left in, and
+/// `of_deleted_nodes` says how many of `total` they are (they are no longer listed): a
+/// deployment keeps counting what it ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RunCounts {
     pub total: usize,
@@ -137,6 +140,8 @@ pub struct RunCounts {
     pub ok: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Of `total`, the runs of nodes deleted since, which went with them.
+    pub of_deleted_nodes: usize,
 }
 
 impl RunCounts {
@@ -163,6 +168,30 @@ impl RunCounts {
     /// Finished without failing (ok or skipped): what a node's progress counts.
     pub fn done(&self) -> usize {
         self.ok + self.skipped
+    }
+
+    /// Count `n` runs in `status` of a node deleted since.
+    pub fn add_deleted(&mut self, status: &str, n: usize) {
+        self.add(status, n);
+        self.of_deleted_nodes += n;
+    }
+
+    /// These counts with `other`'s added.
+    pub fn plus(self, other: RunCounts) -> RunCounts {
+        RunCounts {
+            total: self.total + other.total,
+            pending: self.pending + other.pending,
+            running: self.running + other.running,
+            ok: self.ok + other.ok,
+            failed: self.failed + other.failed,
+            skipped: self.skipped + other.skipped,
+            of_deleted_nodes: self.of_deleted_nodes + other.of_deleted_nodes,
+        }
+    }
+
+    /// The runs still listed: all but those of deleted nodes.
+    pub fn listed(&self) -> usize {
+        self.total - self.of_deleted_nodes
     }
 }
 
@@ -354,13 +383,21 @@ impl ReadTxn<'_> {
         if d.status != "running" {
             return Ok(Vec::new());
         }
-        let seen: std::collections::HashMap<i64, i64> = self
+        let seen: std::collections::HashMap<i64, liveness::Agent> = self
             .conn
             .prepare_cached(
-                "SELECT id, last_seen_at FROM nodes WHERE id IN
+                "SELECT id, last_seen_at, name FROM nodes WHERE id IN
                  (SELECT DISTINCT node_id FROM step_runs WHERE deployment = ?1)",
             )?
-            .query_map([d.id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .query_map([d.id], |r| {
+                Ok((
+                    r.get(0)?,
+                    liveness::Agent {
+                        last_seen: r.get(1)?,
+                        name: r.get(2)?,
+                    },
+                ))
+            })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(liveness::waiting(
             self.run_views(d.id)?,

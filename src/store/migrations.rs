@@ -743,6 +743,22 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 28,
+        name: "removed_runs",
+        sql: "
+            -- A deleted node's runs go with it (step_runs cascade); what they were is kept
+            -- here, counted by the status each was left in, so a deployment still counts
+            -- every run it had (its lists would otherwise say `error`, 0 failed).
+            CREATE TABLE removed_runs (
+                deployment INTEGER NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
+                node_id    INTEGER NOT NULL,
+                status     TEXT    NOT NULL,
+                n          INTEGER NOT NULL,
+                PRIMARY KEY (deployment, node_id, status)
+            ) STRICT, WITHOUT ROWID;
+        ",
+    },
+    Migration {
+        version: 29,
         name: "plan_revision",
         sql: "
             -- One number that moves whenever anything a plan is made from changes: triggers

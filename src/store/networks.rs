@@ -138,6 +138,30 @@ impl ReadTxn<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The addresses node `node_id` holds in environment `cluster_id`, each with its network:
+    /// the environment's networks by id, then the admin network (as Nailgun lists them).
+    pub fn node_addresses(
+        &self,
+        cluster_id: i64,
+        node_id: i64,
+    ) -> Result<Vec<(NetworkGroup, String)>> {
+        let columns = COLUMNS
+            .split(',')
+            .map(|c| format!("g.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {columns}, a.ip FROM ip_addrs a JOIN network_groups g ON g.id = a.network_id
+             WHERE a.cluster_id = ?1 AND a.node_id = ?2
+             ORDER BY g.cluster_id IS NULL, g.id, a.id"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([cluster_id, node_id], |r| {
+            Ok((group_from_row(r)?, r.get::<_, String>(9)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Addresses other environments hold in shared networks (the admin network).
     fn foreign_addresses(&self, cluster_id: i64) -> Result<Vec<(i64, String)>> {
         let mut stmt = self.conn.prepare_cached(

@@ -524,14 +524,15 @@ impl WriteTxn<'_> {
 
     /// An operator deletes a node, as Nailgun does only for a node in no environment: refused
     /// (conflict) while it is assigned to one or has steps in a running deployment. Its MACs,
-    /// inventory, boot tokens and its steps in finished deployments go with it; its history
-    /// stays, no longer linked to it. A node that boots again is discovered anew, under a new
+    /// inventory, boot tokens and its steps in finished deployments go with it (each deployment
+    /// keeps their count by status, `removed_runs`); its history stays, no longer linked to it. A node that boots again is discovered anew, under a new
     /// id (the highest deleted id is kept in `settings`, so no id is ever reused).
     pub fn delete_node(&self, id: NodeId, now: i64) -> Result<Node> {
         let node = self.read().existing_node(id)?;
         if let Some(cluster) = node.cluster_id {
             return Err(StoreError::Conflict(format!(
-                "node {id} is assigned to environment {cluster}; remove it from the                  environment first"
+                "node {id} is assigned to environment {cluster}; remove it from the \
+                 environment first"
             )));
         }
         let running: Option<i64> = self
@@ -551,6 +552,13 @@ impl WriteTxn<'_> {
             "DELETE FROM boot_tokens WHERE mac IN (SELECT mac FROM node_macs WHERE node_id = ?1)
                OR mac = ?2",
             params![id, node.mac.as_str()],
+        )?;
+        // Its runs go with it; each deployment keeps how many it had in each status.
+        self.conn.execute(
+            "INSERT INTO removed_runs (deployment, node_id, status, n)
+             SELECT deployment, node_id, status, COUNT(*) FROM step_runs WHERE node_id = ?1
+             GROUP BY deployment, status",
+            [id],
         )?;
         self.conn.execute("DELETE FROM nodes WHERE id = ?1", [id])?;
         self.conn.execute(
@@ -614,6 +622,21 @@ impl WriteTxn<'_> {
             Location::Ramdisk
         };
         Ok(Some((id, kind)))
+    }
+
+    /// The node whose service-agent credential hashes to `hash`, marked seen now as every
+    /// agent call marks it (at most one write a second): fetching the agent binary with the
+    /// credential is its installed OS's first call.
+    pub fn os_credential_call(&self, hash: &str, now: i64) -> Result<Option<NodeId>> {
+        let Some(id) = self.read().node_by_os_credential(hash)? else {
+            return Ok(None);
+        };
+        self.conn
+            .prepare_cached(
+                "UPDATE nodes SET last_seen_at = ?2 WHERE id = ?1 AND last_seen_at < ?2",
+            )?
+            .execute(params![id, now])?;
+        Ok(Some(id))
     }
 
     /// Bind a service-agent credential to the node (its hash): the one its configure step is

@@ -1,6 +1,6 @@
 //! What people read of deployments (the CLI's `deployment list|show|logs` and its `--follow`):
 //! every deployment with how many of its runs stand in each status, counted in SQL without
-//! loading a run; and one deployment's runs filtered by node, task and status, without their
+//! loading a run (the runs of nodes deleted since in their kept counts, `removed_runs`); and one deployment's runs filtered by node, task and status, without their
 //! arguments, dependencies, output and report when only their progress is wanted (a follower
 //! asks every second). No writes.
 
@@ -44,22 +44,29 @@ fn run_columns(brief: bool) -> String {
 
 impl ReadTxn<'_> {
     /// Deployments newest first, of environment `cluster_id` or of all, each with its runs
-    /// counted by status.
+    /// counted by status, deleted nodes' runs included ([`RunCounts`]).
     pub fn deployments_counted(
         &self,
         cluster_id: Option<i64>,
     ) -> Result<Vec<(Deployment, RunCounts)>> {
         let sql = format!(
-            "WITH c AS (
-               SELECT deployment AS dep, COUNT(*) AS n_total,
-                 SUM(status = 'pending') AS n_pending, SUM(status = 'running') AS n_running,
-                 SUM(status = 'ok') AS n_ok, SUM(status = 'failed') AS n_failed
-               FROM step_runs
-               WHERE deployment IN
-                 (SELECT id FROM deployments WHERE ?1 IS NULL OR cluster_id = ?1)
-               GROUP BY deployment)
+            "WITH mine AS (SELECT id FROM deployments WHERE ?1 IS NULL OR cluster_id = ?1),
+             every AS (
+               SELECT deployment, status, 1 AS n, 0 AS gone FROM step_runs
+               WHERE deployment IN mine
+               UNION ALL
+               SELECT deployment, status, n, n FROM removed_runs WHERE deployment IN mine),
+             c AS (
+               SELECT deployment AS dep, SUM(n) AS n_total,
+                 SUM(CASE status WHEN 'pending' THEN n ELSE 0 END) AS n_pending,
+                 SUM(CASE status WHEN 'running' THEN n ELSE 0 END) AS n_running,
+                 SUM(CASE status WHEN 'ok' THEN n ELSE 0 END) AS n_ok,
+                 SUM(CASE status WHEN 'failed' THEN n ELSE 0 END) AS n_failed,
+                 SUM(gone) AS n_gone
+               FROM every GROUP BY deployment)
              SELECT {DEPLOYMENT_COLUMNS}, COALESCE(n_total, 0), COALESCE(n_pending, 0),
-               COALESCE(n_running, 0), COALESCE(n_ok, 0), COALESCE(n_failed, 0)
+               COALESCE(n_running, 0), COALESCE(n_ok, 0), COALESCE(n_failed, 0),
+               COALESCE(n_gone, 0)
              FROM deployments LEFT JOIN c ON c.dep = deployments.id
              WHERE (?1 IS NULL OR cluster_id = ?1) AND status != 'preparing'
              ORDER BY id DESC"
@@ -77,13 +84,15 @@ impl ReadTxn<'_> {
                     ok,
                     failed,
                     skipped: total.saturating_sub(pending + running + ok + failed),
+                    of_deleted_nodes: n(15)?,
                 },
             ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// How many runs of `deployment` stand in each status.
+    /// How many runs of `deployment` stand in each status, deleted nodes' runs included
+    /// ([`RunCounts`]).
     pub fn run_counts(&self, deployment: i64) -> Result<RunCounts> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT status, COUNT(*) FROM step_runs WHERE deployment = ?1 GROUP BY status",
@@ -94,15 +103,24 @@ impl ReadTxn<'_> {
         let mut c = RunCounts::default();
         for row in rows {
             let (status, n) = row?;
-            let n = usize::try_from(n).unwrap_or(0);
-            c.total += n;
-            match status.as_str() {
-                "pending" => c.pending += n,
-                "running" => c.running += n,
-                "ok" => c.ok += n,
-                "failed" => c.failed += n,
-                _ => c.skipped += n,
-            }
+            c.add(&status, usize::try_from(n).unwrap_or(0));
+        }
+        Ok(c.plus(self.deleted_runs(deployment)?))
+    }
+
+    /// The runs of `deployment` that went with nodes deleted since, counted by the status
+    /// each was left in.
+    pub fn deleted_runs(&self, deployment: i64) -> Result<RunCounts> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT status, SUM(n) FROM removed_runs WHERE deployment = ?1 GROUP BY status",
+        )?;
+        let rows = stmt.query_map([deployment], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?;
+        let mut c = RunCounts::default();
+        for row in rows {
+            let (status, n) = row?;
+            c.add_deleted(&status, usize::try_from(n).unwrap_or(0));
         }
         Ok(c)
     }

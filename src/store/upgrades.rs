@@ -133,6 +133,9 @@ fn seed(version: u32) -> String {
         27 => "INSERT INTO history (at, node_id, cluster_id, deployment_id, kind, message)
                VALUES (900, 2, 1, 1, 'deployment.done', 'deployment 1 done');"
             .into(),
+        28 => "INSERT INTO removed_runs (deployment, node_id, status, n)
+               VALUES (1, 9, 'failed', 1), (1, 9, 'ok', 3);"
+            .into(),
         _ => String::new(),
     }
 }
@@ -407,6 +410,10 @@ fn check(store: &Store, k: u32) {
                     (Some(2), Some(1), Some(1))
                 );
                 assert_eq!(line.cluster_name.as_deref(), Some("env-1"));
+            }
+            if k >= 28 {
+                let c = r.run_counts(1)?;
+                assert_eq!((c.of_deleted_nodes, c.failed), (4, 1), "{c:?}");
             }
             if k >= 25 {
                 let b = r.bmc(2)?.expect("node 2's BMC");

@@ -538,7 +538,8 @@ fn write_table(disk: &Disk, gpt: &Gpt, entries: &[u8], backup_lba: u64) -> Resul
         return Err(corrupt(
             disk,
             format!(
-                "no room for the backup entries array ({entries_sectors} sectors) before LBA                  {backup_lba} after the last usable LBA {}",
+                "no room for the backup entries array ({entries_sectors} sectors) before LBA \
+                 {backup_lba} after the last usable LBA {}",
                 gpt.last_usable
             ),
         ));

@@ -25,8 +25,9 @@ pub fn deployment_json(d: &Deployment, runs: &[Run]) -> Value {
     deployment_counted(d, RunCounts::of(runs))
 }
 
-/// A deployment with its runs counted by status (`runs`), what it ran (`name`: `deployment`,
-/// `provision`, ...; `graph_type`) and when.
+/// A deployment with its runs counted by status (`runs`: the runs of nodes deleted since
+/// included, `of_deleted_nodes` of them; see [`RunCounts`]), what it ran (`name`:
+/// `deployment`, `provision`, ...; `graph_type`) and when.
 pub fn deployment_counted(d: &Deployment, counts: RunCounts) -> Value {
     json!({
         "id": d.id,
@@ -40,11 +41,12 @@ pub fn deployment_counted(d: &Deployment, counts: RunCounts) -> Value {
     })
 }
 
-/// [`deployment_json`] with `waiting`: the nodes whose due step waits for an agent that has
-/// gone silent, each with its `message` ("waiting for the agent of node-3 since …"), and
+/// [`deployment_counted`] with `waiting`: the nodes whose due step waits for an agent that has
+/// gone silent, each with its node's id and name and its `message` ("waiting for the agent of
+/// node-3 since …", by the node's name), and
 /// `message`, those joined (absent when nothing waits).
-pub fn deployment_json_waiting(d: &Deployment, runs: &[Run], waiting: &[Waiting]) -> Value {
-    let mut body = deployment_json(d, runs);
+pub fn deployment_json_waiting(d: &Deployment, counts: RunCounts, waiting: &[Waiting]) -> Value {
+    let mut body = deployment_counted(d, counts);
     body["waiting"] = json!(waiting);
     if !waiting.is_empty() {
         body["message"] = json!(
@@ -173,9 +175,9 @@ pub async fn list(
                 let mut out = Vec::new();
                 let now = crate::clock::now();
                 for d in r.deployments(id)? {
-                    let runs = r.runs(d.id)?;
+                    let counts = r.run_counts(d.id)?;
                     let waiting = r.waiting_agents(&d, now)?;
-                    out.push(deployment_json_waiting(&d, &runs, &waiting));
+                    out.push(deployment_json_waiting(&d, counts, &waiting));
                 }
                 Ok(out)
             })
@@ -222,10 +224,10 @@ pub async fn show(
     let (d, counts, steps, waiting) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
     let (steps, next) = runs::paged(steps, offset, limit);
-    let mut body = deployment_json_waiting(&d, &[], &waiting);
-    body["runs"] = json!(counts);
+    let mut body = deployment_json_waiting(&d, counts, &waiting);
     body["steps"] = serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
-    body["steps_total"] = json!(counts.total);
+    // The steps listed: deleted nodes' runs are counted, not listed.
+    body["steps_total"] = json!(counts.listed());
     body["next_offset"] = json!(next);
     Ok(HttpResponse::Ok().json(caller.shown(body)))
 }
@@ -262,8 +264,8 @@ async fn change(
 ) -> Result<HttpResponse, ApiError> {
     let id = id_of(path, "deployment")?;
     let now = crate::clock::now();
-    let (d, runs) = state
-        .store(move |s| s.write(|tx| Ok((f(tx, id, now)?, tx.read().runs(id)?))))
+    let (d, counts) = state
+        .store(move |s| s.write(|tx| Ok((f(tx, id, now)?, tx.read().run_counts(id)?))))
         .await?;
-    Ok(HttpResponse::Ok().json(deployment_json(&d, &runs)))
+    Ok(HttpResponse::Ok().json(deployment_counted(&d, counts)))
 }

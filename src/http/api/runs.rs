@@ -183,8 +183,7 @@ pub async fn runs(
     let (d, counts, waiting, runs) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
     let (runs, next) = paged(runs, offset, limit);
-    let mut deployment = deployment_json_waiting(&d, &[], &waiting);
-    deployment["runs"] = json!(counts);
+    let deployment = deployment_json_waiting(&d, counts, &waiting);
     let mut runs = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
     if brief && let Some(items) = runs.as_array_mut() {
         for run in items.iter_mut().filter_map(|r| r.as_object_mut()) {

@@ -218,7 +218,7 @@ pub async fn binary(
     let now = crate::clock::now();
     let node = state
         .store(move |s| {
-            s.write(|tx| match tx.read().node_by_os_credential(&hash)? {
+            s.write(|tx| match tx.os_credential_call(&hash, now)? {
                 Some(n) => Ok(Some(n)),
                 None => Ok(tx.authenticate_agent(&hash, now)?.map(|(n, _)| n)),
             })

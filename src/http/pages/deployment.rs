@@ -271,6 +271,8 @@ struct Loaded {
     deployment: Deployment,
     env_name: String,
     lines: Vec<RunLine>,
+    /// The runs of nodes deleted since, counted as they were left (not in `lines`).
+    deleted: RunCounts,
     /// Node id → (name, roles, status).
     nodes: HashMap<i64, (String, String, crate::model::NodeStatus)>,
     waiting: Vec<String>,
@@ -291,6 +293,7 @@ async fn load(state: &AppState, id: i64, now: i64) -> Result<Loaded, ApiError> {
                     .cluster(d.cluster_id)?
                     .map_or_else(|| format!("environment {}", d.cluster_id), |c| c.name);
                 let lines = r.run_lines(id)?;
+                let deleted = r.deleted_runs(id)?;
                 let nodes = r
                     .node_labels()?
                     .into_iter()
@@ -318,6 +321,7 @@ async fn load(state: &AppState, id: i64, now: i64) -> Result<Loaded, ApiError> {
                     deployment: d,
                     env_name,
                     lines,
+                    deleted,
                     nodes,
                     waiting,
                     started_by,
@@ -379,7 +383,7 @@ fn explain(lines: &[RunLine]) -> String {
 
 fn status_view(l: &Loaded, me: &Me, now: i64) -> StatusView {
     let d = &l.deployment;
-    let c = RunCounts::of_lines(&l.lines);
+    let c = RunCounts::of_lines(&l.lines).plus(l.deleted);
     let took = match d.finished_at {
         Some(f) => format!("took {}, ended {}", duration(f - d.created_at), utc(f)),
         None if d.status == "running" => {
@@ -397,6 +401,13 @@ fn status_view(l: &Loaded, me: &Me, now: i64) -> StatusView {
         if n > 0 {
             let _ = write!(counts, " · {n} {what}");
         }
+    }
+    if c.of_deleted_nodes > 0 {
+        let _ = write!(
+            counts,
+            " · {} of nodes deleted since, counted as they were left and not listed",
+            c.of_deleted_nodes
+        );
     }
     let names = |n: i64| l.node_name(n);
     let check = d.is_check() || d.status == crate::store::CHAINING;
@@ -1013,6 +1024,7 @@ mod tests {
             },
             env_name: "env".into(),
             lines,
+            deleted: RunCounts::default(),
             nodes: HashMap::new(),
             waiting: Vec::new(),
             started_by: None,
@@ -1081,5 +1093,21 @@ mod tests {
             "60 graph tasks and 0 stages run as 90 steps: the nodes also run 30 deploy steps of \
              their own (deploy.write_image)"
         ));
+    }
+
+    #[test]
+    fn the_status_counts_runs_of_deleted_nodes_as_they_were_left() {
+        let mut l = loaded(vec![line(1, Some(1), 0, None, "ok")]);
+        let mut gone = RunCounts::default();
+        gone.add_deleted("failed", 1);
+        gone.add_deleted("pending", 5);
+        l.deleted = gone;
+        let v = status_view(&l, &Me::default(), 30);
+        assert_eq!((v.done, v.total), (1, 7));
+        assert_eq!(
+            v.counts,
+            "1 of 7 steps done · 1 failed · 5 pending · 6 of nodes deleted since, counted as \
+             they were left and not listed"
+        );
     }
 }

@@ -43,7 +43,11 @@ impl DeploymentRow {
         } else {
             format!("{} of {} steps done", c.done(), c.total)
         };
-        for (n, what) in [(c.running, "running"), (c.failed, "failed")] {
+        for (n, what) in [
+            (c.running, "running"),
+            (c.failed, "failed"),
+            (c.of_deleted_nodes, "of deleted nodes"),
+        ] {
             if n > 0 {
                 counts.push_str(&format!(" · {n} {what}"));
             }

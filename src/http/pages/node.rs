@@ -1,11 +1,13 @@
 //! A node's page: where it stands (environment, roles and pending roles, status with its error
 //! type, its current or last step and last error; also a fragment, `/nodes/{id}/state`, that
-//! `live.js` swaps in), its hardware, addresses and DHCP leases, BMC and power (with the power
-//! buttons and the BMC form), the master's BMC steps on it, the deployments it took part in
-//! with its runs there, what its agents reported (the runs' output tails, newest first), its
-//! activity, and its delete and approve actions.
+//! `live.js` swaps in), its hardware, addresses (its agent's, its DHCP leases, and the ones it
+//! holds on each of its environment's networks), BMC and power (with the power buttons and the
+//! BMC form), the master's BMC steps on it, the deployments it took part in with its runs there
+//! ([`DEPLOYMENTS_SHOWN`] a page, older ones through `?deployments_page=N`, plain links), what
+//! its agents reported (the runs' output tails, newest first), its activity, and its delete
+//! and approve actions.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
@@ -35,15 +37,24 @@ pub struct NodePage {
     bmc_runs: Vec<(crate::store::MasterRun, String)>,
     state: StateView,
     leases: Vec<LeaseRow>,
+    /// Its addresses on its environment's networks.
+    addresses: Vec<AddressRow>,
     deployments: Vec<NodeDeployment>,
+    /// Which of its deployments the page shows: `1–5 of 12`; empty when all fit one page.
+    deployments_range: String,
+    /// The pages of newer and older deployments, when there are.
+    newer: Option<String>,
+    older: Option<String>,
     log: Vec<LogEntry>,
     activity: Vec<HistoryRow>,
     /// How runs are numbered ([`runs::EXPLAIN`]).
     numbering: &'static str,
 }
 
-/// Deployments a node's page shows, newest first.
+/// Deployments a node's page shows at a time, newest first.
 pub const DEPLOYMENTS_SHOWN: u32 = 5;
+/// The page's parameter: which page of its deployments (from 1, the newest).
+pub const DEPLOYMENTS_PAGE: &str = "deployments_page";
 /// Outputs its log tail shows.
 pub const LOG_SHOWN: u32 = 10;
 /// Activity entries it shows.
@@ -79,6 +90,59 @@ pub struct LeaseRow {
     pub expires: String,
     pub expires_utc: String,
     pub current: bool,
+}
+
+/// An address the node holds on one of its environment's networks.
+pub struct AddressRow {
+    pub network: String,
+    /// `192.168.0.3/24`: the address with its network's prefix length.
+    pub ip: String,
+    pub cidr: String,
+    /// `VLAN 101`, `untagged`.
+    pub vlan: String,
+    pub gateway: String,
+}
+
+impl AddressRow {
+    fn new(net: &crate::engine::network::model::NetworkGroup, ip: &str) -> AddressRow {
+        let cidr = net.cidr.clone().unwrap_or_default();
+        AddressRow {
+            network: net.name.clone(),
+            ip: match cidr.split_once('/') {
+                Some((_, len)) if !ip.contains('/') => format!("{ip}/{len}"),
+                _ => ip.to_string(),
+            },
+            vlan: net
+                .vlan_start
+                .map_or_else(|| "untagged".to_string(), |v| format!("VLAN {v}")),
+            gateway: net.gateway.clone().unwrap_or_default(),
+            cidr,
+        }
+    }
+}
+
+/// The page of a node's deployments `query` asks for (`deployments_page`, from 1); other
+/// parameters are left to others. A value that is no page number is refused, naming it.
+fn deployments_page(query: &str) -> Result<u64, ApiError> {
+    let pairs = crate::http::pages::node_query::pairs_of(query)?;
+    let mut page = 1;
+    for (k, v) in pairs {
+        if k == DEPLOYMENTS_PAGE {
+            let v = v.trim();
+            page = v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=1_000_000).contains(n))
+                .ok_or_else(|| {
+                    ApiError::field(
+                        "query",
+                        DEPLOYMENTS_PAGE,
+                        format!("{v:?} is not a page number"),
+                    )
+                })?;
+        }
+    }
+    Ok(page)
 }
 
 /// A deployment the node took part in, with its runs there.
@@ -129,7 +193,7 @@ fn read_state(r: &crate::store::ReadTxn<'_>, id: i64) -> crate::store::Result<Op
         Some(c) => r.cluster(c)?.map(|c| c.name),
         None => None,
     };
-    let newest = match r.node_deployments(id, 1)?.into_iter().next() {
+    let newest = match r.node_deployments(id, 1, 0)?.into_iter().next() {
         Some(d) => {
             let lines = r.node_run_lines(d.id, id)?;
             Some((d, lines))
@@ -312,19 +376,25 @@ struct PageData {
     bmc: Option<crate::store::StoredBmc>,
     bmc_runs: Vec<crate::store::MasterRun>,
     leases: Vec<crate::dhcp::lease::Lease>,
+    addresses: Vec<(crate::engine::network::model::NetworkGroup, String)>,
     deployments: Vec<(crate::store::Deployment, Vec<crate::store::RunLine>)>,
+    /// How many deployments it took part in, and the page shown (from 1).
+    deployment_count: u64,
+    deployments_page: u64,
     outputs: std::collections::HashMap<i64, String>,
     log: Vec<(crate::store::RunLine, String)>,
     activity: Vec<crate::store::HistoryEntry>,
 }
 
-/// `GET /nodes/{id}`
+/// `GET /nodes/{id}[?deployments_page=N]`
 pub async fn node(
     state: web::Data<AppState>,
     me: Me,
+    req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<NodePage, PageError> {
     let id = crate::http::api::node_id(&path)?;
+    let asked = deployments_page(req.query_string())?;
     let data = state
         .store(move |s| {
             s.read(|tx| {
@@ -339,8 +409,19 @@ pub async fn node(
                     .map(|i| &i.mac)
                     .collect();
                 let leases = tx.leases_of(&macs)?;
+                let addresses = match st.node.cluster_id {
+                    Some(c) => tx.node_addresses(c, id)?,
+                    None => Vec::new(),
+                };
+                // A page past the last shows the last (a link kept after deployments went).
+                let deployment_count = tx.node_deployment_count(id)?;
+                let pages = deployment_count
+                    .div_ceil(u64::from(DEPLOYMENTS_SHOWN))
+                    .max(1);
+                let page = asked.min(pages);
+                let skip = (page - 1) * u64::from(DEPLOYMENTS_SHOWN);
                 let mut deployments = Vec::new();
-                for d in tx.node_deployments(id, DEPLOYMENTS_SHOWN)? {
+                for d in tx.node_deployments(id, DEPLOYMENTS_SHOWN, skip)? {
                     let lines = tx.node_run_lines(d.id, id)?;
                     deployments.push((d, lines));
                 }
@@ -352,7 +433,10 @@ pub async fn node(
                     bmc: tx.bmc(id)?,
                     bmc_runs: tx.master_runs_of(id, 20)?,
                     leases,
+                    addresses,
                     deployments,
+                    deployment_count,
+                    deployments_page: page,
                     outputs: tx.run_outputs(&ids)?,
                     log: tx.node_outputs(id, LOG_SHOWN)?,
                     activity: tx.node_history(id, ACTIVITY_SHOWN)?,
@@ -367,7 +451,21 @@ pub async fn node(
     let view = state_view(&data.state, now);
     let utc = crate::http::pages::views::utc;
     let ago = crate::http::pages::views::ago;
+    let (deployments_range, newer, older) = deployment_pages(
+        id,
+        data.deployments_page,
+        data.deployments.len(),
+        data.deployment_count,
+    );
     Ok(NodePage {
+        addresses: data
+            .addresses
+            .iter()
+            .map(|(net, ip)| AddressRow::new(net, ip))
+            .collect(),
+        deployments_range,
+        newer,
+        older,
         nav: "nodes",
         version: VERSION,
         me,
@@ -472,6 +570,39 @@ pub async fn node(
     })
 }
 
+/// What the deployments part says of its page `page` (from 1) showing `shown` of `total`:
+/// the range (empty when every one is shown), and the links to the newer and older pages.
+fn deployment_pages(
+    id: i64,
+    page: u64,
+    shown: usize,
+    total: u64,
+) -> (String, Option<String>, Option<String>) {
+    let per = u64::from(DEPLOYMENTS_SHOWN);
+    let first = (page - 1) * per;
+    let last = first + shown as u64;
+    let link = |p: u64| {
+        if p == 1 {
+            format!("/nodes/{id}#deployments")
+        } else {
+            format!("/nodes/{id}?{DEPLOYMENTS_PAGE}={p}#deployments")
+        }
+    };
+    if total <= per && page == 1 {
+        return (String::new(), None, None);
+    }
+    let range = if shown == 0 {
+        format!("none of {total}")
+    } else {
+        format!("{}–{last} of {total}", first + 1)
+    };
+    (
+        range,
+        (page > 1).then(|| link(page - 1)),
+        (last < total).then(|| link(page + 1)),
+    )
+}
+
 /// `POST /nodes/{id}/delete`: delete, then back to the node list.
 pub async fn delete_node(
     state: web::Data<AppState>,
@@ -573,4 +704,80 @@ pub async fn approve_node(
         |_| "Approved: the node gets its boot token at its next network boot.".to_string(),
         "Not approved",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deployments_part_pages_with_plain_links() {
+        assert_eq!(deployment_pages(3, 1, 4, 4), (String::new(), None, None));
+        assert_eq!(deployment_pages(3, 1, 5, 5), (String::new(), None, None));
+        assert_eq!(
+            deployment_pages(3, 1, 5, 12),
+            (
+                "1–5 of 12".to_string(),
+                None,
+                Some("/nodes/3?deployments_page=2#deployments".to_string())
+            )
+        );
+        assert_eq!(
+            deployment_pages(3, 2, 5, 12),
+            (
+                "6–10 of 12".to_string(),
+                Some("/nodes/3#deployments".to_string()),
+                Some("/nodes/3?deployments_page=3#deployments".to_string())
+            )
+        );
+        assert_eq!(
+            deployment_pages(3, 3, 2, 12),
+            (
+                "11–12 of 12".to_string(),
+                Some("/nodes/3?deployments_page=2#deployments".to_string()),
+                None
+            )
+        );
+    }
+
+    #[test]
+    fn the_page_parameter_is_checked() {
+        assert_eq!(deployments_page("").unwrap(), 1);
+        assert_eq!(deployments_page("deployments_page=4").unwrap(), 4);
+        assert_eq!(deployments_page("other=x&deployments_page=2").unwrap(), 2);
+        for bad in [
+            "deployments_page=0",
+            "deployments_page=x",
+            "deployments_page=-1",
+        ] {
+            assert!(deployments_page(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_address_carries_its_prefix_and_vlan() {
+        let net = crate::engine::network::model::NetworkGroup {
+            id: 1,
+            name: "management".into(),
+            release: Some(1),
+            cidr: Some("192.168.0.0/24".into()),
+            gateway: None,
+            vlan_start: Some(101),
+            ip_ranges: Vec::new(),
+            meta: serde_json::Value::Null,
+            group_id: Some(1),
+        };
+        let a = AddressRow::new(&net, "192.168.0.3");
+        assert_eq!(
+            (a.ip.as_str(), a.cidr.as_str(), a.vlan.as_str()),
+            ("192.168.0.3/24", "192.168.0.0/24", "VLAN 101")
+        );
+        let untagged = crate::engine::network::model::NetworkGroup {
+            vlan_start: None,
+            cidr: None,
+            ..net
+        };
+        let a = AddressRow::new(&untagged, "10.0.0.9");
+        assert_eq!((a.ip.as_str(), a.vlan.as_str()), ("10.0.0.9", "untagged"));
+    }
 }

@@ -1,7 +1,7 @@
 //! How a run is shown, on the deployment page and on a node's page alike
 //! (`web/templates/parts/runs.html`): its number, step or task, where it runs, status badge,
-//! attempt, start, duration, exit code, error and output tail (collapsed; a failed run's
-//! open).
+//! attempt, exit code (of every finished run that reported one, `0` too), start, duration,
+//! error and output tail (collapsed; a failed run's open).
 //!
 //! **One numbering.** A node's graph tasks are numbered 1..n in the order the node runs them,
 //! exactly as the plan numbers them (the environment page and `GET
@@ -42,6 +42,7 @@ pub struct RunRow {
     pub started: String,
     pub started_utc: String,
     pub duration: String,
+    /// Its exit code, once it finished with one (`0` too); empty while pending or running.
     pub exit: String,
     pub error: String,
     /// Why it was skipped.
@@ -147,10 +148,10 @@ impl RunRow {
                 (Some(s), Some(e)) => duration(e - s),
                 _ => String::new(),
             },
-            exit: line
-                .exit_code
-                .map(|c| format!("exit {c}"))
-                .unwrap_or_default(),
+            exit: match (line.status.as_str(), line.exit_code) {
+                ("pending" | "running", _) | (_, None) => String::new(),
+                (_, Some(c)) => c.to_string(),
+            },
             error: line.error.clone().unwrap_or_default(),
             reason: line.reason.clone().unwrap_or_default(),
             output_lines: shown.lines().count(),
@@ -222,7 +223,7 @@ mod tests {
         let long: String = (0..400).map(|i| format!("line {i}\n")).collect();
         let r = RunRow::new(&l, "1".into(), Some(&long), 1000);
         assert_eq!(r.duration, "3 min 3 s");
-        assert_eq!(r.exit, "exit 0");
+        assert_eq!(r.exit, "0", "a success's exit code is shown too");
         assert!(r.output_cut);
         assert!(r.output.len() <= LIST_OUTPUT);
         assert!(
@@ -244,8 +245,14 @@ mod tests {
             "{}",
             &r.output[..20]
         );
+        assert_eq!(r.exit, "0");
+        l.exit_code = None;
+        let r = RunRow::new(&l, "1".into(), None, 1000);
+        assert_eq!(r.exit, "", "a run that reported no code");
+        l.exit_code = Some(0);
         l.status = "running".into();
         let r = RunRow::new(&l, "1".into(), None, 160);
+        assert_eq!(r.exit, "", "a running run has no exit code yet");
         assert_eq!(r.duration, "1 min");
         assert!(!r.has_details());
     }

@@ -9,7 +9,8 @@
 //! picture widens instead of stacking bars; the tooltip keeps the exact times. Lane labels are
 //! cut to fit with the whole name in a `<title>`. At most [`MAX_LANES`] lanes: the stages,
 //! the nodes with a failed run, then running ones, then the rest; the picture says how many
-//! nodes it leaves out.
+//! nodes it leaves out. The time axis is labelled at round steps (`250 ms` for a deployment
+//! of a second, `15 min` for one of an hour), each label once.
 
 use std::fmt::Write as _;
 
@@ -28,6 +29,58 @@ const GAP: f64 = 1.0;
 pub const MAX_LANES: usize = 40;
 /// Characters of a lane label that fit its column.
 const LABEL_CHARS: usize = 20;
+
+/// Steps between the axis' ticks, in seconds: the first that gives at most [`MAX_TICKS`]
+/// intervals is taken; longer spans step in whole weeks.
+const TICK_STEPS: [f64; 22] = [
+    0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0,
+    7200.0, 10_800.0, 21_600.0, 43_200.0, 86_400.0, 172_800.0, 604_800.0,
+];
+/// Intervals between ticks at most: six labels over the plot keep 120 px apart.
+const MAX_TICKS: f64 = 5.0;
+/// A tick this close to the plot's right end (px) is anchored at its end, inside the picture.
+const TICK_EDGE: f64 = 30.0;
+
+/// A tick's label: milliseconds below a second, tenths of a second below a minute when not
+/// whole, else [`duration`].
+fn tick_label(secs: f64) -> String {
+    if secs == 0.0 {
+        "0 s".to_string()
+    } else if secs < 1.0 {
+        format!("{:.0} ms", secs * 1000.0)
+    } else if secs.fract() != 0.0 {
+        format!("{secs:.1} s")
+    } else {
+        duration(secs as i64)
+    }
+}
+
+/// The axis' ticks over a span of `span` seconds (at least a second): offsets from the start
+/// with their labels, at round steps, and the span's end itself when it is clear of the last
+/// round one. Computed in seconds as `f64`, so a deployment of a second or two gets
+/// `250 ms`, `500 ms` ... instead of several `0 s`; no label twice.
+fn ticks(span: f64) -> Vec<(f64, String)> {
+    let span = span.max(1.0);
+    let step = TICK_STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= MAX_TICKS)
+        .unwrap_or_else(|| (span / MAX_TICKS / 604_800.0).ceil() * 604_800.0);
+    let mut out: Vec<(f64, String)> = Vec::new();
+    let mut k = 0.0;
+    while k * step <= span + 1e-9 {
+        let at = k * step;
+        out.push((at, tick_label(at)));
+        k += 1.0;
+    }
+    // The end, unless the last round tick is (nearly) there: a fifth of a step apart at least.
+    if out.last().is_some_and(|(at, _)| span - at >= step / 5.0) {
+        out.push((span, tick_label(span)));
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|(_, label)| seen.insert(label.clone()));
+    out
+}
 
 /// HTML/XML escaping by askama, the escaper the dashboard's templates use.
 fn escape(s: &str) -> String {
@@ -147,18 +200,18 @@ pub fn svg(dep: &Deployment, runs: &[RunLine], names: &dyn Fn(i64) -> String, no
         dep.id,
         runs.len()
     );
-    for q in 0..=4 {
-        let t = start + (end - start) * q / 4;
-        let anchor = match q {
-            0 => "start",
-            4 => "end",
-            _ => "middle",
+    for (at, label) in ticks(span) {
+        let px = LABEL_W as f64 + at / span * PLOT_W as f64;
+        let anchor = if at == 0.0 {
+            "start"
+        } else if px > (LABEL_W + PLOT_W) as f64 - TICK_EDGE {
+            "end"
+        } else {
+            "middle"
         };
         let _ = write!(
             out,
-            r#"<text class="tl-axis" x="{:.1}" y="14" text-anchor="{anchor}">{}</text>"#,
-            x(t),
-            duration(t - start)
+            r#"<text class="tl-axis" x="{px:.1}" y="14" text-anchor="{anchor}">{label}</text>"#
         );
     }
     for (i, lane) in lanes.iter().enumerate() {
@@ -230,6 +283,52 @@ mod tests {
             runs_on: Location::Os,
             output_len: 0,
         }
+    }
+
+    fn labels(span: f64) -> Vec<String> {
+        ticks(span).into_iter().map(|(_, l)| l).collect()
+    }
+
+    #[test]
+    fn the_axis_has_round_ticks_in_f64_and_no_label_twice() {
+        // A zero-length deployment is drawn over a second: no row of "0 s".
+        assert_eq!(labels(0.0), ["0 s", "250 ms", "500 ms", "750 ms", "1 s"]);
+        assert_eq!(labels(1.0), labels(0.0));
+        assert_eq!(labels(2.0), ["0 s", "500 ms", "1 s", "1.5 s", "2 s"]);
+        assert_eq!(labels(3.0), ["0 s", "1 s", "2 s", "3 s"]);
+        // The end is labelled when clear of the last round tick.
+        assert_eq!(labels(7.0), ["0 s", "2 s", "4 s", "6 s", "7 s"]);
+        assert_eq!(labels(61.0), ["0 s", "15 s", "30 s", "45 s", "1 min"]);
+        assert_eq!(
+            labels(3_725.0),
+            ["0 s", "15 min", "30 min", "45 min", "1 h"]
+        );
+        assert_eq!(
+            labels(4_500.0),
+            ["0 s", "15 min", "30 min", "45 min", "1 h", "1 h 15 min"]
+        );
+        assert_eq!(labels(5.0 * 86_400.0)[1], "1 day");
+        assert_eq!(labels(90.0 * 86_400.0)[1], "21 days");
+        for span in [0.0, 1.0, 2.0, 3.0, 4.0, 9.0, 59.0, 600.0, 7_201.0, 1e7] {
+            let t = ticks(span);
+            let mut seen: Vec<&String> = t.iter().map(|(_, l)| l).collect();
+            seen.dedup();
+            assert_eq!(seen.len(), t.len(), "{span}: {t:?}");
+            assert!(t.len() >= 2 && t.len() <= 7, "{span}: {t:?}");
+            assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "{span}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn a_short_deployment_draws_each_axis_label_once() {
+        let runs = vec![run(Some(1), 0, "ok", Some((100, 102)))];
+        let s = svg(&dep(), &runs, &|n| format!("node-{n}"), 102);
+        assert_eq!(s.matches(">0 s<").count(), 1, "{s}");
+        assert!(s.contains(">500 ms<") && s.contains(">2 s<"), "{s}");
+        assert!(
+            s.contains(r#"text-anchor="end">2 s<"#),
+            "the last label stays inside: {s}"
+        );
     }
 
     #[test]

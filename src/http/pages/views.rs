@@ -33,11 +33,14 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// A coarse relative time: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
+/// A coarse relative time: `just now`, `35 s ago`, `5 min ago`, `3 h ago`, `2 days ago`.
+/// Seconds under a minute are said as such: an agent flagged gone after 30 s of silence must
+/// not read "last seen just now".
 pub fn ago(then: i64, now: i64) -> String {
     let secs = now.saturating_sub(then);
     match secs {
-        i64::MIN..=59 => "just now".to_string(),
+        i64::MIN..=0 => "just now".to_string(),
+        1..=59 => format!("{secs} s ago"),
         60..=3599 => format!("{} min ago", secs / 60),
         3600..=86_399 => format!("{} h ago", secs / 3600),
         _ => match secs / 86_400 {
@@ -247,7 +250,16 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(1_795_000_000), "2026-11-18 11:06:40 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(ago(100, 130), "just now");
+        assert_eq!(ago(100, 100), "just now");
+        assert_eq!(
+            ago(100, 90),
+            "just now",
+            "a clock step back is not the future"
+        );
+        assert_eq!(ago(100, 101), "1 s ago");
+        assert_eq!(ago(100, 135), "35 s ago");
+        assert_eq!(ago(100, 159), "59 s ago");
+        assert_eq!(ago(100, 160), "1 min ago");
         assert_eq!(ago(0, 600), "10 min ago");
         assert_eq!(ago(0, 7200), "2 h ago");
         assert_eq!(ago(0, 86_400), "1 day ago");
