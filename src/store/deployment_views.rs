@@ -2,8 +2,8 @@
 //! runs without their arguments or output ([`RunLine`]: 40,000 of them are a few MB), the
 //! output tails of just the runs a page shows, an environment's deployments with their counts
 //! per status, a node's deployments, runs, last failure and outputs (through the
-//! `step_runs_by_node` index), who started a deployment, and nodes' names without their
-//! inventories. Read-only but for
+//! `step_runs_by_node` index), who started a deployment, nodes' names without their
+//! inventories, and what a timeline of a big deployment needs ([`TimelineRuns`]). Read-only but for
 //! [`WriteTxn::set_deployment_starter`].
 
 use std::collections::HashMap;
@@ -50,6 +50,21 @@ impl RunLine {
     pub fn is_task(&self) -> bool {
         self.task.is_some()
     }
+}
+
+/// A deployment as an environment's page draws it without reading every run (200,000 at
+/// 10,000 nodes): its counts per status, when its first run started and its last finished,
+/// how many lanes (nodes, and the sync node for stages) its runs are on, and the runs of only
+/// the lanes the timeline keeps, in [`ReadTxn::run_lines`]' order. The lanes kept are the
+/// timeline's: the sync node first, then nodes with a failed run, running ones, the rest, each
+/// by id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineRuns {
+    pub counts: RunCounts,
+    pub lines: Vec<RunLine>,
+    pub lanes: usize,
+    pub first_start: Option<i64>,
+    pub last_finish: Option<i64>,
 }
 
 /// An environment's deployment with how its runs stand and who started it.
@@ -144,6 +159,58 @@ impl ReadTxn<'_> {
             );
         }
         Ok(out)
+    }
+
+    /// What an environment's page draws of a deployment, however big (see [`TimelineRuns`]):
+    /// counted and bounded by SQL, with only the kept lanes' runs read.
+    pub fn timeline_runs(&self, deployment: i64, max_lanes: usize) -> Result<TimelineRuns> {
+        let counts = self.run_counts(deployment)?;
+        let (first_start, last_finish, lanes): (Option<i64>, Option<i64>, i64) = self
+            .conn
+            .prepare_cached(
+                "SELECT MIN(started_at), MAX(finished_at), COUNT(DISTINCT COALESCE(node_id, -1))
+                 FROM step_runs WHERE deployment = ?1",
+            )?
+            .query_row([deployment], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        let kept: Vec<Option<i64>> = self
+            .conn
+            .prepare_cached(
+                "SELECT node_id FROM step_runs WHERE deployment = ?1 GROUP BY node_id
+                 ORDER BY node_id IS NOT NULL,
+                   MIN(CASE status WHEN 'failed' THEN 0 WHEN 'running' THEN 1 ELSE 2 END),
+                   node_id
+                 LIMIT ?2",
+            )?
+            .query_map(
+                params![deployment, i64::try_from(max_lanes).unwrap_or(i64::MAX)],
+                |r| r.get(0),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut lines = Vec::new();
+        let sync_sql = format!(
+            "SELECT {LINE_COLUMNS} FROM step_runs WHERE deployment = ?1 AND node_id IS NULL
+             ORDER BY seq, id"
+        );
+        let mut ordered = kept.clone();
+        ordered.sort_by_key(|n| (n.is_some(), *n));
+        for lane in ordered {
+            match lane {
+                Some(node) => lines.extend(self.node_run_lines(deployment, node)?),
+                None => lines.extend(
+                    self.conn
+                        .prepare_cached(&sync_sql)?
+                        .query_map([deployment], line_from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()?,
+                ),
+            }
+        }
+        Ok(TimelineRuns {
+            counts,
+            lines,
+            lanes: lanes.max(0).unsigned_abs() as usize,
+            first_start,
+            last_finish,
+        })
     }
 
     /// Every run of a deployment as a line, by node (the sync node first) then order.
@@ -375,6 +442,30 @@ mod tests {
         assert_eq!(out[&3], "héllo\nboom");
         let node2 = store.read(|r| r.node_run_lines(10, 2)).unwrap();
         assert_eq!(node2.len(), 2);
+    }
+
+    /// The lanes SQL keeps are the timeline's (the sync node, the failed, then by id), with
+    /// all their runs in order, and the counts and span are the whole deployment's.
+    #[test]
+    fn a_timeline_reads_only_the_lanes_it_keeps() {
+        let (_dir, store) = seeded();
+        let all = store.read(|r| r.timeline_runs(10, 40)).unwrap();
+        assert_eq!(all.lines, store.read(|r| r.run_lines(10)).unwrap());
+        assert_eq!(
+            (all.lanes, all.first_start, all.last_finish),
+            (3, Some(100), Some(150))
+        );
+        assert_eq!((all.counts.total, all.counts.failed), (4, 1));
+        // Two lanes: the stages, then node 2 (a failed run) before node 1.
+        let two = store.read(|r| r.timeline_runs(10, 2)).unwrap();
+        let lanes: Vec<Option<i64>> = two.lines.iter().map(|l| l.node_id).collect();
+        assert_eq!(lanes, [None, Some(2), Some(2)]);
+        assert_eq!((two.lanes, two.counts.total), (3, 4));
+        let none = store.read(|r| r.timeline_runs(99, 40)).unwrap();
+        assert_eq!(
+            (none.lines.len(), none.lanes, none.first_start),
+            (0, 0, None)
+        );
     }
 
     #[test]

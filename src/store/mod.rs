@@ -64,7 +64,7 @@ pub use catalog::{NewPlugin, NewRelease};
 pub use chains::{CHAIN_NAME, CHAINING, Chain, ChainChild, ChainGraph};
 pub use checks::Probe;
 pub use clusters::NO_RELEASE_MESSAGE;
-pub use deployment_views::{DeploymentSummary, NodeLabel, RunLine};
+pub use deployment_views::{DeploymentSummary, NodeLabel, RunLine, TimelineRuns};
 pub use deployments::{Claim, Deployment, RESET, Report, Run, RunCounts, RunResult, VERIFY};
 pub use error::StoreError;
 pub use facts::{COMMON, FactsKind};

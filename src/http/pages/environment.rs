@@ -310,21 +310,21 @@ async fn latest_deployment(
                 let Some(d) = r.deployments(id)?.into_iter().next() else {
                     return Ok(None);
                 };
-                let lines = r.run_lines(d.id)?;
+                let runs = r.timeline_runs(d.id, crate::http::pages::timeline::MAX_LANES)?;
                 let waiting = r.waiting_agents(&d, now)?;
                 let names: std::collections::HashMap<i64, String> = r
                     .node_labels()?
                     .into_iter()
                     .map(|(id, n)| (id, n.name))
                     .collect();
-                Ok(Some((d, lines, waiting, names)))
+                Ok(Some((d, runs, waiting, names)))
             })
         })
         .await?;
-    let Some((d, lines, waiting, names)) = found else {
+    let Some((d, runs, waiting, names)) = found else {
         return Ok(None);
     };
-    let c = crate::store::RunCounts::of_lines(&lines);
+    let c = &runs.counts;
     let mut counts = format!("{} of {} steps done", c.done(), c.total);
     for (n, what) in [(c.running, "running"), (c.failed, "failed")] {
         if n > 0 {
@@ -337,8 +337,8 @@ async fn latest_deployment(
             .cloned()
             .unwrap_or_else(|| format!("node {n}"))
     };
-    let timeline = if lines.iter().any(|r| r.started_at.is_some()) {
-        crate::http::pages::timeline::svg(&d, &lines, &label, now)
+    let timeline = if runs.first_start.is_some() {
+        crate::http::pages::timeline::svg_of(&d, &runs, &label, now)
     } else {
         String::new()
     };

@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 
 use crate::http::pages::views::duration;
-use crate::store::{Deployment, RunLine};
+use crate::store::{Deployment, RunLine, TimelineRuns};
 
 const LANE_H: usize = 26;
 const LABEL_W: usize = 150;
@@ -141,6 +141,62 @@ pub fn svg(dep: &Deployment, runs: &[RunLine], names: &dyn Fn(i64) -> String, no
         .max()
         .unwrap_or(start)
         .max(start + 1);
+    draw(
+        dep,
+        runs,
+        runs.len(),
+        &lanes,
+        left_out,
+        (start, end),
+        names,
+        now,
+    )
+}
+
+/// The timeline of a deployment of any size from what SQL counted and bounded
+/// ([`TimelineRuns`]: the kept lanes' runs, how many lanes there are, the span): the same
+/// picture [`svg`] draws from every run, without reading them all.
+pub fn svg_of(
+    dep: &Deployment,
+    t: &TimelineRuns,
+    names: &dyn Fn(i64) -> String,
+    now: i64,
+) -> String {
+    let (lanes, _) = lanes(&t.lines);
+    let left_out = t.lanes.saturating_sub(lanes.len());
+    let start = t.first_start.unwrap_or(dep.created_at);
+    let end = t
+        .last_finish
+        .into_iter()
+        .chain((t.counts.running > 0).then_some(now))
+        .max()
+        .unwrap_or(start)
+        .max(start + 1);
+    draw(
+        dep,
+        &t.lines,
+        t.counts.total,
+        &lanes,
+        left_out,
+        (start, end),
+        names,
+        now,
+    )
+}
+
+/// Draw `lanes` of `runs` over `start..end`, saying how many lanes were `left_out` and that
+/// the deployment has `total` runs.
+#[allow(clippy::too_many_arguments)]
+fn draw(
+    dep: &Deployment,
+    runs: &[RunLine],
+    total: usize,
+    lanes: &[Option<i64>],
+    left_out: usize,
+    (start, end): (i64, i64),
+    names: &dyn Fn(i64) -> String,
+    now: i64,
+) -> String {
     let span = (end - start).max(1) as f64;
     let x = |t: i64| LABEL_W as f64 + (t - start).max(0) as f64 / span * PLOT_W as f64;
     let mut bars = String::new();
@@ -197,8 +253,7 @@ pub fn svg(dep: &Deployment, runs: &[RunLine], names: &dyn Fn(i64) -> String, no
     let _ = write!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="Deployment {} timeline: {} runs">"#,
-        dep.id,
-        runs.len()
+        dep.id, total
     );
     for (at, label) in ticks(span) {
         let px = LABEL_W as f64 + at / span * PLOT_W as f64;
@@ -402,5 +457,23 @@ mod tests {
         assert_eq!(picture.matches("<rect class=\"tl-failed\"").count(), 1);
         assert_eq!(picture.matches("<rect ").count(), 1 + 39 * 20);
         assert!(picture.contains("and 9961 more nodes"));
+        // The environment's page draws the same from what SQL gives it: the kept lanes' runs,
+        // the counts, the number of lanes and the span.
+        let bounded = TimelineRuns {
+            counts: crate::store::RunCounts::of_lines(&runs),
+            lines: runs
+                .iter()
+                .filter(|r| lanes.contains(&r.node_id))
+                .cloned()
+                .collect(),
+            lanes: 10_001,
+            first_start: runs.iter().filter_map(|r| r.started_at).min(),
+            last_finish: runs.iter().filter_map(|r| r.finished_at).max(),
+        };
+        assert_eq!(bounded.lines.len(), 1 + 39 * 20);
+        assert_eq!(
+            svg_of(&dep(), &bounded, &|n| format!("node-{n}"), 200),
+            picture
+        );
     }
 }
