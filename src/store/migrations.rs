@@ -747,14 +747,15 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: "
             -- A deleted node's runs go with it (step_runs cascade); what they were is kept
             -- here, counted by the status each was left in, so a deployment still counts
-            -- every run it had (its lists would otherwise say `error`, 0 failed).
+            -- every run it had (its lists would otherwise say `error`, 0 failed). A rowid
+            -- table, as every other: the snapshot's blanking walks rows by rowid.
             CREATE TABLE removed_runs (
                 deployment INTEGER NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
                 node_id    INTEGER NOT NULL,
                 status     TEXT    NOT NULL,
                 n          INTEGER NOT NULL,
                 PRIMARY KEY (deployment, node_id, status)
-            ) STRICT, WITHOUT ROWID;
+            ) STRICT;
         ",
     },
     Migration {
