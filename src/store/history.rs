@@ -169,3 +169,45 @@ impl WriteTxn<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::state::NodeState;
+    use crate::model::NodeStatus;
+
+    /// A node's status line names the deployment that moved it (its environment's running
+    /// one), beside the node and the environment; a move with nothing deploying names none.
+    #[test]
+    fn a_status_line_links_the_deployment_that_moved_the_node() {
+        let (_dir, store) = crate::store::testing::store_with_cluster();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at,
+                       cluster_id) VALUES (3, '52:54:00:00:00:03', 'node-3', 'discover', 1, 1, 1);
+                     INSERT INTO deployments (id, cluster_id, status, created_at, name,
+                       graph_type) VALUES (5, 1, 'done', 1, 'deployment', 'default'),
+                                          (6, 1, 'running', 2, 'deployment', 'default');",
+                )?;
+                tx.move_node(3, 10, |_| {
+                    Ok(NodeState::of(NodeStatus::Provisioning, false, None))
+                })?;
+                tx.conn
+                    .execute_batch("UPDATE deployments SET status = 'done' WHERE id = 6")?;
+                tx.move_node(3, 11, |_| Ok(NodeState::of(NodeStatus::Ready, false, None)))?;
+                Ok(())
+            })
+            .unwrap();
+        let lines = store.read(|r| r.node_history(3, 10)).unwrap();
+        let status: Vec<(Option<i64>, Option<i64>, Option<i64>)> = lines
+            .iter()
+            .filter(|l| l.kind == "node.status")
+            .map(|l| (l.node_id, l.cluster_id, l.deployment_id))
+            .collect();
+        assert_eq!(
+            status,
+            [(Some(3), Some(1), None), (Some(3), Some(1), Some(6))],
+            "newest first: {lines:?}"
+        );
+    }
+}

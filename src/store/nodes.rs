@@ -768,9 +768,23 @@ impl WriteTxn<'_> {
                     next.error_type().map(ErrorType::as_str),
                     id
                 ])?;
-            self.add_history(
+            // A move while its environment deploys is that deployment's doing: the feed
+            // line links it beside the node and the environment.
+            let deployment: Option<i64> = self
+                .conn
+                .prepare_cached(
+                    "SELECT d.id FROM deployments d JOIN nodes n ON n.cluster_id = d.cluster_id
+                     WHERE n.id = ?1 AND d.status = 'running' ORDER BY d.id DESC LIMIT 1",
+                )?
+                .query_row([id], |r| r.get(0))
+                .optional()?;
+            self.add_event(
                 now,
-                Some(id),
+                super::history::About {
+                    node: Some(id),
+                    cluster: None,
+                    deployment,
+                },
                 "node.status",
                 &format!("status is now {next}"),
             )?;
