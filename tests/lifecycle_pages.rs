@@ -429,23 +429,36 @@ fn a_node_is_renamed_from_its_page_with_the_apis_rules() {
     assert_eq!(http.post_form("/nodes/999/name", "name=a").status, 404);
 }
 
-/// The Settings page's plugin: a text attribute a restriction disables while OpenStack debug
-/// logging is off.
-fn guarded_plugin() -> Vec<u8> {
+/// A plugin package for the Settings page's tests: `name` (`title`) 1.0.0 for the bundled release, no
+/// tasks, its attributes `environment_config`.
+fn settings_plugin(name: &str, title: &str, environment_config: &str) -> Vec<u8> {
     let mut m = stoker::engine::plugin::MemFiles::new();
     m.add(
         "metadata.yaml",
-        "name: guarded\ntitle: Guarded\nversion: '1.0.0'\ndescription: restrictions\n\
-         package_version: '5.0.0'\nlicenses: ['Apache License Version 2.0']\n\
-         authors: ['stoker']\nhomepage: 'https://example.org'\ngroups: []\n\
-         is_hotpluggable: false\nreleases:\n  - os: ubuntu\n    version: newton-10.0\n\
-         \x20   deployment_scripts_path: deployment_scripts/\n\
-         \x20   repository_path: repositories/ubuntu\n",
+        format!(
+            "name: {name}\ntitle: {title}\nversion: '1.0.0'\ndescription: restrictions\n\
+             package_version: '5.0.0'\nlicenses: ['Apache License Version 2.0']\n\
+             authors: ['stoker']\nhomepage: 'https://example.org'\ngroups: []\n\
+             is_hotpluggable: false\nreleases:\n  - os: ubuntu\n    version: newton-10.0\n\
+             \x20   deployment_scripts_path: deployment_scripts/\n\
+             \x20   repository_path: repositories/ubuntu\n"
+        ),
     )
     .unwrap();
     m.add("deployment_tasks.yaml", "[]\n").unwrap();
-    m.add(
-        "environment_config.yaml",
+    m.add("environment_config.yaml", environment_config)
+        .unwrap();
+    m.add_dir("deployment_scripts").unwrap();
+    m.add_dir("repositories/ubuntu").unwrap();
+    crate::common::build(&m, &format!("{name}-1.0.0"))
+}
+
+/// The Settings page's plugin: a text attribute a restriction disables while OpenStack debug
+/// logging is off.
+fn guarded_plugin() -> Vec<u8> {
+    settings_plugin(
+        "guarded",
+        "Guarded",
         "attributes:\n\
          \x20 metadata: {label: Guarded, weight: 90, group: other}\n\
          \x20 note:\n\
@@ -457,10 +470,6 @@ fn guarded_plugin() -> Vec<u8> {
          \x20     - condition: \"settings:common.debug.value == false\"\n\
          \x20       message: Turn on OpenStack debug logging first\n",
     )
-    .unwrap();
-    m.add_dir("deployment_scripts").unwrap();
-    m.add_dir("repositories/ubuntu").unwrap();
-    crate::common::build(&m, "guarded-1.0.0")
 }
 
 /// POST a multipart upload of `package` to the Releases page's form as `session` with `csrf`.
@@ -779,20 +788,9 @@ fn settings_are_saved_from_the_generated_form_with_restrictions_honoured() {
 /// administrator's tenant is `frozen`, a setting shown only when `mode` is `fancy`, and one a
 /// constant restriction always hides.
 fn veiled_plugin() -> Vec<u8> {
-    let mut m = stoker::engine::plugin::MemFiles::new();
-    m.add(
-        "metadata.yaml",
-        "name: veiled\ntitle: Veiled\nversion: '1.0.0'\ndescription: restrictions\n\
-         package_version: '5.0.0'\nlicenses: ['Apache License Version 2.0']\n\
-         authors: ['stoker']\nhomepage: 'https://example.org'\ngroups: []\n\
-         is_hotpluggable: false\nreleases:\n  - os: ubuntu\n    version: newton-10.0\n\
-         \x20   deployment_scripts_path: deployment_scripts/\n\
-         \x20   repository_path: repositories/ubuntu\n",
-    )
-    .unwrap();
-    m.add("deployment_tasks.yaml", "[]\n").unwrap();
-    m.add(
-        "environment_config.yaml",
+    settings_plugin(
+        "veiled",
+        "Veiled",
         "attributes:\n\
          \x20 metadata:\n\
          \x20   label: Veiled\n\
@@ -824,10 +822,6 @@ fn veiled_plugin() -> Vec<u8> {
          \x20     - condition: 'true'\n\
          \x20       action: hide\n",
     )
-    .unwrap();
-    m.add_dir("deployment_scripts").unwrap();
-    m.add_dir("repositories/ubuntu").unwrap();
-    crate::common::build(&m, "veiled-1.0.0")
 }
 
 /// The opening tag of the Settings field that holds the control named `name`.

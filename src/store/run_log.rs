@@ -94,34 +94,42 @@ impl ReadTxn<'_> {
     /// How many runs of `deployment` stand in each status, deleted nodes' runs included
     /// ([`RunCounts`]).
     pub fn run_counts(&self, deployment: i64) -> Result<RunCounts> {
-        let mut stmt = self.conn.prepare_cached(
+        let mut c = RunCounts::default();
+        self.count_by_status(
             "SELECT status, COUNT(*) FROM step_runs WHERE deployment = ?1 GROUP BY status",
+            deployment,
+            |status, n| c.add(status, n),
         )?;
+        Ok(c.plus(self.deleted_runs(deployment)?))
+    }
+
+    /// Run `sql` (status and a count per row, for `deployment`) and hand each row to `add`.
+    fn count_by_status(
+        &self,
+        sql: &str,
+        deployment: i64,
+        mut add: impl FnMut(&str, usize),
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map([deployment], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
         })?;
-        let mut c = RunCounts::default();
         for row in rows {
             let (status, n) = row?;
-            c.add(&status, usize::try_from(n).unwrap_or(0));
+            add(&status, usize::try_from(n).unwrap_or(0));
         }
-        Ok(c.plus(self.deleted_runs(deployment)?))
+        Ok(())
     }
 
     /// The runs of `deployment` that went with nodes deleted since, counted by the status
     /// each was left in.
     pub fn deleted_runs(&self, deployment: i64) -> Result<RunCounts> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT status, SUM(n) FROM removed_runs WHERE deployment = ?1 GROUP BY status",
-        )?;
-        let rows = stmt.query_map([deployment], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-        })?;
         let mut c = RunCounts::default();
-        for row in rows {
-            let (status, n) = row?;
-            c.add_deleted(&status, usize::try_from(n).unwrap_or(0));
-        }
+        self.count_by_status(
+            "SELECT status, SUM(n) FROM removed_runs WHERE deployment = ?1 GROUP BY status",
+            deployment,
+            |status, n| c.add_deleted(status, n),
+        )?;
         Ok(c)
     }
 
