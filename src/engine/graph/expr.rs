@@ -152,9 +152,19 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// The most tokens an expression may have: Fuel's conditions have a few dozen; the text comes
+/// from packages and uploads, and every walk of the tree (evaluation, the Settings form's
+/// trees, their rendering and drop) recurses over it.
+pub const MAX_TOKENS: usize = 512;
+
+/// The deepest nesting of parentheses and `not`s an expression may have.
+pub const MAX_DEPTH: usize = 32;
+
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// Parentheses and `not`s open around the current token.
+    depth: usize,
 }
 
 impl Parser {
@@ -196,9 +206,21 @@ impl Parser {
     fn prefix(&mut self) -> Result<Expr, String> {
         if self.peek() == Some(&Tok::Not) {
             self.pos += 1;
-            return Ok(Expr::Not(Box::new(self.prefix()?)));
+            self.enter()?;
+            let e = Expr::Not(Box::new(self.prefix()?));
+            self.depth -= 1;
+            return Ok(e);
         }
         self.atom()
+    }
+
+    /// One level deeper, within [`MAX_DEPTH`].
+    fn enter(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        Ok(())
     }
 
     fn atom(&mut self) -> Result<Expr, String> {
@@ -216,7 +238,9 @@ impl Parser {
             Tok::Null => Expr::Lit(J::Null),
             Tok::Path(model, path) => Expr::Path { model, path },
             Tok::LParen => {
+                self.enter()?;
                 let e = self.binary(0)?;
+                self.depth -= 1;
                 if self.peek() != Some(&Tok::RParen) {
                     return Err("missing )".to_string());
                 }
@@ -235,7 +259,17 @@ pub fn parse(text: &str) -> Result<Expr, ExprError> {
         message,
     };
     let toks = lex(text).map_err(err)?;
-    let mut p = Parser { toks, pos: 0 };
+    if toks.len() > MAX_TOKENS {
+        return Err(err(format!(
+            "{} tokens, more than the {MAX_TOKENS} a condition may have",
+            toks.len()
+        )));
+    }
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     let e = p.binary(0).map_err(err)?;
     if p.pos != p.toks.len() {
         return Err(err(format!("unexpected {:?}", p.toks[p.pos])));
@@ -434,5 +468,29 @@ mod tests {
         assert!(parse("'open").is_err());
         assert!(parse("true true").is_err());
         assert!(parse("frobnicate").is_err());
+    }
+
+    /// A package's condition is bounded before anything recurses over it: 10,000 `not`s (or
+    /// parentheses) would overflow a thread's stack in the evaluation and the Settings form's
+    /// walks; so many tokens are refused whatever their shape.
+    #[test]
+    fn deep_or_long_conditions_are_refused_not_recursed_into() {
+        let nots = format!("{}true", "not ".repeat(10_000));
+        let e = parse(&nots).unwrap_err();
+        assert!(e.message.contains("more than the 512"), "{e}");
+        let deep = format!("{}true{}", "(".repeat(40), ")".repeat(40));
+        assert!(parse(&deep).unwrap_err().message.contains("deeper than 32"));
+        let nested_nots = format!("{}true", "not ".repeat(33));
+        assert!(
+            parse(&nested_nots)
+                .unwrap_err()
+                .message
+                .contains("deeper than 32")
+        );
+        // Within the bounds all is as before.
+        assert!(parse(&format!("{}true{}", "(".repeat(32), ")".repeat(32))).is_ok());
+        let long = vec!["true"; 256].join(" and ");
+        assert!(parse(&long).is_ok());
+        assert!(parse(&format!("{long} and true")).is_err());
     }
 }
