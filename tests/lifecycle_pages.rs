@@ -891,7 +891,6 @@ fn settings_restrictions_hide_and_disable_and_go_to_the_page_for_the_browser() {
     assert!(page.contains(" data-live"), "an operator's form is live");
     let js = http.get("/assets/js/settings.js");
     assert_eq!(js.status, 200);
-    assert!(js.body.contains("data-restrict"), "{}", js.body);
 
     // Switched off (a plugin is, until enabled): the section says so and its fields are
     // disabled, so the form does not send them.

@@ -23,7 +23,8 @@
     var parts = path.split(".");
     var name = parts[1] === "metadata" ? "g." + parts[0] : "v." + parts[0] + "." + parts[1];
     var els = controls(name);
-    if (!els.length) { return now; }
+    // A disabled control is not sent: the save keeps the stored value, so that is what counts.
+    if (!els.length || els[0].disabled) { return now; }
     var el = els[0];
     if (el.type === "checkbox") { return el.checked; }
     if (el.type === "radio") {
@@ -126,7 +127,23 @@
     Array.prototype.forEach.call(els, function (c) { c.disabled = off; });
   }
 
+  // Which controls are disabled, as one string to compare.
+  function disabledNow() {
+    return Array.prototype.map.call(form.elements, function (el) { return el.disabled ? "1" : "0"; }).join("");
+  }
+  // Disabling a control changes what the conditions read (its stored value from then on), so
+  // evaluate again until the disabled controls stop changing: at most once per control.
   function update() {
+    var limit = form.elements.length + 1;
+    var before;
+    do {
+      before = disabledNow();
+      once();
+      limit -= 1;
+    } while (limit > 0 && disabledNow() !== before);
+  }
+
+  function once() {
     Array.prototype.forEach.call(form.querySelectorAll("fieldset.settings-section"), function (section) {
       var st = stand(section);
       var legend = section.querySelector(":scope > legend");

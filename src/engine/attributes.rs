@@ -702,7 +702,7 @@ pub fn conditions(item: &J, doc: &J, models: &Models) -> Vec<Condition> {
                 Err(e) => (false, Some(format!("restriction {:?}: {e}", r.condition))),
             };
             let tree = match (&parsed, &error) {
-                (Ok(e), None) => live_tree(e, &lookup)
+                (Ok(e), None) => live_tree(e, &lookup, &|path| !is_password(doc, path))
                     .ok()
                     .filter(|(_, live)| *live)
                     .map(|(t, _)| t),
@@ -719,6 +719,15 @@ pub fn conditions(item: &J, doc: &J, models: &Models) -> Vec<Condition> {
         .collect()
 }
 
+/// Whether the `settings:` path `G.A.value` is a password attribute of `doc`.
+fn is_password(doc: &J, path: &str) -> bool {
+    let mut parts = path.split('.');
+    match (parts.next(), parts.next()) {
+        (Some(g), Some(a)) => doc[g][a]["type"] == "password",
+        _ => false,
+    }
+}
+
 /// The setting a `settings:` path names when the Settings form edits it: `G.A.value` (the
 /// attribute `A` of section `G`) or `G.metadata.enabled` (the section's switch).
 fn form_setting(path: &str) -> bool {
@@ -728,31 +737,31 @@ fn form_setting(path: &str) -> bool {
 }
 
 /// A parsed condition as a JSON tree a browser evaluates with Nailgun's semantics (Python's
-/// truth, `==` and `in`; `and`/`or` give an operand): `["v", value]` a constant,
-/// `["s", "G.A.value", value now]` a setting the form edits (its value now, for when the form
-/// has no control of that name), `["not", x]`, and `[op, left, right]` for `or`, `and`, `==`,
-/// `!=` and `in`. Every other path (`cluster:`, `version:`, `networking_parameters:`, settings
-/// the form does not edit) is replaced by its value. The flag says whether the tree reads the
-/// form at all.
-pub fn live_tree(e: &expr::Expr, lookup: &expr::Lookup<'_>) -> Result<(J, bool), String> {
+/// truth, `==` and `in`; `and`/`or` give an operand): `["s", "G.A.value", value now]` a
+/// setting the form edits (its value now, for when its control is missing or disabled),
+/// `["v", value]` any part that reads none of those, already evaluated (`cluster:`, `version:`,
+/// `networking_parameters:`, settings the form does not edit, and a password, whose value is
+/// never sent to the page), `["not", x]`, and `[op, left, right]` for `or`, `and`, `==`, `!=`
+/// and `in`. `editable` says whether a settings path is one the form edits in the clear. The
+/// flag says whether the tree reads the form at all.
+pub fn live_tree(
+    e: &expr::Expr,
+    lookup: &expr::Lookup<'_>,
+    editable: &dyn Fn(&str) -> bool,
+) -> Result<(J, bool), String> {
     use expr::{Expr, Op};
+    let reads = |path: &str| form_setting(path) && editable(path);
+    if !reads_form(e, &reads) {
+        let v = expr::eval(e, lookup, "").map_err(|e| e.message)?;
+        return Ok((json!(["v", v]), false));
+    }
     Ok(match e {
-        Expr::Lit(v) => (json!(["v", v]), false),
-        Expr::Path { model, path } => {
-            let now = lookup(model, path)?.unwrap_or(J::Null);
-            if model == "settings" && form_setting(path) {
-                (json!(["s", path, now]), true)
-            } else {
-                (json!(["v", now]), false)
-            }
+        Expr::Path { path, .. } => {
+            let now = lookup("settings", path)?.unwrap_or(J::Null);
+            (json!(["s", path, now]), true)
         }
-        Expr::Not(x) => {
-            let (t, live) = live_tree(x, lookup)?;
-            (json!(["not", t]), live)
-        }
+        Expr::Not(x) => (json!(["not", live_tree(x, lookup, editable)?.0]), true),
         Expr::Bin(op, l, r) => {
-            let (lt, ll) = live_tree(l, lookup)?;
-            let (rt, rl) = live_tree(r, lookup)?;
             let name = match op {
                 Op::Or => "or",
                 Op::And => "and",
@@ -760,9 +769,22 @@ pub fn live_tree(e: &expr::Expr, lookup: &expr::Lookup<'_>) -> Result<(J, bool),
                 Op::Ne => "!=",
                 Op::In => "in",
             };
-            (json!([name, lt, rt]), ll || rl)
+            let (lt, _) = live_tree(l, lookup, editable)?;
+            let (rt, _) = live_tree(r, lookup, editable)?;
+            (json!([name, lt, rt]), true)
         }
+        Expr::Lit(v) => (json!(["v", v]), false),
     })
+}
+
+/// Whether `e` reads a setting `reads` accepts.
+fn reads_form(e: &expr::Expr, reads: &dyn Fn(&str) -> bool) -> bool {
+    match e {
+        expr::Expr::Lit(_) => false,
+        expr::Expr::Path { model, path } => model == "settings" && reads(path),
+        expr::Expr::Not(x) => reads_form(x, reads),
+        expr::Expr::Bin(_, l, r) => reads_form(l, reads) || reads_form(r, reads),
+    }
 }
 
 /// The changes from the editable document `before` to `after` that a restriction holding in
@@ -1349,7 +1371,7 @@ mod tests {
                     ["s", "common.libvirt_type.value", "qemu"],
                     ["v", "kvm"]
                 ],
-                ["not", ["==", ["v", "neutron"], ["v", "neutron"]]]
+                ["v", false]
             ]))
         );
         // Reads nothing the form edits: final as evaluated.
@@ -1361,6 +1383,26 @@ mod tests {
         let r = restricted(&doc["common"]["nested"], &doc, &models);
         assert!(r.hidden && !r.disabled);
         assert_eq!(r.messages.len(), 2, "{:?}", r.messages);
+
+        // A password is never sent to the page: what reads it goes as its result.
+        let doc = json!({"access": {"metadata": {},
+            "password": {"type": "password", "value": "s3cret"},
+            "user": {"type": "text", "value": "admin", "restrictions": [
+                "settings:access.password.value == 'guess' or settings:access.user.value == ''"]}}});
+        let c = &conditions(&doc["access"]["user"], &doc, &Models::default())[0];
+        assert_eq!(
+            c.tree,
+            Some(json!([
+                "or",
+                ["v", false],
+                ["==", ["s", "access.user.value", "admin"], ["v", ""]]
+            ]))
+        );
+        assert!(
+            !c.tree
+                .as_ref()
+                .is_some_and(|t| t.to_string().contains("s3cret"))
+        );
     }
 
     #[test]
