@@ -312,11 +312,11 @@ async fn latest_deployment(
                 };
                 let runs = r.timeline_runs(d.id, crate::http::pages::timeline::MAX_LANES)?;
                 let waiting = r.waiting_agents(&d, now)?;
-                let names: std::collections::HashMap<i64, String> = r
-                    .node_labels()?
-                    .into_iter()
-                    .map(|(id, n)| (id, n.name))
-                    .collect();
+                // The names of the lanes drawn only (40 at most), not of every node.
+                let mut lanes: Vec<i64> = runs.lines.iter().filter_map(|l| l.node_id).collect();
+                lanes.dedup();
+                let names: std::collections::HashMap<i64, String> =
+                    r.node_names(&lanes)?.into_iter().collect();
                 Ok(Some((d, runs, waiting, names)))
             })
         })
