@@ -219,9 +219,9 @@ impl ReadTxn<'_> {
     fn chain_children(&self, parent: i64) -> Result<Vec<ChainChild>> {
         let sql = format!(
             "SELECT {DEPLOYMENT_COLUMNS}, d.chain_seq,
-               (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id),
-               (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id
-                  AND r.status IN ('ok', 'failed', 'skipped'))
+               (SELECT COALESCE(SUM(c.n), 0) FROM counted_runs c WHERE c.deployment = d.id),
+               (SELECT COALESCE(SUM(c.n), 0) FROM counted_runs c WHERE c.deployment = d.id
+                  AND c.status IN ('ok', 'failed', 'skipped'))
              FROM deployments d
              WHERE d.parent_id = ?1 AND d.status != 'preparing'
              ORDER BY d.chain_seq"

@@ -275,23 +275,11 @@ impl ReadTxn<'_> {
                 Ok((deployment_from_row(r)?, r.get(10)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        let mut counts = self.conn.prepare_cached(
-            "SELECT status, COUNT(*) FROM step_runs WHERE deployment = ?1 GROUP BY status",
-        )?;
         let mut out = Vec::with_capacity(found.len());
         for (deployment, started_by) in found {
-            let mut c = RunCounts::default();
-            let rows = counts.query_map([deployment.id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })?;
-            for row in rows {
-                let (status, n) = row?;
-                c.add(&status, n.max(0).unsigned_abs() as usize);
-            }
-            let c = c.plus(self.deleted_runs(deployment.id)?);
             out.push(DeploymentSummary {
+                counts: self.run_counts(deployment.id)?,
                 deployment,
-                counts: c,
                 started_by,
             });
         }

@@ -350,9 +350,9 @@ impl ReadTxn<'_> {
     ) -> Result<Vec<(Deployment, u64, u64)>> {
         let sql = format!(
             "SELECT {DEPLOYMENT_COLUMNS},
-               (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id),
-               (SELECT COUNT(*) FROM step_runs r WHERE r.deployment = d.id
-                  AND r.status IN ('ok', 'failed', 'skipped'))
+               (SELECT COALESCE(SUM(c.n), 0) FROM counted_runs c WHERE c.deployment = d.id),
+               (SELECT COALESCE(SUM(c.n), 0) FROM counted_runs c WHERE c.deployment = d.id
+                  AND c.status IN ('ok', 'failed', 'skipped'))
              FROM deployments d
              WHERE (?1 IS NULL OR d.cluster_id = ?1) AND (?2 IS NULL OR d.id = ?2)
                AND d.status != 'preparing'

@@ -773,6 +773,19 @@ pub const MIGRATIONS: &[Migration] = &[
             INSERT INTO plan_revision (id, n) VALUES (1, 0);
         ",
     },
+    Migration {
+        version: 30,
+        name: "counted_runs",
+        sql: "
+            -- Every run a deployment has had, as what counts them reads it: its runs (one
+            -- each) and those of nodes deleted since (removed_runs' counts), so no count of a
+            -- deployment's runs can forget the deleted ones.
+            CREATE VIEW counted_runs (deployment, status, n) AS
+                SELECT deployment, status, 1 FROM step_runs
+                UNION ALL
+                SELECT deployment, status, n FROM removed_runs;
+        ",
+    },
 ];
 
 /// The schema version this build writes.
