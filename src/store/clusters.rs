@@ -210,7 +210,7 @@ impl WriteTxn<'_> {
     /// credential, its state (back to discover), what environment `cluster_id` recorded it ran.
     fn forget_os(&self, node_id: i64, cluster_id: i64, now: i64) -> Result<()> {
         self.erase_os_credential(node_id, now)?;
-        self.move_node(node_id, now, crate::engine::state::released)?;
+        self.move_node(node_id, None, now, crate::engine::state::released)?;
         self.conn.execute(
             "DELETE FROM deployed_tasks WHERE cluster_id = ?1 AND node_uid = ?2",
             params![cluster_id, node_id.to_string()],

@@ -616,7 +616,9 @@ impl WriteTxn<'_> {
             })?;
         if !dep.is_check() && bmc_steps::moves_node(&run.interface, &run.step) {
             let from = super::nodes::stored_state(node_id, &status, error_type.as_deref())?;
-            self.move_node_from(node_id, from, now, |s| state::enter(s, run.runs_on.phase()))?;
+            self.move_node_from(node_id, from, Some(dep.id), now, |s| {
+                state::enter(s, run.runs_on.phase())
+            })?;
         }
         Ok(Claim::Run(Box::new(run)))
     }
@@ -729,13 +731,13 @@ impl WriteTxn<'_> {
             // power-off after an erase leaves the node where the erase put it.
         } else if !result.ok {
             let why = result.error.as_deref().unwrap_or("step failed");
-            self.fail_node(run.node_id, &run.label, why, now)?;
+            self.fail_node(run.node_id, run.deployment, &run.label, why, now)?;
         } else if run.runs_on.phase() == state::Phase::Provision
             && self.with_schedule(run.deployment, |s| s.provisioned(node_id))?
         {
             // The node's last provisioning step (reboot_to_disk): it is provisioned while
             // its installed OS boots, before its agent there takes a deployment step.
-            self.move_node(node_id, now, state::provisioning_done)?;
+            self.move_node(node_id, Some(run.deployment), now, state::provisioning_done)?;
         }
         self.advance(run.deployment, Some(node_id), now)?;
         Ok(Report::Accepted)
@@ -775,7 +777,7 @@ impl WriteTxn<'_> {
             };
             self.mirror(at, run.id, RunStatus::Failed);
             if !self.is_check(run.deployment)? {
-                self.fail_node(run.node_id, &run.label(), &why, now)?;
+                self.fail_node(run.node_id, run.deployment, &run.label(), &why, now)?;
             }
             self.advance(run.deployment, run.node_id, now)?;
         }
@@ -843,7 +845,7 @@ impl WriteTxn<'_> {
                 // The node never entered the step's phase (nobody took the step): it fails in
                 // that phase, as if it had.
                 let phase = run.runs_on.phase();
-                self.move_node(node, now, |s| match s {
+                self.move_node(node, Some(dep), now, |s| match s {
                     NodeState::Error(_) => Ok(s),
                     s => state::next(state::enter(s, phase)?, Event::StepFailed),
                 })?;
@@ -947,7 +949,7 @@ impl WriteTxn<'_> {
         self.forget_schedule(id);
         // Nodes in the middle of a phase stop there, in error; a retry resumes them.
         for node in self.deployment_nodes(id)? {
-            self.move_node(node, now, |s| match s {
+            self.move_node(node, Some(id), now, |s| match s {
                 NodeState::Provisioning
                 | NodeState::ProvisionWait
                 | NodeState::Deploying
@@ -996,7 +998,7 @@ impl WriteTxn<'_> {
         )?;
         self.forget_schedule(id);
         for node in self.deployment_nodes(id)? {
-            self.move_node(node, now, |s| match s {
+            self.move_node(node, Some(id), now, |s| match s {
                 NodeState::Error(_) => state::next(s, Event::Retry),
                 other => Ok(other),
             })?;
@@ -1086,11 +1088,18 @@ impl WriteTxn<'_> {
             })
     }
 
-    fn fail_node(&self, node: Option<i64>, label: &str, why: &str, now: i64) -> Result<()> {
+    fn fail_node(
+        &self,
+        node: Option<i64>,
+        dep: i64,
+        label: &str,
+        why: &str,
+        now: i64,
+    ) -> Result<()> {
         let Some(node) = node else {
             return Ok(());
         };
-        self.move_node(node, now, |s| match s {
+        self.move_node(node, Some(dep), now, |s| match s {
             // Stopped by an abort already.
             NodeState::Error(_) => Ok(s),
             s => state::next(s, Event::StepFailed),
@@ -1223,7 +1232,7 @@ impl WriteTxn<'_> {
                 } else if pending {
                     // Its deletion graph ran: it leaves the environment.
                     self.release_node(n, now)?;
-                } else if self.move_node(n, now, state::finish)? == NodeState::Ready {
+                } else if self.move_node(n, Some(dep), now, state::finish)? == NodeState::Ready {
                     // Deployed with the roles it has: Nailgun's pending roles become its roles.
                     self.conn
                         .execute("UPDATE nodes SET deployed_roles = roles WHERE id = ?1", [n])?;

@@ -175,8 +175,8 @@ mod tests {
     use crate::engine::state::NodeState;
     use crate::model::NodeStatus;
 
-    /// A node's status line names the deployment that moved it (its environment's running
-    /// one), beside the node and the environment; a move with nothing deploying names none.
+    /// A node's status line links the deployment that moved it, beside the node and its
+    /// environment; a move by no deployment links none.
     #[test]
     fn a_status_line_links_the_deployment_that_moved_the_node() {
         let (_dir, store) = crate::store::testing::store_with_cluster();
@@ -189,12 +189,12 @@ mod tests {
                        graph_type) VALUES (5, 1, 'done', 1, 'deployment', 'default'),
                                           (6, 1, 'running', 2, 'deployment', 'default');",
                 )?;
-                tx.move_node(3, 10, |_| {
+                tx.move_node(3, Some(6), 10, |_| {
                     Ok(NodeState::of(NodeStatus::Provisioning, false, None))
                 })?;
-                tx.conn
-                    .execute_batch("UPDATE deployments SET status = 'done' WHERE id = 6")?;
-                tx.move_node(3, 11, |_| Ok(NodeState::of(NodeStatus::Ready, false, None)))?;
+                tx.move_node(3, None, 11, |_| {
+                    Ok(NodeState::of(NodeStatus::Ready, false, None))
+                })?;
                 Ok(())
             })
             .unwrap();

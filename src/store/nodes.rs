@@ -731,10 +731,12 @@ impl WriteTxn<'_> {
 
     /// Move a node through the state machine ([`crate::engine::state`]): `to` takes the node's
     /// state and gives the next one, or the transition the table does not allow, which is
-    /// refused as a conflict and changes nothing. Statuses are written only this way.
+    /// refused as a conflict and changes nothing. Statuses are written only this way. `by`: the
+    /// deployment that moves it, which the activity feed's line links beside the node.
     pub fn move_node(
         &self,
         id: NodeId,
+        by: Option<i64>,
         now: i64,
         to: impl FnOnce(NodeState) -> std::result::Result<NodeState, InvalidTransition>,
     ) -> Result<NodeState> {
@@ -748,7 +750,7 @@ impl WriteTxn<'_> {
                 id: id.to_string(),
             })?;
         let from = stored_state(id, &status, error_type.as_deref())?;
-        self.move_node_from(id, from, now, to)
+        self.move_node_from(id, from, by, now, to)
     }
 
     /// [`WriteTxn::move_node`] for a caller that has just read the node's state.
@@ -756,6 +758,7 @@ impl WriteTxn<'_> {
         &self,
         id: NodeId,
         from: NodeState,
+        by: Option<i64>,
         now: i64,
         to: impl FnOnce(NodeState) -> std::result::Result<NodeState, InvalidTransition>,
     ) -> Result<NodeState> {
@@ -768,22 +771,12 @@ impl WriteTxn<'_> {
                     next.error_type().map(ErrorType::as_str),
                     id
                 ])?;
-            // A move while its environment deploys is that deployment's doing: the feed
-            // line links it beside the node and the environment.
-            let deployment: Option<i64> = self
-                .conn
-                .prepare_cached(
-                    "SELECT d.id FROM deployments d JOIN nodes n ON n.cluster_id = d.cluster_id
-                     WHERE n.id = ?1 AND d.status = 'running' ORDER BY d.id DESC LIMIT 1",
-                )?
-                .query_row([id], |r| r.get(0))
-                .optional()?;
             self.add_event(
                 now,
                 super::history::About {
                     node: Some(id),
                     cluster: None,
-                    deployment,
+                    deployment: by,
                 },
                 "node.status",
                 &format!("status is now {next}"),
