@@ -524,8 +524,16 @@ struct Cached {
     made_at: i64,
 }
 
-/// One environment's kept plan of one graph type, locked while it is made.
-type Slot = Arc<Mutex<Option<Cached>>>;
+/// One environment's kept plan of one graph type. `making` is held by the one caller making a
+/// new plan (for seconds at thousands of nodes); `kept` only while the plan is read or
+/// replaced, so the kept plan stays readable while its successor is made.
+#[derive(Default)]
+struct SlotCell {
+    kept: Mutex<Option<Cached>>,
+    making: Mutex<()>,
+}
+
+type Slot = Arc<SlotCell>;
 
 /// Planning as the daemon does it: within the configured YAQL budget, and with the last plan
 /// of each environment kept, so pages do not plan again on every view.
@@ -585,7 +593,7 @@ impl Plans {
         let slot = lock(&self.slots)
             .get(&(cluster_id, graph_type.to_string()))
             .cloned()?;
-        let kept = lock(&slot);
+        let kept = lock(&slot.kept);
         kept.as_ref().map(|c| Planned {
             plan: c.plan.clone(),
             made_at: c.made_at,
@@ -649,22 +657,20 @@ impl Plans {
             (false, true) => format!("{graph_type}, generated"),
             (false, false) => graph_type.to_string(),
         };
+        let slot = Arc::clone(
+            lock(&self.slots)
+                .entry((cluster_id, slot_name))
+                .or_default(),
+        );
         // Nothing changed since the kept plan's inputs were read: it holds, unread.
-        let kept_slot = lock(&self.slots)
-            .get(&(cluster_id, slot_name.clone()))
-            .cloned();
-        if let Some(slot) = kept_slot {
-            let revision = store.read(|r| r.plan_revision())?;
-            let kept = lock(&slot);
-            if let Some(c) = kept.as_ref()
-                && c.revision == revision
-            {
-                return Ok(Planned {
-                    plan: c.plan.clone(),
-                    made_at: c.made_at,
-                    cached: true,
-                });
-            }
+        if let Some(p) = kept_at(&slot, store.read(|r| r.plan_revision())?) {
+            return Ok(p);
+        }
+        // One caller makes the plan; another waits here, then finds it made at the revision
+        // it would read. The kept plan stays readable meanwhile ([`Plans::kept`]).
+        let _making = lock(&slot.making);
+        if let Some(p) = kept_at(&slot, store.read(|r| r.plan_revision())?) {
+            return Ok(p);
         }
         let read = read_inputs(store, cluster_id, graph_type).and_then(|(mut inputs, revision)| {
             if force {
@@ -686,13 +692,7 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        let slot = Arc::clone(
-            lock(&self.slots)
-                .entry((cluster_id, slot_name))
-                .or_default(),
-        );
-        let mut kept = lock(&slot);
-        if let Some(c) = kept.as_mut()
+        if let Some(c) = lock(&slot.kept).as_mut()
             && c.key == key
         {
             // The same inputs at a newer revision (something unread by plans moved it, or a
@@ -713,11 +713,11 @@ impl Plans {
                 | PlanningError::PluginChoice(_)),
             ) => Err(Arc::new(e)),
             Err(e) => {
-                *kept = None;
+                *lock(&slot.kept) = None;
                 return Err(e);
             }
         };
-        *kept = Some(Cached {
+        *lock(&slot.kept) = Some(Cached {
             key,
             revision,
             plan: plan.clone(),
@@ -729,6 +729,17 @@ impl Plans {
             cached: false,
         })
     }
+}
+
+/// The slot's kept plan when its inputs were read at `revision`.
+fn kept_at(slot: &SlotCell, revision: i64) -> Option<Planned> {
+    let kept = lock(&slot.kept);
+    let c = kept.as_ref().filter(|c| c.revision == revision)?;
+    Some(Planned {
+        plan: c.plan.clone(),
+        made_at: c.made_at,
+        cached: true,
+    })
 }
 
 /// A lock whose holder panicked is still usable: the data is replaced whole, never half-made.

@@ -546,8 +546,9 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
         &json!({PLUGIN: {"metadata": {"enabled": true}, "expensive": false}}).to_string(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    let (status, cached, _) = header(&d, &page, "x-stoker-plan-cached");
-    assert_eq!((status, cached.as_str()), (200, "false"));
+    // (The API waits for it; a page view would show the kept refusal while it is made.)
+    let (status, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (422, "false"));
     let (_, cached, _) = header(&d, &page, "x-stoker-plan-cached");
     assert_eq!(cached, "true");
     let r = http.put(&settings, "{}");
@@ -603,4 +604,56 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
     );
     let (status, cached, _) = header(&d, &plan, "x-stoker-plan-cached");
     assert_eq!((status, cached.as_str()), (200, "false"));
+}
+
+/// A view of the environment's page while its new plan takes seconds (the slow plugin's
+/// conditions, up to the budget) answers at once with the plan kept from before, saying a new
+/// one is being made; that plan is still made, kept, and what the next view and the API
+/// answer.
+#[test]
+fn the_page_shows_the_kept_plan_while_a_slow_new_one_is_made() {
+    const BUDGET: u64 = 12_000_000;
+    let d = daemon(Some(BUDGET));
+    d.install_fixture(&plugin_dir());
+    let (cluster, _) = d.environment(&["controller", "compute"], 2);
+    let http = d.http();
+    let plan = format!("/api/v1/clusters/{cluster}/plan");
+    let page = format!("/environments/{cluster}");
+
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "false"), "{html}");
+    assert!(!html.contains("a new plan is being made"), "{html}");
+    let made = header(&d, &page, "x-stoker-plan-made").1;
+
+    let r = http.put(
+        &format!("/api/v1/clusters/{cluster}/settings"),
+        &json!({PLUGIN: {"metadata": {"enabled": true}}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let asked = std::time::Instant::now();
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    let answered = asked.elapsed();
+    assert_eq!((status, cached.as_str()), (200, "true"), "{html}");
+    assert!(
+        html.contains("a new plan is being made") && html.contains("tasks to run"),
+        "the kept plan, saying a new one is being made: {html}"
+    );
+    assert!(!html.contains("over its budget"), "{html}");
+    assert_eq!(header(&d, &page, "x-stoker-plan-made").1, made);
+
+    // The API waits for the plan being made: the plugin's refusal, made by the page's view.
+    let (status, cached, body) = header(&d, &plan, "x-stoker-plan-cached");
+    let planned = asked.elapsed();
+    assert_eq!((status, cached.as_str()), (422, "true"), "{body}");
+    assert!(body.contains("over its budget"), "{body}");
+    assert!(
+        answered * 2 < planned,
+        "the page answered in {answered:?}, the plan took {planned:?}"
+    );
+    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
+    assert_eq!((status, cached.as_str()), (200, "true"));
+    assert!(
+        html.contains("over its budget") && !html.contains("a new plan is being made"),
+        "{html}"
+    );
 }

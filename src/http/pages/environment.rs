@@ -53,6 +53,8 @@ pub struct EnvironmentPage {
     plan_made: String,
     /// A deployment runs: the plan shown is the one kept from before it.
     plan_paused: bool,
+    /// The plan shown is the kept one while its successor is being made.
+    plan_remaking: bool,
     summary: String,
     warnings: Vec<String>,
     picture: String,
@@ -211,6 +213,7 @@ pub async fn environment(
         plan_error: None,
         plan_made: String::new(),
         plan_paused: false,
+        plan_remaking: false,
         summary: String::new(),
         warnings: Vec::new(),
         picture: String::new(),
@@ -246,7 +249,22 @@ pub async fn environment(
         None if page.running => Err(ApiError::Conflict(
             "A deployment is running: the plan is made again when it ends.".to_string(),
         )),
-        None => crate::http::api::environments::make_plan(&state, id, "default".to_string()).await,
+        None => {
+            let made = crate::http::api::environments::make_plan(&state, id, "default".to_string());
+            match state.plans.kept(id, "default") {
+                // Something changed since the kept plan: a new one is made, and waited for
+                // briefly; a plan of thousands of nodes takes seconds, and the page shows the
+                // kept one meanwhile (the new one is still made and kept for the next view).
+                Some(kept) => match tokio::time::timeout(PLAN_WAIT, made).await {
+                    Ok(made) => made,
+                    Err(_) => {
+                        page.plan_remaking = true;
+                        Ok(kept)
+                    }
+                },
+                None => made.await,
+            }
+        }
     };
     let headers = planned
         .as_ref()
@@ -287,6 +305,9 @@ pub async fn environment(
     }
     Ok(page)
 }
+
+/// How long a view waits for a new plan when it can show the kept one instead.
+const PLAN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The `width` attribute of an SVG picture.
 fn picture_width(svg: &str) -> String {
