@@ -786,6 +786,19 @@ pub const MIGRATIONS: &[Migration] = &[
                 SELECT deployment, status, n FROM removed_runs;
         ",
     },
+    Migration {
+        version: 31,
+        name: "foreign_key_indexes",
+        sql: "
+            -- Every foreign key's child columns lead an index: deleting a node looked up its
+            -- addresses (ON DELETE CASCADE) by scanning every address of every node, and so
+            -- did releasing one and its node page. The other two tables are small; indexed
+            -- so that the rule has no exception (migrations' every_foreign_key_is_indexed).
+            CREATE INDEX ip_addrs_node ON ip_addrs (node_id);
+            CREATE INDEX releases_plugin ON releases (plugin_id);
+            CREATE INDEX clusters_release ON clusters (release_id);
+        ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -1330,6 +1343,84 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM node_documents", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, 0, "a node's documents go with it");
+    }
+
+    /// Every foreign key's child columns lead an index (or the primary key): deleting a
+    /// parent row, which SQLite answers by looking up its children (`ON DELETE CASCADE`, and
+    /// the check of every other reference), and reading a parent's children would otherwise
+    /// scan the whole child table: a node's removal scanned every address of every node.
+    #[test]
+    fn every_foreign_key_is_indexed() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let tables: Vec<String> = conn
+            .prepare(
+                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let mut unindexed = Vec::new();
+        for table in &tables {
+            // Each foreign key's child columns in order (`seq`), by its `id`.
+            let mut keys: std::collections::BTreeMap<i64, Vec<(i64, String)>> = Default::default();
+            let mut stmt = conn
+                .prepare("SELECT id, seq, \"from\" FROM pragma_foreign_key_list(?1)")
+                .unwrap();
+            let rows = stmt
+                .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap();
+            for row in rows {
+                let (id, seq, from): (i64, i64, String) = row.unwrap();
+                keys.entry(id).or_default().push((seq, from));
+            }
+            // The leading columns of each index, the primary key's among them.
+            let mut leads: Vec<Vec<String>> = Vec::new();
+            let indexes: Vec<String> = conn
+                .prepare("SELECT name FROM pragma_index_list(?1)")
+                .unwrap()
+                .query_map([table], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            for index in indexes {
+                leads.push(
+                    conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
+                        .unwrap()
+                        .query_map([&index], |r| r.get::<_, Option<String>>(0))
+                        .unwrap()
+                        .map(|c| c.unwrap().unwrap_or_default())
+                        .collect(),
+                );
+            }
+            let rowid_pk: Vec<String> = conn
+                .prepare("SELECT name FROM pragma_table_info(?1) WHERE pk = 1 AND type = 'INTEGER'")
+                .unwrap()
+                .query_map([table], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            if rowid_pk.len() == 1 {
+                leads.push(rowid_pk);
+            }
+            for (_, mut columns) in keys {
+                columns.sort();
+                let columns: Vec<String> = columns.into_iter().map(|(_, c)| c).collect();
+                let covered = leads.iter().any(|lead| {
+                    lead.len() >= columns.len()
+                        && columns.iter().all(|c| lead[..columns.len()].contains(c))
+                });
+                if !covered {
+                    unindexed.push(format!("{table} ({})", columns.join(", ")));
+                }
+            }
+        }
+        assert!(
+            unindexed.is_empty(),
+            "foreign keys without an index: {unindexed:?}"
+        );
     }
 
     #[test]

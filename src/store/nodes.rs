@@ -525,8 +525,9 @@ impl WriteTxn<'_> {
     /// An operator deletes a node, as Nailgun does only for a node in no environment: refused
     /// (conflict) while it is assigned to one or has steps in a running deployment. Its MACs,
     /// inventory, boot tokens and its steps in finished deployments go with it (each deployment
-    /// keeps their count by status, `removed_runs`); its history stays, no longer linked to it. A node that boots again is discovered anew, under a new
-    /// id (the highest deleted id is kept in `settings`, so no id is ever reused).
+    /// keeps their count by status, `removed_runs`); its history stays, no longer linked to
+    /// it. A node that boots again is discovered anew, under a new id (the highest deleted id
+    /// is kept in `settings`, so no id is ever reused).
     pub fn delete_node(&self, id: NodeId, now: i64) -> Result<Node> {
         let node = self.read().existing_node(id)?;
         if let Some(cluster) = node.cluster_id {

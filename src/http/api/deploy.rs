@@ -174,8 +174,7 @@ pub async fn list(
             s.read(|r| {
                 let mut out = Vec::new();
                 let now = crate::clock::now();
-                for d in r.deployments(id)? {
-                    let counts = r.run_counts(d.id)?;
+                for (d, counts) in r.deployments_counted(Some(id))? {
                     let waiting = r.waiting_agents(&d, now)?;
                     out.push(deployment_json_waiting(&d, counts, &waiting));
                 }
