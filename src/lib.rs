@@ -30,6 +30,7 @@ pub mod node_attributes;
 pub mod openstack_config;
 pub mod package;
 pub mod planner;
+pub mod priority;
 pub mod release_repos;
 pub mod roles;
 pub mod sequences;

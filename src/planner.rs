@@ -540,16 +540,18 @@ type Slot = Arc<SlotCell>;
 ///
 /// A kept plan is used while nothing it is made from has changed: the graph type, the budget,
 /// the environment's row, its release, its nodes (ids, names, roles, statuses, volumes, VMs'
-/// configurations, attributes), its settings,
-/// its active OpenStack configurations, the deployed state, and the installed plugins (ids, names, versions, directories and loaded
+/// configurations, attributes), its settings, its active OpenStack configurations, the
+/// deployed state, and the installed plugins (ids, names, versions, directories and loaded
 /// manifests, which `plugin sync` refreshes). Each call first reads the store's plan revision,
 /// one row that every change of those inputs moves (`store::revision`): the same revision as
 /// the kept plan's inputs were read at answers the kept plan without reading anything else.
 /// Otherwise it reads the inputs and compares a SHA-256 digest of them with the kept plan's;
-/// any change makes a new plan, which replaces it. A plan that failed is kept the same way when its failure follows from those inputs (the
-/// plan was refused, or the environment has no nodes); a store or package error is not kept.
-/// One environment is planned by one caller at a time: another waits, then finds the new plan.
-/// An environment that is gone loses its entry on its next call.
+/// any change makes a new plan, which replaces it. A plan that failed is kept the same way
+/// when its failure follows from those inputs (the plan was refused, or the environment has no
+/// nodes); a store or package error is not kept. One environment is planned by one caller at
+/// a time: another waits, then finds the new plan; meanwhile [`Plans::kept`] answers the plan
+/// being replaced without waiting. An environment that is gone loses its entry on its next
+/// call.
 pub struct Plans {
     budget: u64,
     /// Per environment and graph type: a Deploy that plans the deletion graph does not throw
@@ -705,7 +707,11 @@ impl Plans {
             });
         }
         self.made.fetch_add(1, Ordering::Relaxed);
-        let plan = match plan_inputs(inputs, data_dir, graph_type, self.budget) {
+        // Seconds of CPU at thousands of nodes, on both cores: niced, so that the agents' calls
+        // and the pages go first while it runs.
+        let plan = match crate::priority::niced(crate::priority::BACKGROUND, || {
+            plan_inputs(inputs, data_dir, graph_type, self.budget)
+        }) {
             Ok(p) => Ok(Arc::new(p)),
             Err(
                 e @ (PlanningError::Plan(_)

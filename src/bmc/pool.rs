@@ -4,8 +4,8 @@
 //! were in flight at once (what the sweep reports and its bench checks).
 //!
 //! Background work (the power sweep) runs its threads at a lower scheduling priority
-//! ([`map_niced`]): when the cores are busy, the agents' and the operators' requests go first,
-//! and the sweep takes what is left (on Linux a thread's nice value is its own).
+//! ([`map_niced`], through [`crate::priority`]): when the cores are busy, the agents' and the
+//! operators' requests go first, and the sweep takes what is left.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,7 +36,7 @@ pub fn map_niced<T: Sync, R: Send>(
         for _ in 0..workers.clamp(1, items.len().max(1)) {
             s.spawn(|| {
                 if nice != 0 {
-                    lower_priority(nice);
+                    crate::priority::lower_priority(nice);
                 }
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -62,17 +62,6 @@ pub fn map_niced<T: Sync, R: Send>(
         .flatten()
         .collect();
     (results, peak.load(Ordering::Relaxed))
-}
-
-/// Raise the calling thread's nice value by `by`.
-fn lower_priority(by: i32) {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    let tid = rustix::thread::gettid();
-    let set = rustix::process::getpriority_process(Some(tid))
-        .and_then(|now| rustix::process::setpriority_process(Some(tid), now.saturating_add(by)));
-    if let Err(e) = set {
-        WARNED.call_once(|| tracing::warn!(error = %e, "cannot lower a worker's priority"));
-    }
 }
 
 #[cfg(test)]

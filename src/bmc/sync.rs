@@ -17,7 +17,7 @@ use crate::store::Store;
 /// How much lower the sweep's threads run than the rest of the daemon: nice 10 has a tenth of
 /// the CPU weight of nice 0, so under contention the agents' calls and the operators' requests
 /// are served first; idle cores are still the sweep's in full.
-pub const SWEEP_NICE: i32 = 10;
+pub const SWEEP_NICE: i32 = crate::priority::BACKGROUND;
 
 /// What one sweep did, for logs and the bench.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
