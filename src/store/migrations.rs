@@ -1353,15 +1353,19 @@ mod tests {
     fn every_foreign_key_is_indexed() {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn).unwrap();
-        let tables: Vec<String> = conn
-            .prepare(
-                "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
-            )
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        // The first column of what `sql` answers for `arg` (NULL read as "").
+        let column = |sql: &str, arg: &str| -> Vec<String> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([arg], |r| r.get::<_, Option<String>>(0))
+                .unwrap()
+                .map(|c| c.unwrap().unwrap_or_default())
+                .collect()
+        };
+        let tables = column(
+            "SELECT name FROM sqlite_schema WHERE type = ?1 AND name NOT LIKE 'sqlite_%'",
+            "table",
+        );
         let mut unindexed = Vec::new();
         for table in &tables {
             // Each foreign key's child columns in order (`seq`), by its `id`.
@@ -1378,30 +1382,16 @@ mod tests {
             }
             // The leading columns of each index, the primary key's among them.
             let mut leads: Vec<Vec<String>> = Vec::new();
-            let indexes: Vec<String> = conn
-                .prepare("SELECT name FROM pragma_index_list(?1)")
-                .unwrap()
-                .query_map([table], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap();
-            for index in indexes {
-                leads.push(
-                    conn.prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
-                        .unwrap()
-                        .query_map([&index], |r| r.get::<_, Option<String>>(0))
-                        .unwrap()
-                        .map(|c| c.unwrap().unwrap_or_default())
-                        .collect(),
-                );
+            for index in column("SELECT name FROM pragma_index_list(?1)", table) {
+                leads.push(column(
+                    "SELECT name FROM pragma_index_info(?1) ORDER BY seqno",
+                    &index,
+                ));
             }
-            let rowid_pk: Vec<String> = conn
-                .prepare("SELECT name FROM pragma_table_info(?1) WHERE pk = 1 AND type = 'INTEGER'")
-                .unwrap()
-                .query_map([table], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap();
+            let rowid_pk = column(
+                "SELECT name FROM pragma_table_info(?1) WHERE pk = 1 AND type = 'INTEGER'",
+                table,
+            );
             if rowid_pk.len() == 1 {
                 leads.push(rowid_pk);
             }
