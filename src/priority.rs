@@ -6,7 +6,9 @@
 //! needs privileges a daemon may not have, so work to run niced gets a thread of its own
 //! ([`niced`]) that ends with it, and never changes a pool's thread for good.
 
-/// How much background work's nice value is raised.
+/// How much background work's nice value is raised: nice 10 has a tenth of the CPU weight of
+/// nice 0, so under contention the agents' calls and the operators' requests are served first;
+/// idle cores are still the background's in full.
 pub const BACKGROUND: i32 = 10;
 
 /// Raise the calling thread's nice value by `by`. A failure is logged once, and the work is

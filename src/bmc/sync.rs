@@ -5,7 +5,8 @@
 //! (`power_error`, a history line when it starts and stops failing) and tried again after
 //! twice as long each time, up to 32 intervals: never in a hot loop. A BMC's login is kept
 //! from one sweep to the next (`sessions.rs`), so reading it again is one request, and the
-//! sweep's threads run at a lower priority ([`SWEEP_NICE`]) than the daemon's others.
+//! sweep's threads run at a lower priority than the daemon's others
+//! ([`crate::priority::BACKGROUND`]).
 
 use std::time::{Duration, Instant};
 
@@ -13,11 +14,6 @@ use super::actions::Bmcs;
 use super::{BmcError, Endpoint, PowerState};
 use crate::model::NodeId;
 use crate::store::Store;
-
-/// How much lower the sweep's threads run than the rest of the daemon: nice 10 has a tenth of
-/// the CPU weight of nice 0, so under contention the agents' calls and the operators' requests
-/// are served first; idle cores are still the sweep's in full.
-pub const SWEEP_NICE: i32 = crate::priority::BACKGROUND;
 
 /// What one sweep did, for logs and the bench.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,7 +48,7 @@ impl Bmcs {
             return Sweep::default();
         }
         let (readings, peak): (Vec<Reading>, usize) =
-            super::pool::map_niced(&due, self.workers, SWEEP_NICE, |b| {
+            super::pool::map_niced(&due, self.workers, crate::priority::BACKGROUND, |b| {
                 let r = self
                     .endpoint(b)
                     .map_err(|e| e.to_string())

@@ -45,6 +45,18 @@ pub struct Agent {
     pub name: String,
 }
 
+/// Whether an agent last seen at `last_seen` (0: never) is silent at `now`: no call within the
+/// online window.
+pub fn silent(last_seen: i64, now: i64) -> bool {
+    now.saturating_sub(last_seen) > ONLINE_WINDOW_S
+}
+
+/// Whether any of `nodes`' agents is silent at `now`. When none is (and `nodes` holds every
+/// node with a run), [`waiting`] is empty, and its caller need not read the runs at all.
+pub fn any_silent(nodes: &HashMap<i64, Agent>, now: i64) -> bool {
+    nodes.values().any(|a| silent(a.last_seen, now))
+}
+
 /// The nodes a running deployment started at `started_at` waits on at `now`, by node id;
 /// `nodes` holds each node's agent's last call and the node's name (one missing: never seen,
 /// named `node-<id>`).
@@ -67,7 +79,7 @@ pub fn waiting(
         };
         let known = nodes.get(&node);
         let seen = known.map_or(0, |a| a.last_seen);
-        if now.saturating_sub(seen) <= ONLINE_WINDOW_S || out.contains_key(&node) {
+        if !silent(seen, now) || out.contains_key(&node) {
             continue;
         }
         let since = seen.max(started_at);
