@@ -603,6 +603,19 @@ impl Plans {
         })
     }
 
+    /// Whether a caller is making a new plan of environment `cluster_id`'s `graph_type` now
+    /// (one that another call would wait for).
+    pub fn making(&self, cluster_id: i64, graph_type: &str) -> bool {
+        lock(&self.slots)
+            .get(&(cluster_id, graph_type.to_string()))
+            .is_some_and(|slot| {
+                matches!(
+                    slot.making.try_lock(),
+                    Err(std::sync::TryLockError::WouldBlock)
+                )
+            })
+    }
+
     /// Environment `cluster_id`'s plan of `graph_type`: the kept one when its inputs are
     /// unchanged, else a new one (kept, `made_at` = `now`).
     pub fn plan(
@@ -998,6 +1011,31 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// While one caller makes a plan (holds the slot's maker lock), `making` says so and the
+    /// kept plan is read without waiting for it.
+    #[test]
+    fn the_kept_plan_is_read_while_another_is_made() {
+        let plans = Plans::new(1);
+        assert!(!plans.making(1, "default"));
+        let slot = Arc::clone(
+            lock(&plans.slots)
+                .entry((1, "default".to_string()))
+                .or_default(),
+        );
+        *lock(&slot.kept) = Some(Cached {
+            key: [0; 32],
+            revision: 3,
+            plan: Err(Arc::new(PlanningError::NoNodes("env".into()))),
+            made_at: 7,
+        });
+        let making = lock(&slot.making);
+        assert!(plans.making(1, "default"));
+        assert!(!plans.making(2, "default"));
+        assert_eq!(plans.kept(1, "default").map(|p| p.made_at), Some(7));
+        drop(making);
+        assert!(!plans.making(1, "default"));
+    }
 
     #[test]
     fn only_a_graph_the_release_lacks_counts_as_missing() {

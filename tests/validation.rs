@@ -457,6 +457,17 @@ fn one_version_of_a_plugin_is_enabled_and_two_are_refused_naming_both() {
     );
 }
 
+/// A daemon with plan budget `budget`, the slow plugin installed, and an environment of a
+/// controller and a compute: the environment, its plan's API path and its page.
+fn slow_plugin_environment(budget: u64) -> (TestDaemon, i64, String, String) {
+    let d = daemon(Some(budget));
+    d.install_fixture(&plugin_dir());
+    let (cluster, _) = d.environment(&["controller", "compute"], 2);
+    let plan = format!("/api/v1/clusters/{cluster}/plan");
+    let page = format!("/environments/{cluster}");
+    (d, cluster, plan, page)
+}
+
 /// The number after `(` in "... (N spent when it stopped)".
 fn spent(message: &str) -> u64 {
     let tail = message.split(" steps (").nth(1).unwrap_or_default();
@@ -466,13 +477,9 @@ fn spent(message: &str) -> u64 {
 #[test]
 fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
     const BUDGET: u64 = 2_000_000;
-    let d = daemon(Some(BUDGET));
-    d.install_fixture(&plugin_dir());
-    let (cluster, _) = d.environment(&["controller", "compute"], 2);
+    let (d, cluster, plan, page) = slow_plugin_environment(BUDGET);
     let http = d.http();
     let settings = format!("/api/v1/clusters/{cluster}/settings");
-    let plan = format!("/api/v1/clusters/{cluster}/plan");
-    let page = format!("/environments/{cluster}");
 
     // Without the plugin the plan is made, and says what it spent.
     let (status, cached, body) = header(&d, &plan, "x-stoker-plan-cached");
@@ -607,18 +614,12 @@ fn a_plan_over_its_yaql_budget_is_refused_naming_the_task_and_pages_keep_it() {
 }
 
 /// A view of the environment's page while its new plan takes seconds (the slow plugin's
-/// conditions, up to the budget) answers at once with the plan kept from before, saying a new
-/// one is being made; that plan is still made, kept, and what the next view and the API
-/// answer.
+/// conditions, up to the budget) shows the plan kept from before, saying a new one is being
+/// made; that plan is still made, kept, and what the next view and the API answer.
 #[test]
 fn the_page_shows_the_kept_plan_while_a_slow_new_one_is_made() {
-    const BUDGET: u64 = 12_000_000;
-    let d = daemon(Some(BUDGET));
-    d.install_fixture(&plugin_dir());
-    let (cluster, _) = d.environment(&["controller", "compute"], 2);
+    let (d, cluster, plan, page) = slow_plugin_environment(12_000_000);
     let http = d.http();
-    let plan = format!("/api/v1/clusters/{cluster}/plan");
-    let page = format!("/environments/{cluster}");
 
     let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
     assert_eq!((status, cached.as_str()), (200, "false"), "{html}");
@@ -630,26 +631,23 @@ fn the_page_shows_the_kept_plan_while_a_slow_new_one_is_made() {
         &json!({PLUGIN: {"metadata": {"enabled": true}}}).to_string(),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    let asked = std::time::Instant::now();
-    let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
-    let answered = asked.elapsed();
-    assert_eq!((status, cached.as_str()), (200, "true"), "{html}");
-    assert!(
-        html.contains("a new plan is being made") && html.contains("tasks to run"),
-        "the kept plan, saying a new one is being made: {html}"
-    );
-    assert!(!html.contains("over its budget"), "{html}");
+    // The first view starts the new plan and stops waiting for it; the second finds it being
+    // made and does not wait at all. Both show the kept plan, saying so.
+    for _ in 0..2 {
+        let (status, _, html) = header(&d, &page, "x-stoker-plan-cached");
+        assert_eq!(status, 200, "{html}");
+        assert!(
+            html.contains("a new plan is being made") && html.contains("tasks to run"),
+            "the kept plan, saying a new one is being made: {html}"
+        );
+        assert!(!html.contains("over its budget"), "{html}");
+    }
     assert_eq!(header(&d, &page, "x-stoker-plan-made").1, made);
 
     // The API waits for the plan being made: the plugin's refusal, made by the page's view.
     let (status, cached, body) = header(&d, &plan, "x-stoker-plan-cached");
-    let planned = asked.elapsed();
     assert_eq!((status, cached.as_str()), (422, "true"), "{body}");
     assert!(body.contains("over its budget"), "{body}");
-    assert!(
-        answered * 2 < planned,
-        "the page answered in {answered:?}, the plan took {planned:?}"
-    );
     let (status, cached, html) = header(&d, &page, "x-stoker-plan-cached");
     assert_eq!((status, cached.as_str()), (200, "true"));
     assert!(

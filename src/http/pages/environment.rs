@@ -252,8 +252,14 @@ pub async fn environment(
         None => {
             let made = crate::http::api::environments::make_plan(&state, id, "default".to_string());
             match state.plans.kept(id, "default") {
-                // Something changed since the kept plan: a new one is made, and waited for
-                // briefly; a plan of thousands of nodes takes seconds, and the page shows the
+                // Another view or call is making the new plan: show the kept one at once,
+                // rather than wait (and hold a blocking thread) for it.
+                Some(kept) if state.plans.making(id, "default") => {
+                    page.plan_remaking = true;
+                    Ok(kept)
+                }
+                // Something may have changed since the kept plan: a new one is made, and waited
+                // for briefly; a plan of thousands of nodes takes seconds, and the page shows the
                 // kept one meanwhile (the new one is still made and kept for the next view).
                 Some(kept) => match tokio::time::timeout(PLAN_WAIT, made).await {
                     Ok(made) => made,
