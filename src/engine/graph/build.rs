@@ -858,8 +858,7 @@ pub fn plan_by(
         .collect();
     let uids: Vec<String> = nodes.iter().map(|n| n.uid.clone()).collect();
     let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
-    let owned_nodes: Vec<NodeSpec> = nodes.iter().map(|n| (*n).clone()).collect();
-    let dd = data::build(cluster, &owned_nodes, &assigned, release, plugins);
+    let dd = data::build(cluster, &nodes, &assigned, release, plugins);
     // The keys any node's own data has, new or old: what reads none of them reads the
     // common part, the same for every node ([`share`]). None when a node's data is not a
     // mapping (a replaced one may be anything): nothing is shared then.

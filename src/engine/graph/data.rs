@@ -239,7 +239,7 @@ fn test_vm_image(operating_system: &str) -> J {
 /// Build every node's data (see the module docs for the layers).
 pub fn build(
     cluster: &Cluster,
-    nodes: &[NodeSpec],
+    nodes: &[&NodeSpec],
     assigned: &[Assigned],
     release: &ReleaseGraph,
     plugins: &[PluginGraph],
@@ -652,7 +652,7 @@ mod tests {
         n3.online = false;
         let d = build(
             &cluster,
-            &[n1, n2, n3],
+            &[&n1, &n2, &n3],
             &[
                 assigned(&["primary-controller"], &["primary-controller"]),
                 assigned(&["compute", "cinder"], &["compute", "cinder"]),
@@ -761,7 +761,7 @@ mod tests {
         };
         let d = build(
             &cluster,
-            &[n],
+            &[&n],
             &[assigned(&["primary-controller"], &[])],
             &r,
             &[],
