@@ -159,6 +159,37 @@ impl AppState {
     }
 }
 
+/// Run work that grows with the environment (a plan of thousands of nodes rendered, a page of
+/// thousands of runs serialized, a picture drawn) on the blocking pool. An actix worker serves
+/// every connection it accepted, thousands of agents' among them, one request at a time between
+/// awaits: a worker that spends 200 ms rendering holds up all of them for as long.
+pub(crate) async fn off_worker<T, F>(f: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    T: Send + 'static,
+{
+    web::block(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+}
+
+/// A JSON answer built and serialized [`off_worker`]: for collections that grow with the site
+/// (every node, a page of 10,000 runs).
+pub(crate) async fn big_json<T, F>(build: F) -> Result<actix_web::HttpResponse, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    T: serde::Serialize,
+{
+    let body = off_worker(move || {
+        serde_json::to_vec(&build()?)
+            .map_err(|e| ApiError::Internal(format!("cannot write JSON: {e}")))
+    })
+    .await?;
+    Ok(actix_web::HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(body))
+}
+
 /// The agents' step calls: thousands a second during a big deployment, so they are routed
 /// before the middleware (whose trailing-slash rewrite and access-log filter cost a regex
 /// each per request); their paths are exact, and their handlers log what matters (a failed

@@ -222,13 +222,17 @@ pub async fn show(
         .await?;
     let (d, counts, steps, waiting) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
-    let (steps, next) = runs::paged(steps, offset, limit);
-    let mut body = deployment_json_waiting(&d, counts, &waiting);
-    body["steps"] = serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
-    // The steps listed: deleted nodes' runs are counted, not listed.
-    body["steps_total"] = json!(counts.listed());
-    body["next_offset"] = json!(next);
-    Ok(HttpResponse::Ok().json(caller.shown(body)))
+    crate::http::big_json(move || {
+        let (steps, next) = runs::paged(steps, offset, limit);
+        let mut body = deployment_json_waiting(&d, counts, &waiting);
+        body["steps"] =
+            serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
+        // The steps listed: deleted nodes' runs are counted, not listed.
+        body["steps_total"] = json!(counts.listed());
+        body["next_offset"] = json!(next);
+        Ok(caller.shown(body))
+    })
+    .await
 }
 
 /// `GET /api/v1/deployments/{id}` takes the runs' paging and `brief` as `/runs` does.

@@ -91,11 +91,13 @@ pub async fn nodes(
             })
         })
         .await?;
-    let body: Vec<serde_json::Value> = nodes
-        .iter()
-        .map(crate::http::api::catalog::node_json)
-        .collect();
-    Ok(HttpResponse::Ok().json(body))
+    crate::http::big_json(move || {
+        Ok(nodes
+            .iter()
+            .map(crate::http::api::catalog::node_json)
+            .collect::<Vec<_>>())
+    })
+    .await
 }
 
 /// Parse a node id from the path, naming it when it is not a number.

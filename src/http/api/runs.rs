@@ -182,16 +182,19 @@ pub async fn runs(
         .await?;
     let (d, counts, waiting, runs) =
         found.ok_or_else(|| ApiError::NotFound(format!("deployment {id} not found")))?;
-    let (runs, next) = paged(runs, offset, limit);
-    let deployment = deployment_json_waiting(&d, counts, &waiting);
-    let mut runs = serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if brief && let Some(items) = runs.as_array_mut() {
-        for run in items.iter_mut().filter_map(|r| r.as_object_mut()) {
-            for heavy in ["args", "deps", "output_tail", "report"] {
-                run.remove(heavy);
+    crate::http::big_json(move || {
+        let (runs, next) = paged(runs, offset, limit);
+        let deployment = deployment_json_waiting(&d, counts, &waiting);
+        let mut runs =
+            serde_json::to_value(&runs).map_err(|e| ApiError::Internal(e.to_string()))?;
+        if brief && let Some(items) = runs.as_array_mut() {
+            for run in items.iter_mut().filter_map(|r| r.as_object_mut()) {
+                for heavy in ["args", "deps", "output_tail", "report"] {
+                    run.remove(heavy);
+                }
             }
         }
-    }
-    Ok(HttpResponse::Ok()
-        .json(caller.shown(json!({"deployment": deployment, "runs": runs, "next_offset": next}))))
+        Ok(caller.shown(json!({"deployment": deployment, "runs": runs, "next_offset": next})))
+    })
+    .await
 }

@@ -105,6 +105,28 @@ pub struct MembersFragment {
 /// Nodes whose tasks the page lists; the text plan has every node's.
 const PLAN_NODES_SHOWN: usize = 25;
 
+impl EnvironmentPage {
+    /// The page with `plan` shown: its summary, warnings, picture and first nodes' tasks.
+    fn with_plan(mut self, plan: &crate::engine::graph::Plan) -> EnvironmentPage {
+        let s = &plan.summary;
+        self.summary = format!(
+            "{} nodes, {} tasks to run, {} skipped, {} dependencies ({} across nodes)",
+            s.nodes, s.run, s.skipped, s.edges, s.cross_node_edges
+        );
+        self.warnings.clone_from(&plan.warnings);
+        self.picture = crate::engine::graph::picture::svg(plan);
+        self.picture_width = picture_width(&self.picture);
+        self.plan_nodes = plan_nodes(plan);
+        self.plan_more = plan
+            .nodes
+            .iter()
+            .filter(|n| n.uid != "null")
+            .count()
+            .saturating_sub(PLAN_NODES_SHOWN);
+        self
+    }
+}
+
 fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
     use crate::engine::graph::Status;
     let names: std::collections::HashMap<&str, String> = plan
@@ -284,23 +306,9 @@ pub async fn environment(
         );
     }
     match planned.map(|p| p.plan) {
+        // The picture and the nodes' rows walk every task of every node: off the worker.
         Ok(Ok(env)) => {
-            let s = &env.plan.summary;
-            page.summary = format!(
-                "{} nodes, {} tasks to run, {} skipped, {} dependencies ({} across nodes)",
-                s.nodes, s.run, s.skipped, s.edges, s.cross_node_edges
-            );
-            page.warnings.clone_from(&env.plan.warnings);
-            page.picture = crate::engine::graph::picture::svg(&env.plan);
-            page.picture_width = picture_width(&page.picture);
-            page.plan_nodes = plan_nodes(&env.plan);
-            page.plan_more = env
-                .plan
-                .nodes
-                .iter()
-                .filter(|n| n.uid != "null")
-                .count()
-                .saturating_sub(PLAN_NODES_SHOWN);
+            page = crate::http::off_worker(move || Ok(page.with_plan(&env.plan))).await?
         }
         Ok(Err(e)) => page.plan_error = Some(e.to_string()),
         Err(e) => page.plan_error = Some(e.to_string()),
