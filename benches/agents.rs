@@ -48,6 +48,9 @@
 //! latency of the agent calls that overlapped a sweep beside the others' (`benches/bmc_sweep.sh`
 //! with `AGENTS=` runs both alternately).
 //!
+//! `STOKER_BENCH_CALLS=DIR` writes each phase's calls to `DIR/PHASE.calls`, one line each: when
+//! it started (s since the bench's start), how long the master held it, its latency, which call.
+//!
 //! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2] [rounds=R]` (default 1000 agents,
 //! 250 ms, one round); each round starts a new daemon. `STOKER_BENCH_BIN` runs another stoker
 //! binary than cargo's; `STOKER_BENCH_BASELINE=BIN` alternates that binary with it, round by
@@ -1081,6 +1084,27 @@ fn report(
         .filter(|c| c.at >= p.start && c.at < p.end)
         .collect();
     let rate = calls.len() as f64 / secs;
+    if let Ok(dir) = std::env::var("STOKER_BENCH_CALLS") {
+        // Every call of the phase, for a look at when the slow ones came.
+        let mut out = String::from("start_s held_s latency_s call\n");
+        for c in &calls {
+            let kind = match c.kind {
+                Kind::Next => "next",
+                Kind::Result => "result",
+                Kind::Hello => "hello",
+            };
+            out.push_str(&format!(
+                "{:.4} {:.4} {:.4} {kind}\n",
+                c.at,
+                c.held,
+                c.latency()
+            ));
+        }
+        let file = format!("{dir}/{}.calls", p.name.replace([' ', ','], "_"));
+        if let Err(e) = std::fs::write(&file, out) {
+            eprintln!("cannot write {file}: {e}");
+        }
+    }
     println!("\n== {} ({secs:.1} s)", p.name);
     if let Some(s) = &p.summary {
         println!(
