@@ -60,6 +60,7 @@ const DEMO_IMAGE: &str = "demo-os.img";
 
 /// `stoker serve`
 pub fn run(args: &ConfigArgs, demo_nodes: usize) -> ExitCode {
+    super::no_huge_pages();
     let mut config = match resolve(args) {
         Ok(c) => c,
         Err(code) => return code,
