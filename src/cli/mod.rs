@@ -163,7 +163,6 @@ pub fn command() -> clap::Command {
     })
 }
 
-/// Parse `std::env::args` and run the chosen subcommand.
 /// No transparent huge pages for this process from now on (`PR_SET_THP_DISABLE`, inherited by
 /// the commands it starts), for the commands that make and free big transient structures over
 /// and over: the daemon, and `graph plan`. mimalloc asks for huge pages on its arenas and gives
@@ -176,6 +175,7 @@ pub fn no_huge_pages() {
     let _ = nix::sys::prctl::set_thp_disable(true);
 }
 
+/// Parse `std::env::args` and run the chosen subcommand.
 pub fn run() -> ExitCode {
     // `stoker yaql --jsonl` is started by drivers once per batch of requests and answers
     // within milliseconds: it skips building the whole command tree (clap's, with every
