@@ -152,25 +152,24 @@ impl AppState {
         T: Send + 'static,
     {
         let store = Arc::clone(&self.store);
-        web::block(move || f(&store))
-            .await
-            .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
-            .map_err(ApiError::from)
+        off_worker(move || f(&store)).await?.map_err(ApiError::from)
     }
 }
 
-/// Run work that grows with the environment (a plan of thousands of nodes rendered, a page of
-/// thousands of runs serialized, a picture drawn) on the blocking pool. An actix worker serves
-/// every connection it accepted, thousands of agents' among them, one request at a time between
-/// awaits: a worker that spends 200 ms rendering holds up all of them for as long.
+/// Run `f` on the blocking pool and await it: every store call (through [`AppState::store`]),
+/// every file and password hash, and the work that grows with the site (a plan of thousands of
+/// nodes rendered, a page of thousands of runs serialized, a picture drawn). An actix worker
+/// serves every connection it accepted, thousands of agents' among them, one request at a time
+/// between awaits: a worker that spends 200 ms rendering holds up all of them for as long. The
+/// error is only the pool's (the task panicked or was cancelled); `f`'s own stays in `T`.
 pub(crate) async fn off_worker<T, F>(f: F) -> Result<T, ApiError>
 where
-    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     web::block(f)
         .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))
 }
 
 /// A JSON answer built and serialized [`off_worker`]: for collections that grow with the site
@@ -184,7 +183,7 @@ where
         serde_json::to_vec(&build()?)
             .map_err(|e| ApiError::Internal(format!("cannot write JSON: {e}")))
     })
-    .await?;
+    .await??;
     Ok(actix_web::HttpResponse::Ok()
         .content_type(actix_web::http::header::ContentType::json())
         .body(body))

@@ -52,15 +52,14 @@ pub async fn check_password(
 ) -> Result<Option<Login>, ApiError> {
     let lookup = name.clone();
     let login = state.store(move |s| s.read(|tx| tx.login(&lookup))).await?;
-    let ok = web::block(move || {
+    let ok = crate::http::off_worker(move || {
         let hash = login
             .as_ref()
             .map_or(password::decoy(), |l| l.password_hash.as_str());
         let ok = password::verify(&password, hash);
         (ok, login)
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    .await?;
     match ok {
         (true, Some(login)) => Ok(Some(login)),
         _ => {
@@ -402,9 +401,8 @@ pub async fn add(state: web::Data<AppState>, body: web::Bytes) -> Result<HttpRes
     let u: NewUser = parse(&body, "user")?;
     auth::check_user_name(&u.name).map_err(auth_error)?;
     let role: Role = u.role.parse().map_err(auth_error)?;
-    let hash = web::block(move || password::hash(&u.password))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    let hash = crate::http::off_worker(move || password::hash(&u.password))
+        .await?
         .map_err(auth_error)?;
     let now = crate::clock::now();
     let name = u.name;
@@ -467,9 +465,8 @@ pub async fn change_user(
                     ));
                 }
             }
-            let hash = web::block(move || password::hash(&new))
-                .await
-                .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+            let hash = crate::http::off_worker(move || password::hash(&new))
+                .await?
                 .map_err(auth_error)?;
             Some(hash)
         }

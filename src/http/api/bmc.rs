@@ -70,9 +70,8 @@ pub(crate) async fn set_bmc(
         std::sync::Arc::clone(&state.bmc),
         std::sync::Arc::clone(&state.store),
     );
-    web::block(move || bmc.bmcs.set(&store, id, &body, crate::clock::now()))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
+    crate::http::off_worker(move || bmc.bmcs.set(&store, id, &body, crate::clock::now()))
+        .await?
         .map_err(ApiError::Store)
 }
 
@@ -157,9 +156,7 @@ pub(crate) async fn power_nodes(
         std::sync::Arc::clone(&state.bmc),
         std::sync::Arc::clone(&state.store),
     );
-    web::block(move || bmc.bmcs.act_many(&store, &nodes, act, &actor))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    crate::http::off_worker(move || bmc.bmcs.act_many(&store, &nodes, act, &actor)).await
 }
 
 /// `POST /api/v1/nodes/{id}/power`.
@@ -297,7 +294,7 @@ pub async fn enroll(
         std::sync::Arc::clone(&state.store),
     );
     // The node and its BMC in one transaction: a BMC that cannot be stored enrolls nothing.
-    let (node, b) = web::block(move || {
+    let (node, b) = crate::http::off_worker(move || {
         store.write(|tx| {
             let id = tx.enroll_node(&mac, name.as_deref(), now)?;
             let b = match &bmc {
@@ -307,8 +304,7 @@ pub async fn enroll(
             Ok((tx.read().existing_node(id)?, b))
         })
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    .await??;
     tracing::info!(node = node.id, mac = %node.mac, "node enrolled");
     let mut doc = crate::http::api::catalog::node_json(&node);
     if let Some(b) = &b {

@@ -192,13 +192,12 @@ pub async fn delete_environment(
             std::sync::Arc::clone(&state.bmc),
             std::sync::Arc::clone(&state.store),
         );
-        results = web::block(move || {
+        results = crate::http::off_worker(move || {
             runner
                 .bmcs
                 .act_many(&store, &with_bmc, crate::bmc::actions::Act::Off, &actor)
         })
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .await?;
     }
     Ok((gone, results))
 }

@@ -118,7 +118,7 @@ pub async fn on_master<T: Send + 'static>(
     let settings = state.deploy.clone();
     let plans = std::sync::Arc::clone(&state.plans);
     let writer = state.writer.clone();
-    Ok(web::block(move || {
+    Ok(crate::http::off_worker(move || {
         f(&crate::deployer::Master {
             store: &store,
             writer: &writer,
@@ -127,8 +127,7 @@ pub async fn on_master<T: Send + 'static>(
             plans: &plans,
         })
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??)
+    .await??)
 }
 
 pub async fn start_request(

@@ -82,9 +82,8 @@ fn roles_of(value: Option<&Value>, field: &str) -> Result<Vec<String>, ApiError>
 pub async fn accepts(state: &AppState, id: i64) -> Result<Accepts, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
-    web::block(move || planner::accepts(&store, &data_dir, id))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    crate::http::off_worker(move || planner::accepts(&store, &data_dir, id))
+        .await?
         .map_err(ApiError::from)
 }
 
@@ -301,9 +300,8 @@ pub async fn make_plan(state: &AppState, id: i64, graph: String) -> Result<Plann
     let plans = std::sync::Arc::clone(&state.plans);
     let data_dir = state.data_dir.clone();
     let now = crate::clock::now();
-    web::block(move || plans.plan(&store, &data_dir, id, &graph, now))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    crate::http::off_worker(move || plans.plan(&store, &data_dir, id, &graph, now))
+        .await?
         .map_err(ApiError::from)
 }
 
@@ -350,12 +348,10 @@ pub async fn plan(
         }
     };
     // Hundreds of megabytes at 10,000 nodes: written off the worker.
-    let (content_type, body) = crate::http::off_worker(move || {
-        Ok(match format.as_str() {
-            "text" => ("text/plain; charset=utf-8", env.plan.to_text()),
-            "dot" => ("text/vnd.graphviz; charset=utf-8", env.plan.to_dot()),
-            _ => ("application/json", env.plan.to_json()),
-        })
+    let (content_type, body) = crate::http::off_worker(move || match format.as_str() {
+        "text" => ("text/plain; charset=utf-8", env.plan.to_text()),
+        "dot" => ("text/vnd.graphviz; charset=utf-8", env.plan.to_dot()),
+        _ => ("application/json", env.plan.to_json()),
     })
     .await?;
     let mut response = HttpResponse::Ok();

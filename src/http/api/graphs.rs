@@ -60,9 +60,8 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
-    web::block(move || f(&store, &data_dir))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    crate::http::off_worker(move || f(&store, &data_dir))
+        .await?
         .map_err(ApiError::from)
 }
 

@@ -16,9 +16,7 @@ pub async fn scrape(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             Ok(g)
         })
         .await?;
-    let sample = web::block(crate::metrics::process::sample)
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    let sample = crate::http::off_worker(crate::metrics::process::sample).await?;
     let text = state
         .metrics
         .render(gauges, sample)

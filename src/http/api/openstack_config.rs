@@ -30,9 +30,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let store = std::sync::Arc::clone(&state.store);
     let data_dir = state.data_dir.clone();
-    Ok(web::block(move || f(&store, &data_dir))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??)
+    Ok(crate::http::off_worker(move || f(&store, &data_dir)).await??)
 }
 
 /// `GET /api/v1/openstack-config/?cluster_id=N[&node_id=|node_ids=|node_role=][&is_active=]`

@@ -123,13 +123,12 @@ async fn append(
     data: Vec<u8>,
     path: &std::path::Path,
 ) -> Result<std::fs::File, ApiError> {
-    web::block(move || {
+    crate::http::off_worker(move || {
         use std::io::Write;
         let mut file = file;
         file.write_all(&data).map(|()| file)
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    .await?
     .map_err(|e| match disk_full(path, &e) {
         Some(full) => full,
         None => internal(&format!("writing an upload: {e}")),

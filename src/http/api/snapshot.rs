@@ -38,9 +38,8 @@ pub async fn create(
         std::sync::Arc::clone(&state.store),
     );
     let now = crate::clock::now();
-    let task = web::block(move || snapshots.start(&store, conf.as_ref(), now))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))??;
+    let task =
+        crate::http::off_worker(move || snapshots.start(&store, conf.as_ref(), now)).await??;
     Ok(HttpResponse::Accepted().json(master_task_json(&task)))
 }
 
@@ -57,9 +56,8 @@ pub async fn download(
 ) -> Result<HttpResponse, ApiError> {
     let name = name.into_inner();
     let path = state.snapshots.file(&name)?;
-    let file = web::block(move || actix_files::NamedFile::open(path))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?
+    let file = crate::http::off_worker(move || actix_files::NamedFile::open(path))
+        .await?
         .map_err(|_| ApiError::NotFound(format!("no snapshot {name}")))?;
     Ok(file
         .set_content_type(

@@ -278,9 +278,7 @@ async fn serve_file(
         return Err(ApiError::BadRequest(format!("invalid file name {name:?}")));
     }
     let path = dir.join(&name);
-    let opened = web::block(move || actix_files::NamedFile::open(path))
-        .await
-        .map_err(|e| ApiError::Internal(format!("blocking task failed: {e}")))?;
+    let opened = crate::http::off_worker(move || actix_files::NamedFile::open(path)).await?;
     match opened {
         Ok(file) => Ok(file
             .use_last_modified(true)

@@ -168,9 +168,7 @@ pub async fn hello(
 /// first time it reads the whole file, ~130 MB for a release build with line tables).
 async fn agent_binary(state: &web::Data<AppState>) -> Result<Option<(PathBuf, String)>, ApiError> {
     let state = state.clone();
-    web::block(move || binary_digest(&state))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))
+    crate::http::off_worker(move || binary_digest(&state)).await
 }
 
 /// The agent binary the master serves and its SHA-256, computed once per binary (a test
@@ -237,12 +235,11 @@ pub async fn binary(
         ));
     };
     tracing::info!(node, "agent binary fetched");
-    let file = web::block({
+    let file = crate::http::off_worker({
         let path = path.clone();
         move || actix_files::NamedFile::open(path)
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .await?
     .map_err(|e| ApiError::Internal(format!("cannot open {}: {e}", path.display())))?;
     // No extension: served as application/octet-stream.
     let mut resp = file.into_response(&req);

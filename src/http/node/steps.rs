@@ -392,14 +392,13 @@ pub async fn sync(
             "{src} is not a directory on the master"
         )));
     }
-    let bytes = web::block(move || -> std::io::Result<Vec<u8>> {
+    let bytes = crate::http::off_worker(move || -> std::io::Result<Vec<u8>> {
         let mut b = tar::Builder::new(Vec::new());
         b.follow_symlinks(false);
         b.append_dir_all(".", &dir)?;
         b.into_inner()
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .await?
     .map_err(|e| ApiError::Internal(format!("cannot pack {src}: {e}")))?;
     Ok(HttpResponse::Ok()
         .content_type("application/x-tar")
@@ -419,9 +418,8 @@ pub async fn file(
         .or(q.src)
         .ok_or_else(|| ApiError::BadRequest("path: missing".into()))?;
     let path = plugin_path(&state.data_dir, &src)?;
-    let bytes = web::block(move || std::fs::read(path))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
+    let bytes = crate::http::off_worker(move || std::fs::read(path))
+        .await?
         .map_err(|_| ApiError::NotFound(format!("{src} is not a file on the master")))?;
     Ok(HttpResponse::Ok()
         .content_type("application/octet-stream")

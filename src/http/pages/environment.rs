@@ -307,9 +307,7 @@ pub async fn environment(
     }
     match planned.map(|p| p.plan) {
         // The picture and the nodes' rows walk every task of every node: off the worker.
-        Ok(Ok(env)) => {
-            page = crate::http::off_worker(move || Ok(page.with_plan(&env.plan))).await?
-        }
+        Ok(Ok(env)) => page = crate::http::off_worker(move || page.with_plan(&env.plan)).await?,
         Ok(Err(e)) => page.plan_error = Some(e.to_string()),
         Err(e) => page.plan_error = Some(e.to_string()),
     }
