@@ -32,9 +32,10 @@
 //! `GET /api/v1/deployments/{id}` (an admin token), one after another, and each phase reports
 //! their latency beside the agents'. `STOKER_BENCH_OPERATOR=0` turns it off.
 //!
-//! Each phase reports messages per second beside the agents' own pacing ceiling (what an
-//! infinitely fast daemon would reach given the step times and the waits the agents were told),
-//! p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
+//! A call counts in the phase in which it was answered (a call held through the idle phase
+//! and woken by the day-2 Deploy is the redeploy's). Each phase reports messages per second
+//! beside the agents' own pacing ceiling (what an infinitely fast daemon would reach given the
+//! step times and the waits the agents were told), p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
 //! /proc/PID/stat over the phase; its writer thread's share apart) and its peak RSS (VmHWM),
 //! and names what bounds the rate.
 //!
@@ -626,6 +627,13 @@ impl Call {
     fn latency(&self) -> f64 {
         (self.secs - self.held).max(0.0)
     }
+
+    /// When it was answered (s since the bench's start). A call belongs to the phase in which
+    /// it was answered: a call held through an idle phase and woken by the next phase's Deploy
+    /// waits, once woken, behind that phase's work, not the idle one's.
+    fn answered(&self) -> f64 {
+        self.at + self.secs
+    }
 }
 
 /// What an agent did: its calls, and its pauses (start, length in s) for steps and waits
@@ -1081,7 +1089,7 @@ fn report(
     let calls: Vec<&Call> = records
         .iter()
         .flat_map(|r| &r.calls)
-        .filter(|c| c.at >= p.start && c.at < p.end)
+        .filter(|c| c.answered() >= p.start && c.answered() < p.end)
         .collect();
     let rate = calls.len() as f64 / secs;
     if let Ok(dir) = std::env::var("STOKER_BENCH_CALLS") {
