@@ -32,8 +32,9 @@
 //! `GET /api/v1/deployments/{id}` (an admin token), one after another, and each phase reports
 //! their latency beside the agents'. `STOKER_BENCH_OPERATOR=0` turns it off.
 //!
-//! A call counts in the phase in which it was answered (a call held through the idle phase
-//! and woken by the day-2 Deploy is the redeploy's). Each phase reports messages per second
+//! A call counts in the phase in which it waited: by its start, but a held call that the master
+//! woke before its time was up (the day-2 Deploy waking the idle agents) by its answer, since
+//! its claim after the wake is what waited. Each phase reports messages per second
 //! beside the agents' own pacing ceiling (what an infinitely fast daemon would reach given the
 //! step times and the waits the agents were told), p50/p99 latency of the agent calls, the daemon's CPU per call (utime + stime from
 //! /proc/PID/stat over the phase; its writer thread's share apart) and its peak RSS (VmHWM),
@@ -74,8 +75,10 @@ const TASKS: usize = 18;
 const FIRST_STEPS: usize = TASKS + 2;
 /// The task whose condition watches `bench_marker`, the setting day 2 changes.
 const DAY2_TASK: usize = 9;
-/// How long the day-2 mode watches the ready nodes' idle calls before changing the setting.
-const IDLE_S: u64 = 25;
+/// How long the day-2 mode watches the ready nodes' idle calls before changing the setting:
+/// two holds and more, so that every agent's call held from the deployment's end and its next,
+/// held its whole time too, fall within it (a call counts where it waited, [`Call::when`]).
+const IDLE_S: u64 = 2 * HOLD_S + 5;
 /// How long an agent asks the master to hold a `next` when nothing is due (`stoker agent`'s).
 const HOLD_S: u64 = 20;
 
@@ -619,6 +622,9 @@ struct Call {
     at: f64,
     secs: f64,
     held: f64,
+    /// The master ended its hold before its time was up (a run became due): not answered
+    /// `wait` with `retry_after_ms` 0.
+    woken: bool,
     kind: Kind,
 }
 
@@ -628,11 +634,17 @@ impl Call {
         (self.secs - self.held).max(0.0)
     }
 
-    /// When it was answered (s since the bench's start). A call belongs to the phase in which
-    /// it was answered: a call held through an idle phase and woken by the next phase's Deploy
-    /// waits, once woken, behind that phase's work, not the idle one's.
-    fn answered(&self) -> f64 {
-        self.at + self.secs
+    /// When its latency happened (s since the bench's start), which decides its phase. A held
+    /// call has two parts around the hold: its first claim, and, when the master wakes it
+    /// before its time is up, its claim after the wake. One held its whole time was answered
+    /// at once at the end, so what it waited for came at its start; one woken early (a Deploy
+    /// of the next phase made a run due) waited, once woken, behind that phase's work.
+    fn when(&self) -> f64 {
+        if self.woken {
+            self.at + self.secs
+        } else {
+            self.at
+        }
     }
 }
 
@@ -740,10 +752,12 @@ async fn run_node(
             return rec;
         }
         let held = reply.held.as_secs_f64().min(secs);
+        let timed_out = reply.body["action"] == "wait" && reply.body["retry_after_ms"] == 0;
         rec.calls.push(Call {
             at,
             secs,
             held,
+            woken: held > 0.0 && !timed_out,
             kind: Kind::Next,
         });
         if held > 0.0 {
@@ -782,6 +796,7 @@ async fn run_node(
                     at,
                     secs: shared.at() - at,
                     held: 0.0,
+                    woken: false,
                     kind: Kind::Result,
                 });
                 if r.body["accepted"] != true {
@@ -809,6 +824,7 @@ async fn run_node(
                             at,
                             secs: shared.at() - at,
                             held: 0.0,
+                            woken: false,
                             kind: Kind::Hello,
                         });
                         if r["code"] != "rate_limited" {
@@ -1089,7 +1105,7 @@ fn report(
     let calls: Vec<&Call> = records
         .iter()
         .flat_map(|r| &r.calls)
-        .filter(|c| c.answered() >= p.start && c.answered() < p.end)
+        .filter(|c| c.when() >= p.start && c.when() < p.end)
         .collect();
     let rate = calls.len() as f64 / secs;
     if let Ok(dir) = std::env::var("STOKER_BENCH_CALLS") {
