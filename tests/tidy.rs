@@ -107,34 +107,27 @@ fn the_core_is_pure() {
     );
 }
 
-#[test]
-fn clock_is_read_in_one_place() {
+/// The source files (relative to `src/`) whose text contains `needle`.
+fn files_containing(needle: &str) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
-    let readers: Vec<_> = files
+    files
         .iter()
-        .filter(|f| {
-            std::fs::read_to_string(f)
-                .unwrap()
-                .contains("SystemTime::now")
-        })
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains(needle))
         .map(|f| f.strip_prefix(src()).unwrap().display().to_string())
-        .collect();
-    assert_eq!(readers, ["clock.rs"]);
+        .collect()
+}
+
+#[test]
+fn clock_is_read_in_one_place() {
+    assert_eq!(files_containing("SystemTime::now"), ["clock.rs"]);
 }
 
 /// Handlers reach the blocking pool through `http::off_worker` alone: one place says what a
 /// failed pool task answers, and that work which grows with the site belongs there.
 #[test]
 fn the_blocking_pool_is_reached_in_one_place() {
-    let mut files = Vec::new();
-    rust_files(&src(), &mut files);
-    let callers: Vec<_> = files
-        .iter()
-        .filter(|f| std::fs::read_to_string(f).unwrap().contains("web::block("))
-        .map(|f| f.strip_prefix(src()).unwrap().display().to_string())
-        .collect();
-    assert_eq!(callers, ["http/mod.rs"]);
+    assert_eq!(files_containing("web::block("), ["http/mod.rs"]);
 }
 
 /// What only SQLite reads, which belongs in `src/store/sqlite/` (and the migrations, written
