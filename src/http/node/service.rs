@@ -81,44 +81,45 @@ pub async fn hello(
     let claimed = b.node_id;
     let version = b.version.clone();
     let peer = crate::http::node::agent::peer_address(&req);
+    // One write of the group writer, like the agents' step calls: a rack that reboots into
+    // its installed OS says hello all at once, and those hellos commit together.
     let decided = state
-        .store(move |s| {
-            s.write(|tx| {
-                let r = tx.read();
-                let bound = r.os_credential_hash(claimed)?;
-                let matches = bound
-                    .as_deref()
-                    .is_some_and(|h| crate::auth::secret::constant_time_eq(h, &presented));
-                let bound_to = if matches {
-                    None
-                } else {
-                    r.node_by_os_credential(&presented)?
-                };
-                let owners = r.mac_owners(macs.iter())?;
-                let check = hello::service_hello(&ServiceHello {
-                    claimed,
-                    matches,
-                    bound_to,
-                    owners: &owners,
-                    version: &version,
-                    required: REQUIRED_VERSION,
-                });
-                match &check {
-                    Ok(()) => tx.service_hello(claimed, &token_hash, &version, now)?,
-                    Err(ServiceRefusal::OtherNode { bound_to }) => tx.add_history(
-                        now,
-                        Some(*bound_to),
-                        "node.credential",
-                        &format!(
-                            "this node's service credential was presented as node-{claimed} \
+        .writer
+        .write(move |tx| {
+            let r = tx.read();
+            let bound = r.os_credential_hash(claimed)?;
+            let matches = bound
+                .as_deref()
+                .is_some_and(|h| crate::auth::secret::constant_time_eq(h, &presented));
+            let bound_to = if matches {
+                None
+            } else {
+                r.node_by_os_credential(&presented)?
+            };
+            let owners = r.mac_owners(macs.iter())?;
+            let check = hello::service_hello(&ServiceHello {
+                claimed,
+                matches,
+                bound_to,
+                owners: &owners,
+                version: &version,
+                required: REQUIRED_VERSION,
+            });
+            match &check {
+                Ok(()) => tx.service_hello(claimed, &token_hash, &version, now)?,
+                Err(ServiceRefusal::OtherNode { bound_to }) => tx.add_history(
+                    now,
+                    Some(*bound_to),
+                    "node.credential",
+                    &format!(
+                        "this node's service credential was presented as node-{claimed} \
                              from {}; refused",
-                            peer.as_deref().unwrap_or("an unknown address")
-                        ),
-                    )?,
-                    Err(_) => {}
-                }
-                Ok(check)
-            })
+                        peer.as_deref().unwrap_or("an unknown address")
+                    ),
+                )?,
+                Err(_) => {}
+            }
+            Ok(check)
         })
         .await?;
     match decided {
