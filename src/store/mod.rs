@@ -51,6 +51,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use rusqlite::Connection;
 
@@ -263,13 +264,13 @@ impl Store {
             let released = s.take_released();
             waiters.release(s, &released);
         }
-        waiters.wake_wave();
+        waiters.wake_wave(Instant::now());
     }
 
     /// Wake the next wave of held calls found due (the writer thread does, when no write
     /// comes to do it after a commit); returns how many are still to wake.
     pub(crate) fn wake_due(&self) -> usize {
-        Self::lock(&self.waiters).wake_wave()
+        Self::lock(&self.waiters).wake_wave(Instant::now())
     }
 
     /// Held calls found due and not woken yet.
