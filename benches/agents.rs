@@ -668,6 +668,8 @@ struct Shared {
     hold: bool,
     /// Calls the master held, and those of them that ended because work came.
     held: AtomicUsize,
+    /// Agents that made their first call.
+    asked: AtomicUsize,
 }
 
 impl Shared {
@@ -740,6 +742,7 @@ async fn run_node(
     if !pause(&mut stop, first).await {
         return rec;
     }
+    shared.asked.fetch_add(1, Ordering::Relaxed);
     loop {
         let at = shared.at();
         let reply = c.post("/api/v1/agent/next", &token, &ask).await;
@@ -1640,7 +1643,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, s)| s).collect()
     });
-    let sims: Vec<Sim> = hellos.into_iter().flatten().collect();
+    let mut sims: Vec<Sim> = hellos.into_iter().flatten().collect();
     for chunk in sims.chunks(1000) {
         let body: Vec<Value> = chunk
             .iter()
@@ -1674,6 +1677,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         retry_ms: AtomicU64::new(0),
         hold: setup.hold,
         held: AtomicUsize::new(0),
+        asked: AtomicUsize::new(0),
     });
     let lag: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
     rt.spawn(ticker(Arc::clone(&shared), Arc::clone(&lag)));
@@ -1700,8 +1704,35 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         )
     };
 
-    // The first deployment: the agents start after Deploy, their first asks spread over the
-    // second they were polling in before (the bootstrap agent's retry_after_ms).
+    // The first deployment. Agents that ask to be held are already waiting for work when
+    // the operator deploys (as `stoker agent` is from its hello on), and the master wakes
+    // them; polling agents start after Deploy, their first asks spread over the second they
+    // were polling in before (the bootstrap agent's retry_after_ms). Before 2026-11-29 held
+    // agents started as the polling ones do: 10,000 asks in one second, which no master
+    // holding its agents sees.
+    let spawn = |sims: Vec<Sim>| -> Vec<_> {
+        sims.into_iter()
+            .map(|sim| {
+                let first = Duration::from_millis((sim.id as u64).wrapping_mul(7919) % 1000);
+                rt.spawn(run_node(
+                    sim,
+                    addr,
+                    setup.step_ms,
+                    first,
+                    Arc::clone(&shared),
+                ))
+            })
+            .collect()
+    };
+    let mut tasks = Vec::new();
+    if setup.hold {
+        tasks = spawn(std::mem::take(&mut sims));
+        while shared.asked.load(Ordering::Relaxed) < n {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The last ones' asks reach the master and are held.
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let (dep, plan_s) = deploy(&api, cluster);
     println!("first Deploy (plan + runs stored) {plan_s:.2} s");
     let current = Arc::new(AtomicI64::new(dep));
@@ -1717,25 +1748,19 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         std::thread::spawn(move || operator(base, token, session, cluster, current, shared, stop))
     });
     let (start, cpu0) = (shared.at(), cpus());
-    let tasks: Vec<_> = sims
-        .into_iter()
-        .map(|sim| {
-            let first = Duration::from_millis((sim.id as u64).wrapping_mul(7919) % 1000);
-            rt.spawn(run_node(
-                sim,
-                addr,
-                setup.step_ms,
-                first,
-                Arc::clone(&shared),
-            ))
-        })
-        .collect();
+    if !setup.hold {
+        tasks = spawn(std::mem::take(&mut sims));
+    }
     let summary = wait_done(&api, &shared, cluster, dep, n * FIRST_STEPS);
     phases.push(phase(
         "first deployment",
         start,
         cpu0,
-        Pacing::Steps(", their first asks spread over 1 s, the service hellos backing off".into()),
+        Pacing::Steps(if setup.hold {
+            ", held until Deploy, the service hellos backing off".into()
+        } else {
+            ", their first asks spread over 1 s, the service hellos backing off".into()
+        }),
         Some(summary),
     ));
 

@@ -5,7 +5,8 @@
 # what machine and with which command it was measured. No table in the README is typed by hand.
 #
 # usage: benches/tables.sh [--from-logs] [NAME ...]
-#   NAME: pxe yaql graph agents pages node_list bmc_sweep (default: all whose needs are met)
+#   NAME: pxe yaql graph agents agents_5s pages node_list bmc_sweep (default: all whose needs
+#   are met)
 #   Logs go to target/bench-logs/NAME.log. Needs root and ../shared for pxe and graph, the
 #   yaql reference's venv for yaql (see each bench's header).
 set -euo pipefail
@@ -18,11 +19,11 @@ names=()
 for a in "$@"; do
   case $a in
     --from-logs) from_logs=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) names+=("$a") ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents pages node_list bmc_sweep)
+[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents agents_5s pages node_list bmc_sweep)
 bin=$root/target/release/stoker
 
 # The command each bench runs with for the README's figures.
@@ -32,6 +33,7 @@ command_of() {
     yaql) echo "cargo bench --bench yaql -- ../shared 5" ;;
     graph) echo "benches/graph.sh $bin ../shared" ;;
     agents) echo "cargo bench --bench agents -- 10000 250 day2" ;;
+    agents_5s) echo "cargo bench --bench agents -- 10000 5000 day2" ;;
     pages) echo "benches/pages.sh $bin" ;;
     node_list) echo "benches/node_list.sh $bin 10000 7" ;;
     bmc_sweep) echo "benches/bmc_sweep.sh $bin 1000 8 5" ;;
