@@ -1,8 +1,14 @@
 //! What ran successfully in each environment: per node and task the deployment that last ran
 //! it, and the deployment data of those deployments. The next plan reads it back as `$%old`, so
 //! a redeploy runs only what changed. Stored as rows (`deployed_tasks`) and one JSON snapshot
-//! per deployment still referred to (`deployed_snapshots`); the engine's
+//! per deployment (`deployed_snapshots`); the engine's
 //! [`Deployed`](crate::engine::graph::Deployed) decides what to keep.
+//!
+//! A deployment's snapshot is written into `deployed_snapshots` when it starts, and counts
+//! only once a task row refers to it, which its success writes: at 10,000 nodes the snapshot
+//! is some 47 MB of JSON, and copying it at the deployment's end (then blanking the original)
+//! held the writer, and every agent's call, for most of a second. Snapshots of deployments
+//! that did not succeed stay for a retry (as they stayed in `deployment_states` before).
 
 use rusqlite::params;
 
@@ -13,9 +19,12 @@ impl ReadTxn<'_> {
     /// The deployed state of an environment (empty before its first successful deployment).
     pub fn deployed(&self, cluster_id: i64) -> Result<Deployed> {
         let mut out = Deployed::default();
+        // Only snapshots a task refers to: a running or failed deployment's is not deployed.
         let mut stmt = self.conn.prepare_cached(
-            "SELECT deployment, data FROM deployed_snapshots WHERE cluster_id = ?1
-             ORDER BY deployment",
+            "SELECT s.deployment, s.data FROM deployed_snapshots s WHERE s.cluster_id = ?1
+               AND EXISTS (SELECT 1 FROM deployed_tasks t
+                           WHERE t.cluster_id = s.cluster_id AND t.deployment = s.deployment)
+             ORDER BY s.deployment",
         )?;
         let rows = stmt.query_map([cluster_id], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
@@ -47,14 +56,27 @@ impl ReadTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// Deployment `dep` of `cluster_id` succeeded: its snapshot and the tasks it ran, written
-    /// when it was created (`deployment_states.snapshot`, `deployment_ran`), become the
-    /// environment's deployed state. Nodes no longer in the environment (or leaving it) keep
-    /// nothing (back in an environment, they are new), and snapshots no task refers to any
-    /// more go. All in SQL, a copy of what this deployment ran: this runs inside the call of
-    /// the agent whose result ended the deployment, so it must not parse or rewrite the whole
-    /// state.
+    /// Deployment `dep` of `cluster_id` starts: its snapshot is stored, not deployed yet (no
+    /// task refers to it until [`WriteTxn::keep_deployed`]).
+    pub(super) fn stage_snapshot(&self, cluster_id: i64, dep: i64, snapshot: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO deployed_snapshots (cluster_id, deployment, data)
+             VALUES (?1, CAST(?2 AS TEXT), ?3)
+             ON CONFLICT (cluster_id, deployment) DO UPDATE SET data = excluded.data",
+            params![cluster_id, dep, snapshot],
+        )?;
+        Ok(())
+    }
+
+    /// Deployment `dep` of `cluster_id` succeeded: the tasks it ran, written when it was
+    /// created (`deployment_ran`), become the environment's deployed state, and with them its
+    /// snapshot ([`WriteTxn::stage_snapshot`]). Nodes no longer in the environment (or leaving
+    /// it) keep nothing (back in an environment, they are new), and snapshots of successful
+    /// deployments no task refers to any more go. All in SQL, a copy of what this deployment
+    /// ran: this runs inside the call of the agent whose result ended the deployment, so it
+    /// must not parse or rewrite the whole state.
     pub(super) fn keep_deployed(&self, cluster_id: i64, dep: i64) -> Result<()> {
+        // A deployment started before snapshots were staged has its snapshot here.
         self.conn.execute(
             "INSERT INTO deployed_snapshots (cluster_id, deployment, data)
              SELECT ?1, CAST(deployment AS TEXT), snapshot FROM deployment_states
@@ -77,12 +99,16 @@ impl WriteTxn<'_> {
         )?;
         self.conn.execute(
             "DELETE FROM deployed_snapshots WHERE cluster_id = ?1 AND deployment NOT IN
-               (SELECT deployment FROM deployed_tasks WHERE cluster_id = ?1)",
-            [cluster_id],
+               (SELECT deployment FROM deployed_tasks WHERE cluster_id = ?1)
+             AND deployment NOT IN
+               (SELECT CAST(id AS TEXT) FROM deployments
+                WHERE cluster_id = ?1 AND status <> 'done' AND id <> ?2)",
+            [cluster_id, dep],
         )?;
         // Kept once, in deployed_snapshots; the list of what it ran has served.
         self.conn.execute(
-            "UPDATE deployment_states SET snapshot = NULL WHERE deployment = ?1",
+            "UPDATE deployment_states SET snapshot = NULL
+             WHERE deployment = ?1 AND snapshot IS NOT NULL",
             [dep],
         )?;
         self.conn
@@ -121,6 +147,36 @@ mod tests {
                     )?;
                 }
                 Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Deployment `dep` succeeds, as the store's caller of `keep_deployed` goes on.
+    fn succeed(store: &Store, dep: i64) {
+        store
+            .write(|tx| {
+                tx.keep_deployed(1, dep)?;
+                tx.conn.execute(
+                    "UPDATE deployments SET status = 'done' WHERE id = ?1",
+                    [dep],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Deployment `dep` starts as `start_deployment` writes it now: the tasks it runs, its
+    /// snapshot staged.
+    fn started(store: &Store, dep: i64, snap: &Snapshot, ran: &[(&str, &str)]) {
+        staged(store, dep, &Snapshot::default(), ran);
+        let snap = serde_json::to_string(snap).unwrap();
+        store
+            .write(|tx| {
+                tx.conn.execute(
+                    "UPDATE deployment_states SET snapshot = NULL WHERE deployment = ?1",
+                    [dep],
+                )?;
+                tx.stage_snapshot(1, dep, &snap)
             })
             .unwrap();
     }
@@ -164,7 +220,7 @@ mod tests {
             &snap(&["1", "2"]),
             &[("1", "netconfig"), ("1", "puppet"), ("2", "netconfig")],
         );
-        store.write(|tx| tx.keep_deployed(1, 1)).unwrap();
+        succeed(&store, 1);
         let d = store.read(|r| r.deployed(1)).unwrap();
         assert_eq!(d.deployments["1"], snap(&["1", "2"]));
         assert_eq!(tasks(&d).len(), 3);
@@ -173,7 +229,7 @@ mod tests {
         // A redeploy runs one task on node 1: only that task moves to deployment 2; the rest
         // still refer to deployment 1, whose snapshot stays.
         staged(&store, 2, &snap(&["1"]), &[("1", "puppet")]);
-        store.write(|tx| tx.keep_deployed(1, 2)).unwrap();
+        succeed(&store, 2);
         let d = store.read(|r| r.deployed(1)).unwrap();
         assert_eq!(d.last_run("1", "puppet"), Some("2"));
         assert_eq!(d.last_run("1", "netconfig"), Some("1"));
@@ -190,7 +246,7 @@ mod tests {
             })
             .unwrap();
         staged(&store, 3, &snap(&["1"]), &[("1", "netconfig")]);
-        store.write(|tx| tx.keep_deployed(1, 3)).unwrap();
+        succeed(&store, 3);
         let d = store.read(|r| r.deployed(1)).unwrap();
         assert_eq!(
             tasks(&d),
@@ -212,5 +268,69 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, 0);
+    }
+
+    #[test]
+    fn a_staged_snapshot_counts_once_its_deployment_succeeds_and_a_failed_ones_stays() {
+        let (_dir, store) = store_with_cluster();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
+                     VALUES (1, '52:54:00:00:00:01', 'a', 'ready', 1, 1, 1);",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        started(
+            &store,
+            1,
+            &snap(&["1"]),
+            &[("1", "netconfig"), ("1", "puppet")],
+        );
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d, Deployed::default(), "running: nothing is deployed yet");
+        succeed(&store, 1);
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d.deployments["1"], snap(&["1"]));
+        assert_eq!(d.last_run("1", "puppet"), Some("1"));
+
+        // Deployment 2 fails (it may be retried); deployment 3, running meanwhile, succeeds and
+        // takes every task: deployment 1's snapshot goes, 2's stays for its retry, unseen.
+        started(&store, 2, &snap(&["1", "x"]), &[("1", "puppet")]);
+        store
+            .write(|tx| {
+                tx.conn
+                    .execute("UPDATE deployments SET status = 'error' WHERE id = 2", [])?;
+                Ok(())
+            })
+            .unwrap();
+        started(
+            &store,
+            3,
+            &snap(&["1", "y"]),
+            &[("1", "netconfig"), ("1", "puppet")],
+        );
+        succeed(&store, 3);
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d.deployments.keys().collect::<Vec<_>>(), vec!["3"]);
+        let stored: Vec<String> = store
+            .read(|r| {
+                let mut st = r
+                    .conn
+                    .prepare("SELECT deployment FROM deployed_snapshots ORDER BY deployment")?;
+                let rows = st.query_map([], |row| row.get(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .unwrap();
+        assert_eq!(stored, vec!["2", "3"]);
+
+        // Retried, deployment 2 succeeds: its snapshot counts for the task it ran (its list
+        // of what it runs stayed with it).
+        succeed(&store, 2);
+        let d = store.read(|r| r.deployed(1)).unwrap();
+        assert_eq!(d.last_run("1", "puppet"), Some("2"));
+        assert_eq!(d.deployments["2"], snap(&["1", "x"]));
+        assert_eq!(d.deployments.keys().collect::<Vec<_>>(), vec!["2", "3"]);
     }
 }

@@ -305,9 +305,12 @@ impl WriteTxn<'_> {
             )));
         };
         self.conn.execute(
-            "INSERT INTO deployment_states (deployment, snapshot) VALUES (?1, ?2)",
-            rusqlite::params![dep, snapshot],
+            "INSERT INTO deployment_states (deployment) VALUES (?1)",
+            [dep],
         )?;
+        if let Some(snapshot) = &snapshot {
+            self.stage_snapshot(cluster_id, dep, snapshot)?;
+        }
         self.conn.execute(
             "UPDATE clusters SET status = 'deployment' WHERE id = ?1",
             [cluster_id],
