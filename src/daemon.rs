@@ -478,6 +478,10 @@ impl Daemon {
             Arc::clone(&self.store),
             stopped(stop_rx.clone()),
         )));
+        udp.push(tokio::spawn(prune_ran(
+            Arc::clone(&self.store),
+            stopped(stop_rx.clone()),
+        )));
         tokio::select! {
             () = shutdown => {
                 tracing::info!("shutting down: finishing in-flight requests");
@@ -673,6 +677,35 @@ async fn prune_access(
                     audit,
                     "expired sessions, tokens and audit entries pruned"
                 );
+            }
+        },
+    )
+    .await;
+}
+
+/// Every 10 s, delete what successful deployments ran, copied into their environment's
+/// deployed state at their end (`WriteTxn::prune_ran`), a thousand rows a transaction so the
+/// agents' calls go on between them.
+async fn prune_ran(store: Arc<Store>, stop: impl Future<Output = ()>) {
+    const PART: usize = 1_000;
+    periodically(
+        Duration::from_secs(10),
+        "prune what finished deployments ran",
+        store,
+        stop,
+        |s, _| {
+            let mut pruned = 0;
+            loop {
+                let n = s.write(|tx| tx.prune_ran(PART))?;
+                pruned += n;
+                if n < PART {
+                    return Ok(pruned);
+                }
+            }
+        },
+        |n| {
+            if n > 0 {
+                tracing::debug!(rows = n, "pruned what finished deployments ran");
             }
         },
     )
