@@ -215,19 +215,29 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_successful_deployment_becomes_the_deployed_state_by_what_it_ran() {
-        let (_dir, store) = store_with_cluster();
+    /// A store with environment 1 and ready nodes `1..=n` in it.
+    fn with_nodes(n: i64) -> (tempfile::TempDir, Store) {
+        let (dir, store) = store_with_cluster();
         store
             .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
-                     VALUES (1, '52:54:00:00:00:01', 'a', 'ready', 1, 1, 1),
-                            (2, '52:54:00:00:00:02', 'b', 'ready', 1, 1, 1);",
-                )?;
+                for id in 1..=n {
+                    tx.conn.execute(
+                        "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at,
+                           cluster_id)
+                         VALUES (?1, printf('52:54:00:00:00:%02x', ?1), 'node-' || ?1, 'ready',
+                           1, 1, 1)",
+                        [id],
+                    )?;
+                }
                 Ok(())
             })
             .unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_successful_deployment_becomes_the_deployed_state_by_what_it_ran() {
+        let (_dir, store) = with_nodes(2);
         staged(
             &store,
             1,
@@ -289,16 +299,7 @@ mod tests {
 
     #[test]
     fn a_staged_snapshot_counts_once_its_deployment_succeeds_and_a_failed_ones_stays() {
-        let (_dir, store) = store_with_cluster();
-        store
-            .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
-                     VALUES (1, '52:54:00:00:00:01', 'a', 'ready', 1, 1, 1);",
-                )?;
-                Ok(())
-            })
-            .unwrap();
+        let (_dir, store) = with_nodes(1);
         started(
             &store,
             1,
