@@ -567,6 +567,8 @@ impl WriteTxn<'_> {
     /// A run the master still thinks is running on the node (its agent restarted) is handed
     /// again with the next attempt number.
     pub fn claim_run(&self, node_id: i64, agent: Location, now: i64) -> Result<Claim> {
+        // A woken call's claim frees its wave's place (`waiters`).
+        self.note_claim(node_id);
         // Only what is needed: this runs on every poll of every agent.
         let (cluster, status, error_type): (Option<i64>, String, Option<String>) = self
             .conn

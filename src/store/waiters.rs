@@ -18,7 +18,7 @@
 //! polls). Closing (the daemon stops) answers every held call at once. No thread per call: a
 //! held call is a oneshot channel. Owns no SQL; lives beside the writer's schedules.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -56,9 +56,10 @@ impl WriteTxn<'_> {
         Store::lock(self.waiters).park(node)
     }
 
-    /// A call woken by [`Wake::Due`] claims again: its wave's place is free for the next.
-    pub fn claim_after_wake(&self) {
-        Store::lock(self.waiters).claimed();
+    /// `node` claims (every claim says so): if it was woken, its wave's place is free for the
+    /// next.
+    pub(super) fn note_claim(&self, node: i64) {
+        Store::lock(self.waiters).claimed(node);
     }
 }
 
@@ -66,10 +67,10 @@ impl WriteTxn<'_> {
 #[derive(Debug)]
 pub(super) struct Waiters {
     parked: HashMap<i64, oneshot::Sender<Wake>>,
-    /// Found due, not woken yet.
-    due: VecDeque<oneshot::Sender<Wake>>,
-    /// Woken, their claims not in yet.
-    in_flight: usize,
+    /// Found due, not woken yet, by node.
+    due: VecDeque<(i64, oneshot::Sender<Wake>)>,
+    /// Nodes of the last waves woken whose claims are not in yet.
+    woken: HashSet<i64>,
     /// When the last wave was woken.
     last_wave: Option<Instant>,
     max: usize,
@@ -87,7 +88,7 @@ impl Waiters {
         Waiters {
             parked: HashMap::new(),
             due: VecDeque::new(),
-            in_flight: 0,
+            woken: HashSet::new(),
             last_wave: None,
             max,
             closed: false,
@@ -130,17 +131,17 @@ impl Waiters {
             s.next_for(n)
                 .is_some_and(|id| s.runs_on(id) != Some(Location::Master))
         };
-        let mut woken: Vec<i64> = r
+        let mut found: Vec<i64> = r
             .nodes
             .iter()
             .copied()
             .filter(|n| self.parked.contains_key(n) && due(*n))
             .collect();
         if r.everyone {
-            woken.extend(self.parked.keys().copied().filter(|n| due(*n)));
+            found.extend(self.parked.keys().copied().filter(|n| due(*n)));
         } else if r.slots > 0 {
             let slots = usize::try_from(r.slots).unwrap_or(usize::MAX);
-            woken.extend(
+            found.extend(
                 self.parked
                     .keys()
                     .copied()
@@ -148,9 +149,9 @@ impl Waiters {
                     .take(slots),
             );
         }
-        for n in woken {
+        for n in found {
             if let Some(tx) = self.parked.remove(&n) {
-                self.due.push_back(tx);
+                self.due.push_back((n, tx));
             }
         }
     }
@@ -158,7 +159,7 @@ impl Waiters {
     /// Every held call is to be woken (the schedules were dropped: nothing says whom a change
     /// concerned).
     pub(super) fn release_all(&mut self) {
-        self.due.extend(self.parked.drain().map(|(_, tx)| tx));
+        self.due.extend(self.parked.drain());
     }
 
     /// Wake up to [`WAVE`] of the calls found due, once at most half of the last wave is still
@@ -173,28 +174,30 @@ impl Waiters {
             .is_none_or(|t| now.saturating_duration_since(t) >= WAVE_PATIENCE);
         if waited {
             // Whoever of the last wave has not claimed by now is not coming.
-            self.in_flight = 0;
-        } else if self.in_flight > WAVE / 2 {
+            self.woken.clear();
+        } else if self.woken.len() > WAVE / 2 {
             return self.due.len();
         }
         let mut sent = 0;
         while sent < WAVE {
-            let Some(tx) = self.due.pop_front() else {
+            let Some((node, tx)) = self.due.pop_front() else {
                 break;
             };
             // A caller that gave up meanwhile does not count.
             if tx.send(Wake::Due).is_ok() {
+                self.woken.insert(node);
                 sent += 1;
             }
         }
-        self.in_flight += sent;
         self.last_wave = Some(now);
         self.due.len()
     }
 
-    /// One woken call claimed.
-    pub(super) fn claimed(&mut self) {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// `node` claimed.
+    pub(super) fn claimed(&mut self, node: i64) {
+        if !self.woken.is_empty() {
+            self.woken.remove(&node);
+        }
     }
 
     /// Calls found due and not woken yet.
@@ -205,12 +208,7 @@ impl Waiters {
     /// Answer every held call now, and hold none from now on.
     pub(super) fn close(&mut self) {
         self.closed = true;
-        for tx in self
-            .parked
-            .drain()
-            .map(|(_, tx)| tx)
-            .chain(self.due.drain(..))
-        {
+        for (_, tx) in self.parked.drain().chain(self.due.drain(..)) {
             let _ = tx.send(Wake::Answer);
         }
     }
@@ -328,34 +326,39 @@ mod tests {
     #[test]
     fn the_next_wave_waits_for_most_of_the_last_ones_claims() {
         let mut w = Waiters::new(10 * WAVE);
-        let rxs: Vec<_> = (0..3 * WAVE as i64).map(|n| w.park(n).unwrap()).collect();
+        let mut rxs: Vec<_> = (0..3 * WAVE as i64)
+            .map(|n| (n, w.park(n).unwrap()))
+            .collect();
+        // Which nodes a wave woke, taking their wakes.
+        let woken_now = |rxs: &mut Vec<(i64, oneshot::Receiver<Wake>)>| -> Vec<i64> {
+            rxs.iter_mut()
+                .filter_map(|(n, rx)| (rx.try_recv() == Ok(Wake::Due)).then_some(*n))
+                .collect()
+        };
         w.release_all();
         let t = Instant::now();
         assert_eq!(w.wake_wave(t), 2 * WAVE);
-        // Commits come and go; the first wave has not claimed yet: nobody else is woken.
+        let first = woken_now(&mut rxs);
+        assert_eq!(first.len(), WAVE);
+        // Commits come and go, and nodes not woken claim: nobody else is woken.
         assert_eq!(w.wake_wave(t + Duration::from_millis(1)), 2 * WAVE);
-        for _ in 0..WAVE / 2 - 1 {
-            w.claimed();
+        w.claimed(1_000_000);
+        for n in &first[..WAVE / 2 - 1] {
+            w.claimed(*n);
         }
         assert_eq!(
             w.wake_wave(t + Duration::from_millis(2)),
             2 * WAVE,
             "half and one wait"
         );
-        w.claimed();
+        w.claimed(first[WAVE / 2 - 1]);
         assert_eq!(w.wake_wave(t + Duration::from_millis(3)), WAVE, "half came");
+        assert_eq!(woken_now(&mut rxs).len(), WAVE);
         // The second wave never claims (its callers went away): the third goes after a while.
         let later = t + Duration::from_millis(3);
         assert_eq!(w.wake_wave(later + WAVE_PATIENCE / 2), WAVE);
         assert_eq!(w.wake_wave(later + WAVE_PATIENCE), 0);
-        let woken = rxs
-            .into_iter()
-            .filter_map(|mut rx| rx.try_recv().ok())
-            .filter(|w| *w == Wake::Due)
-            .count();
-        assert_eq!(woken, 3 * WAVE);
-        w.claimed();
-        w.claimed();
+        assert_eq!(woken_now(&mut rxs).len(), WAVE);
         assert_eq!(
             w.wake_wave(later + WAVE_PATIENCE),
             0,

@@ -99,22 +99,17 @@ struct Claimed {
 
 /// Claim the node's next run as its agent (one write of the group writer); with `hold`, a
 /// call that finds nothing for this agent is parked in that same write, so that a run made due
-/// by any later commit wakes it. `woken`: the call was held and woken to claim (its wave's
-/// place is freed).
+/// by any later commit wakes it.
 async fn claim(
     state: &AppState,
     req: &HttpRequest,
     claimed: Option<i64>,
     hold: bool,
-    woken: bool,
     credential_hash: String,
 ) -> Result<(i64, Claimed, String), ApiError> {
     let now = crate::clock::now();
     let (new_token, new_hash) = crate::http::node::boot::new_token()?;
     let (node, outcome) = as_agent(state, req, move |tx, node, kind| {
-        if woken {
-            tx.claim_after_wake();
-        }
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);
         }
@@ -176,18 +171,10 @@ pub async fn next(
     let (credential, credential_hash) = crate::http::node::service::new_credential()?;
     let mut held = std::time::Duration::ZERO;
     let mut timed_out = false;
-    let mut after_wake = false;
     let (node, claim, rotated, kind, new_token) = loop {
         let open = deadline.is_some_and(|d| tokio::time::Instant::now() < d);
-        let (node, c, new_token) = claim(
-            &state,
-            &req,
-            claimed,
-            open,
-            after_wake,
-            credential_hash.clone(),
-        )
-        .await?;
+        let (node, c, new_token) =
+            claim(&state, &req, claimed, open, credential_hash.clone()).await?;
         let (Some(woken), Some(deadline)) = (c.held, deadline) else {
             break (node, c.claim, c.rotated, c.kind, new_token);
         };
@@ -199,10 +186,7 @@ pub async fn next(
         held += since.elapsed();
         match wake {
             // Something may be due: claim again (held again while time is left).
-            Some(crate::store::Wake::Due) => {
-                after_wake = true;
-                continue;
-            }
+            Some(crate::store::Wake::Due) => continue,
             Some(crate::store::Wake::Answer) => {}
             None => timed_out = true,
         }
