@@ -455,6 +455,7 @@ impl Daemon {
             stopped(stop_rx.clone()),
         )));
         let bmc = Arc::clone(&self.chains.bmc);
+        let writer = self.chains.writer.clone();
         udp.push(tokio::spawn(drive_chains(
             self.chains,
             stopped(stop_rx.clone()),
@@ -480,6 +481,7 @@ impl Daemon {
         )));
         udp.push(tokio::spawn(prune_ran(
             Arc::clone(&self.store),
+            writer,
             stopped(stop_rx.clone()),
         )));
         tokio::select! {
@@ -684,19 +686,24 @@ async fn prune_access(
 }
 
 /// Every 10 s, delete what successful deployments ran, copied into their environment's
-/// deployed state at their end (`WriteTxn::prune_ran`), a thousand rows a transaction so the
-/// agents' calls go on between them.
-async fn prune_ran(store: Arc<Store>, stop: impl Future<Output = ()>) {
+/// deployed state at their end (`WriteTxn::prune_ran`), a thousand rows a write, each queued
+/// through the group writer behind the agents' calls already waiting (as a deployment's runs
+/// are written), so they go on between them.
+async fn prune_ran(
+    store: Arc<Store>,
+    writer: crate::store::GroupWriter,
+    stop: impl Future<Output = ()>,
+) {
     const PART: usize = 1_000;
     periodically(
         Duration::from_secs(10),
         "prune what finished deployments ran",
         store,
         stop,
-        |s, _| {
+        move |_, _| {
             let mut pruned = 0;
             loop {
-                let n = s.write(|tx| tx.prune_ran(PART))?;
+                let n = writer.write_blocking(|tx| tx.prune_ran(PART))?;
                 pruned += n;
                 if n < PART {
                     return Ok(pruned);
