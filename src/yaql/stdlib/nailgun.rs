@@ -530,13 +530,18 @@ fn resolves_to_other(s: &str) -> bool {
     ];
     // One regex for them all (each is anchored at both ends, so the alternation matches
     // exactly when one of them does), compiled once.
-    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    static RE: std::sync::OnceLock<Option<regex_automata::meta::Regex>> =
+        std::sync::OnceLock::new();
     RE.get_or_init(|| {
         let alternatives: Vec<String> = pats
             .iter()
             .map(|p| format!("(?:{})", &p[1..p.len() - 1]))
             .collect();
-        regex::Regex::new(&format!("^(?:{})$", alternatives.join("|"))).ok()
+        super::regex::build(
+            &format!("^(?:{})$", alternatives.join("|")),
+            regex_automata::util::syntax::Config::new(),
+        )
+        .ok()
     })
     .as_ref()
     .is_some_and(|re| re.is_match(s))

@@ -11,9 +11,19 @@
 //! matches follow Python 3.7+ (an empty match may follow a non-empty one, e.g. `x*` in `axb`
 //! matches at 0, 1, 2 and 3). Replacement templates use Python's syntax (`\1`, `\g<name>`).
 //! Not supported (reported as `error`): lookaround, backreferences. Must not do I/O.
+//!
+//! Patterns are built as `regex-automata`'s meta regex without its fully compiled DFA
+//! ([`build`]): a YAQL pattern is usually matched a few times against short strings, and the
+//! full DFA (which `regex::Regex` builds for small patterns whenever the `dfa-build` feature is
+//! on anywhere in the dependency tree) cost more to build than every match after it; the lazy
+//! DFA and the other engines are kept.
 
 use std::rc::Rc;
 use std::sync::Arc;
+
+use regex_automata::meta;
+use regex_automata::util::syntax;
+use regex_automata::{Input, PatternID};
 
 use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
 use crate::yaql::interp::{Call, Ctx, Interp, Lambda, lazy};
@@ -33,7 +43,7 @@ type Spans = Vec<Option<(usize, usize)>>;
 
 /// A Python pattern compiled for the `regex` crate, with what its translation added.
 pub struct Compiled {
-    re: regex::Regex,
+    re: meta::Regex,
     /// The `regex` group index of each Python group (index 0 = the whole match).
     groups: Vec<usize>,
     /// The `regex` indices of the hidden groups of `$` (see the module's text).
@@ -49,20 +59,25 @@ impl Compiled {
 
     /// The first match starting at byte `at` or later, its spans cut back at a `$`'s newline.
     fn captures_at(&self, s: &str, at: usize) -> Option<Spans> {
-        let caps = self.re.captures_at(s, at)?;
+        let mut caps = self.re.create_captures();
+        self.re
+            .search_captures(&Input::new(s).range(at..), &mut caps);
+        if !caps.is_match() {
+            return None;
+        }
         let cut = self
             .markers
             .iter()
-            .filter_map(|&m| caps.get(m))
-            .map(|m| m.start())
+            .filter_map(|&m| caps.get_group(m))
+            .map(|m| m.start)
             .min();
         Some(
             self.groups
                 .iter()
                 .map(|&g| {
-                    caps.get(g).map(|m| match cut {
-                        Some(c) => (m.start().min(c), m.end().min(c)),
-                        None => (m.start(), m.end()),
+                    caps.get_group(g).map(|m| match cut {
+                        Some(c) => (m.start.min(c), m.end.min(c)),
+                        None => (m.start, m.end),
                     })
                 })
                 .collect(),
@@ -354,6 +369,17 @@ fn translate(pat: &str, flags: u8) -> Result<Translation> {
     })
 }
 
+/// `src` (already in the `regex` crate's syntax) as a meta regex configured as
+/// `regex::RegexBuilder` configures it (leftmost-first, UTF-8, a 4 MiB NFA bound), without the
+/// fully compiled DFA (see the module's text).
+pub fn build(src: &str, syntax: syntax::Config) -> std::result::Result<meta::Regex, String> {
+    meta::Builder::new()
+        .configure(meta::Config::new().dfa(false).nfa_size_limit(Some(1 << 22)))
+        .syntax(syntax)
+        .build(src)
+        .map_err(|e| e.to_string())
+}
+
 pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
     let key = (pattern.to_string(), flags);
     let cached =
@@ -366,15 +392,19 @@ pub fn compile(it: &Interp, pattern: &str, flags: u8) -> Result<Rc<RegexObj>> {
         Some(re) => re,
         None => {
             let t = translate(pattern, flags)?;
-            let re = regex::RegexBuilder::new(&t.src)
-                .case_insensitive(flags & IGNORECASE != 0)
-                .multi_line(flags & MULTILINE != 0)
-                .dot_matches_new_line(flags & DOTALL != 0)
-                .size_limit(1 << 22)
-                .build()
-                .map_err(|e| re_error(e.to_string()))?;
-            let all: Vec<Option<String>> =
-                re.capture_names().map(|n| n.map(str::to_string)).collect();
+            let re = build(
+                &t.src,
+                syntax::Config::new()
+                    .case_insensitive(flags & IGNORECASE != 0)
+                    .multi_line(flags & MULTILINE != 0)
+                    .dot_matches_new_line(flags & DOTALL != 0),
+            )
+            .map_err(re_error)?;
+            let all: Vec<Option<String>> = re
+                .group_info()
+                .pattern_names(PatternID::ZERO)
+                .map(|n| n.map(str::to_string))
+                .collect();
             let names = t
                 .groups
                 .iter()
