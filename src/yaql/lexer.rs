@@ -66,7 +66,15 @@ fn is_digit(c: char) -> bool {
 pub fn tokenize(text: &str) -> Result<Vec<Token>> {
     let chars: Vec<char> = text.chars().collect();
     let n = chars.len();
-    let mut out = Vec::new();
+    // The byte offset of each character (and of the end), so a token's text is a slice of
+    // `text` rather than characters collected one by one.
+    let offsets: Vec<usize> = text
+        .char_indices()
+        .map(|(b, _)| b)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let slice = |from: usize, to: usize| &text[offsets[from]..offsets[to]];
+    let mut out = Vec::with_capacity(n / 2 + 1);
     let mut i = 0;
     let word_before = |i: usize| i > 0 && is_word(chars[i - 1]);
     while i < n {
@@ -80,7 +88,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
             out.push(Token {
                 tok,
                 pos: start,
-                text: chars[start..end].iter().collect::<String>().into(),
+                text: slice(start, end).into(),
             })
         };
         // $name
@@ -89,8 +97,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
             while j < n && is_word(chars[j]) {
                 j += 1;
             }
-            let name: String = chars[i + 1..j].iter().collect();
-            push(&mut out, Tok::Dollar(name.into()), j);
+            push(&mut out, Tok::Dollar(slice(i + 1, j).into()), j);
             i = j;
             continue;
         }
@@ -117,7 +124,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
             // The reference's regex backtracks (`\d+` shorter) but a shorter digit run is
             // never followed by a word boundary, so no other split exists.
             if let Some((k, is_float)) = end {
-                let s: String = chars[i..k].iter().collect();
+                let s = slice(i, k);
                 let lit = if is_float {
                     Lit::Float(s.parse().unwrap_or(0.0))
                 } else {
@@ -143,20 +150,20 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
             while j < n && is_word(chars[j]) {
                 j += 1;
             }
-            let word: String = chars[i..j].iter().collect();
+            let word = slice(i, j);
             if j < n && chars[j] == '(' {
                 push(&mut out, Tok::Func(word.into()), j + 1);
                 i = j + 1;
                 continue;
             }
             if !word.starts_with("__") {
-                let tok = match word.as_str() {
+                let tok = match word {
                     "true" => Tok::Lit(Lit::Bool(true)),
                     "false" => Tok::Lit(Lit::Bool(false)),
                     "null" => Tok::Lit(Lit::Null),
                     w => match WORD_OPS.iter().find(|o| **o == w) {
                         Some(op) => Tok::Op(op),
-                        None => Tok::Keyword(word.clone().into()),
+                        None => Tok::Keyword(word.into()),
                     },
                 };
                 push(&mut out, tok, j);
@@ -184,11 +191,11 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
                 j += 1;
             }
             if closed {
-                let body: String = chars[i + 1..j].iter().collect();
+                let body = slice(i + 1, j);
                 let value = if c == '`' {
                     body.replace("\\`", "`")
                 } else {
-                    decode_escapes(&body)
+                    decode_escapes(body)
                         .map_err(|m| YaqlError::at(ErrorKind::ValueError, m, start))?
                 };
                 push(&mut out, Tok::Lit(Lit::Str(value.into())), j + 1);
@@ -197,11 +204,12 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>> {
             }
         }
         // operators and punctuation
-        if let Some(sym) = SYMBOLS.iter().find(|s| {
-            let sc: Vec<char> = s.chars().collect();
-            i + sc.len() <= n && chars[i..i + sc.len()] == sc[..]
-        }) {
-            let len = sym.chars().count();
+        // (every symbol is ASCII: one character a byte)
+        if let Some(sym) = SYMBOLS
+            .iter()
+            .find(|s| s.len() <= n - i && s.chars().zip(&chars[i..]).all(|(a, b)| a == *b))
+        {
+            let len = sym.len();
             // `=>` is checked before `=`
             if *sym == "=" && i + 1 < n && chars[i + 1] == '>' {
                 push(&mut out, Tok::Mapping, i + 2);
