@@ -5,9 +5,10 @@
 //! shared writer (`synchronous=NORMAL`: the page cache, no flush, at most [`CHUNK`] changes per
 //! transaction so the agents' writes interleave), flushes the WAL with one `fdatasync`
 //! ([`crate::store::WalSync`]: held by no lock, so no other writer of the daemon waits for it),
-//! and only then sends the group's replies. An ACK, and an OFFER (which reserves its address),
-//! leaves only after the flush that covers it returned: an acknowledged lease survives a crash
-//! of the process and a power loss. While one group flushes, the next gathers, so the flush's
+//! and only then sends the group's replies. An ACK leaves only after the flush that covers it
+//! returned: an acknowledged lease survives a crash of the process and a power loss. An OFFER's
+//! hold is kept in memory only ([`LeaseChange::kept`]), so the deciding loop sends OFFERs (and
+//! NAKs) itself, at once: they cost this thread, the serial part of the path, nothing. While one group flushes, the next gathers, so the flush's
 //! latency sets the group's size, not the rate.
 //!
 //! When a commit fails (a full disk, a busy database), the group's replies are dropped, its

@@ -1,5 +1,6 @@
 //! The lease table: which address belongs to which MAC until when, kept in memory for speed and
-//! mirrored to durable storage by the server after every change. Allocation scans the pool from
+//! mirrored to durable storage by the server after every change that a client may rely on
+//! ([`LeaseChange::kept`]). Allocation scans the pool from
 //! a cursor, so handing out many addresses in a row stays cheap. Pure: time is an argument.
 
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +53,19 @@ pub struct Lease {
 pub enum LeaseChange {
     Upsert(Lease),
     Remove(Ipv4Addr),
+}
+
+impl LeaseChange {
+    /// Whether the change must be on stable storage before the reply that announces it leaves.
+    /// An offer's hold is not: no client relies on an OFFER (RFC 2131 §4.3.1: the server need
+    /// not reserve the address; dnsmasq, ISC dhcpd and Kea keep offers in memory), and a hold
+    /// lost with the process only makes the client's REQUEST get a NAK and start again. What
+    /// the hold changed in the table (another MAC's expired lease taken over, the client's old
+    /// address freed) reaches storage with the ACK that follows it, whose upsert replaces the
+    /// address's row and removes the MAC's other addresses.
+    pub fn kept(&self) -> bool {
+        !matches!(self, LeaseChange::Upsert(l) if l.state == LeaseState::Offered)
+    }
 }
 
 /// All leases, indexed by address and by MAC.

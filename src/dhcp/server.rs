@@ -500,7 +500,10 @@ impl DhcpServer {
         let instant = Instant::now();
         let accepting = self.stage.health() == Health::Ok;
         let mut changes: Vec<LeaseChange> = Vec::new();
+        // Replies that announce a change to keep wait for its flush; the rest (OFFERs, NAKs,
+        // INFORM's ACKs) leave now.
         let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
+        let mut now_replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
         for bytes in packets {
             // A packet that trips a bug in the decoder (dhcproto's, or `decode`'s checks in
             // front of it) costs that packet, not the DHCP service: the same guard as `handle`.
@@ -563,17 +566,32 @@ impl DhcpServer {
                 }
                 Ok(outcome) => {
                     self.stats.count(kind, answered(&outcome));
+                    let mut kept = false;
                     if let Some(change) = outcome.change {
                         self.leases.apply(&change);
-                        changes.push(change);
+                        if change.kept() {
+                            changes.push(change);
+                            kept = true;
+                        }
                     }
                     if let Some((reply, to)) = outcome.reply {
                         match reply.to_vec() {
-                            Ok(bytes) => replies.push((bytes, self.address(to))),
+                            Ok(bytes) if kept => replies.push((bytes, self.address(to))),
+                            Ok(bytes) => now_replies.push((bytes, self.address(to))),
                             Err(err) => tracing::warn!(%err, "cannot encode a DHCP reply"),
                         }
                     }
                 }
+            }
+        }
+        for (bytes, to) in now_replies {
+            match self.socket.try_send_to(&bytes, to) {
+                Ok(_) => bump(&self.stats.replied),
+                // A full send buffer: the stage's thread sends it, waiting a little for room.
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                    replies.push((bytes, to));
+                }
+                Err(err) => tracing::warn!(%err, %to, "cannot send a DHCP reply"),
             }
         }
         if changes.is_empty() && replies.is_empty() {
