@@ -4,8 +4,9 @@
 #
 # usage: benches/pxe.sh [STOKER_BIN] [SHARED_DIR]
 #   DHCP: perfdhcp DORA, a new MAC per exchange, each a new lease kept durably (stoker: the
-#         lease rows committed and the WAL flushed with fdatasync before any reply of the group;
-#         dnsmasq: its whole lease file rewritten and fsync'd before each ACK). Each round looks
+#         lease rows committed and the WAL flushed with fdatasync before any ACK of the group,
+#         an OFFER's hold kept in memory and the OFFER sent at once; dnsmasq: its whole lease
+#         file rewritten and fsync'd before each ACK, an OFFER's hold in memory). Each round looks
 #         for each server's ceiling: from a start rate, the offered rate grows by
 #         BENCH_DHCP_FACTOR (1.25) until a step drops >= 1% (DISCOVER->OFFER or REQUEST->ACK;
 #         perfdhcp counts an answer later than 1 s as dropped) or completes < 97% of what was
@@ -321,7 +322,7 @@ if part dhcp; then
   flush() { # component k of the stoker step's flush figures, median over the rounds
     median $(tr ';' '\n' <<<"${at[stoker]}" | awk -v k="$1" 'NF {split($7, f, ","); sub("/s", "", f[1]); if (f[k] != "") print f[k]}')
   }
-  echo "| DHCP DORA/s, a new lease each, kept durably before the reply (perfdhcp; ceiling at < $MAXDROP% drops; median (min–max) of $ROUNDS rounds) | $(thousands "$sm") ($(dhcp_range stoker)) | $(thousands "$dm") ($(dhcp_range dnsmasq)) | $(ratio "$sm" "$dm")× |"
+  echo "| DHCP DORA/s, a new lease each, kept durably before its ACK (perfdhcp; ceiling at < $MAXDROP% drops; median (min–max) of $ROUNDS rounds) | $(thousands "$sm") ($(dhcp_range stoker)) | $(thousands "$dm") ($(dhcp_range dnsmasq)) | $(ratio "$sm" "$dm")× |"
   echo "| the bench's own ceiling: perfdhcp against dhcp_echo (answers at once, keeps nothing) | $(thousands "$em") ($(dhcp_range echo)) | | stoker at $(awk -v a="$sm" -v b="$em" 'BEGIN{printf "%.0f", (b > 0 ? 100 * a / b : 0)}')% of it |"
   echo "| cores busy at each ceiling (medians): the server / perfdhcp / the whole machine, of $(nproc) | $(at_median stoker 4) / $(at_median stoker 5) / $(at_median stoker 6) | $(at_median dnsmasq 4) / $(at_median dnsmasq 5) / $(at_median dnsmasq 6) | dhcp_echo: $(at_median echo 4) / $(at_median echo 5) / $(at_median echo 6) |"
   echo "| stoker at its ceiling: flushes (fdatasync) per second, DORAs per flush, ms per group committing / flushing (medians) | $(flush 1) /s, $(flush 2), $(flush 3) / $(flush 4) ms | one fsync of the whole lease file per ACK | |"

@@ -526,3 +526,46 @@ fn leases_survive_a_restart() {
         offer.yiaddr()
     );
 }
+
+#[test]
+fn an_offers_hold_is_kept_in_memory_only() {
+    let socket = client_socket();
+    let client = socket.local_addr().unwrap();
+    let d = daemon_with(tempfile::tempdir().unwrap(), client, &[]);
+    let c = Client {
+        socket,
+        server: d.dhcp.unwrap(),
+    };
+    // Held while the daemon runs: a second DISCOVER is offered the same address, another
+    // client a different one.
+    let offer = c.exchange(&request(MessageType::Discover, mac(60), 800));
+    assert_eq!(msg_type(&offer), MessageType::Offer);
+    let again = c.exchange(&request(MessageType::Discover, mac(60), 801));
+    assert_eq!(again.yiaddr(), offer.yiaddr());
+    let other = c.exchange(&request(MessageType::Discover, mac(61), 802));
+    assert_ne!(other.yiaddr(), offer.yiaddr());
+    let dir = d.stop().unwrap();
+
+    // Gone with the process: the REQUEST for it is refused, and the client starts again.
+    let d = daemon_with(dir, client, &[]);
+    let c = Client {
+        server: d.dhcp.unwrap(),
+        ..c
+    };
+    let mut req = request(MessageType::Request, mac(60), 803);
+    req.opts_mut()
+        .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+    req.opts_mut()
+        .insert(DhcpOption::ServerIdentifier(Ipv4Addr::LOCALHOST));
+    assert_eq!(msg_type(&c.exchange(&req)), MessageType::Nak);
+    let ip = dora(&c, mac(60), 810);
+    // The acknowledged lease is the one stored, and it is kept across the next restart.
+    let dir = d.stop().unwrap();
+    let d = daemon_with(dir, client, &[]);
+    let c = Client {
+        server: d.dhcp.unwrap(),
+        ..c
+    };
+    let offer = c.exchange(&request(MessageType::Discover, mac(60), 820));
+    assert_eq!(offer.yiaddr(), ip);
+}

@@ -89,18 +89,33 @@ fn daemon(dhcp_client: SocketAddr) -> TestDaemon {
     TestDaemon::start_in(dir, &flags)
 }
 
-/// A DHCP DISCOVER from `mac`; the OFFER it gets.
-fn discover(socket: &UdpSocket, server: SocketAddr, mac: [u8; 6]) -> Message {
+/// A DHCP message of `kind` from `mac` (a REQUEST names `offer`'s server and address); the
+/// answer it gets.
+fn exchange(
+    socket: &UdpSocket,
+    server: SocketAddr,
+    mac: [u8; 6],
+    kind: MessageType,
+    offer: Option<&Message>,
+) -> Message {
     let mut m = Message::default();
     m.set_opcode(Opcode::BootRequest)
         .set_xid(0x5151)
         .set_flags(Flags::default().set_broadcast())
         .set_chaddr(&mac);
-    m.opts_mut()
-        .insert(DhcpOption::MessageType(MessageType::Discover));
+    m.opts_mut().insert(DhcpOption::MessageType(kind));
+    if let Some(offer) = offer {
+        m.opts_mut()
+            .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
+        if let Some(DhcpOption::ServerIdentifier(sid)) =
+            offer.opts().get(dhcproto::v4::OptionCode::ServerIdentifier)
+        {
+            m.opts_mut().insert(DhcpOption::ServerIdentifier(*sid));
+        }
+    }
     socket.send_to(&m.to_vec().unwrap(), server).unwrap();
     let mut buf = [0u8; 1500];
-    let (n, _) = socket.recv_from(&mut buf).expect("an offer");
+    let (n, _) = socket.recv_from(&mut buf).expect("an answer");
     Message::decode(&mut Decoder::new(&buf[..n])).unwrap()
 }
 
@@ -177,14 +192,18 @@ fn metrics_count_what_happened_and_need_a_token() {
     assert_eq!(d.http().get("/api/v1/nodes/999999").status, 404);
     assert_eq!(d.http().get("/no/such/page/1").status, 404);
     assert_eq!(d.http().get("/no/such/page/2").status, 404);
-    let offer = discover(&client, d.dhcp.unwrap(), [0x52, 0x54, 0, 0xcc, 0, 2]);
+    let mac = [0x52, 0x54, 0, 0xcc, 0, 2];
+    let server = d.dhcp.unwrap();
+    let offer = exchange(&client, server, mac, MessageType::Discover, None);
     assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
+    let ack = exchange(&client, server, mac, MessageType::Request, Some(&offer));
+    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
     let script = tftp_get(d.tftp.unwrap(), "stoker.ipxe");
     assert!(script.starts_with(b"#!ipxe"));
 
     let text = scrape_until(&d, &viewer, |s| {
         get(s, "stoker_tftp_transfers_total", &[("result", "completed")]) == Some(1.0)
-            && get(s, "stoker_dhcp_replies_sent_total", &[]) == Some(1.0)
+            && get(s, "stoker_dhcp_replies_sent_total", &[]) == Some(2.0)
     });
     let s = parse(&text);
     let have = names(&text);
@@ -292,7 +311,8 @@ fn metrics_count_what_happened_and_need_a_token() {
         get(&s, "stoker_deployment_runs", &[("status", "running")]),
         Some(0.0)
     );
-    // DHCP: the DISCOVER offered, its address held for the offer, the rest of the pool free.
+    // DHCP: the DISCOVER offered, the REQUEST acknowledged; the lease is stored bound (the
+    // offer's hold never was: offers are held in memory), the rest of the pool free.
     assert_eq!(
         get(
             &s,
@@ -302,12 +322,24 @@ fn metrics_count_what_happened_and_need_a_token() {
         Some(1.0)
     );
     assert_eq!(
+        get(
+            &s,
+            "stoker_dhcp_packets_total",
+            &[("type", "request"), ("result", "acked")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
         get(&s, "stoker_dhcp_leases", &[("state", "offered")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(&s, "stoker_dhcp_leases", &[("state", "bound")]),
         Some(1.0)
     );
     assert_eq!(get(&s, "stoker_dhcp_pool_addresses", &[]), Some(10.0));
     assert_eq!(get(&s, "stoker_dhcp_pool_free_addresses", &[]), Some(9.0));
-    // The offer's reservation was committed and flushed once before the OFFER left.
+    // The lease was committed and flushed once before the ACK left.
     assert_eq!(get(&s, "stoker_dhcp_lease_flushes_total", &[]), Some(1.0));
     assert!(get(&s, "stoker_dhcp_lease_flush_seconds_total", &[]).unwrap() > 0.0);
     assert!(get(&s, "stoker_dhcp_lease_commit_seconds_total", &[]).unwrap() > 0.0);

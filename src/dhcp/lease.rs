@@ -258,4 +258,12 @@ mod tests {
         assert!(t.by_mac(&mac(3)).is_none());
         assert!(!t.available(ip(12), &mac(3), 200));
     }
+
+    #[test]
+    fn only_an_offers_hold_stays_out_of_storage() {
+        assert!(!LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Offered)).kept());
+        assert!(LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Bound)).kept());
+        assert!(LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Declined)).kept());
+        assert!(LeaseChange::Remove(ip(10)).kept());
+    }
 }

@@ -435,7 +435,7 @@ impl Collector for Scrape {
             family(
                 &mut encoder,
                 "stoker_dhcp_leases",
-                "Unexpired DHCP leases by state (offered, bound, declined)",
+                "Unexpired DHCP leases stored, by state (bound, declined; offers are held in memory)",
                 MetricType::Gauge,
                 g.leases
                     .iter()
