@@ -29,6 +29,16 @@
 # recorded power state is its BMC's, a power off/on through the API against the farm, and the
 # emulator's own report (requests, connections, sessions made and deleted).
 #
+# The peer: Ironic's reading of power states (benches/ironic_power_sync.py: sushy, Ironic's
+# Redfish library, one connection per BMC kept between sweeps as Ironic's SessionCache keeps it,
+# on a pool of WORKERS threads as `sync_power_state_workers`), against the same farm, a sweep of
+# it right after each of stoker's (while stoker waits for its next): time per sweep, its CPU,
+# the farm's CPU for each side (the peer's requests taken out of stoker's figure), and every
+# BMC's state as the peer read it checked. Its Python is IRONIC_PYTHON (default
+# /tmp/sushyvenv/bin/python: `python3 -m venv /tmp/sushyvenv && /tmp/sushyvenv/bin/pip install
+# sushy`); PEER=0, or no sushy there, runs stoker alone. Ironic's own database work per node is
+# not in the peer, so its figures are a lower bound of Ironic's.
+#
 # AGENTS=200 adds the agents' p99 with and without the sweeps: the agents bench (benches/agents.rs,
 # built with `cargo bench --bench agents --no-run` unless AGENTS_BIN names it; its daemon is
 # STOKER_BIN, through STOKER_BENCH_BIN) is run AGENTS_ROUNDS (3) times each way, alternating:
@@ -190,10 +200,18 @@ start_stoker "$work/stoker.log"
 
 echo "bmc_sweep: $n nodes enrolled in $enrolled s, each with its own Redfish BMC: $emu_what"
 echo "bmc_sweep: $("$bin" version 2>/dev/null | head -1) ($src_bin), --bmc-sync-interval $interval --bmc-sync-workers $workers; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+peer_py=${IRONIC_PYTHON:-/tmp/sushyvenv/bin/python}
+peer=
+if [ "${PEER:-1}" != 0 ] && [ "$emulator" = farm ] && "$peer_py" -c 'import sushy' 2>/dev/null; then
+  peer="$peer_py $root/benches/ironic_power_sync.py $work/bmcs.txt $workers"
+  echo "bmc_sweep: the peer: Ironic's power reading (sushy $("$peer_py" -c 'import importlib.metadata as m; print(m.version("sushy"))'), $workers threads), a sweep after each of stoker's"
+elif [ "${PEER:-1}" != 0 ]; then
+  echo "bmc_sweep: no peer: $peer_py cannot import sushy (python3 -m venv /tmp/sushyvenv && /tmp/sushyvenv/bin/pip install sushy), or the emulator is not the farm"
+fi
 python3 - "$work/stoker.log" "$spid" "$epid" "$n" "$sweeps" "$interval" "$workers" "${SWEEP_TIMEOUT:-600}" \
-  "$emulator" >"$work/sweeps.txt" <<'PY' || { cat "$work/sweeps.txt"; echo "bmc_sweep: the sweeps did not complete"; tail -5 "$work/stoker.log"; exit 1; }
-import datetime, os, re, statistics, sys, time
-log, spid, epid, n, sweeps, interval, workers, timeout, emulator = sys.argv[1:10]
+  "$emulator" "$peer" >"$work/sweeps.txt" <<'PY' || { cat "$work/sweeps.txt"; echo "bmc_sweep: the sweeps did not complete"; tail -5 "$work/stoker.log"; exit 1; }
+import datetime, os, re, statistics, subprocess, sys, time
+log, spid, epid, n, sweeps, interval, workers, timeout, emulator, peer_cmd = sys.argv[1:11]
 n, sweeps, interval, workers, timeout = int(n), int(sweeps), int(interval), int(workers), float(timeout)
 tck = os.sysconf("SC_CLK_TCK")
 cores = os.cpu_count()
@@ -217,6 +235,10 @@ found = []    # per sweep: dict
 pos = 0
 deadline = time.time() + timeout
 full = 0
+# The peer, driven one sweep at a time right after each of stoker's full sweeps.
+peer = subprocess.Popen(peer_cmd.split(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) if peer_cmd else None
+peer_sweeps = []  # per peer sweep: dict
+peer_em_total = 0.0  # the farm's CPU spent on the peer's sweeps so far
 while full < sweeps + 1:
     now = time.time()
     su, ss = cpu(spid)
@@ -232,9 +254,24 @@ while full < sweeps + 1:
                 continue
             end = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
             read, failed, ms, peak = map(int, m.group(2, 3, 4, 5))
-            found.append(dict(end=end, read=read, failed=failed, ms=ms, peak=peak, seen=len(samples) - 1))
+            found.append(dict(end=end, read=read, failed=failed, ms=ms, peak=peak, seen=len(samples) - 1,
+                              peer_em=peer_em_total))
             if read == n:
                 full += 1
+                if peer:
+                    e0, c0 = sum(cpu(epid)), time.time()
+                    peer.stdin.write("sweep\n"); peer.stdin.flush()
+                    got = peer.stdout.readline().split()
+                    e1 = sum(cpu(epid))
+                    if not got or got[0] != "swept":
+                        print(f"the peer failed: {got}"); sys.exit(1)
+                    pms, pread, pfailed = map(int, got[1:4])
+                    peer_sweeps.append(dict(ms=pms, read=pread, failed=pfailed,
+                                            cpu=float(got[4]) + float(got[5]), em=e1 - e0))
+                    peer_em_total += e1 - e0
+                    print(f"peer sweep {len(peer_sweeps) - 1}: read {pread}, failed {pfailed}, {pms} ms; "
+                          f"CPU: peer {float(got[4]) + float(got[5]):.2f} s, {emu_name} {e1 - e0:.2f} s"
+                          + (" (warm-up: not counted)" if len(peer_sweeps) == 1 else ""))
             deadline = time.time() + timeout
     if time.time() > deadline:
         print(f"no sweep line for {timeout:.0f} s")
@@ -256,9 +293,11 @@ for k, s in enumerate(found):
     a, b = at(s["end"] - s["ms"] / 1000, True), at(s["end"], False)
     span = max(b[0] - a[0], 1e-3)
     st, em, busy = (b[1] - a[1]) / span, (b[2] - a[2]) / span, (b[3] - a[3]) / span
-    per = None if prev is None else (line_sample[1] - prev[1], line_sample[2] - prev[2],
-                                     line_sample[4][0] - prev[4][0], line_sample[4][1] - prev[4][1])
-    prev = line_sample
+    # The farm's CPU since the last sweep, without what it spent on the peer's sweep between.
+    per = None if prev is None else (line_sample[1] - prev[0][1],
+                                     line_sample[2] - prev[0][2] - (s["peer_em"] - prev[1]),
+                                     line_sample[4][0] - prev[0][4][0], line_sample[4][1] - prev[0][4][1])
+    prev = (line_sample, s["peer_em"])
     warm = k == 0
     partial = s["read"] != n
     tag = " (warm-up: not counted)" if warm else (" (partial: not counted)" if partial else "")
@@ -310,16 +349,50 @@ else:
     why = (f"latency, neither CPU: stoker {stc:.2f} and the {emu_name} {emc:.2f} of a core, {busy:.2f} of {cores} "
            f"busy; more workers would overlap more round trips")
 print(f"  {why}")
+prows = peer_sweeps[1:]
+if peer:
+    states = []
+    peer.stdin.write("states\n"); peer.stdin.flush()
+    states = [peer.stdout.readline().strip() for _ in range(n)]
+    peer.stdin.close(); peer.wait()
+    right = sum(1 for i, st in enumerate(states) if st.lower() == ("on" if i % 2 else "off"))
+    print(f"peer: {len(prows)} sweeps counted (after a warm-up that logged in); time per sweep "
+          f"median {statistics.median(r['ms'] for r in prows) / 1000:.2f} s; its CPU per sweep "
+          f"{statistics.median(r['cpu'] for r in prows):.2f} s, the farm's {statistics.median(r['em'] for r in prows):.2f} s; "
+          f"check: {right} of {n} BMCs' states read right")
+    print("  the peer is sushy's reading alone, on CPython threads (the GIL: one core at most), without "
+          "Ironic's database query and lock per node: a lower bound of Ironic's cost")
+def spread(v, fmt):
+    return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})"
+def ratio(a, b):
+    r = [y / x for x, y in zip(a, b) if x > 0]
+    return f"{statistics.median(r):.1f}× ({min(r):.1f}–{max(r):.1f}×)" if r else "—"
 # The README's table (benches/tables.sh takes the last one a bench prints).
 print()
-print(f"| power sync, {n:,} BMCs ({emu_name}), at most {workers} in flight, every {interval} s "
-      f"| median (min–max) over {len(rows)} sweeps |")
-print("|---|---|")
-print(f"| time per sweep (goal <= 10 s) | {med('ms', sec).removeprefix('median ')} |")
-print(f"| stoker's CPU per sweep | {med('st', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
-print(f"| the emulator's CPU per sweep | {med('em', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
-print(f"| failed readings | {sum(r['failed'] for r in rows)} of {n * len(rows)} |")
-print(f"| what bounds it | {why} |")
+secs = lambda x: f"{x:.2f} s"
+if prows:
+    k = min(len(rows), len(prows))
+    sr, pr = rows[:k], prows[:k]
+    print(f"| power sync, {n:,} BMCs ({emu_name}), at most {workers} in flight; {k} sweeps of each side, "
+          f"alternating | stoker | Ironic's reading (sushy, {workers} threads) | peer / stoker |")
+    print("|---|---|---|---|")
+    print(f"| time per sweep (goal <= 10 s) | {spread([r['ms'] / 1000 for r in sr], secs)} | "
+          f"{spread([r['ms'] / 1000 for r in pr], secs)} | {ratio([r['ms'] for r in sr], [r['ms'] for r in pr])} |")
+    print(f"| its CPU per sweep | {spread([r['st'] for r in sr], secs)} | {spread([r['cpu'] for r in pr], secs)} | "
+          f"{ratio([r['st'] for r in sr], [r['cpu'] for r in pr])} |")
+    print(f"| the emulator's CPU per sweep | {spread([r['em'] for r in sr], secs)} | "
+          f"{spread([r['em'] for r in pr], secs)} | |")
+    print(f"| failed readings | {sum(r['failed'] for r in sr)} of {n * k} | {sum(r['failed'] for r in pr)} of {n * k} | |")
+    print(f"| what bounds it | {why} | one CPython process (its GIL) and the farm's one core | |")
+else:
+    print(f"| power sync, {n:,} BMCs ({emu_name}), at most {workers} in flight, every {interval} s "
+          f"| median (min–max) over {len(rows)} sweeps |")
+    print("|---|---|")
+    print(f"| time per sweep (goal <= 10 s) | {med('ms', sec).removeprefix('median ')} |")
+    print(f"| stoker's CPU per sweep | {med('st', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
+    print(f"| the emulator's CPU per sweep | {med('em', lambda x: f'{x:.2f} s').removeprefix('median ')} |")
+    print(f"| failed readings | {sum(r['failed'] for r in rows)} of {n * len(rows)} |")
+    print(f"| what bounds it | {why} |")
 PY
 cat "$work/sweeps.txt"
 # The emulator's counts at this moment (between two sweeps), for requests per reading.
@@ -328,12 +401,15 @@ reads=$(cat "$work/stoker-enroll.log" "$work/stoker.log" | sed 's/\x1b\[[0-9;]*m
 if [ "$emulator" = farm ]; then
   kill -USR1 "$epid"
   for _ in $(seq 50); do grep -q 'redfish_farm: running' "$work/emu.log" && break; sleep 0.1; done
-  python3 - "$work/emu.log" "$reads" <<'PY'
+  python3 - "$work/emu.log" "$reads" "$peer" <<'PY'
 import re, sys
 text = [l for l in open(sys.argv[1]) if "redfish_farm: running" in l][-1]
 m = re.search(r"; (\d+) requests \((.*?)\); connections: (\d+) accepted.*?peak (\d+) open.*?sessions: (\d+) made, (\d+) deleted, (\d+) expired, (\d+) open", text)
 reads = int(sys.argv[2])
-if m and reads:
+if sys.argv[3]:
+    print(f"farm so far: {m.group(1) if m else '?'} requests ({m.group(2) if m else '?'}), stoker's and the "
+          "peer's together (per reading, run with PEER=0)")
+elif m and reads:
     print(f"farm so far: {int(m.group(1)) / reads:.2f} requests and {int(m.group(3)) / reads:.2f} connections per "
           f"power reading over {reads} readings ({m.group(2)}); peak {m.group(4)} connections open; "
           f"sessions {m.group(5)} made, {m.group(6)} deleted, {m.group(8)} open")
