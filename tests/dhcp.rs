@@ -496,25 +496,25 @@ fn reservation_only_mode_answers_reserved_macs_alone() {
     assert_eq!(dora(&c, mac(40), 610), Ipv4Addr::new(127, 0, 0, 50));
 }
 
-#[test]
-fn leases_survive_a_restart() {
-    let socket = client_socket();
-    let client = socket.local_addr().unwrap();
-    let d = daemon_with(tempfile::tempdir().unwrap(), client, &[]);
-    let c = Client {
-        socket,
-        server: d.dhcp.unwrap(),
-    };
-    let first = dora(&c, mac(50), 700);
-    let second = dora(&c, mac(51), 710);
-    assert_ne!(first, second);
+/// The daemon stopped and started again on its data directory; the client, pointed at it.
+fn restart(d: TestDaemon, c: Client) -> (TestDaemon, Client) {
     let dir = d.stop().unwrap();
-
-    let d = daemon_with(dir, client, &[]);
+    let d = daemon_with(dir, c.socket.local_addr().unwrap(), &[]);
     let c = Client {
         server: d.dhcp.unwrap(),
         ..c
     };
+    (d, c)
+}
+
+#[test]
+fn leases_survive_a_restart() {
+    let (d, c) = start();
+    let first = dora(&c, mac(50), 700);
+    let second = dora(&c, mac(51), 710);
+    assert_ne!(first, second);
+
+    let (_d, c) = restart(d, c);
     // The second client comes back first and still gets its own address, not the first's.
     let offer = c.exchange(&request(MessageType::Discover, mac(51), 720));
     assert_eq!(offer.yiaddr(), second);
@@ -529,13 +529,7 @@ fn leases_survive_a_restart() {
 
 #[test]
 fn an_offers_hold_is_kept_in_memory_only() {
-    let socket = client_socket();
-    let client = socket.local_addr().unwrap();
-    let d = daemon_with(tempfile::tempdir().unwrap(), client, &[]);
-    let c = Client {
-        socket,
-        server: d.dhcp.unwrap(),
-    };
+    let (d, c) = start();
     // Held while the daemon runs: a second DISCOVER is offered the same address, another
     // client a different one.
     let offer = c.exchange(&request(MessageType::Discover, mac(60), 800));
@@ -544,14 +538,9 @@ fn an_offers_hold_is_kept_in_memory_only() {
     assert_eq!(again.yiaddr(), offer.yiaddr());
     let other = c.exchange(&request(MessageType::Discover, mac(61), 802));
     assert_ne!(other.yiaddr(), offer.yiaddr());
-    let dir = d.stop().unwrap();
 
     // Gone with the process: the REQUEST for it is refused, and the client starts again.
-    let d = daemon_with(dir, client, &[]);
-    let c = Client {
-        server: d.dhcp.unwrap(),
-        ..c
-    };
+    let (d, c) = restart(d, c);
     let mut req = request(MessageType::Request, mac(60), 803);
     req.opts_mut()
         .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
@@ -560,12 +549,7 @@ fn an_offers_hold_is_kept_in_memory_only() {
     assert_eq!(msg_type(&c.exchange(&req)), MessageType::Nak);
     let ip = dora(&c, mac(60), 810);
     // The acknowledged lease is the one stored, and it is kept across the next restart.
-    let dir = d.stop().unwrap();
-    let d = daemon_with(dir, client, &[]);
-    let c = Client {
-        server: d.dhcp.unwrap(),
-        ..c
-    };
+    let (_d, c) = restart(d, c);
     let offer = c.exchange(&request(MessageType::Discover, mac(60), 820));
     assert_eq!(offer.yiaddr(), ip);
 }
