@@ -8,8 +8,9 @@
 //! and only then sends the group's replies. An ACK leaves only after the flush that covers it
 //! returned: an acknowledged lease survives a crash of the process and a power loss. An OFFER's
 //! hold is kept in memory only ([`LeaseChange::kept`]), so the deciding loop sends OFFERs (and
-//! NAKs) itself, at once: they cost this thread, the serial part of the path, nothing. While one group flushes, the next gathers, so the flush's
-//! latency sets the group's size, not the rate.
+//! NAKs) itself, at once: they cost this thread, the serial part of the path, nothing. While
+//! one group flushes, the next gathers, so the flush's latency sets the group's size, not the
+//! rate.
 //!
 //! When a commit fails (a full disk, a busy database), the group's replies are dropped, its
 //! changes are kept and committed before anything newer, retried every [`RETRY`], and the

@@ -56,15 +56,21 @@ pub enum LeaseChange {
 }
 
 impl LeaseChange {
-    /// Whether the change must be on stable storage before the reply that announces it leaves.
-    /// An offer's hold is not: no client relies on an OFFER (RFC 2131 §4.3.1: the server need
-    /// not reserve the address; dnsmasq, ISC dhcpd and Kea keep offers in memory), and a hold
-    /// lost with the process only makes the client's REQUEST get a NAK and start again. What
-    /// the hold changed in the table (another MAC's expired lease taken over, the client's old
-    /// address freed) reaches storage with the ACK that follows it, whose upsert replaces the
-    /// address's row and removes the MAC's other addresses.
-    pub fn kept(&self) -> bool {
-        !matches!(self, LeaseChange::Upsert(l) if l.state == LeaseState::Offered)
+    /// Whether the change must be on stable storage before the reply that announces it leaves,
+    /// judged against `table` as it is before the change. An offer's hold is not, whether made
+    /// or dropped (the client chose another server): no client relies on an OFFER (RFC 2131
+    /// §4.3.1: the server need not reserve the address; dnsmasq, ISC dhcpd and Kea keep offers
+    /// in memory), and a hold lost with the process only makes the client's REQUEST get a NAK
+    /// and start again. What the hold changed in the table (another MAC's expired lease taken
+    /// over, the client's old address freed) reaches storage with the ACK that follows it,
+    /// whose upsert replaces the address's row and removes the MAC's other addresses.
+    pub fn kept(&self, table: &LeaseTable) -> bool {
+        match self {
+            LeaseChange::Upsert(l) => l.state != LeaseState::Offered,
+            LeaseChange::Remove(ip) => table
+                .by_ip(*ip)
+                .is_none_or(|l| l.state != LeaseState::Offered),
+        }
     }
 }
 
@@ -261,9 +267,18 @@ mod tests {
 
     #[test]
     fn only_an_offers_hold_stays_out_of_storage() {
-        assert!(!LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Offered)).kept());
-        assert!(LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Bound)).kept());
-        assert!(LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Declined)).kept());
-        assert!(LeaseChange::Remove(ip(10)).kept());
+        let mut t = LeaseTable::default();
+        let offer = LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Offered));
+        assert!(!offer.kept(&t));
+        t.apply(&offer);
+        // Dropping the hold (the client chose another server) is not stored either.
+        assert!(!LeaseChange::Remove(ip(10)).kept(&t));
+        let bound = LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Bound));
+        assert!(bound.kept(&t));
+        t.apply(&bound);
+        // Releasing a bound lease is.
+        assert!(LeaseChange::Remove(ip(10)).kept(&t));
+        assert!(LeaseChange::Upsert(lease(10, 1, 100, LeaseState::Declined)).kept(&t));
+        assert!(LeaseChange::Remove(ip(11)).kept(&t));
     }
 }

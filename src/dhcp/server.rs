@@ -566,12 +566,14 @@ impl DhcpServer {
                 }
                 Ok(outcome) => {
                     self.stats.count(kind, answered(&outcome));
-                    let mut kept = false;
+                    let kept = outcome
+                        .change
+                        .as_ref()
+                        .is_some_and(|c| c.kept(&self.leases));
                     if let Some(change) = outcome.change {
                         self.leases.apply(&change);
-                        if change.kept() {
+                        if kept {
                             changes.push(change);
-                            kept = true;
                         }
                     }
                     if let Some((reply, to)) = outcome.reply {
