@@ -195,9 +195,7 @@ impl Waiters {
 
     /// `node` claimed.
     pub(super) fn claimed(&mut self, node: i64) {
-        if !self.woken.is_empty() {
-            self.woken.remove(&node);
-        }
+        self.woken.remove(&node);
     }
 
     /// Calls found due and not woken yet.
