@@ -42,7 +42,7 @@ fn daemon_with(
     TestDaemon::start_with(layers.resolve().unwrap(), dir)
 }
 
-fn client_socket() -> UdpSocket {
+pub(crate) fn client_socket() -> UdpSocket {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(3)))
@@ -51,6 +51,11 @@ fn client_socket() -> UdpSocket {
 }
 
 impl Client {
+    /// A client on `socket` (where the server is told to reply) of the server at `server`.
+    pub(crate) fn new(socket: UdpSocket, server: SocketAddr) -> Client {
+        Client { socket, server }
+    }
+
     fn send(&self, msg: &Message) {
         self.socket
             .send_to(&msg.to_vec().unwrap(), self.server)
@@ -133,7 +138,7 @@ pub(crate) fn start() -> (TestDaemon, Client) {
         &[],
     );
     let server = d.dhcp.expect("DHCP is enabled");
-    (d, Client { socket, server })
+    (d, Client::new(socket, server))
 }
 
 #[test]

@@ -7,9 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use dhcproto::v4::{DhcpOption, Flags, Message, MessageType, Opcode};
-use dhcproto::{Decodable, Decoder, Encodable};
-
 use crate::common::{TestDaemon, inventory};
 
 /// One sample: its name and labels, its value.
@@ -89,36 +86,6 @@ fn daemon(dhcp_client: SocketAddr) -> TestDaemon {
     TestDaemon::start_in(dir, &flags)
 }
 
-/// A DHCP message of `kind` from `mac` (a REQUEST names `offer`'s server and address); the
-/// answer it gets.
-fn exchange(
-    socket: &UdpSocket,
-    server: SocketAddr,
-    mac: [u8; 6],
-    kind: MessageType,
-    offer: Option<&Message>,
-) -> Message {
-    let mut m = Message::default();
-    m.set_opcode(Opcode::BootRequest)
-        .set_xid(0x5151)
-        .set_flags(Flags::default().set_broadcast())
-        .set_chaddr(&mac);
-    m.opts_mut().insert(DhcpOption::MessageType(kind));
-    if let Some(offer) = offer {
-        m.opts_mut()
-            .insert(DhcpOption::RequestedIpAddress(offer.yiaddr()));
-        if let Some(DhcpOption::ServerIdentifier(sid)) =
-            offer.opts().get(dhcproto::v4::OptionCode::ServerIdentifier)
-        {
-            m.opts_mut().insert(DhcpOption::ServerIdentifier(*sid));
-        }
-    }
-    socket.send_to(&m.to_vec().unwrap(), server).unwrap();
-    let mut buf = [0u8; 1500];
-    let (n, _) = socket.recv_from(&mut buf).expect("an answer");
-    Message::decode(&mut Decoder::new(&buf[..n])).unwrap()
-}
-
 /// Fetch `name` over TFTP in lock-step with 512-byte blocks: its bytes.
 fn tftp_get(server: SocketAddr, name: &str) -> Vec<u8> {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -167,10 +134,7 @@ fn scrape_until(d: &TestDaemon, token: &str, done: impl Fn(&Samples) -> bool) ->
 
 #[test]
 fn metrics_count_what_happened_and_need_a_token() {
-    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_secs(3)))
-        .unwrap();
+    let client = crate::dhcp::client_socket();
     let d = daemon(client.local_addr().unwrap());
     let viewer = d.user_token("prometheus", "viewer");
 
@@ -192,12 +156,9 @@ fn metrics_count_what_happened_and_need_a_token() {
     assert_eq!(d.http().get("/api/v1/nodes/999999").status, 404);
     assert_eq!(d.http().get("/no/such/page/1").status, 404);
     assert_eq!(d.http().get("/no/such/page/2").status, 404);
-    let mac = [0x52, 0x54, 0, 0xcc, 0, 2];
-    let server = d.dhcp.unwrap();
-    let offer = exchange(&client, server, mac, MessageType::Discover, None);
-    assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
-    let ack = exchange(&client, server, mac, MessageType::Request, Some(&offer));
-    assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
+    // DISCOVER → OFFER → REQUEST → ACK.
+    let dhcp = crate::dhcp::Client::new(client, d.dhcp.unwrap());
+    crate::dhcp::dora(&dhcp, [0x52, 0x54, 0, 0xcc, 0, 2], 0x5151);
     let script = tftp_get(d.tftp.unwrap(), "stoker.ipxe");
     assert!(script.starts_with(b"#!ipxe"));
 
