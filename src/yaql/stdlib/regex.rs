@@ -1,6 +1,6 @@
-//! yaql's `regex` module on the `regex` crate. Python `re` patterns are translated: `\Z` (end
-//! of text), `(?#...)`, `\N{NAME}` (a character by its Unicode name, [`crate::yaql::charname`]),
-//! escapes, and `$`. Outside multi-line mode (the `multiLine` flag or an inline `(?m)`), Python's
+//! yaql's `regex` module on `regex-automata`'s meta regex (the `regex` crate's engine). Python
+//! `re` patterns are translated: `\Z` (end of text), `(?#...)`, `\N{NAME}` (a character by its
+//! Unicode name, [`crate::yaql::charname`]), escapes, and `$`. Outside multi-line mode (the `multiLine` flag or an inline `(?m)`), Python's
 //! `$` matches at the end of the text and also before a final `\n`; the `regex` crate has no
 //! lookahead to say so, so `$` becomes `(?:(\n)?\z)`, a hidden group that takes that final
 //! newline, and every span is cut back to where the hidden group starts: matches, groups, the
@@ -41,7 +41,8 @@ fn re_error(msg: impl Into<String>) -> YaqlError {
 /// The spans of one match, by Python group index (0 = the whole match), in bytes.
 type Spans = Vec<Option<(usize, usize)>>;
 
-/// A Python pattern compiled for the `regex` crate, with what its translation added.
+/// A Python pattern translated into the `regex` crate's syntax and compiled ([`build`]), with
+/// what its translation added.
 pub struct Compiled {
     re: meta::Regex,
     /// The `regex` group index of each Python group (index 0 = the whole match).
