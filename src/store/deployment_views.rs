@@ -165,27 +165,38 @@ impl ReadTxn<'_> {
     /// counted and bounded by SQL, with only the kept lanes' runs read.
     pub fn timeline_runs(&self, deployment: i64, max_lanes: usize) -> Result<TimelineRuns> {
         let counts = self.run_counts(deployment)?;
-        let (first_start, last_finish, lanes): (Option<i64>, Option<i64>, i64) = self
+        // Each an index lookup (step_runs_started, step_runs_finished), not a scan.
+        let first_start: Option<i64> = self
             .conn
             .prepare_cached(
-                "SELECT MIN(started_at), MAX(finished_at), COUNT(DISTINCT COALESCE(node_id, -1))
-                 FROM step_runs WHERE deployment = ?1",
+                "SELECT MIN(started_at) FROM step_runs
+                 WHERE deployment = ?1 AND started_at IS NOT NULL",
             )?
-            .query_row([deployment], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        let kept: Vec<Option<i64>> = self
+            .query_row([deployment], |r| r.get(0))?;
+        let last_finish: Option<i64> = self
             .conn
             .prepare_cached(
-                "SELECT node_id FROM step_runs WHERE deployment = ?1 GROUP BY node_id
-                 ORDER BY node_id IS NOT NULL,
-                   MIN(CASE status WHEN 'failed' THEN 0 WHEN 'running' THEN 1 ELSE 2 END),
-                   node_id
-                 LIMIT ?2",
+                "SELECT MAX(finished_at) FROM step_runs
+                 WHERE deployment = ?1 AND finished_at IS NOT NULL",
             )?
-            .query_map(
-                params![deployment, i64::try_from(max_lanes).unwrap_or(i64::MAX)],
-                |r| r.get(0),
+            .query_row([deployment], |r| r.get(0))?;
+        // The lanes (the sync node's and each node's) counted by stepping from one node to the
+        // next in step_runs_by_deployment: a seek per node, not a read of each of its runs.
+        let lanes: i64 = self
+            .conn
+            .prepare_cached(
+                "WITH RECURSIVE lane(node) AS (
+                   SELECT MIN(node_id) FROM step_runs WHERE deployment = ?1
+                   UNION ALL
+                   SELECT (SELECT MIN(node_id) FROM step_runs
+                           WHERE deployment = ?1 AND node_id > lane.node)
+                   FROM lane WHERE lane.node IS NOT NULL)
+                 SELECT COUNT(node) + EXISTS (SELECT 1 FROM step_runs
+                                              WHERE deployment = ?1 AND node_id IS NULL)
+                 FROM lane",
             )?
-            .collect::<rusqlite::Result<_>>()?;
+            .query_row([deployment], |r| r.get(0))?;
+        let kept = self.kept_lanes(deployment, max_lanes, lanes > 0)?;
         let mut lines = Vec::new();
         let sync_sql = format!(
             "SELECT {LINE_COLUMNS} FROM step_runs WHERE deployment = ?1 AND node_id IS NULL
@@ -213,11 +224,61 @@ impl ReadTxn<'_> {
         })
     }
 
+    /// The lanes a timeline of at most `max_lanes` draws: the sync node's first, then nodes
+    /// with a failed run, then nodes with a running one, then the others, each by id. The
+    /// failed and running ones come from `step_runs_unsettled` and the others from
+    /// `step_runs_by_deployment` in node order, read only until the lanes are full.
+    fn kept_lanes(&self, deployment: i64, max_lanes: usize, any: bool) -> Result<Vec<Option<i64>>> {
+        let mut kept: Vec<Option<i64>> = Vec::new();
+        if !any || max_lanes == 0 {
+            return Ok(kept);
+        }
+        let sync: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM step_runs WHERE deployment = ?1 AND node_id IS NULL)",
+            )?
+            .query_row([deployment], |r| r.get(0))?;
+        if sync {
+            kept.push(None);
+        }
+        let mut chosen = std::collections::HashSet::new();
+        let mut take = |stmt: &mut rusqlite::CachedStatement<'_>,
+                        args: &[&dyn rusqlite::ToSql],
+                        kept: &mut Vec<Option<i64>>|
+         -> Result<()> {
+            let mut rows = stmt.query(args)?;
+            while kept.len() < max_lanes {
+                let Some(row) = rows.next()? else { break };
+                let node: i64 = row.get(0)?;
+                if chosen.insert(node) {
+                    kept.push(Some(node));
+                }
+            }
+            Ok(())
+        };
+        for status in ["failed", "running"] {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT DISTINCT node_id FROM step_runs
+                 WHERE deployment = ?1 AND status IN ('running', 'failed') AND status = ?2
+                   AND node_id IS NOT NULL
+                 ORDER BY node_id",
+            )?;
+            take(&mut stmt, &[&deployment, &status], &mut kept)?;
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT DISTINCT node_id FROM step_runs WHERE deployment = ?1 AND node_id IS NOT NULL
+             ORDER BY node_id",
+        )?;
+        take(&mut stmt, &[&deployment], &mut kept)?;
+        Ok(kept)
+    }
+
     /// Every run of a deployment as a line, by node (the sync node first) then order.
     pub fn run_lines(&self, deployment: i64) -> Result<Vec<RunLine>> {
         let sql = format!(
             "SELECT {LINE_COLUMNS} FROM step_runs WHERE deployment = ?1
-             ORDER BY node_id IS NOT NULL, node_id, seq, id"
+             ORDER BY node_id, seq, id"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([deployment], line_from_row)?;
@@ -454,6 +515,120 @@ mod tests {
             (none.lines.len(), none.lanes, none.first_start),
             (0, 0, None)
         );
+    }
+
+    /// The lanes kept at 10,000 nodes are chosen the same way: a node with a running run
+    /// comes after the failed ones and before the others, and a node counted once.
+    #[test]
+    fn kept_lanes_put_failed_then_running_nodes_first() {
+        let (_dir, store) = seeded();
+        store
+            .write(|tx| {
+                tx.conn.execute_batch(
+                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
+                     VALUES (3, '52:54:00:00:00:03', 'node-3', 'ready', 1, 1);
+                     INSERT INTO step_runs (id, deployment, node_id, seq, interface, step,
+                       args, deps, timeout_s, status, attempt, started_at, runs_on) VALUES
+                       (6, 10, 3, 0, 'deploy', 'run_tasks', '{}', '[]', 1, 'running', 1, 90,
+                        'os'),
+                       (7, 10, 2, 2, 'deploy', 'run_tasks', '{}', '[]', 1, 'running', 1, 152,
+                        'os');",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let lanes = |max| -> Vec<Option<i64>> {
+            let t = store.read(|r| r.timeline_runs(10, max)).unwrap();
+            let mut l: Vec<Option<i64>> = t.lines.iter().map(|l| l.node_id).collect();
+            l.dedup();
+            assert_eq!(
+                (t.lanes, t.first_start, t.last_finish),
+                (4, Some(90), Some(150))
+            );
+            l
+        };
+        // Drawn in node order; kept: the stages, node 2 (failed, and running), node 3.
+        assert_eq!(lanes(3), [None, Some(2), Some(3)]);
+        assert_eq!(lanes(40), [None, Some(1), Some(2), Some(3)]);
+        assert_eq!(lanes(1), [None]);
+        assert!(lanes(0).is_empty());
+    }
+
+    /// What SQLite's triggers keep in `run_tallies` is what counting the runs gives, through
+    /// every way runs are written: made, claimed, finished, retried, a node deleted (its runs
+    /// kept in `removed_runs`), a deployment deleted.
+    #[test]
+    fn tallies_follow_every_write_of_runs() {
+        let (_dir, store) = seeded();
+        let check = |what: &str| {
+            store
+                .read(|r| {
+                    for dep in [10, 11] {
+                        let counted: Vec<(String, i64)> = r
+                            .conn
+                            .prepare(
+                                "SELECT status, SUM(n) FROM
+                                   (SELECT status, 1 AS n FROM step_runs WHERE deployment = ?1
+                                    UNION ALL
+                                    SELECT status, n FROM removed_runs WHERE deployment = ?1)
+                                 GROUP BY status ORDER BY status",
+                            )?
+                            .query_map([dep], |row| Ok((row.get(0)?, row.get(1)?)))?
+                            .collect::<rusqlite::Result<_>>()?;
+                        let c = r.run_counts(dep)?;
+                        let of = |s: &str| {
+                            counted
+                                .iter()
+                                .find(|(k, _)| k == s)
+                                .map_or(0, |(_, n)| usize::try_from(*n).unwrap())
+                        };
+                        assert_eq!(
+                            (c.pending, c.running, c.ok, c.failed, c.skipped),
+                            (
+                                of("pending"),
+                                of("running"),
+                                of("ok"),
+                                of("failed"),
+                                of("skipped")
+                            ),
+                            "{what}: deployment {dep}"
+                        );
+                        let total: i64 = counted.iter().map(|(_, n)| n).sum();
+                        assert_eq!(c.total, usize::try_from(total).unwrap(), "{what}");
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        };
+        check("seeded");
+        let sql = |s: &str| store.write(|tx| Ok(tx.conn.execute_batch(s)?)).unwrap();
+        sql("UPDATE step_runs SET status = 'running', started_at = 300 WHERE id = 4");
+        check("claimed");
+        sql("UPDATE step_runs SET status = 'ok', finished_at = 301 WHERE id = 4");
+        check("finished");
+        sql("UPDATE step_runs SET status = 'ok' WHERE id = 4");
+        check("the same status again");
+        sql("UPDATE step_runs SET status = 'pending', started_at = NULL WHERE deployment = 10");
+        check("retried");
+        // As `delete_node` deletes a node: its runs counted into removed_runs, then gone
+        // with it (step_runs cascade).
+        sql("INSERT INTO removed_runs (deployment, node_id, status, n)
+             SELECT deployment, node_id, status, COUNT(*) FROM step_runs WHERE node_id = 2
+             GROUP BY deployment, status;
+             DELETE FROM nodes WHERE id = 2;");
+        check("node 2 deleted");
+        sql("DELETE FROM deployments WHERE id = 11");
+        check("deployment 11 deleted");
+        let left: i64 = store
+            .read(|r| {
+                Ok(r.conn.query_row(
+                    "SELECT COUNT(*) FROM run_tallies WHERE deployment = 11",
+                    [],
+                    |row| row.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(left, 0, "a deleted deployment's tallies go with it");
     }
 
     #[test]

@@ -799,6 +799,57 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX clusters_release ON clusters (release_id);
         ",
     },
+    Migration {
+        version: 32,
+        name: "run_tallies",
+        sql: "
+            -- How many runs each deployment has in each status, kept by SQLite as the runs
+            -- are written (the triggers below), so counting a deployment's runs reads a
+            -- handful of rows instead of every run: at 10,000 nodes a count scanned 200,000
+            -- runs (80 ms), and the environment page and the deployment's API answer each
+            -- counted at every view. A rowid table, as every other.
+            CREATE TABLE run_tallies (
+                deployment INTEGER NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
+                status     TEXT    NOT NULL,
+                n          INTEGER NOT NULL,
+                PRIMARY KEY (deployment, status)
+            ) STRICT;
+            INSERT INTO run_tallies (deployment, status, n)
+                SELECT deployment, status, COUNT(*) FROM step_runs GROUP BY deployment, status;
+            CREATE TRIGGER run_tallies_insert AFTER INSERT ON step_runs BEGIN
+                INSERT INTO run_tallies (deployment, status, n)
+                    VALUES (new.deployment, new.status, 1)
+                    ON CONFLICT (deployment, status) DO UPDATE SET n = n + 1;
+            END;
+            CREATE TRIGGER run_tallies_delete AFTER DELETE ON step_runs BEGIN
+                UPDATE run_tallies SET n = n - 1
+                    WHERE deployment = old.deployment AND status = old.status;
+            END;
+            CREATE TRIGGER run_tallies_update AFTER UPDATE OF deployment, status ON step_runs
+                WHEN old.deployment IS NOT new.deployment OR old.status IS NOT new.status
+            BEGIN
+                UPDATE run_tallies SET n = n - 1
+                    WHERE deployment = old.deployment AND status = old.status;
+                INSERT INTO run_tallies (deployment, status, n)
+                    VALUES (new.deployment, new.status, 1)
+                    ON CONFLICT (deployment, status) DO UPDATE SET n = n + 1;
+            END;
+            DROP VIEW counted_runs;
+            CREATE VIEW counted_runs (deployment, status, n) AS
+                SELECT deployment, status, n FROM run_tallies WHERE n > 0
+                UNION ALL
+                SELECT deployment, status, n FROM removed_runs;
+            -- The timeline's span (its first start, its last finish) and its lanes of failed
+            -- and running runs, looked up instead of scanned. Partial: a pending run, as every
+            -- run is when its deployment is made, is in none of them.
+            CREATE INDEX step_runs_started ON step_runs (deployment, started_at)
+                WHERE started_at IS NOT NULL;
+            CREATE INDEX step_runs_finished ON step_runs (deployment, finished_at)
+                WHERE finished_at IS NOT NULL;
+            CREATE INDEX step_runs_unsettled ON step_runs (deployment, status, node_id)
+                WHERE status IN ('running', 'failed');
+        ",
+    },
 ];
 
 /// The schema version this build writes.

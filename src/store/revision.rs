@@ -78,6 +78,10 @@ pub const UNWATCHED: &[Unwatched] = &[
         "step_runs",
         "a deployment's runs: each agent call moves one",
     ),
+    table(
+        "run_tallies",
+        "the runs counted by status: moves with every run",
+    ),
     table("deployment_states", "a running deployment's progress"),
     table("deployment_ran", "what a running deployment has started"),
     table("leases", "every DHCP packet writes one"),

@@ -1,8 +1,9 @@
 //! What people read of deployments (the CLI's `deployment list|show|logs` and its `--follow`):
-//! every deployment with how many of its runs stand in each status, counted in SQL without
-//! loading a run (the runs of nodes deleted since in their kept counts, `removed_runs`); and one deployment's runs filtered by node, task and status, without their
-//! arguments, dependencies, output and report when only their progress is wanted (a follower
-//! asks every second). No writes.
+//! every deployment with how many of its runs stand in each status, read from the tallies
+//! SQLite keeps as runs are written (`run_tallies`) without loading a run, the runs of nodes
+//! deleted since in their kept counts (`removed_runs`); and one deployment's runs filtered by
+//! node, task and status, without their arguments, dependencies, output and report when only
+//! their progress is wanted (a follower asks every second). No writes.
 
 use super::deployments::{
     DEPLOYMENT_COLUMNS, RUN_COLUMNS, RunCounts, deployment_from_row, run_from_row,
@@ -52,8 +53,8 @@ impl ReadTxn<'_> {
         let sql = format!(
             "WITH mine AS (SELECT id FROM deployments WHERE ?1 IS NULL OR cluster_id = ?1),
              every AS (
-               SELECT deployment, status, 1 AS n, 0 AS gone FROM step_runs
-               WHERE deployment IN mine
+               SELECT deployment, status, n, 0 AS gone FROM run_tallies
+               WHERE deployment IN mine AND n > 0
                UNION ALL
                SELECT deployment, status, n, n FROM removed_runs WHERE deployment IN mine),
              c AS (
@@ -96,7 +97,7 @@ impl ReadTxn<'_> {
     pub fn run_counts(&self, deployment: i64) -> Result<RunCounts> {
         let mut c = RunCounts::default();
         self.count_by_status(
-            "SELECT status, COUNT(*) FROM step_runs WHERE deployment = ?1 GROUP BY status",
+            "SELECT status, n FROM run_tallies WHERE deployment = ?1 AND n > 0",
             deployment,
             |status, n| c.add(status, n),
         )?;
@@ -141,7 +142,7 @@ impl ReadTxn<'_> {
              WHERE deployment = ?1 AND (?2 IS NULL OR node_id = ?2)
                AND (?3 IS NULL OR task = ?3 OR interface || '.' || step = ?3)
                AND (?4 IS NULL OR instr(?4, ',' || status || ',') > 0)
-             ORDER BY node_id IS NOT NULL, node_id, seq, id
+             ORDER BY node_id, seq, id
              LIMIT ?5 OFFSET ?6",
             run_columns(filter.brief)
         );
