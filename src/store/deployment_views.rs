@@ -278,7 +278,7 @@ impl ReadTxn<'_> {
     pub fn run_lines(&self, deployment: i64) -> Result<Vec<RunLine>> {
         let sql = format!(
             "SELECT {LINE_COLUMNS} FROM step_runs WHERE deployment = ?1
-             ORDER BY node_id, seq, id"
+             ORDER BY node_id NULLS FIRST, seq, id"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([deployment], line_from_row)?;

@@ -366,13 +366,13 @@ impl ReadTxn<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Every run of a deployment, by node then order (sync-node runs first: SQLite sorts a
-    /// NULL `node_id` before every id). In the order of `step_runs_by_deployment`, so a page
-    /// of it (`runs_where`) is read from the index instead of sorting every run first.
+    /// Every run of a deployment, by node then order (sync-node runs first: `NULLS FIRST`,
+    /// SQLite's own order for ascending keys). In the order of `step_runs_by_deployment`, so
+    /// a page of it (`runs_where`) is read from the index instead of sorting every run first.
     pub fn runs(&self, deployment: i64) -> Result<Vec<Run>> {
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM step_runs WHERE deployment = ?1
-             ORDER BY node_id, seq, id"
+             ORDER BY node_id NULLS FIRST, seq, id"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let rows = stmt.query_map([deployment], run_from_row)?;

@@ -142,7 +142,7 @@ impl ReadTxn<'_> {
              WHERE deployment = ?1 AND (?2 IS NULL OR node_id = ?2)
                AND (?3 IS NULL OR task = ?3 OR interface || '.' || step = ?3)
                AND (?4 IS NULL OR instr(?4, ',' || status || ',') > 0)
-             ORDER BY node_id, seq, id
+             ORDER BY node_id NULLS FIRST, seq, id
              LIMIT ?5 OFFSET ?6",
             run_columns(filter.brief)
         );

@@ -224,14 +224,31 @@ pub async fn show(
     crate::http::big_json(move || {
         let (steps, next) = runs::paged(steps, offset, limit);
         let mut body = deployment_json_waiting(&d, counts, &waiting);
-        body["steps"] =
-            serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
         // The steps listed: deleted nodes' runs are counted, not listed.
         body["steps_total"] = json!(counts.listed());
         body["next_offset"] = json!(next);
-        Ok(caller.shown(body))
+        if caller.reads_whole() {
+            // Written straight from the runs: a page of 10,000 is not made a tree first.
+            return Ok(Shown::Whole { doc: body, steps });
+        }
+        body["steps"] =
+            serde_json::to_value(&steps).map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok(Shown::Masked(caller.shown(body)))
     })
     .await
+}
+
+/// A deployment with its page of runs, as [`show`] answers it: for an admin, the runs
+/// serialized as they are; for any other role, the whole document masked.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Shown {
+    Whole {
+        #[serde(flatten)]
+        doc: serde_json::Value,
+        steps: Vec<crate::store::Run>,
+    },
+    Masked(serde_json::Value),
 }
 
 /// `GET /api/v1/deployments/{id}` takes the runs' paging and `brief` as `/runs` does.
