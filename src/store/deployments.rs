@@ -766,9 +766,12 @@ impl WriteTxn<'_> {
 
     /// Fail every running run that has outlived its timeout. Returns how many.
     pub fn expire_runs(&self, now: i64) -> Result<usize> {
+        // Oldest first, which also keeps SQLite on step_runs_running (the running runs only):
+        // without the order it scanned step_runs_started (every run ever started: 200,000
+        // at 10,000 nodes) once a second.
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM step_runs
-             WHERE status = 'running' AND started_at + timeout_s < ?1"
+             WHERE status = 'running' AND started_at + timeout_s < ?1 ORDER BY started_at"
         ))?;
         let late: Vec<Run> = stmt
             .query_map([now], run_from_row)?
