@@ -165,24 +165,31 @@ impl ReadTxn<'_> {
     /// counted and bounded by SQL, with only the kept lanes' runs read.
     pub fn timeline_runs(&self, deployment: i64, max_lanes: usize) -> Result<TimelineRuns> {
         let counts = self.run_counts(deployment)?;
-        // Each an index lookup (step_runs_started, step_runs_finished), not a scan.
+        // Each an index lookup (step_runs_started, step_runs_finished: their status lists are
+        // repeated here, which is what lets SQLite use them), not a scan.
         let first_start: Option<i64> = self
             .conn
             .prepare_cached(
                 "SELECT MIN(started_at) FROM step_runs
-                 WHERE deployment = ?1 AND started_at IS NOT NULL",
+                 WHERE deployment = ?1 AND status IN ('running', 'ok', 'failed')",
             )?
             .query_row([deployment], |r| r.get(0))?;
         let last_finish: Option<i64> = self
             .conn
             .prepare_cached(
                 "SELECT MAX(finished_at) FROM step_runs
-                 WHERE deployment = ?1 AND finished_at IS NOT NULL",
+                 WHERE deployment = ?1 AND status IN ('ok', 'failed')",
             )?
             .query_row([deployment], |r| r.get(0))?;
-        // The lanes (the sync node's and each node's) counted by stepping from one node to the
-        // next in step_runs_by_deployment: a seek per node, not a read of each of its runs.
-        let lanes: i64 = self
+        let sync: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM step_runs WHERE deployment = ?1 AND node_id IS NULL)",
+            )?
+            .query_row([deployment], |r| r.get(0))?;
+        // The nodes' lanes counted by stepping from one node to the next in
+        // step_runs_by_deployment: a seek per node, not a read of each of its runs.
+        let nodes: i64 = self
             .conn
             .prepare_cached(
                 "WITH RECURSIVE lane(node) AS (
@@ -191,12 +198,11 @@ impl ReadTxn<'_> {
                    SELECT (SELECT MIN(node_id) FROM step_runs
                            WHERE deployment = ?1 AND node_id > lane.node)
                    FROM lane WHERE lane.node IS NOT NULL)
-                 SELECT COUNT(node) + EXISTS (SELECT 1 FROM step_runs
-                                              WHERE deployment = ?1 AND node_id IS NULL)
-                 FROM lane",
+                 SELECT COUNT(node) FROM lane",
             )?
             .query_row([deployment], |r| r.get(0))?;
-        let kept = self.kept_lanes(deployment, max_lanes, lanes > 0)?;
+        let lanes = nodes + i64::from(sync);
+        let kept = self.kept_lanes(deployment, max_lanes, sync)?;
         let mut lines = Vec::new();
         let sync_sql = format!(
             "SELECT {LINE_COLUMNS} FROM step_runs WHERE deployment = ?1 AND node_id IS NULL
@@ -224,22 +230,19 @@ impl ReadTxn<'_> {
         })
     }
 
-    /// The lanes a timeline of at most `max_lanes` draws: the sync node's first, then nodes
-    /// with a failed run, then nodes with a running one, then the others, each by id. The
-    /// failed and running ones come from `step_runs_unsettled` and the others from
-    /// `step_runs_by_deployment` in node order, read only until the lanes are full.
-    fn kept_lanes(&self, deployment: i64, max_lanes: usize, any: bool) -> Result<Vec<Option<i64>>> {
+    /// The lanes a timeline of at most `max_lanes` draws: the sync node's first (`sync`: the
+    /// deployment has one), then nodes with a failed run, then nodes with a running one, then
+    /// the others, each by id. The failed and running ones come from `step_runs_unsettled` and
+    /// the others from `step_runs_by_deployment` in node order, read only until the lanes are
+    /// full.
+    fn kept_lanes(
+        &self,
+        deployment: i64,
+        max_lanes: usize,
+        sync: bool,
+    ) -> Result<Vec<Option<i64>>> {
         let mut kept: Vec<Option<i64>> = Vec::new();
-        if !any || max_lanes == 0 {
-            return Ok(kept);
-        }
-        let sync: bool = self
-            .conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM step_runs WHERE deployment = ?1 AND node_id IS NULL)",
-            )?
-            .query_row([deployment], |r| r.get(0))?;
-        if sync {
+        if sync && max_lanes > 0 {
             kept.push(None);
         }
         let mut chosen = std::collections::HashSet::new();
@@ -522,10 +525,9 @@ mod tests {
     #[test]
     fn kept_lanes_put_failed_then_running_nodes_first() {
         let (_dir, store) = seeded();
-        store
-            .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
+        crate::store::testing::exec(
+            &store,
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
                      VALUES (3, '52:54:00:00:00:03', 'node-3', 'ready', 1, 1);
                      INSERT INTO step_runs (id, deployment, node_id, seq, interface, step,
                        args, deps, timeout_s, status, attempt, started_at, runs_on) VALUES
@@ -533,10 +535,7 @@ mod tests {
                         'os'),
                        (7, 10, 2, 2, 'deploy', 'run_tasks', '{}', '[]', 1, 'running', 1, 152,
                         'os');",
-                )?;
-                Ok(())
-            })
-            .unwrap();
+        );
         let lanes = |max| -> Vec<Option<i64>> {
             let t = store.read(|r| r.timeline_runs(10, max)).unwrap();
             let mut l: Vec<Option<i64>> = t.lines.iter().map(|l| l.node_id).collect();
@@ -601,7 +600,7 @@ mod tests {
                 .unwrap();
         };
         check("seeded");
-        let sql = |s: &str| store.write(|tx| Ok(tx.conn.execute_batch(s)?)).unwrap();
+        let sql = |s: &str| crate::store::testing::exec(&store, s);
         sql("UPDATE step_runs SET status = 'running', started_at = 300 WHERE id = 4");
         check("claimed");
         sql("UPDATE step_runs SET status = 'ok', finished_at = 301 WHERE id = 4");

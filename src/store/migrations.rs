@@ -840,12 +840,17 @@ pub const MIGRATIONS: &[Migration] = &[
                 UNION ALL
                 SELECT deployment, status, n FROM removed_runs;
             -- The timeline's span (its first start, its last finish) and its lanes of failed
-            -- and running runs, looked up instead of scanned. Partial: a pending run, as every
-            -- run is when its deployment is made, is in none of them.
+            -- and running runs, looked up instead of scanned. Partial: a pending or skipped
+            -- run, as nearly every run is when its deployment is made, is in none of them.
+            -- Each is named by a status list that only the queries meant for it repeat
+            -- (SQLite uses a partial index only for a query that has its very term, or one
+            -- that implies an `IS NOT NULL`): with `started_at IS NOT NULL` the timeout
+            -- watcher's `started_at + timeout_s < ?` scanned every started run through it.
+            -- A run has a start once taken (running, then ok or failed) and an end once done.
             CREATE INDEX step_runs_started ON step_runs (deployment, started_at)
-                WHERE started_at IS NOT NULL;
+                WHERE status IN ('running', 'ok', 'failed');
             CREATE INDEX step_runs_finished ON step_runs (deployment, finished_at)
-                WHERE finished_at IS NOT NULL;
+                WHERE status IN ('ok', 'failed');
             CREATE INDEX step_runs_unsettled ON step_runs (deployment, status, node_id)
                 WHERE status IN ('running', 'failed');
         ",
@@ -1400,6 +1405,26 @@ mod tests {
     /// parent row, which SQLite answers by looking up its children (`ON DELETE CASCADE`, and
     /// the check of every other reference), and reading a parent's children would otherwise
     /// scan the whole child table: a node's removal scanned every address of every node.
+    /// A partial index serves the queries that name it and no other: the timeout watcher
+    /// (once a second, on the writer) reads the running runs through `step_runs_running`, not
+    /// through the timeline's `step_runs_started`, which holds every run ever started.
+    #[test]
+    fn the_timeout_watcher_reads_only_the_running_runs() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT id FROM step_runs WHERE {}",
+                super::super::deployments::EXPIRED
+            ))
+            .unwrap()
+            .query_map([0], |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(plan, ["SCAN step_runs USING INDEX step_runs_running"]);
+    }
+
     #[test]
     fn every_foreign_key_is_indexed() {
         let mut conn = Connection::open_in_memory().unwrap();
