@@ -382,10 +382,9 @@ pub(crate) mod testing {
     pub(crate) fn store_with_cluster() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        store
-            .write(|tx| {
-                tx.conn.execute_batch(
-                    "INSERT INTO plugins (id, name, version, title, package_version, description,
+        exec(
+            &store,
+            "INSERT INTO plugins (id, name, version, title, package_version, description,
                        is_release, path, diagnostics, manifest, installed_at)
                      VALUES (1, 'r', '1.0.0', 'r', '5.0.0', '', 1, '/x', '[]', '{}', 1);
                      INSERT INTO releases (id, plugin_id, name, version, operating_system,
@@ -393,10 +392,14 @@ pub(crate) mod testing {
                      VALUES (1, 1, 'r', 'newton-10.0', 'ubuntu', '', 'available', '{}');
                      INSERT INTO clusters (id, name, release_id, status, net_segment_type,
                        created_at) VALUES (1, 'env', 1, 'new', 'vlan', 1);",
-                )?;
-                Ok(())
-            })
-            .unwrap();
+        );
         (dir, store)
+    }
+
+    /// Run `sql` (statements as a test seeds or changes them) in one write transaction.
+    pub(crate) fn exec(store: &Store, sql: &str) {
+        store
+            .write(|tx| Ok(tx.conn.execute_batch(sql)?))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 }

@@ -139,14 +139,7 @@ mod tests {
     #[test]
     fn watched_changes_move_it_and_unwatched_or_no_op_ones_do_not() {
         let (_dir, store) = store_with_cluster();
-        let write = |sql: &str| {
-            store
-                .write(|tx| {
-                    tx.conn.execute_batch(sql)?;
-                    Ok(())
-                })
-                .unwrap();
-        };
+        let write = |sql: &str| crate::store::testing::exec(&store, sql);
         write(
             "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at)
              VALUES (7, '52:54:00:00:00:07', 'node-7', 'discover', 1, 1)",
