@@ -852,21 +852,51 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 33,
-        name: "step_runs_span_by_status",
+        name: "run_tallies_span",
         sql: "
-            -- The timeline's span indexes, named by status lists that only the timeline's
-            -- queries repeat. SQLite uses a partial index for a query that has its very term
-            -- or implies it, and `started_at + timeout_s < ?` implies `started_at IS NOT
-            -- NULL`: the timeout watcher (once a second, on the writer) scanned every run ever
-            -- started through step_runs_started (200,000 after a 10,000-node deployment)
-            -- instead of the running ones through step_runs_running. A run has a start once
-            -- taken (running, then ok or failed) and an end once done.
+            -- The timeline's span (when a deployment's first run started and its last ended)
+            -- kept in the tallies' rows by the same triggers, instead of in the partial indexes
+            -- step_runs_started and step_runs_finished. Those cost every run's two status
+            -- writes four more B-tree changes: 13 µs a run without them, 35 µs with them and
+            -- the tallies, 19 µs with the tallies alone (sqlite3 on a 10,000-node database),
+            -- all on the one writer the agents wait for; and SQLite used step_runs_started for
+            -- the timeout watcher's `started_at + timeout_s < ?`, which implies `started_at IS
+            -- NOT NULL`: every run ever started scanned once a second. A tally row's span is
+            -- the earliest start and latest end of any run written in its status, kept when
+            -- the run moves on (a retried run's earlier attempt still counts).
             DROP INDEX step_runs_started;
             DROP INDEX step_runs_finished;
-            CREATE INDEX step_runs_started ON step_runs (deployment, started_at)
-                WHERE status IN ('running', 'ok', 'failed');
-            CREATE INDEX step_runs_finished ON step_runs (deployment, finished_at)
-                WHERE status IN ('ok', 'failed');
+            ALTER TABLE run_tallies ADD COLUMN first_start INTEGER;
+            ALTER TABLE run_tallies ADD COLUMN last_finish INTEGER;
+            UPDATE run_tallies SET first_start = g.first_start, last_finish = g.last_finish
+                FROM (SELECT deployment, status, MIN(started_at) AS first_start,
+                             MAX(finished_at) AS last_finish
+                      FROM step_runs GROUP BY deployment, status) AS g
+                WHERE g.deployment = run_tallies.deployment AND g.status = run_tallies.status;
+            DROP TRIGGER run_tallies_insert;
+            DROP TRIGGER run_tallies_update;
+            CREATE TRIGGER run_tallies_insert AFTER INSERT ON step_runs BEGIN
+                INSERT INTO run_tallies (deployment, status, n, first_start, last_finish)
+                    VALUES (new.deployment, new.status, 1, new.started_at, new.finished_at)
+                    ON CONFLICT (deployment, status) DO UPDATE SET n = n + 1,
+                        first_start = min(coalesce(first_start, excluded.first_start),
+                                          coalesce(excluded.first_start, first_start)),
+                        last_finish = max(coalesce(last_finish, excluded.last_finish),
+                                          coalesce(excluded.last_finish, last_finish));
+            END;
+            CREATE TRIGGER run_tallies_update AFTER UPDATE OF deployment, status ON step_runs
+                WHEN old.deployment IS NOT new.deployment OR old.status IS NOT new.status
+            BEGIN
+                UPDATE run_tallies SET n = n - 1
+                    WHERE deployment = old.deployment AND status = old.status;
+                INSERT INTO run_tallies (deployment, status, n, first_start, last_finish)
+                    VALUES (new.deployment, new.status, 1, new.started_at, new.finished_at)
+                    ON CONFLICT (deployment, status) DO UPDATE SET n = n + 1,
+                        first_start = min(coalesce(first_start, excluded.first_start),
+                                          coalesce(excluded.first_start, first_start)),
+                        last_finish = max(coalesce(last_finish, excluded.last_finish),
+                                          coalesce(excluded.last_finish, last_finish));
+            END;
         ",
     },
 ];
@@ -1415,9 +1445,57 @@ mod tests {
         assert_eq!(left, 0, "a node's documents go with it");
     }
 
-    /// A partial index serves the queries that name it and no other: the timeout watcher
-    /// (once a second, on the writer) reads the running runs through `step_runs_running`, not
-    /// through the timeline's `step_runs_started`, which holds every run ever started.
+    /// Migration 33 fills the tallies' span from the runs a database already has, and its
+    /// triggers keep it as runs are written; the partial indexes on the runs' times are gone.
+    #[test]
+    fn migration_33_keeps_the_span_with_the_tallies() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        migrate_to(&mut conn, 32).unwrap();
+        seed_environment(&conn);
+        conn.execute_batch(
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
+             VALUES (1, '52:54:00:00:00:01', 'n', 'ready', 1, 1, 1);
+             INSERT INTO deployments (id, cluster_id, status, created_at, name, graph_type)
+             VALUES (10, 1, 'running', 100, 'deployment', 'default');
+             INSERT INTO step_runs (id, deployment, node_id, seq, interface, step, args, deps,
+               timeout_s, status, attempt, started_at, finished_at, runs_on) VALUES
+               (1, 10, 1, 0, 'deploy', 'run_tasks', '{}', '[]', 1, 'ok', 1, 105, 120, 'os'),
+               (2, 10, 1, 1, 'deploy', 'run_tasks', '{}', '[]', 1, 'ok', 1, 103, 110, 'os'),
+               (3, 10, 1, 2, 'deploy', 'run_tasks', '{}', '[]', 1, 'pending', 0, NULL, NULL,
+                'os');",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, 33).unwrap(), 33);
+        let span = |conn: &Connection| -> (Option<i64>, Option<i64>) {
+            conn.query_row(
+                "SELECT MIN(first_start), MAX(last_finish) FROM run_tallies WHERE deployment = 10",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(span(&conn), (Some(103), Some(120)), "filled from the runs");
+        conn.execute_batch(
+            "UPDATE step_runs SET status = 'running', started_at = 101 WHERE id = 3;
+             UPDATE step_runs SET status = 'failed', finished_at = 130 WHERE id = 3;",
+        )
+        .unwrap();
+        assert_eq!(span(&conn), (Some(101), Some(130)), "kept by the triggers");
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master
+                 WHERE name IN ('step_runs_started', 'step_runs_finished')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 0);
+    }
+
+    /// The timeout watcher (once a second, on the writer) reads the running runs through
+    /// `step_runs_running`, and no other index: with schema 32's `step_runs_started` (every run
+    /// ever started, `WHERE started_at IS NOT NULL`) SQLite scanned that one instead.
     #[test]
     fn the_timeout_watcher_reads_only_the_running_runs() {
         let mut conn = Connection::open_in_memory().unwrap();
