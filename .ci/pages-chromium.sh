@@ -79,14 +79,42 @@ kill "$pid2" 2>/dev/null; wait "$pid2" 2>/dev/null || true; pid2=
 
 # The workflows, clicked through as a person would (.ci/browser-lifecycle.mjs), on a third
 # daemon with the bundled release and three simulated nodes that boot over loopback
-# (`--demo-nodes 3`); the plugin it uploads is built here by `stoker plugin build`.
+# (`--demo-nodes 3`); the plugin it uploads is built here by `stoker plugin build`. That daemon
+# runs under the shipped unit's system-call filter (.ci/unit-seccomp.py): a call the installed
+# service would be refused kills it (SIGSYS), and the workflows fail.
 cp .ci/browser-lifecycle.mjs "$node_dir/browser-lifecycle.mjs"
 "$stoker" plugin build .ci/browser-plugin --output "$work" >/dev/null
-"$stoker" serve --data-dir "$work/data3" --http-listen 127.0.0.1:0 --demo-nodes 3 2>"$work/log3" &
+if ! /usr/bin/python3 -c 'import seccomp' 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-seccomp >/dev/null
+  else
+    echo "python3-seccomp is not installed and cannot be installed here" >&2; exit 1
+  fi
+fi
+# Run as root, the launcher becomes the unit's user (or nobody), as the service runs: its data
+# directory and its copy of the binary are where that user reaches them.
+unit_stoker=$stoker
+if [ "$(id -u)" = 0 ]; then
+  chmod 755 "$work"
+  mkdir -p "$work/data3"
+  chown "$(id -u stoker 2>/dev/null || id -u nobody)" "$work/data3"
+  unit_stoker="$work/stoker"
+  install -m 0755 "$stoker" "$unit_stoker"
+fi
+.ci/unit-seccomp.py systemd/stoker.service \
+  "$unit_stoker" serve --data-dir "$work/data3" --http-listen 127.0.0.1:0 --demo-nodes 3 2>"$work/log3" &
 pid3=$!
 for _ in $(seq 100); do grep -q 'listening on http://' "$work/log3" && break; sleep 0.1; done
 base3=$(grep -o 'listening on http://[0-9.:]*' "$work/log3" | head -n1 | sed 's/listening on //')
 [ -n "$base3" ] || { cat "$work/log3"; echo "the third stoker did not start" >&2; exit 1; }
 node "$node_dir/browser-lifecycle.mjs" "$base3" "$(cat "$work/data3/initial-admin-password")" "$(cd "$OUT" && pwd)" \
-  "$work/browser-demo-1.0.0.fp" || { tail -n 40 "$work/log3"; exit 1; }
+  "$work/browser-demo-1.0.0.fp" || {
+  tail -n 40 "$work/log3"
+  if ! kill -0 "$pid3" 2>/dev/null; then
+    status=0; wait "$pid3" || status=$?; pid3=
+    [ "$status" = 159 ] && echo "the daemon was killed by systemd/stoker.service's SystemCallFilter (SIGSYS)" >&2
+  fi
+  exit 1
+}
+kill -0 "$pid3" 2>/dev/null || { echo "the third stoker is gone after the workflows" >&2; exit 1; }
 echo "screenshots in $OUT"

@@ -57,7 +57,33 @@ fn unit_is_hardened_and_notifies_readiness() {
         ("NoNewPrivileges", "yes"),
         ("PrivateTmp", "yes"),
         ("ProtectHome", "yes"),
+        ("SystemCallErrorNumber", "EPERM"),
     ] {
         assert_eq!(directive(&unit, key), [value], "{key}");
     }
+}
+
+/// Planning and the power sweep lower their own threads' priority (`setpriority`, in systemd's
+/// `@resources` group, which the unit otherwise denies): the filter must give it back after the
+/// deny line, or the installed daemon is refused the call at its first plan (killed, before
+/// `SystemCallErrorNumber=` was set). The groups that hold it are systemd's
+/// (`systemd-analyze syscall-filter @resources`); CI runs the dashboard's workflows on a daemon
+/// under the unit's real filter (`.ci/unit-seccomp.py`), which checks every other call too.
+#[test]
+fn the_filter_lets_background_work_lower_its_priority() {
+    let unit = unit();
+    let filters = directive(&unit, "SystemCallFilter");
+    let last = filters
+        .iter()
+        .rev()
+        .find(|f| {
+            f.trim_start_matches('~')
+                .split_whitespace()
+                .any(|t| ["setpriority", "@resources", "@system-service"].contains(&t))
+        })
+        .expect("a filter line that names setpriority or a group holding it");
+    assert!(
+        !last.starts_with('~'),
+        "setpriority is denied by the last filter line naming it: {last}"
+    );
 }
