@@ -53,8 +53,8 @@ impl RunLine {
 }
 
 /// A deployment as an environment's page draws it without reading every run (200,000 at
-/// 10,000 nodes): its counts per status, when its first run started and its last finished,
-/// how many lanes (nodes, and the sync node for stages) its runs are on, and the runs of only
+/// 10,000 nodes): its counts per status, when its first run started and its last finished
+/// (kept with the counts, so a retried run's earlier attempt still counts), how many lanes (nodes, and the sync node for stages) its runs are on, and the runs of only
 /// the lanes the timeline keeps, in [`ReadTxn::run_lines`]' order. The lanes kept are the
 /// timeline's: the sync node first, then nodes with a failed run, running ones, the rest, each
 /// by id.
