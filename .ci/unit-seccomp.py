@@ -99,8 +99,7 @@ def main():
         sys.exit(f"{unit}: no SystemCallFilter= to run under")
     if os.geteuid() == 0:
         become(user_of(unit) or "nobody")
-    kill = getattr(seccomp, "KILL_PROCESS", seccomp.KILL)
-    f = seccomp.SyscallFilter(defaction=kill)
+    f = seccomp.SyscallFilter(defaction=seccomp.KILL_PROCESS)
     for name in sorted(allow):
         try:
             f.add_rule(seccomp.ALLOW, name)
