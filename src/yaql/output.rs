@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::error::{ErrorKind, Result, YaqlError, err};
 use super::interp::{Interp, too_large};
@@ -18,7 +18,7 @@ fn unserializable(what: &str) -> YaqlError {
 /// Plain data: null, bool, int, float, str, list and dict with string keys.
 pub fn finalize(it: &Interp, v: &Value) -> Result<Value> {
     let mut budget = it.limits().memory_quota;
-    fin(it, v, &mut budget)
+    fin(it, v, &mut budget).map(|v| as_list(&v))
 }
 
 /// Containers smaller than this are finalised and compared afresh (cheaper than a lookup).
@@ -26,19 +26,112 @@ const MEMO_MIN: usize = 8;
 
 /// Finalised forms of immutable containers (dicts, lists, tuples holding only plain data),
 /// shared by evaluations over the same data, and the outcome of comparing two finalised
-/// containers. Keyed by the containers' addresses; every entry holds the containers it is
-/// about, so an address cannot be reused while the memo lives. Results, errors and budget
-/// charges are exactly those of finalising afresh.
+/// containers. Keyed by the containers' addresses. Results, errors and budget charges are
+/// exactly those of finalising afresh.
+///
+/// Under a memo, a container that is plain data already (string keys, finite numbers, no
+/// sets or views) is its own finalised form: a tuple stands for the list it would become and
+/// a frozen dict for the dict, so finalising the deployment data shared by thousands of
+/// nodes copies nothing. Consumers of memoised forms ([`final_eq`], [`to_json`], [`Json`],
+/// [`python_json`], the YAML writer) treat tuples as lists; [`finalize`]'s own result is a
+/// list at the top.
+///
+/// The memo holds its keys weakly: an entry does not keep its container (a node's data, say)
+/// alive after the evaluations that made it are gone, and the allocation it still pins
+/// cannot be reused, so an address names one container for as long as its entry lives.
+/// Entries whose containers are gone are dropped as the memo grows (each purge at twice the
+/// size the previous one left).
 #[derive(Default)]
 pub struct FinalMemo {
-    /// (address, item limit) → (the container, its finalised form, the budget it charged).
-    fin: RefCell<MemoMap<usize>>,
-    /// (address, address) → (both containers, whether they are equal).
-    eq: RefCell<MemoMap<bool>>,
+    /// (address, item limit) → the finalised form and the budget it charged.
+    fin: RefCell<Purged<Finalised>>,
+    /// (address, address) → whether the two finalised containers are equal.
+    eq: RefCell<Purged<Compared>>,
 }
 
-/// Two addresses (or an address and a limit) → two values kept alive, and what was learnt.
-type MemoMap<T> = HashMap<(usize, usize), (Value, Value, T), FxBuild>;
+/// A container the memo names without keeping it alive.
+enum Held {
+    Dict(Weak<super::value::Dict>),
+    Seq(Weak<[Value]>),
+}
+
+impl Held {
+    fn of(v: &Value) -> Option<Held> {
+        match v {
+            Value::Dict(d) => Some(Held::Dict(Rc::downgrade(d))),
+            Value::Tuple(t) | Value::List(t) => Some(Held::Seq(Rc::downgrade(t))),
+            _ => None,
+        }
+    }
+
+    fn alive(&self) -> bool {
+        match self {
+            Held::Dict(d) => d.strong_count() > 0,
+            Held::Seq(s) => s.strong_count() > 0,
+        }
+    }
+}
+
+/// A finalisation remembered: its container, and its form unless that is the container.
+struct Finalised {
+    key: Held,
+    copy: Option<Value>,
+    cost: usize,
+}
+
+/// A comparison remembered.
+struct Compared {
+    keys: (Held, Held),
+    equal: bool,
+}
+
+trait Alive {
+    fn alive(&self) -> bool;
+}
+
+impl Alive for Finalised {
+    fn alive(&self) -> bool {
+        self.key.alive()
+    }
+}
+
+impl Alive for Compared {
+    fn alive(&self) -> bool {
+        self.keys.0.alive() && self.keys.1.alive()
+    }
+}
+
+/// A memo map that drops the entries whose containers are gone when it has doubled.
+struct Purged<T> {
+    map: HashMap<(usize, usize), T, FxBuild>,
+    next_purge: usize,
+}
+
+impl<T> Default for Purged<T> {
+    fn default() -> Self {
+        Purged {
+            map: HashMap::default(),
+            next_purge: PURGE_MIN,
+        }
+    }
+}
+
+/// A memo map is not purged below this many entries.
+const PURGE_MIN: usize = 4096;
+
+impl<T: Alive> Purged<T> {
+    fn get(&self, k: &(usize, usize)) -> Option<&T> {
+        self.map.get(k)
+    }
+
+    fn insert(&mut self, k: (usize, usize), v: T) {
+        if self.map.len() >= self.next_purge {
+            self.map.retain(|_, e| e.alive());
+            self.next_purge = (self.map.len() * 2).max(PURGE_MIN);
+        }
+        self.map.insert(k, v);
+    }
+}
 
 /// The address of a container worth memoising.
 fn memo_key(v: &Value) -> Option<usize> {
@@ -66,12 +159,13 @@ fn eq_m(memo: &FinalMemo, a: &Value, b: &Value) -> bool {
         _ => None,
     };
     if let Some(k) = key
-        && let Some((_, _, r)) = memo.eq.borrow().get(&k)
+        && let Some(c) = memo.eq.borrow().get(&k)
     {
-        return *r;
+        return c.equal;
     }
     let r = match (a, b) {
-        (Value::List(x), Value::List(y)) => {
+        // Finalised sequences are lists; a memoised form may still be the tuple it stands for.
+        (Value::List(x) | Value::Tuple(x), Value::List(y) | Value::Tuple(y)) => {
             Rc::ptr_eq(x, y)
                 || (x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq_m(memo, p, q)))
         }
@@ -84,8 +178,16 @@ fn eq_m(memo: &FinalMemo, a: &Value, b: &Value) -> bool {
         }
         _ => super::value::py_eq(a, b),
     };
-    if let Some(k) = key {
-        memo.eq.borrow_mut().insert(k, (a.clone(), b.clone(), r));
+    if let Some(k) = key
+        && let (Some(x), Some(y)) = (Held::of(a), Held::of(b))
+    {
+        memo.eq.borrow_mut().insert(
+            k,
+            Compared {
+                keys: (x, y),
+                equal: r,
+            },
+        );
     }
     r
 }
@@ -116,23 +218,58 @@ fn fin_m(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)> {
         _ => None,
     };
     if let Some((m, k)) = &key
-        && let Some((_, out, cost)) = m.fin.borrow().get(k)
+        && let Some(f) = m.fin.borrow().get(k)
     {
-        charge(budget, *cost)?;
-        return Ok((out.clone(), true));
+        charge(budget, f.cost)?;
+        return Ok((f.copy.clone().unwrap_or_else(|| as_list(v)), true));
     }
     let before = *budget;
     let (out, pure) = fin_once(it, v, budget)?;
-    if pure && let Some((m, k)) = key {
-        m.fin
-            .borrow_mut()
-            .insert(k, (v.clone(), out.clone(), before - *budget));
+    if pure
+        && let Some((m, k)) = key
+        && let Some(held) = Held::of(v)
+    {
+        let copy = (!same(v, &out)).then(|| out.clone());
+        m.fin.borrow_mut().insert(
+            k,
+            Finalised {
+                key: held,
+                copy,
+                cost: before - *budget,
+            },
+        );
     }
     Ok((out, pure))
 }
 
+/// A container as its own finalised form: a tuple is the list it stands for.
+fn as_list(v: &Value) -> Value {
+    match v {
+        Value::Tuple(t) => Value::List(t.clone()),
+        _ => v.clone(),
+    }
+}
+
+/// Whether `out`, the finalised form of `v`, is `v` itself (a scalar, the same container, or
+/// the list a tuple stands for).
+fn same(v: &Value, out: &Value) -> bool {
+    match (v, out) {
+        (Value::Dict(x), Value::Dict(y)) => Rc::ptr_eq(x, y),
+        (Value::Tuple(x) | Value::List(x), Value::Tuple(y) | Value::List(y)) => Rc::ptr_eq(x, y),
+        (Value::Null, Value::Null)
+        | (Value::Bool(_), Value::Bool(_))
+        | (Value::Int(_), Value::Int(_))
+        | (Value::Float(_), Value::Float(_))
+        | (Value::Str(_), Value::Str(_)) => true,
+        _ => false,
+    }
+}
+
 fn fin_once(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)> {
     let limit = it.limits().max_items;
+    // Under a memo, plain containers are their own finalised forms (see [`FinalMemo`]):
+    // nothing is copied until an item's form differs from the item.
+    let share = it.0.memo.is_some();
     charge(
         budget,
         16 + match v {
@@ -153,19 +290,29 @@ fn fin_once(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)>
             if d.map.len() > limit {
                 return Err(too_large(limit));
             }
-            let mut out = Vec::with_capacity(d.map.len());
+            let mut out = (!share).then(|| Vec::with_capacity(d.map.len()));
             let mut pure = true;
-            for (k, val) in &d.map {
-                let (k, pk) = fin_m(it, k, budget)?;
-                let k = match k {
-                    Value::Str(_) => k,
+            for (i, (k, val)) in d.map.iter().enumerate() {
+                let (fk, pk) = fin_m(it, k, budget)?;
+                let fk = match fk {
+                    Value::Str(_) => fk,
                     k => Value::string(json_key(&k)?),
                 };
-                let (val, pv) = fin_m(it, val, budget)?;
+                let (fv, pv) = fin_m(it, val, budget)?;
                 pure &= pk && pv;
-                out.push((k, val));
+                if out.is_none() && !(same(k, &fk) && same(val, &fv)) {
+                    let mut copy = Vec::with_capacity(d.map.len());
+                    copy.extend(d.map.iter().take(i).map(|(k, v)| (k.clone(), v.clone())));
+                    out = Some(copy);
+                }
+                if let Some(o) = &mut out {
+                    o.push((fk, fv));
+                }
             }
-            Ok((Value::dict(Map::from_entries(out)), pure))
+            Ok(match out {
+                Some(o) => (Value::dict(Map::from_entries(o)), pure),
+                None => (v.clone(), pure),
+            })
         }
         Value::Set(_) => {
             let items = v.set_items().unwrap_or_default();
@@ -183,14 +330,24 @@ fn fin_once(it: &Interp, v: &Value, budget: &mut usize) -> Result<(Value, bool)>
             if t.len() > limit {
                 return Err(too_large(limit));
             }
-            let mut out = Vec::with_capacity(t.len());
+            let mut out = (!share).then(|| Vec::with_capacity(t.len()));
             let mut pure = true;
-            for x in t.iter() {
-                let (x, px) = fin_m(it, x, budget)?;
+            for (i, x) in t.iter().enumerate() {
+                let (fx, px) = fin_m(it, x, budget)?;
                 pure &= px;
-                out.push(x);
+                if out.is_none() && !same(x, &fx) {
+                    let mut copy = Vec::with_capacity(t.len());
+                    copy.extend(t.iter().take(i).cloned());
+                    out = Some(copy);
+                }
+                if let Some(o) = &mut out {
+                    o.push(fx);
+                }
             }
-            Ok((Value::list(out), pure))
+            Ok(match out {
+                Some(o) => (Value::list(o), pure),
+                None => (Value::List(t.clone()), pure),
+            })
         }
         Value::Keys(_)
         | Value::Items(_)
@@ -435,6 +592,9 @@ mod tests {
         let shared = from_json(&json!({"nodes": nodes, "net": {"a": 1, "b": [1, 2, 3]}}));
         let old_same = from_json(&json!({"nodes": nodes, "net": {"a": 1, "b": [1, 2, 3]}}));
         let old_other = from_json(&json!({"nodes": nodes[1..], "net": {"a": 1}}));
+        // The same data with lists where JSON gives tuples, and mutable dicts: what
+        // expressions build. Finalised, both are lists and dicts.
+        let old_lists = as_lists(&old_same);
         let exprs = [
             "changed($.nodes)",
             "changed($.net)",
@@ -442,6 +602,11 @@ mod tests {
             "changedAny($.nodes, $.net)",
             "$.nodes.len()",
             "'3' in added($.nodes).uid",
+            "changed($.nodes.select($))",
+            "changed($.nodes.toSet())",
+            "changed($.net.b.toList())",
+            "$.nodes.where($.uid = '1')",
+            "toJson($.net)",
         ];
         for limits in [
             Limits::default(),
@@ -452,7 +617,7 @@ mod tests {
         ] {
             let engine = Engine::new(limits);
             let memo = Rc::new(FinalMemo::default());
-            for old in [&old_same, &old_other, &Value::Null] {
+            for old in [&old_same, &old_other, &old_lists, &Value::Null] {
                 for round in 0..3 {
                     for e in exprs {
                         let plain = Context::from_value(shared.clone()).with_old_value(old.clone());
@@ -475,5 +640,90 @@ mod tests {
             let e = engine.eval("changed($.nodes)", &ctx).unwrap_err();
             assert!(e.to_string().contains("too much memory"), "{e}");
         }
+    }
+
+    /// `v` with every tuple a list and every dict mutable.
+    fn as_lists(v: &Value) -> Value {
+        match v {
+            Value::Tuple(t) | Value::List(t) => Value::list(t.iter().map(as_lists).collect()),
+            Value::Dict(d) => Value::dict(
+                d.map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), as_lists(v)))
+                    .collect(),
+            ),
+            v => v.clone(),
+        }
+    }
+
+    /// Under a memo, plain data is its own finalised form: the shared deployment data of a
+    /// plan is not copied once per evaluation (nor once per plan), and a tuple at the top of
+    /// a result is still given as a list.
+    #[test]
+    fn a_memo_finalises_plain_data_without_copying_it() {
+        let data = from_json(
+            &json!({"nodes": (0..20).map(|i| json!({"uid": i})).collect::<Vec<_>>(), "set": [1, 2, 3, 4, 5, 6, 7, 8, 9]}),
+        );
+        let engine = Engine::new(Limits::default());
+        let ctx = Context::from_value(data.clone()).with_memo(Rc::new(FinalMemo::default()));
+        let Value::Dict(d) = &data else { panic!() };
+        let nodes = d.map.get(&Value::string("nodes".into())).cloned();
+        let Some(Value::Tuple(nodes)) = nodes else {
+            panic!("{nodes:?}")
+        };
+        for _ in 0..2 {
+            match engine.eval("$.nodes", &ctx).unwrap() {
+                Value::List(got) => assert!(Rc::ptr_eq(&got, &nodes)),
+                other => panic!("{other:?}"),
+            }
+            match engine.eval("$", &ctx).unwrap() {
+                Value::Dict(got) => assert!(Rc::ptr_eq(&got, d)),
+                other => panic!("{other:?}"),
+            }
+        }
+        // A set inside is sorted into a new list, and its container copied.
+        let got = engine.eval("$.set(set => $.set.toSet())", &ctx);
+        let got = got.unwrap().to_json().unwrap();
+        assert_eq!(got["set"], json!([1, 2, 3, 4, 5, 6, 7, 8, 9]));
+        // Without a memo, results are lists and dicts made afresh, as before.
+        let plain = Context::from_value(data.clone());
+        match engine.eval("$.nodes", &plain).unwrap() {
+            Value::List(got) => assert!(!Rc::ptr_eq(&got, &nodes)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The memo does not keep the data it finalised alive: each node's data is freed when its
+    /// evaluations are done, not when the plan is.
+    #[test]
+    fn a_memo_does_not_keep_finalised_data_alive() {
+        let engine = Engine::new(Limits::default());
+        let memo = Rc::new(FinalMemo::default());
+        let mut gone = Vec::new();
+        for n in 0..3000 {
+            let node = from_json(
+                &json!({"uid": n, "scheme": (0..10).map(|i| json!({"i": i, "n": n})).collect::<Vec<_>>()}),
+            );
+            let old = from_json(
+                &json!({"uid": n, "scheme": (0..10).map(|i| json!({"i": i})).collect::<Vec<_>>()}),
+            );
+            let ctx = Context::from_value(node.clone())
+                .with_old_value(old)
+                .with_memo(memo.clone());
+            assert_eq!(
+                engine.eval("changed($.scheme)", &ctx).unwrap(),
+                Value::Bool(true)
+            );
+            assert_eq!(
+                engine.eval("changed($.scheme)", &ctx).unwrap(),
+                Value::Bool(true)
+            );
+            let Value::Dict(d) = &node else { panic!() };
+            gone.push(Rc::downgrade(d));
+        }
+        assert!(gone.iter().all(|w| w.strong_count() == 0));
+        // Entries for the dead ones are dropped as the memo grows.
+        assert!(memo.fin.borrow().map.len() < 2 * super::PURGE_MIN + 2);
+        assert!(memo.eq.borrow().map.len() < 2 * super::PURGE_MIN + 2);
     }
 }
