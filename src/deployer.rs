@@ -366,7 +366,7 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
             NewDeployment {
                 cluster_id,
                 plan: &env.plan,
-                runs: &runs,
+                runs,
                 release: if scope.dry_run {
                     Vec::new()
                 } else {
@@ -426,7 +426,7 @@ fn transaction_data(
     #[derive(serde::Serialize)]
     struct Info<'a> {
         common: &'a serde_json::Value,
-        nodes: BTreeMap<&'a str, &'a serde_json::Value>,
+        nodes: BTreeMap<&'a str, &'a crate::engine::graph::data::Part>,
     }
     let info = deploys.map(|(plan, ids)| Info {
         common: &plan.data.common,
@@ -615,7 +615,7 @@ pub fn reset(
         NewDeployment {
             cluster_id,
             plan: &plan.plan,
-            runs: &runs,
+            runs,
             release: Vec::new(),
             record: false,
             dry_run: false,

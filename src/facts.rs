@@ -263,7 +263,7 @@ pub fn defaults(
                         .iter()
                         .any(|n| n.id.to_string() == **uid && chosen(n.id, n.pending_deletion))
                 })
-                .map(|(_, facts)| facts.clone())
+                .map(|(_, facts)| facts.value())
                 .collect();
             Ok(compatible(Some(&plan.data.common), picked, split))
         }

@@ -16,8 +16,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::{Serialize, Serializer};
 use serde_json::{Value as J, json};
 
+use super::graph::plan::Shared;
 use super::graph::{Group, Plan, Status, Step};
 use super::steps::{Location, PlannedStep};
 
@@ -71,7 +73,7 @@ pub struct NewRun {
     /// The graph task, for `deploy.run_tasks` runs and stages.
     pub task: Option<String>,
     /// Step arguments; for a graph task `{"task": {id, type, parameters}}`.
-    pub args: J,
+    pub args: Args,
     pub deps: Vec<usize>,
     pub concurrency: Option<String>,
     pub max_parallel: Option<u64>,
@@ -80,6 +82,68 @@ pub struct NewRun {
     pub reason: Option<String>,
     /// Where it runs: which agent of the node may take it (the master completes its own).
     pub runs_on: Location,
+}
+
+/// A run's step arguments. A graph task's are `{"task": {id, type, parameters}}` with the
+/// plan's own parameters (one value shared by every node they are the same on, and kept by
+/// the plan anyway), written out when the run is stored instead of copied into each of a
+/// deployment's hundreds of thousands of runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Args {
+    Json(J),
+    Task {
+        id: String,
+        ty: String,
+        parameters: Option<Shared>,
+    },
+}
+
+impl Args {
+    /// As a JSON value.
+    pub fn to_json(&self) -> J {
+        match self {
+            Args::Json(j) => j.clone(),
+            Args::Task { id, ty, parameters } => json!({"task": {
+                "id": id,
+                "type": ty,
+                "parameters": parameters.as_ref().map_or(J::Null, |p| (*p.0).clone()),
+            }}),
+        }
+    }
+
+    /// As JSON text: [`Args::to_json`]'s, written without making the value.
+    pub fn text(&self) -> String {
+        // Writing JSON values into a String cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Args {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The task's keys in the order a JSON object (sorted keys) writes them.
+        #[derive(Serialize)]
+        struct Task<'a> {
+            id: &'a str,
+            parameters: Option<&'a Shared>,
+            #[serde(rename = "type")]
+            ty: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Outer<'a> {
+            task: Task<'a>,
+        }
+        match self {
+            Args::Json(j) => j.serialize(s),
+            Args::Task { id, ty, parameters } => Outer {
+                task: Task {
+                    id,
+                    parameters: parameters.as_ref(),
+                    ty,
+                },
+            }
+            .serialize(s),
+        }
+    }
 }
 
 /// Knobs of [`runs_for`].
@@ -144,11 +208,11 @@ fn task_run(
         }
         .to_string(),
         task: Some(t.id.clone()),
-        args: json!({"task": {
-            "id": t.id,
-            "type": t.ty,
-            "parameters": params.cloned().unwrap_or(J::Null),
-        }}),
+        args: Args::Task {
+            id: t.id.clone(),
+            ty: t.ty.clone(),
+            parameters: t.parameters.clone(),
+        },
         deps: Vec::new(),
         concurrency: limit.map(|_| format!("task:{}", t.id)),
         max_parallel: limit,
@@ -181,7 +245,7 @@ fn barrier_run(g: &Group, seq: u32, opts: &RunOptions) -> NewRun {
         interface: "deploy".to_string(),
         step: "barrier".to_string(),
         task: Some(g.id.clone()),
-        args: json!({"group": {"id": g.id, "task": g.task, "roles": g.roles}}),
+        args: Args::Json(json!({"group": {"id": g.id, "task": g.task, "roles": g.roles}})),
         deps: Vec::new(),
         concurrency: None,
         max_parallel: None,
@@ -202,7 +266,7 @@ fn step_run(node: i64, s: &PlannedStep, seq: u32, opts: &RunOptions) -> NewRun {
         interface: s.interface.as_str().to_string(),
         step: s.step.clone(),
         task: None,
-        args: J::Object(s.args.clone()),
+        args: Args::Json(J::Object(s.args.clone())),
         deps: Vec::new(),
         concurrency: capped.then(|| "provision".to_string()),
         max_parallel: capped.then_some(opts.max_provisioning),
@@ -332,6 +396,60 @@ pub enum Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's arguments are written as the JSON value they stand for, a task's parameters
+    /// shared with the plan rather than copied.
+    #[test]
+    fn arguments_are_written_as_their_json() {
+        let params = Shared(std::sync::Arc::new(
+            json!({"cmd": "x", "timeout": 42, "nested": {"b": [1, 2.5, null], "a": "é\"q"}}),
+        ));
+        let cases = [
+            Args::Task {
+                id: "netconfig".into(),
+                ty: "puppet".into(),
+                parameters: Some(params.clone()),
+            },
+            Args::Task {
+                id: "stage".into(),
+                ty: "stage".into(),
+                parameters: None,
+            },
+            Args::Json(json!({"group": {"id": "a@b", "task": "a", "roles": "b"}})),
+            Args::Json(J::Null),
+        ];
+        for a in cases {
+            assert_eq!(a.text(), a.to_json().to_string());
+            let back: J = serde_json::from_str(&a.text()).unwrap();
+            assert_eq!(back, a.to_json());
+        }
+        let Args::Task { parameters, .. } = task_run(
+            Some(1),
+            "1",
+            &Step {
+                id: "netconfig".into(),
+                ty: "puppet".into(),
+                status: Status::Run,
+                reason: None,
+                order: 0,
+                source: String::new(),
+                parameters: Some(params.clone()),
+                fail_on_error: true,
+                strategy: None,
+                compared_with: None,
+                requires: vec![],
+                requires_groups: vec![],
+            },
+            0,
+            &RunOptions::default(),
+        )
+        .0
+        .args
+        else {
+            panic!("a task run's arguments are a task's");
+        };
+        assert!(std::sync::Arc::ptr_eq(&parameters.unwrap().0, &params.0));
+    }
 
     #[test]
     fn a_plan_and_steps_expand_into_ordered_runs_with_cross_node_waits() {

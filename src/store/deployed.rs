@@ -200,7 +200,10 @@ mod tests {
             common: serde_json::json!({"a": 1}),
             nodes: nodes
                 .iter()
-                .map(|n| (n.to_string(), serde_json::json!({"uid": n})))
+                .map(|n| {
+                    let part = serde_json::json!({"uid": n});
+                    (n.to_string(), crate::engine::graph::data::Part::of(&part))
+                })
                 .collect(),
         }
     }

@@ -8,7 +8,7 @@
 //!    ids its runs will have (creations are serialized by `Store::creating`, so nothing else
 //!    takes them meanwhile);
 //! 2. off the writer: what its success adds to the deployed state (the engine's
-//!    [`Change`]: the tasks it runs and its data for their nodes; the current state is not
+//!    [`ChangeOf`]: the tasks it runs and its data for their nodes; the current state is not
 //!    read), the rows, and the deployment's [`Schedule`], built from the rows in memory;
 //! 3. the runs and the tasks in parts of [`PART`] rows;
 //! 4. one short transaction makes it `running`, installs the schedule, releases the nodes that
@@ -23,7 +23,7 @@ use std::collections::HashSet;
 use serde_json::Value as J;
 
 use super::{Deployment, GroupWriter, Result, Store, StoreError, WriteTxn};
-use crate::engine::graph::{Change, Plan};
+use crate::engine::graph::{ChangeOf, Plan};
 use crate::engine::orchestrate::{NewRun, RunStatus, RunView};
 use crate::engine::schedule::Schedule;
 use crate::engine::steps::Location;
@@ -36,8 +36,9 @@ const PART: usize = 1_000;
 pub struct NewDeployment<'a> {
     pub cluster_id: i64,
     pub plan: &'a Plan,
-    /// Its runs; `deps` are indices into it.
-    pub runs: &'a [NewRun],
+    /// Its runs; `deps` are indices into it. Consumed as they are written: a run's arguments
+    /// become text one part at a time.
+    pub runs: Vec<NewRun>,
     /// Nodes that leave the environment as it starts (pending deletion, no deletion graph).
     pub release: Vec<i64>,
     /// Whether its success becomes the environment's deployed state (the deployment graph's
@@ -123,11 +124,11 @@ impl Store {
                 .filter(|r| r.status != RunStatus::Skipped)
                 .filter_map(|r| Some((r.node?.to_string(), r.task.as_deref()?)))
                 .collect();
-            Change::of(new.plan, |uid, task| {
+            ChangeOf::of(new.plan, |uid, task| {
                 runs.contains(&(uid.to_string(), task))
             })
         } else {
-            Change::default()
+            ChangeOf::default()
         };
         let snapshot = match &change.snapshot {
             Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
@@ -136,10 +137,28 @@ impl Store {
             })?),
             None => None,
         };
-        let rows = rows(new.runs, first);
-        let schedule = Schedule::new(rows.iter().map(Row::view).collect());
-        let total = rows.len();
-        in_parts(writer, rows, move |tx, part| tx.insert_runs(dep, part))?;
+        let total = new.runs.len();
+        let schedule = Schedule::new(
+            new.runs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| view(r, first + i as i64, first, total))
+                .collect(),
+        );
+        // Rows are made a part at a time (their arguments' text off the writer), each run
+        // dropped as its row is made.
+        let mut runs = std::mem::take(&mut new.runs).into_iter().enumerate();
+        loop {
+            let part: Vec<Row> = runs
+                .by_ref()
+                .take(PART)
+                .map(|(i, r)| row(r, first + i as i64, first, total))
+                .collect();
+            if part.is_empty() {
+                break;
+            }
+            writer.write_blocking(move |tx| tx.insert_runs(dep, &part))?;
+        }
         in_parts(writer, change.tasks, move |tx, part| {
             tx.insert_ran(dep, part)
         })?;
@@ -174,47 +193,48 @@ fn in_parts<T: Send + 'static>(
 }
 
 /// The rows of `runs`, numbered from `first`.
-fn rows(runs: &[NewRun], first: i64) -> Vec<Row> {
-    runs.iter()
-        .enumerate()
-        .map(|(i, r)| Row {
-            id: first + i as i64,
-            node: r.node,
-            seq: r.seq,
-            interface: r.interface.clone(),
-            step: r.step.clone(),
-            task: r.task.clone(),
-            args: r.args.to_string(),
-            deps: r
-                .deps
-                .iter()
-                .filter(|&&d| d < runs.len())
-                .map(|&d| first + d as i64)
-                .collect(),
-            concurrency: r.concurrency.clone(),
-            max_parallel: r.max_parallel,
-            timeout_s: r.timeout_s,
-            status: r.status,
-            reason: r.reason.clone(),
-            runs_on: r.runs_on,
-        })
+/// The waits of a run numbered from `first`, as ids (an index past the `total` runs is not
+/// one).
+fn dep_ids(r: &NewRun, first: i64, total: usize) -> Vec<i64> {
+    r.deps
+        .iter()
+        .filter(|&&d| d < total)
+        .map(|&d| first + d as i64)
         .collect()
 }
 
-impl Row {
-    /// What the schedule needs of it, as `ReadTxn::run_views` would read it back.
-    fn view(&self) -> RunView {
-        RunView {
-            id: self.id,
-            node: self.node,
-            seq: self.seq,
-            status: self.status,
-            deps: self.deps.clone(),
-            concurrency: self.concurrency.clone(),
-            max_parallel: self.max_parallel,
-            timeout_s: self.timeout_s,
-            runs_on: self.runs_on,
-        }
+/// Run `r` of `total` numbered from `first` as the row with id `id`.
+fn row(r: NewRun, id: i64, first: i64, total: usize) -> Row {
+    Row {
+        id,
+        node: r.node,
+        seq: r.seq,
+        deps: dep_ids(&r, first, total),
+        args: r.args.text(),
+        interface: r.interface,
+        step: r.step,
+        task: r.task,
+        concurrency: r.concurrency,
+        max_parallel: r.max_parallel,
+        timeout_s: r.timeout_s,
+        status: r.status,
+        reason: r.reason,
+        runs_on: r.runs_on,
+    }
+}
+
+/// What the schedule needs of run `r` (row `id`), as `ReadTxn::run_views` would read it back.
+fn view(r: &NewRun, id: i64, first: i64, total: usize) -> RunView {
+    RunView {
+        id,
+        node: r.node,
+        seq: r.seq,
+        status: r.status,
+        deps: dep_ids(r, first, total),
+        concurrency: r.concurrency.clone(),
+        max_parallel: r.max_parallel,
+        timeout_s: r.timeout_s,
+        runs_on: r.runs_on,
     }
 }
 
@@ -418,14 +438,14 @@ mod tests {
         store
             .write(|tx| {
                 let (dep, first) = tx.open_deployment(1, "deployment", "default", None, 5)?;
-                let rows = rows(
-                    &[NewRun {
+                let rows = [row(
+                    NewRun {
                         node: None,
                         seq: 0,
                         interface: "deploy".into(),
                         step: "run_tasks".into(),
                         task: Some("stage".into()),
-                        args: J::Null,
+                        args: crate::engine::orchestrate::Args::Json(J::Null),
                         deps: vec![],
                         concurrency: None,
                         max_parallel: None,
@@ -433,9 +453,11 @@ mod tests {
                         status: crate::engine::orchestrate::RunStatus::Pending,
                         reason: None,
                         runs_on: crate::engine::steps::Location::Master,
-                    }],
+                    },
                     first,
-                );
+                    first,
+                    1,
+                )];
                 tx.insert_runs(dep, &rows)?;
                 tx.insert_ran(dep, &[("1".into(), "netconfig".into())])?;
                 Ok(())

@@ -48,6 +48,7 @@ use std::sync::Arc;
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
+use serde::Serialize;
 use serde_json::{Map, Value as J};
 
 use super::barrier::{Ask, Barriers, Masks};
@@ -657,7 +658,8 @@ struct PlaceEnv {
     data: Y,
     node: Y,
     common_j: Arc<J>,
-    node_j: Arc<J>,
+    /// The node's part as a value, made when a legacy condition first needs it.
+    node_j: Option<Arc<J>>,
     /// Old data is ignored on this place.
     fresh: bool,
     contexts: HashMap<Option<String>, Context>,
@@ -867,12 +869,14 @@ pub fn plan_by(
             .deployments
             .values()
             .flat_map(|s| s.nodes.values())
-            .filter(|j| !j.is_null());
-        let mut keys = BTreeSet::new();
-        let mut mappings = true;
-        for part in dd.nodes.iter().chain([&dd.master]).chain(old) {
-            match part.as_object() {
-                Some(o) => keys.extend(o.keys().cloned()),
+            .filter(|p| !p.is_null())
+            .map(data::Part::keys);
+        let mut keys = dd.node_keys.clone().unwrap_or_default();
+        let mut mappings = dd.node_keys.is_some();
+        let master = dd.master.as_object().map(|o| o.keys().cloned().collect());
+        for part in [master].into_iter().chain(old) {
+            match part {
+                Some(k) => keys.extend(k),
                 None => mappings = false,
             }
         }
@@ -1297,21 +1301,20 @@ pub fn plan_by(
                 continue;
             }
             if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
-                let (node_j, fresh) = if p == master {
-                    (dd.master.clone(), cluster.force)
+                let (node_y, fresh) = if p == master {
+                    (data::to_yaql(&dd.master), cluster.force)
                 } else {
                     (
-                        dd.nodes[p].clone(),
+                        dd.nodes[p].to_yaql(),
                         cluster.force || nodes[p].needs_redeploy(),
                     )
                 };
-                let node_y = data::to_yaql(&node_j);
                 env = Some(PlaceEnv {
                     uid: place_uid(p),
                     data: data::union(&common_y, &node_y),
                     node: node_y,
                     common_j: common_j.clone(),
-                    node_j: Arc::new(node_j),
+                    node_j: None,
                     fresh,
                     contexts: HashMap::new(),
                 });
@@ -1335,9 +1338,9 @@ pub fn plan_by(
                                 v
                             }
                         };
-                        let node_old = data::to_yaql(
-                            snap.and_then(|s| s.nodes.get(&pe.uid)).unwrap_or(&J::Null),
-                        );
+                        let node_old = snap
+                            .and_then(|s| s.nodes.get(&pe.uid))
+                            .map_or(Y::Null, data::Part::to_yaql);
                         data::union(&common_old, &node_old)
                     }
                 };
@@ -1364,7 +1367,7 @@ pub fn plan_by(
                             .deployments
                             .get(dep)
                             .and_then(|s| s.nodes.get(&pe.uid))
-                            .is_none_or(J::is_null)
+                            .is_none_or(data::Part::is_null)
                     }),
                 );
                 let values = shared_values.entry((ti, class.clone())).or_insert_with(|| {
@@ -1426,7 +1429,19 @@ pub fn plan_by(
                     }
                 },
                 Cond::Legacy(x, text) => {
-                    let (cj, nj) = (pe.common_j.clone(), pe.node_j.clone());
+                    // The node's part as a value, read from its text the first time one of
+                    // its tasks has a legacy condition.
+                    let nj = pe
+                        .node_j
+                        .get_or_insert_with(|| {
+                            Arc::new(if p == master {
+                                dd.master.clone()
+                            } else {
+                                dd.nodes[p].value()
+                            })
+                        })
+                        .clone();
+                    let cj = pe.common_j.clone();
                     let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
                         match model {
                             "settings" => Ok(data::union_path(
@@ -2071,10 +2086,43 @@ pub struct Change {
     pub snapshot: Option<super::input::Snapshot>,
 }
 
-impl Change {
+/// A [`Change`] that borrows its data from the plan: what a deployment stores (its snapshot
+/// written as the text of [`super::input::Snapshot`]) without a copy of every node's data.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChangeOf<'a> {
+    pub tasks: Vec<(String, String)>,
+    /// None when nothing ran.
+    pub snapshot: Option<SnapshotOf<'a>>,
+}
+
+/// A snapshot's data, borrowed; serialised exactly as [`super::input::Snapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SnapshotOf<'a> {
+    pub common: &'a J,
+    pub nodes: BTreeMap<&'a str, PartOf<'a>>,
+}
+
+/// A node's part of a snapshot, borrowed from the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PartOf<'a> {
+    Text(&'a data::Part),
+    Value(&'a J),
+}
+
+impl PartOf<'_> {
+    pub fn to_part(&self) -> data::Part {
+        match self {
+            PartOf::Text(p) => (*p).clone(),
+            PartOf::Value(j) => data::Part::of(j),
+        }
+    }
+}
+
+impl<'a> ChangeOf<'a> {
     /// The change of running `plan`'s tasks that `ran` keeps (node uid, task id): those of
     /// nodes or phases left out of a deployment did not run.
-    pub fn of(plan: &Plan, ran: impl Fn(&str, &str) -> bool) -> Change {
+    pub fn of(plan: &'a Plan, ran: impl Fn(&str, &str) -> bool) -> ChangeOf<'a> {
         let mut tasks = Vec::new();
         for node in plan.nodes.iter().filter(|n| n.uid != "null") {
             for step in &node.tasks {
@@ -2084,26 +2132,44 @@ impl Change {
             }
         }
         if tasks.is_empty() {
-            return Change::default();
+            return ChangeOf::default();
         }
         let uids: std::collections::BTreeSet<&str> =
             tasks.iter().map(|(u, _)| u.as_str()).collect();
-        let mut nodes: BTreeMap<String, J> = plan
+        let mut nodes: BTreeMap<&str, PartOf<'_>> = plan
             .uids
             .iter()
             .zip(&plan.data.nodes)
             .filter(|(uid, _)| uids.contains(uid.as_str()))
-            .map(|(uid, part)| (uid.clone(), part.clone()))
+            .map(|(uid, part)| (uid.as_str(), PartOf::Text(part)))
             .collect();
         if uids.contains("master") {
-            nodes.insert("master".to_string(), plan.data.master.clone());
+            nodes.insert("master", PartOf::Value(&plan.data.master));
         }
-        Change {
-            snapshot: Some(super::input::Snapshot {
-                common: plan.data.common.clone(),
+        ChangeOf {
+            snapshot: Some(SnapshotOf {
+                common: &plan.data.common,
                 nodes,
             }),
             tasks,
+        }
+    }
+}
+
+impl Change {
+    /// [`ChangeOf::of`], owning its data.
+    pub fn of(plan: &Plan, ran: impl Fn(&str, &str) -> bool) -> Change {
+        let c = ChangeOf::of(plan, ran);
+        Change {
+            snapshot: c.snapshot.map(|s| super::input::Snapshot {
+                common: s.common.clone(),
+                nodes: s
+                    .nodes
+                    .into_iter()
+                    .map(|(uid, part)| (uid.to_string(), part.to_part()))
+                    .collect(),
+            }),
+            tasks: c.tasks,
         }
     }
 }

@@ -35,6 +35,9 @@
 //! Values are converted to YAQL values once (the common part once per plan), and a node's view
 //! shares the common part's sub-trees instead of copying them. Pure.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value as J, json};
 
 use super::build::{PluginGraph, ReleaseGraph};
@@ -47,10 +50,86 @@ use crate::yaql::Value as Y;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeploymentData {
     pub common: J,
-    /// Node parts, in node order.
-    pub nodes: Vec<J>,
+    /// Node parts, in node order, as text: a plan keeps every node's part (to record after a
+    /// success), and 10,000 nodes' parts took some 480 MB as values.
+    pub nodes: Vec<Part>,
     /// The master pseudo node's part.
     pub master: J,
+    /// The keys of the node parts; None when one of them is not a mapping (a replaced part
+    /// may be anything).
+    pub node_keys: Option<BTreeSet<String>>,
+}
+
+/// One node's part of the deployment data, kept as its compact JSON text (that of
+/// `serde_json::to_string` of the value: keys sorted) and written as it is.
+#[derive(Debug, Clone)]
+pub struct Part(Box<RawValue>);
+
+impl Part {
+    pub fn of(v: &J) -> Part {
+        // A JSON value always writes as JSON text.
+        Part(serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_text()))
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value (read back from the text).
+    pub fn value(&self) -> J {
+        serde_json::from_str(self.0.get()).unwrap_or(J::Null)
+    }
+
+    /// As a YAQL value, read straight from the text.
+    pub fn to_yaql(&self) -> Y {
+        crate::yaql::Converter::new()
+            .convert_text(self.0.get())
+            .unwrap_or(Y::Null)
+    }
+}
+
+fn null_text() -> Box<RawValue> {
+    RawValue::from_string("null".to_string()).unwrap_or_default()
+}
+
+impl Default for Part {
+    fn default() -> Part {
+        Part(null_text())
+    }
+}
+
+impl PartialEq for Part {
+    fn eq(&self, other: &Part) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl serde::Serialize for Part {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// Read as a value (from any format: a cluster file's YAML too), kept as its text.
+impl<'de> serde::Deserialize<'de> for Part {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Part, D::Error> {
+        J::deserialize(d).map(|v| Part::of(&v))
+    }
+}
+
+impl Part {
+    /// Whether it is `null` (a node with no part).
+    pub fn is_null(&self) -> bool {
+        self.text() == "null"
+    }
+
+    /// Its keys when it is a mapping (read without making its values).
+    pub fn keys(&self) -> Option<Vec<String>> {
+        serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(self.text())
+            .ok()
+            .map(|m| m.into_keys().collect())
+    }
 }
 
 /// Deep merge `over` into `base` (dicts merge, anything else replaces).
@@ -401,10 +480,18 @@ pub fn build(
         }
     }
     let vm_image = test_vm_image(&release.operating_system);
-    let mut node_parts: Vec<J> = nodes
+    // Each part is made and written as text before the next: the values of every node's
+    // part never live together.
+    let mut node_keys = Some(BTreeSet::new());
+    let node_parts: Vec<Part> = nodes
         .iter()
         .zip(assigned)
         .map(|(n, a)| {
+            // 4. What an operator uploaded is instead of the node's part.
+            if let Some(replaced) = cluster.replaced.nodes.get(&n.uid) {
+                keys_of(&mut node_keys, replaced);
+                return Part::of(replaced);
+            }
             let roles = roles_of(a);
             // DeploymentMultinodeSerializer.serialize_node (+ 6.1's user_node_name), as
             // DeploymentLCMSerializer.serialize_node calls it with the first role.
@@ -437,23 +524,28 @@ pub fn build(
                 o.insert("network_scheme".to_string(), scheme.clone());
             }
             deep_merge(&mut part, &n.data);
-            part
+            keys_of(&mut node_keys, &part);
+            Part::of(&part)
         })
         .collect();
 
-    // 4. What an operator uploaded: over the common part, and instead of a node's.
+    // 4. What an operator uploaded: over the common part.
     if let Some(over) = &cluster.replaced.common {
         deep_merge(&mut common, over);
-    }
-    for (part, n) in node_parts.iter_mut().zip(nodes) {
-        if let Some(replaced) = cluster.replaced.nodes.get(&n.uid) {
-            *part = replaced.clone();
-        }
     }
     DeploymentData {
         common,
         nodes: node_parts,
         master: json!({"uid": "master", "roles": ["master"]}),
+        node_keys,
+    }
+}
+
+/// Add the keys of `part` to `keys`; a part that is not a mapping leaves none.
+fn keys_of(keys: &mut Option<BTreeSet<String>>, part: &J) {
+    match (keys.as_mut(), part.as_object()) {
+        (Some(k), Some(o)) => k.extend(o.keys().cloned()),
+        _ => *keys = None,
     }
 }
 
@@ -729,7 +821,7 @@ mod tests {
                         "os_name": "cirros", "min_ram": 64, "glance_properties": "",
                         "properties": {}});
         assert_eq!(
-            d.nodes[0],
+            d.nodes[0].value(),
             json!({"uid": "1", "name": "node-1", "fqdn": "node-1.domain.tld", "status": "ready",
                    "vms_conf": [], "fail_if_error": true, "online": true,
                    "user_node_name": "Untitled (0a:01)", "test_vm_image": vm,
@@ -737,13 +829,13 @@ mod tests {
                    "configuration": {}, "configuration_options": {}})
         );
         // The first role (sorted) decides `fail_if_error`.
-        assert_eq!(d.nodes[1]["roles"], json!(["cinder", "compute"]));
-        assert_eq!(d.nodes[1]["fail_if_error"], false);
-        assert_eq!(d.nodes[1]["status"], "discover");
+        assert_eq!(d.nodes[1].value()["roles"], json!(["cinder", "compute"]));
+        assert_eq!(d.nodes[1].value()["fail_if_error"], false);
+        assert_eq!(d.nodes[1].value()["status"], "discover");
         // A node pending deletion is marked and left out of the lists of nodes.
-        assert_eq!(d.nodes[2]["deleted"], true);
-        assert_eq!(d.nodes[2]["online"], false);
-        assert!(d.nodes[0].get("deleted").is_none());
+        assert_eq!(d.nodes[2].value()["deleted"], true);
+        assert_eq!(d.nodes[2].value()["online"], false);
+        assert!(d.nodes[0].value().get("deleted").is_none());
         assert_eq!(d.master, json!({"uid": "master", "roles": ["master"]}));
     }
 
@@ -773,8 +865,8 @@ mod tests {
             d.common["network_metadata"]["nodes"]["node-3"]["node_roles"],
             json!(["primary-controller"])
         );
-        assert_eq!(d.nodes[0]["x"], 2);
-        assert_eq!(d.nodes[0]["roles"], json!(["primary-controller"]));
+        assert_eq!(d.nodes[0].value()["x"], 2);
+        assert_eq!(d.nodes[0].value()["roles"], json!(["primary-controller"]));
     }
 
     #[test]

@@ -247,7 +247,9 @@ impl NodeSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub common: J,
-    pub nodes: BTreeMap<String, J>,
+    /// Node parts, kept as text ([`super::data::Part`]): a plan reads back the snapshot of
+    /// every node a deployment ran, and 10,000 nodes' parts took some 500 MB as values.
+    pub nodes: BTreeMap<String, super::data::Part>,
 }
 
 /// What ran successfully before: per node and task, the deployment that last ran it, and
@@ -493,8 +495,10 @@ mod tests {
         let mut d = Deployed::default();
         for id in ["1", "2"] {
             let mut s = Snapshot::default();
-            s.nodes.insert("1".into(), J::Null);
-            s.nodes.insert("2".into(), J::Null);
+            s.nodes
+                .insert("1".into(), super::super::data::Part::of(&J::Null));
+            s.nodes
+                .insert("2".into(), super::super::data::Part::of(&J::Null));
             d.deployments.insert(id.into(), s);
         }
         d.tasks

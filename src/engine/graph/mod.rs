@@ -38,8 +38,8 @@ pub mod task;
 pub mod upload;
 
 pub use build::{
-    Change, DEFAULT_YAQL_BUDGET, EvalFailure, Method, PlanError, PluginGraph, ReleaseGraph,
-    Spender, plan, plan_by, plan_with, plan_within,
+    Change, ChangeOf, DEFAULT_YAQL_BUDGET, EvalFailure, Method, PlanError, PluginGraph,
+    ReleaseGraph, Spender, plan, plan_by, plan_with, plan_within,
 };
 pub use input::{Cluster, Deployed, NodeSpec, Replaced, Snapshot, parse_cluster};
 pub use plan::{Group, GroupRef, Plan, Status, Step, Strategy};

@@ -1405,6 +1405,13 @@ fn a_change_holds_only_the_tasks_that_ran_and_their_nodes_data() {
     assert!(change.tasks.iter().all(|(uid, _)| uid == "1"));
     let snap = change.snapshot.clone().unwrap();
     assert_eq!(snap.nodes.keys().collect::<Vec<_>>(), ["1"]);
+    // What a deployment stores borrows the plan's data and writes the same text.
+    let borrowed = super::ChangeOf::of(&p, |uid, _| uid == "1");
+    assert_eq!(borrowed.tasks, change.tasks);
+    assert_eq!(
+        serde_json::to_string(&borrowed.snapshot.unwrap()).unwrap(),
+        serde_json::to_string(&snap).unwrap()
+    );
     // Applied, it is what recording the whole plan keeps of node 1.
     let mut applied = Deployed::default();
     applied.apply(change, "7");
