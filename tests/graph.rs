@@ -179,6 +179,13 @@ fn recorded_state_makes_the_next_plan_incremental() {
     let first: J = serde_json::from_str(&ok(&out)).unwrap();
     assert_eq!(step(&first, "3", "compute_agent")["status"], "run");
     assert!(String::from_utf8_lossy(&out.stderr).contains("recorded deployment 1"));
+    // The state file is indented all through, the nodes' data too.
+    let text = std::fs::read_to_string(state).unwrap();
+    let recorded: J = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        text,
+        serde_json::to_string_pretty(&recorded).unwrap() + "\n"
+    );
     let second = json_plan(&["--deployed", state]);
     let agent = step(&second, "3", "compute_agent");
     assert_eq!(agent["status"], "skipped");

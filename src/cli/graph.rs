@@ -175,7 +175,8 @@ fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             .clone()
             .unwrap_or_else(|| next_id(&deployed));
         deployed.record(&plan, &id);
-        let body = serde_json::to_string_pretty(&deployed)? + "\n";
+        // Through a value, so the node parts (kept as compact text) are indented too.
+        let body = serde_json::to_string_pretty(&serde_json::to_value(&deployed)?)? + "\n";
         std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("recorded deployment {id} in {}", path.display());
     }
