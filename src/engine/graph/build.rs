@@ -873,8 +873,7 @@ pub fn plan_by(
             .map(data::Part::keys);
         let mut keys = dd.node_keys.clone().unwrap_or_default();
         let mut mappings = dd.node_keys.is_some();
-        let master = dd.master.as_object().map(|o| o.keys().cloned().collect());
-        for part in [master].into_iter().chain(old) {
+        for part in old {
             match part {
                 Some(k) => keys.extend(k),
                 None => mappings = false,
@@ -1302,7 +1301,7 @@ pub fn plan_by(
             }
             if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
                 let (node_y, fresh) = if p == master {
-                    (data::to_yaql(&dd.master), cluster.force)
+                    (dd.master.to_yaql(), cluster.force)
                 } else {
                     (
                         dd.nodes[p].to_yaql(),
@@ -1434,11 +1433,14 @@ pub fn plan_by(
                     let nj = pe
                         .node_j
                         .get_or_insert_with(|| {
-                            Arc::new(if p == master {
-                                dd.master.clone()
-                            } else {
-                                dd.nodes[p].value()
-                            })
+                            Arc::new(
+                                if p == master {
+                                    &dd.master
+                                } else {
+                                    &dd.nodes[p]
+                                }
+                                .value(),
+                            )
                         })
                         .clone();
                     let cj = pe.common_j.clone();
@@ -2099,24 +2101,7 @@ pub struct ChangeOf<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SnapshotOf<'a> {
     pub common: &'a J,
-    pub nodes: BTreeMap<&'a str, PartOf<'a>>,
-}
-
-/// A node's part of a snapshot, borrowed from the plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum PartOf<'a> {
-    Text(&'a data::Part),
-    Value(&'a J),
-}
-
-impl PartOf<'_> {
-    pub fn to_part(&self) -> data::Part {
-        match self {
-            PartOf::Text(p) => (*p).clone(),
-            PartOf::Value(j) => data::Part::of(j),
-        }
-    }
+    pub nodes: BTreeMap<&'a str, &'a data::Part>,
 }
 
 impl<'a> ChangeOf<'a> {
@@ -2136,15 +2121,15 @@ impl<'a> ChangeOf<'a> {
         }
         let uids: std::collections::BTreeSet<&str> =
             tasks.iter().map(|(u, _)| u.as_str()).collect();
-        let mut nodes: BTreeMap<&str, PartOf<'_>> = plan
+        let mut nodes: BTreeMap<&str, &data::Part> = plan
             .uids
             .iter()
             .zip(&plan.data.nodes)
             .filter(|(uid, _)| uids.contains(uid.as_str()))
-            .map(|(uid, part)| (uid.as_str(), PartOf::Text(part)))
+            .map(|(uid, part)| (uid.as_str(), part))
             .collect();
         if uids.contains("master") {
-            nodes.insert("master", PartOf::Value(&plan.data.master));
+            nodes.insert("master", &plan.data.master);
         }
         ChangeOf {
             snapshot: Some(SnapshotOf {
@@ -2166,7 +2151,7 @@ impl Change {
                 nodes: s
                     .nodes
                     .into_iter()
-                    .map(|(uid, part)| (uid.to_string(), part.to_part()))
+                    .map(|(uid, part)| (uid.to_string(), part.clone()))
                     .collect(),
             }),
             tasks: c.tasks,

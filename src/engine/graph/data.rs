@@ -54,9 +54,9 @@ pub struct DeploymentData {
     /// success), and 10,000 nodes' parts took some 480 MB as values.
     pub nodes: Vec<Part>,
     /// The master pseudo node's part.
-    pub master: J,
-    /// The keys of the node parts; None when one of them is not a mapping (a replaced part
-    /// may be anything).
+    pub master: Part,
+    /// The keys of the node parts and the master's; None when one of them is not a mapping
+    /// (a replaced part may be anything).
     pub node_keys: Option<BTreeSet<String>>,
 }
 
@@ -87,6 +87,18 @@ impl Part {
             .convert_text(self.0.get())
             .unwrap_or(Y::Null)
     }
+
+    /// Whether it is `null` (a node with no part).
+    pub fn is_null(&self) -> bool {
+        self.text() == "null"
+    }
+
+    /// Its keys when it is a mapping (read without making its values).
+    pub fn keys(&self) -> Option<Vec<String>> {
+        serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(self.text())
+            .ok()
+            .map(|m| m.into_keys().collect())
+    }
 }
 
 fn null_text() -> Box<RawValue> {
@@ -115,20 +127,6 @@ impl serde::Serialize for Part {
 impl<'de> serde::Deserialize<'de> for Part {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Part, D::Error> {
         J::deserialize(d).map(|v| Part::of(&v))
-    }
-}
-
-impl Part {
-    /// Whether it is `null` (a node with no part).
-    pub fn is_null(&self) -> bool {
-        self.text() == "null"
-    }
-
-    /// Its keys when it is a mapping (read without making its values).
-    pub fn keys(&self) -> Option<Vec<String>> {
-        serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(self.text())
-            .ok()
-            .map(|m| m.into_keys().collect())
     }
 }
 
@@ -533,10 +531,12 @@ pub fn build(
     if let Some(over) = &cluster.replaced.common {
         deep_merge(&mut common, over);
     }
+    let master = json!({"uid": "master", "roles": ["master"]});
+    keys_of(&mut node_keys, &master);
     DeploymentData {
         common,
         nodes: node_parts,
-        master: json!({"uid": "master", "roles": ["master"]}),
+        master: Part::of(&master),
         node_keys,
     }
 }
@@ -613,6 +613,45 @@ pub fn union_path(common: &J, node: &J, path: &str) -> Option<J> {
 mod tests {
     use super::*;
     use crate::engine::graph::input::NodeSpec;
+
+    /// A part kept as text gives back the value it was made from, and the same YAQL value
+    /// (variants, key order, numbers) as converting the value itself, which the plan did
+    /// before parts were text; keys and `null` are read from the text.
+    #[test]
+    fn a_part_kept_as_text_reads_back_as_its_value() {
+        let values = [
+            json!({"uid": "7", "b": [1, -2, 2.5, 1e300, -0.0, 9_223_372_036_854_775_807i64,
+                   18_446_744_073_709_551_615u64, null, true],
+                   "a": {"é\u{1F600}\"\n": [[], {}], "z": "x"}, "scheme": {"endpoints": {}}}),
+            json!([1, "two"]),
+            json!("text"),
+            J::Null,
+        ];
+        for v in values {
+            let part = Part::of(&v);
+            assert_eq!(part.value(), v);
+            assert_eq!(part.text(), serde_json::to_string(&v).unwrap());
+            assert_eq!(
+                format!("{:?}", part.to_yaql()),
+                format!("{:?}", to_yaql(&v))
+            );
+            assert_eq!(part.is_null(), v.is_null());
+            assert_eq!(
+                part.keys(),
+                v.as_object().map(|o| o.keys().cloned().collect())
+            );
+            // Written into a document as the value would be, and read back from any format.
+            assert_eq!(
+                serde_json::to_string(&json!({"p": v})).unwrap(),
+                serde_json::to_string(
+                    &serde_json::json!({"p": serde_json::to_value(&part).unwrap()})
+                )
+                .unwrap()
+            );
+            let yaml: Part = serde_saphyr::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+            assert_eq!(yaml, part);
+        }
+    }
 
     #[test]
     fn attributes_flatten_like_nailgun() {
@@ -836,7 +875,10 @@ mod tests {
         assert_eq!(d.nodes[2].value()["deleted"], true);
         assert_eq!(d.nodes[2].value()["online"], false);
         assert!(d.nodes[0].value().get("deleted").is_none());
-        assert_eq!(d.master, json!({"uid": "master", "roles": ["master"]}));
+        assert_eq!(
+            d.master.value(),
+            json!({"uid": "master", "roles": ["master"]})
+        );
     }
 
     #[test]
