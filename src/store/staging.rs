@@ -8,9 +8,11 @@
 //!    ids its runs will have (creations are serialized by `Store::creating`, so nothing else
 //!    takes them meanwhile);
 //! 2. off the writer: what its success adds to the deployed state (the engine's
-//!    [`ChangeOf`]: the tasks it runs and its data for their nodes; the current state is not
-//!    read), the rows, and the deployment's [`Schedule`], built from the rows in memory;
-//! 3. the runs and the tasks in parts of [`PART`] rows;
+//!    [`ChangeOf`]: the tasks it runs and its data for their nodes, borrowed from the plan;
+//!    the current state is not read) and the deployment's [`Schedule`], built from the runs
+//!    in memory;
+//! 3. the runs and the tasks in parts of [`PART`] rows, each part's rows made (and its runs
+//!    consumed) just before it is written;
 //! 4. one short transaction makes it `running`, installs the schedule, releases the nodes that
 //!    leave without a deletion graph and lets the stages that can complete themselves do so.
 //!
@@ -142,23 +144,17 @@ impl Store {
             new.runs
                 .iter()
                 .enumerate()
-                .map(|(i, r)| view(r, first + i as i64, first, total))
+                .map(|(i, r)| view(r, i, first, total))
                 .collect(),
         );
-        // Rows are made a part at a time (their arguments' text off the writer), each run
-        // dropped as its row is made.
-        let mut runs = std::mem::take(&mut new.runs).into_iter().enumerate();
-        loop {
-            let part: Vec<Row> = runs
-                .by_ref()
-                .take(PART)
-                .map(|(i, r)| row(r, first + i as i64, first, total))
-                .collect();
-            if part.is_empty() {
-                break;
-            }
-            writer.write_blocking(move |tx| tx.insert_runs(dep, &part))?;
-        }
+        // Rows are made a part at a time, here (their arguments' text off the writer), each
+        // run dropped as its row is made.
+        let runs = std::mem::take(&mut new.runs).into_iter().enumerate();
+        in_parts(
+            writer,
+            runs.map(|(i, r)| row(r, i, first, total)),
+            move |tx, part| tx.insert_runs(dep, part),
+        )?;
         in_parts(writer, change.tasks, move |tx, part| {
             tx.insert_ran(dep, part)
         })?;
@@ -176,10 +172,11 @@ impl Store {
     }
 }
 
-/// Write `items` in parts of [`PART`], each in its own group of `writer`.
+/// Write `items` in parts of [`PART`], each in its own group of `writer`; each part is
+/// taken from `items` (made, when they are made lazily) on the caller's thread.
 fn in_parts<T: Send + 'static>(
     writer: &GroupWriter,
-    items: Vec<T>,
+    items: impl IntoIterator<Item = T>,
     write: impl Fn(&WriteTxn<'_>, &[T]) -> Result<()> + Send + Sync + Copy + 'static,
 ) -> Result<()> {
     let mut items = items.into_iter();
@@ -192,9 +189,8 @@ fn in_parts<T: Send + 'static>(
     }
 }
 
-/// The rows of `runs`, numbered from `first`.
-/// The waits of a run numbered from `first`, as ids (an index past the `total` runs is not
-/// one).
+/// The waits of a run of `total` numbered from `first`, as ids (an index past the last run
+/// is not one).
 fn dep_ids(r: &NewRun, first: i64, total: usize) -> Vec<i64> {
     r.deps
         .iter()
@@ -203,10 +199,10 @@ fn dep_ids(r: &NewRun, first: i64, total: usize) -> Vec<i64> {
         .collect()
 }
 
-/// Run `r` of `total` numbered from `first` as the row with id `id`.
-fn row(r: NewRun, id: i64, first: i64, total: usize) -> Row {
+/// Run `i` of `total` numbered from `first` as its row.
+fn row(r: NewRun, i: usize, first: i64, total: usize) -> Row {
     Row {
-        id,
+        id: first + i as i64,
         node: r.node,
         seq: r.seq,
         deps: dep_ids(&r, first, total),
@@ -223,10 +219,11 @@ fn row(r: NewRun, id: i64, first: i64, total: usize) -> Row {
     }
 }
 
-/// What the schedule needs of run `r` (row `id`), as `ReadTxn::run_views` would read it back.
-fn view(r: &NewRun, id: i64, first: i64, total: usize) -> RunView {
+/// What the schedule needs of run `i` of `total` numbered from `first`, as
+/// `ReadTxn::run_views` would read it back.
+fn view(r: &NewRun, i: usize, first: i64, total: usize) -> RunView {
     RunView {
-        id,
+        id: first + i as i64,
         node: r.node,
         seq: r.seq,
         status: r.status,
@@ -454,7 +451,7 @@ mod tests {
                         reason: None,
                         runs_on: crate::engine::steps::Location::Master,
                     },
-                    first,
+                    0,
                     first,
                     1,
                 )];
