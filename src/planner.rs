@@ -128,10 +128,11 @@ pub struct EnvironmentPlan {
 /// `domain.tld`; the name the operator sees is its `user_node_name`.
 fn spec_of(
     node: &Node,
-    volumes: &[J],
+    layout: Layout<'_>,
     vms_conf: Option<J>,
     attributes: &J,
     openstack: &[crate::store::OpenstackConfig],
+    alike: &mut AlikeData,
 ) -> NodeSpec {
     let mut spec = NodeSpec::new(&node.id.to_string(), &[]);
     // Nailgun's volume_manager extension adds the node's volumes to its part of the data,
@@ -139,15 +140,9 @@ fn spec_of(
     // its OpenStack configuration is the environment's, its roles' and its own, merged.
     let (configuration, options) =
         crate::openstack_config::for_node(openstack, node.id, &node.roles);
-    spec.data = serde_json::json!({
-        "node_volumes": volumes,
-        "vms_conf": vms_conf.unwrap_or_else(|| serde_json::json!([])),
-        "configuration": configuration,
-        "configuration_options": options,
-    });
     // Nailgun 10's DeploymentHASerializer90: CPU pinning and huge pages from its attributes.
     let derived = crate::node_attributes::deployment(attributes, node.inventory.cpu.count);
-    crate::engine::graph::data::deep_merge(&mut spec.data, &derived.data);
+    spec.data = alike.data(layout, vms_conf, configuration, options, derived.data);
     spec.nova_cpu_pinning = derived.nova_cpu_pinning;
     spec.nova_hugepages = derived.nova_hugepages;
     spec.roles.clone_from(&node.roles);
@@ -157,6 +152,48 @@ fn spec_of(
     spec.pending_addition = node.status == NodeStatus::Discover;
     spec.pending_deletion = node.pending_deletion;
     spec
+}
+
+/// A node's volumes: the index of its layout in [`crate::volumes::Volumes`] (nodes alike in
+/// roles, disks and memory share one) and the layout.
+type Layout<'a> = (Option<usize>, &'a [J]);
+
+/// Nodes' own deployment data ([`NodeSpec::data`]), one copy per distinct data: a rack's
+/// nodes mostly share their volumes, VMs' and OpenStack configurations and attributes, and
+/// the volumes alone are tens of kilobytes a node (hundreds of megabytes at 10,000 nodes when
+/// each node held its own).
+#[derive(Default)]
+struct AlikeData {
+    /// By volumes' layout and the compact text of everything else the data is made from.
+    made: HashMap<(Option<usize>, String), Arc<J>>,
+}
+
+impl AlikeData {
+    fn data(
+        &mut self,
+        (layout, volumes): Layout<'_>,
+        vms_conf: Option<J>,
+        configuration: J,
+        options: J,
+        derived: J,
+    ) -> Arc<J> {
+        let vms_conf = vms_conf.unwrap_or_else(|| serde_json::json!([]));
+        let rest = [vms_conf, configuration, options, derived];
+        // The data is a function of the layout and these alone: the same text, the same data.
+        let text = serde_json::to_string(&rest).unwrap_or_default();
+        let made = self.made.entry((layout, text)).or_insert_with(|| {
+            let [vms_conf, configuration, options, derived] = rest;
+            let mut data = serde_json::json!({
+                "node_volumes": volumes,
+                "vms_conf": vms_conf,
+                "configuration": configuration,
+                "configuration_options": options,
+            });
+            crate::engine::graph::data::deep_merge(&mut data, &derived);
+            Arc::new(data)
+        });
+        Arc::clone(made)
+    }
 }
 
 /// The installed plugins an environment of the release with plugin id `release_plugin` may
@@ -465,13 +502,18 @@ fn plan_inputs(
         },
         ..graph::Cluster::default()
     };
+    let mut alike = AlikeData::default();
     let specs: Vec<NodeSpec> = nodes
         .iter()
         .zip(vms_conf)
         .zip(&attributes)
         .enumerate()
-        .map(|(i, ((n, vms), attrs))| spec_of(n, volumes.node(i), vms, attrs, &openstack))
+        .map(|(i, ((n, vms), attrs))| {
+            let layout = (volumes.of_node.get(i).copied(), volumes.node(i));
+            spec_of(n, layout, vms, attrs, &openstack, &mut alike)
+        })
         .collect();
+    drop(alike);
     let engine = Engine::new(Limits::default());
     let plan = graph::plan_within(
         &engine,
@@ -1011,6 +1053,60 @@ pub fn accepts(store: &Store, data_dir: &Path, cluster_id: i64) -> Result<Accept
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nodes whose data is made from the same layout and the same rest share one copy; any
+    /// difference makes its own, and the data is what each node's inputs make.
+    #[test]
+    fn alike_nodes_share_one_copy_of_their_data() {
+        use serde_json::json;
+        let (a, b) = (
+            vec![json!({"id": "os", "size": 1})],
+            vec![json!({"id": "vm"})],
+        );
+        let mut alike = AlikeData::default();
+        let mut data = |layout, vms: Option<J>, conf: J, derived: J| {
+            alike.data(layout, vms, conf, json!({}), derived)
+        };
+        let first = data((Some(0), &a), None, json!({}), json!({}));
+        let same = data((Some(0), &a), None, json!({}), json!({}));
+        assert!(Arc::ptr_eq(&first, &same));
+        assert_eq!(
+            *first,
+            json!({"node_volumes": a, "vms_conf": [], "configuration": {},
+                   "configuration_options": {}})
+        );
+        let other_layout = data((Some(1), &b), None, json!({}), json!({}));
+        assert_eq!(other_layout["node_volumes"], json!(b));
+        let vms = data(
+            (Some(0), &a),
+            Some(json!([{"id": 1}])),
+            json!({}),
+            json!({}),
+        );
+        assert_eq!(vms["vms_conf"], json!([{"id": 1}]));
+        let conf = data((Some(0), &a), None, json!({"nova": {"x": 1}}), json!({}));
+        assert_eq!(conf["configuration"], json!({"nova": {"x": 1}}));
+        // Derived attributes merge over the rest, as each node's own did.
+        let pinned = data(
+            (Some(0), &a),
+            None,
+            json!({}),
+            json!({"cpu_pinning": {"nova": [1]}, "vms_conf": []}),
+        );
+        assert_eq!(pinned["cpu_pinning"], json!({"nova": [1]}));
+        assert_eq!(pinned["node_volumes"], json!(a));
+        for (i, x) in [&first, &other_layout, &vms, &conf, &pinned]
+            .iter()
+            .enumerate()
+        {
+            for y in [&first, &other_layout, &vms, &conf, &pinned]
+                .iter()
+                .skip(i + 1)
+            {
+                assert!(!Arc::ptr_eq(x, y) && x != y, "{x} and {y}");
+            }
+        }
+    }
 
     /// While one caller makes a plan (holds the slot's maker lock), `making` says so and the
     /// kept plan is read without waiting for it.

@@ -888,7 +888,7 @@ mod tests {
             ..Cluster::default()
         };
         let mut n = NodeSpec::new("3", &["controller"]);
-        n.data = json!({"x": 2, "network_scheme": {}});
+        n.data = std::sync::Arc::new(json!({"x": 2, "network_scheme": {}}));
         let r = ReleaseGraph {
             settings: json!({"x": 0, "debug": false}),
             ..ReleaseGraph::default()

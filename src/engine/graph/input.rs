@@ -20,6 +20,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as J;
@@ -62,6 +63,10 @@ fn yes() -> bool {
 }
 fn empty_object() -> J {
     J::Object(Default::default())
+}
+
+fn empty_data() -> Arc<J> {
+    Arc::new(empty_object())
 }
 
 /// An environment, as far as planning needs it.
@@ -190,9 +195,10 @@ pub struct NodeSpec {
     /// Whether the node's agent is in touch (default true).
     #[serde(default = "yes")]
     pub online: bool,
-    /// Node-specific deployment data, over the generated part.
-    #[serde(default = "empty_object")]
-    pub data: J,
+    /// Node-specific deployment data, over the generated part. Shared: nodes alike (in a rack,
+    /// most are) hold one copy of what can be tens of kilobytes (their volumes).
+    #[serde(default = "empty_data")]
+    pub data: Arc<J>,
     /// Its attributes pin CPUs for Nova (`network_metadata.nodes.<node>.nova_cpu_pinning_enabled`).
     #[serde(default)]
     pub nova_cpu_pinning: bool,
@@ -214,7 +220,7 @@ impl NodeSpec {
             pending_deletion: false,
             primary: Vec::new(),
             online: true,
-            data: empty_object(),
+            data: empty_data(),
             nova_cpu_pinning: false,
             nova_hugepages: false,
         }

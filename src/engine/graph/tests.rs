@@ -6,6 +6,7 @@
 //! Test-only; touches no state of its own.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Value as J, json};
 
@@ -963,13 +964,13 @@ fn shared_conditions_plan_what_per_node_evaluation_plans() {
     };
     let node = |i: u32, role: &str| {
         let mut n = NodeSpec::new(&i.to_string(), &[role]);
-        n.data = json!({"network_scheme": {"a": 0}});
+        n.data = Arc::new(json!({"network_scheme": {"a": 0}}));
         n
     };
     let mut ns: Vec<NodeSpec> = (1..=9)
         .map(|i| node(i, if i <= 3 { "controller" } else { "compute" }))
         .collect();
-    ns[4].data = json!({"network_scheme": {"a": 1}, "x": 7});
+    ns[4].data = Arc::new(json!({"network_scheme": {"a": 1}, "x": 7}));
     let mut cluster = Cluster {
         settings: json!({"x": 1, "debug": false, "network_metadata": {"vips": {"v": 1}}}),
         ..Cluster::default()
@@ -1010,7 +1011,7 @@ fn shared_conditions_plan_what_per_node_evaluation_plans() {
         {"id": "t", "type": "shell", "roles": "*", "parameters": {"cmd": "t"},
          "condition": {"yaql_exp": "$.uid in added($.nodes).uid and $.only_5 = 1"}},
     ]));
-    ns[4].data["only_5"] = json!(1);
+    Arc::make_mut(&mut ns[4].data)["only_5"] = json!(1);
     let err = both_with(&failing, &cluster, &ns, &Deployed::default()).unwrap_err();
     assert!(err.to_string().contains("KeyError"), "{err}");
 }
@@ -1506,7 +1507,7 @@ fn fuel_nodes(count: u32) -> Vec<NodeSpec> {
                 _ => &["compute"],
             };
             let mut n = NodeSpec::new(&i.to_string(), roles);
-            n.data = json!({"network_scheme": {"mtu": 1500 + i % 3}});
+            n.data = Arc::new(json!({"network_scheme": {"mtu": 1500 + i % 3}}));
             n
         })
         .collect()
@@ -1679,7 +1680,7 @@ fn barriers_and_shared_conditions_plan_what_the_direct_way_plans() {
     deployed.record(&first, "1");
     ns.remove(9);
     ns.extend(fuel_nodes(34).into_iter().skip(30));
-    ns[5].data["network_scheme"]["mtu"] = json!(9000);
+    Arc::make_mut(&mut ns[5].data)["network_scheme"]["mtu"] = json!(9000);
     let second = both(&ns, &cluster, &deployed);
     assert!(run_on(&second, "6").contains(&"netconfig".to_string()));
     deployed.record(&second, "2");
