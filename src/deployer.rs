@@ -423,12 +423,7 @@ fn transaction_data(
     sources: TransactionSources,
     deploys: Option<(&crate::engine::graph::Plan, &BTreeMap<String, i64>)>,
 ) -> Result<TransactionData, StoreError> {
-    #[derive(serde::Serialize)]
-    struct Info<'a> {
-        common: &'a serde_json::Value,
-        nodes: BTreeMap<&'a str, &'a crate::engine::graph::data::Part>,
-    }
-    let info = deploys.map(|(plan, ids)| Info {
+    let info = deploys.map(|(plan, ids)| crate::engine::graph::SnapshotOf {
         common: &plan.data.common,
         nodes: plan
             .uids

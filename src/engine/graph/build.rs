@@ -894,6 +894,14 @@ pub fn plan_by(
             uids[p].clone()
         }
     };
+    // A place's part of the deployment data (the sync node has none).
+    let part_at = |p: Place| -> &data::Part {
+        if p == master {
+            &dd.master
+        } else {
+            &dd.nodes[p]
+        }
+    };
 
     // YAQL values: the common part once, each place's view sharing it.
     let common_y = data::to_yaql(&dd.common);
@@ -1300,14 +1308,8 @@ pub fn plan_by(
                 continue;
             }
             if env.as_ref().is_none_or(|e| e.uid != place_uid(p)) {
-                let (node_y, fresh) = if p == master {
-                    (dd.master.to_yaql(), cluster.force)
-                } else {
-                    (
-                        dd.nodes[p].to_yaql(),
-                        cluster.force || nodes[p].needs_redeploy(),
-                    )
-                };
+                let node_y = part_at(p).to_yaql();
+                let fresh = cluster.force || (p != master && nodes[p].needs_redeploy());
                 env = Some(PlaceEnv {
                     uid: place_uid(p),
                     data: data::union(&common_y, &node_y),
@@ -1432,16 +1434,7 @@ pub fn plan_by(
                     // its tasks has a legacy condition.
                     let nj = pe
                         .node_j
-                        .get_or_insert_with(|| {
-                            Arc::new(
-                                if p == master {
-                                    &dd.master
-                                } else {
-                                    &dd.nodes[p]
-                                }
-                                .value(),
-                            )
-                        })
+                        .get_or_insert_with(|| Arc::new(part_at(p).value()))
                         .clone();
                     let cj = pe.common_j.clone();
                     let lookup = move |model: &str, path: &str| -> Result<Option<J>, String> {
@@ -2097,7 +2090,8 @@ pub struct ChangeOf<'a> {
     pub snapshot: Option<SnapshotOf<'a>>,
 }
 
-/// A snapshot's data, borrowed; serialised exactly as [`super::input::Snapshot`].
+/// A snapshot's data, borrowed; serialised exactly as [`super::input::Snapshot`] (a deployment's
+/// snapshot, and its transaction's `deployment_info`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SnapshotOf<'a> {
     pub common: &'a J,

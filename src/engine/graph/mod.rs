@@ -39,7 +39,7 @@ pub mod upload;
 
 pub use build::{
     Change, ChangeOf, DEFAULT_YAQL_BUDGET, EvalFailure, Method, PlanError, PluginGraph,
-    ReleaseGraph, Spender, plan, plan_by, plan_with, plan_within,
+    ReleaseGraph, SnapshotOf, Spender, plan, plan_by, plan_with, plan_within,
 };
 pub use input::{Cluster, Deployed, NodeSpec, Replaced, Snapshot, parse_cluster};
 pub use plan::{Group, GroupRef, Plan, Status, Step, Strategy};
