@@ -154,9 +154,9 @@ fn spec_of(
     spec
 }
 
-/// A node's volumes: the index of its layout in [`crate::volumes::Volumes`] (nodes alike in
-/// roles, disks and memory share one) and the layout.
-type Layout<'a> = (Option<usize>, &'a [J]);
+/// A node's volumes: [`crate::volumes::Volumes::layout_of`] (an index that nodes alike in
+/// roles, disks and memory share, and the layout), or none.
+type Layout<'a> = Option<(usize, &'a [J])>;
 
 /// Nodes' own deployment data ([`NodeSpec::data`]), one copy per distinct data: a rack's
 /// nodes mostly share their volumes, VMs' and OpenStack configurations and attributes, and
@@ -171,7 +171,7 @@ struct AlikeData {
 impl AlikeData {
     fn data(
         &mut self,
-        (layout, volumes): Layout<'_>,
+        layout: Layout<'_>,
         vms_conf: Option<J>,
         configuration: J,
         options: J,
@@ -180,8 +180,9 @@ impl AlikeData {
         let vms_conf = vms_conf.unwrap_or_else(|| serde_json::json!([]));
         let rest = [vms_conf, configuration, options, derived];
         // The data is a function of the layout and these alone: the same text, the same data.
-        let text = serde_json::to_string(&rest).unwrap_or_default();
-        let made = self.made.entry((layout, text)).or_insert_with(|| {
+        let text = rest.iter().map(J::to_string).collect::<Vec<_>>().join(",");
+        let (index, volumes) = layout.map_or((None, &[][..]), |(i, v)| (Some(i), v));
+        let made = self.made.entry((index, text)).or_insert_with(|| {
             let [vms_conf, configuration, options, derived] = rest;
             let mut data = serde_json::json!({
                 "node_volumes": volumes,
@@ -509,8 +510,7 @@ fn plan_inputs(
         .zip(&attributes)
         .enumerate()
         .map(|(i, ((n, vms), attrs))| {
-            let layout = (volumes.of_node.get(i).copied(), volumes.node(i));
-            spec_of(n, layout, vms, attrs, &openstack, &mut alike)
+            spec_of(n, volumes.layout_of(i), vms, attrs, &openstack, &mut alike)
         })
         .collect();
     drop(alike);
@@ -1067,28 +1067,37 @@ mod tests {
         let mut data = |layout, vms: Option<J>, conf: J, derived: J| {
             alike.data(layout, vms, conf, json!({}), derived)
         };
-        let first = data((Some(0), &a), None, json!({}), json!({}));
-        let same = data((Some(0), &a), None, json!({}), json!({}));
+        let first = data(Some((0, &a[..])), None, json!({}), json!({}));
+        let same = data(Some((0, &a[..])), None, json!({}), json!({}));
         assert!(Arc::ptr_eq(&first, &same));
         assert_eq!(
             *first,
             json!({"node_volumes": a, "vms_conf": [], "configuration": {},
                    "configuration_options": {}})
         );
-        let other_layout = data((Some(1), &b), None, json!({}), json!({}));
+        let other_layout = data(Some((1, &b[..])), None, json!({}), json!({}));
         assert_eq!(other_layout["node_volumes"], json!(b));
+        // A node without a layout has no volumes, apart from any node with one.
+        let none = data(None, None, json!({}), json!({}));
+        assert_eq!(none["node_volumes"], json!([]));
+        assert!(!Arc::ptr_eq(&none, &first));
         let vms = data(
-            (Some(0), &a),
+            Some((0, &a[..])),
             Some(json!([{"id": 1}])),
             json!({}),
             json!({}),
         );
         assert_eq!(vms["vms_conf"], json!([{"id": 1}]));
-        let conf = data((Some(0), &a), None, json!({"nova": {"x": 1}}), json!({}));
+        let conf = data(
+            Some((0, &a[..])),
+            None,
+            json!({"nova": {"x": 1}}),
+            json!({}),
+        );
         assert_eq!(conf["configuration"], json!({"nova": {"x": 1}}));
         // Derived attributes merge over the rest, as each node's own did.
         let pinned = data(
-            (Some(0), &a),
+            Some((0, &a[..])),
             None,
             json!({}),
             json!({"cpu_pinning": {"nova": [1]}, "vms_conf": []}),

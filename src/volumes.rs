@@ -175,10 +175,13 @@ pub struct Volumes {
 impl Volumes {
     /// Node `i`'s volumes.
     pub fn node(&self, i: usize) -> &[J] {
-        self.of_node
-            .get(i)
-            .and_then(|l| self.layouts.get(*l))
-            .map_or(&[], Vec::as_slice)
+        self.layout_of(i).map_or(&[], |(_, v)| v)
+    }
+
+    /// Node `i`'s layout: its index in `layouts` (shared by nodes alike) and its volumes.
+    pub fn layout_of(&self, i: usize) -> Option<(usize, &[J])> {
+        let l = *self.of_node.get(i)?;
+        Some((l, self.layouts.get(l)?))
     }
 }
 
