@@ -8,7 +8,7 @@ use rusqlite::{Row, ToSql, params};
 
 use super::sqlite;
 use super::{ReadTxn, Result, StoreError, WriteTxn};
-use crate::model::{Inventory, NodeId, NodeStatus, ONLINE_WINDOW_S};
+use crate::model::{Inventory, Mac, NodeId, NodeStatus, ONLINE_WINDOW_S};
 
 /// Which environment the listed nodes are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,8 @@ impl Power {
 /// Which nodes: every part given must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeFilter {
-    /// A substring (any case) of the name, host name, serial, address or any MAC.
+    /// A substring (any case) of the name, host name, serial, address or any MAC; a whole MAC
+    /// written with separators is looked up exactly ([`whole_mac`]).
     pub search: Option<String>,
     pub status: Option<NodeStatus>,
     /// A role it has (assigned, deployed or not).
@@ -226,6 +227,18 @@ fn like_pattern(s: &str) -> String {
     out
 }
 
+/// A search that is a whole MAC address written with separators (`52:54:00:12:34:56`,
+/// `52-54-00-12-34-56`, `5254.0012.3456`, any case), in its normal form: found through the MAC
+/// indexes instead of a match over every row, as an operator pasting a MAC from a switch's
+/// table or a BMC expects. Twelve hex digits without separators may as well be part of a serial
+/// or a name, so they stay a text search.
+fn whole_mac(s: &str) -> Option<Mac> {
+    if !s.contains([':', '-', '.']) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 /// The WHERE clause of `f` and its parameters.
 fn where_clause(f: &NodeFilter, now: i64) -> (String, Vec<Box<dyn ToSql>>) {
     let mut terms: Vec<String> = Vec::new();
@@ -234,7 +247,13 @@ fn where_clause(f: &NodeFilter, now: i64) -> (String, Vec<Box<dyn ToSql>>) {
         args.push(v);
         format!("?{}", args.len())
     };
-    if let Some(s) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+    let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    if let Some(mac) = search.and_then(whole_mac) {
+        let p = arg(Box::new(String::from(mac)), &mut args);
+        terms.push(format!(
+            "(n.mac = {p} OR n.id IN (SELECT node_id FROM node_macs WHERE mac = {p}))"
+        ));
+    } else if let Some(s) = search {
         let p = arg(Box::new(like_pattern(&s.to_lowercase())), &mut args);
         terms.push(format!(
             "(lower(n.name) LIKE {p} ESCAPE '\\'
@@ -479,6 +498,85 @@ mod tests {
     #[test]
     fn patterns_take_wildcards_literally() {
         assert_eq!(like_pattern("a%b_c\\"), "%a\\%b\\_c\\\\%");
+    }
+
+    #[test]
+    fn a_whole_mac_with_separators_is_a_mac_and_anything_else_text() {
+        for s in ["52:54:00:AB:cd:01", "52-54-00-ab-CD-01", "5254.00ab.cd01"] {
+            assert_eq!(whole_mac(s).unwrap().as_str(), "52:54:00:ab:cd:01", "{s}");
+        }
+        for s in [
+            "525400abcd01",
+            "00:ab:cd:01",
+            "52:54:00:ab:cd:0g",
+            "node-7",
+            "10.20.0.5",
+        ] {
+            assert_eq!(whole_mac(s), None, "{s}");
+        }
+    }
+
+    /// Nodes `node-0`..`node-2`, node 1 with a second NIC, in a store of their own.
+    fn three_nodes() -> (tempfile::TempDir, crate::store::Store, Vec<NodeId>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("stoker.db")).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let mut nics = vec![serde_json::json!(
+                {"name": "eno1", "mac": format!("52:54:00:ab:cd:0{i}"), "speed_mbps": 10000, "link": true})];
+            if i == 1 {
+                nics.push(serde_json::json!(
+                    {"name": "eno2", "mac": "0c:c4:7a:00:00:11", "speed_mbps": 10000, "link": true}));
+            }
+            let inventory: Inventory = serde_json::from_value(serde_json::json!({
+                "interfaces": nics, "cpu": {"count": 8}, "memory_bytes": 68_719_476_736u64,
+                "disks": [{"name": "sda", "size_bytes": 480_103_981_056u64}],
+                "system": {"serial": format!("SN-52540{i}")}
+            }))
+            .unwrap();
+            ids.push(
+                store
+                    .write(|tx| tx.record_hello(&inventory, None, 1))
+                    .unwrap()
+                    .0
+                    .id,
+            );
+        }
+        (dir, store, ids)
+    }
+
+    fn search(store: &crate::store::Store, q: &str) -> (Vec<NodeId>, u64) {
+        let query = NodeQuery {
+            filter: NodeFilter {
+                search: Some(q.to_string()),
+                ..NodeFilter::default()
+            },
+            sort: SortKey::default(),
+            descending: false,
+            offset: 0,
+            limit: 50,
+        };
+        let listing = store.read(|tx| tx.node_list(&query, 1)).unwrap();
+        (
+            listing.nodes.iter().map(|n| n.id).collect(),
+            listing.matching,
+        )
+    }
+
+    #[test]
+    fn a_search_finds_nodes_by_any_mac_whole_or_in_part_and_by_text() {
+        let (_dir, store, ids) = three_nodes();
+        // A whole MAC, in any of its spellings: the node it boots from or any other NIC's.
+        for q in ["52:54:00:ab:cd:01", " 52-54-00-AB-CD-01 ", "5254.00ab.cd01"] {
+            assert_eq!(search(&store, q), (vec![ids[1]], 1), "{q:?}");
+        }
+        assert_eq!(search(&store, "0C:C4:7A:00:00:11"), (vec![ids[1]], 1));
+        assert_eq!(search(&store, "52:54:00:ab:cd:09"), (vec![], 0));
+        // Part of a MAC, a serial's part, twelve digits without separators: text.
+        assert_eq!(search(&store, "ab:cd"), (ids.clone(), 3));
+        assert_eq!(search(&store, "00:11"), (vec![ids[1]], 1));
+        assert_eq!(search(&store, "sn-525402"), (vec![ids[2]], 1));
+        assert_eq!(search(&store, "525400abcd01"), (vec![], 0));
     }
 
     #[test]
