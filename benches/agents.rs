@@ -54,7 +54,8 @@
 //! it started (s since the bench's start), how long the master held it, its latency, which call.
 //!
 //! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2] [rounds=R]` (default 1000 agents,
-//! 250 ms, one round); each round starts a new daemon. `STOKER_BENCH_BIN` runs another stoker
+//! 250 ms, 5 rounds: fewer give no spread worth quoting, and the summary says so); each round
+//! starts a new daemon. `STOKER_BENCH_BIN` runs another stoker
 //! binary than cargo's; `STOKER_BENCH_BASELINE=BIN` alternates that binary with it, round by
 //! round (the baseline first), and the summary compares them: median and min–max of each
 //! figure over the rounds, as a markdown table. Not part of CI.
@@ -1981,7 +1982,13 @@ fn main() {
     let rounds: usize = args
         .iter()
         .find_map(|a| a.strip_prefix("rounds=")?.parse().ok())
-        .unwrap_or(1);
+        .unwrap_or(5)
+        .max(1);
+    if rounds < 5 {
+        println!(
+            "{rounds} round(s): a look, not a figure to quote (medians and spread need at least 5)"
+        );
+    }
     let env_on = |k: &str, default: bool| {
         std::env::var(k).map_or(default, |v| !matches!(v.as_str(), "" | "0" | "no"))
     };

@@ -464,10 +464,10 @@ if [ -n "${AGENTS:-}" ]; then
     for mode in off on; do
       out=$work/agents-$r-$mode.txt
       if [ "$mode" = off ]; then
-        env STOKER_BENCH_BIN="$bin" STOKER_BENCH_BMCS="$work/bmcs.txt" STOKER_BENCH_BMC_OFF=1 "$abin" "$AGENTS" "$step" ${AGENTS_ARGS:-} >"$out" 2>&1 &
+        env STOKER_BENCH_BIN="$bin" STOKER_BENCH_BMCS="$work/bmcs.txt" STOKER_BENCH_BMC_OFF=1 "$abin" "$AGENTS" "$step" rounds=1 ${AGENTS_ARGS:-} >"$out" 2>&1 &
       else
         env STOKER_BENCH_BIN="$bin" STOKER_BENCH_BMCS="$work/bmcs.txt" STOKER_BMC_SYNC_INTERVAL="$ainterval" \
-          STOKER_BMC_SYNC_WORKERS="$workers" "$abin" "$AGENTS" "$step" ${AGENTS_ARGS:-} >"$out" 2>&1 &
+          STOKER_BMC_SYNC_WORKERS="$workers" "$abin" "$AGENTS" "$step" rounds=1 ${AGENTS_ARGS:-} >"$out" 2>&1 &
       fi
       apid=$!
       wait "$apid" || { apid=; echo "agents run $r ($mode) failed:"; tail -20 "$out"; exit 1; }

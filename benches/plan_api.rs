@@ -11,8 +11,12 @@
 //! Their latency while the plan is made, beside the same calls with the daemon idle just before,
 //! says whether planning holds anything other requests need (the store's writer, a lock) or
 //! only competes for the cores. Then a second GET of the same plan (kept: no planning).
-//! Reports medians and min-max over the rounds (>= 5), and what bounds each figure. There is no
-//! peer to alternate with (Nailgun cannot run here).
+//! Reports medians and min-max over the rounds (>= 5), and what bounds each figure, then a
+//! markdown table. There is no peer: Nailgun's planning cannot run here (Python 2, PostgreSQL,
+//! the whole of fuel-web). `STOKER_BENCH_BASELINE=BIN` (a stoker built from an earlier commit)
+//! starts a second daemon of that build with the same environment, and each round plans on
+//! both, one right after the other, the build going first alternating from round to round; the
+//! table then has both builds' rows and the ratio baseline / this build of each round's pair.
 //!
 //! `cargo bench --bench plan_api -- [NODES] [ROUNDS]`; `STOKER_BENCH_BIN` runs another stoker
 //! binary than cargo's, `STOKER_BENCH_SHARED` names the shared folder (default `../shared`).
@@ -162,22 +166,37 @@ fn percentile(v: &[f64], p: f64) -> f64 {
     s[((s.len() - 1) as f64 * p).round() as usize]
 }
 
-fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let n = args.first().copied().unwrap_or(10_000);
-    let rounds = args.get(1).copied().unwrap_or(5).max(5);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shared = std::env::var_os("STOKER_BENCH_SHARED")
-        .map_or_else(|| root.join("../shared"), std::path::PathBuf::from);
-    let library = shared.join("corpus/fuel-library/stable-newton");
-    assert!(library.is_dir(), "{} not found", library.display());
+/// One daemon with the bench's environment.
+struct Master {
+    label: String,
+    _daemon: Daemon,
+    _dir: tempfile::TempDir,
+    pid: u32,
+    api: Arc<Api>,
+    cluster: i64,
+    ids: Vec<i64>,
+}
 
+/// What one round measured on one daemon.
+#[derive(Default)]
+struct Figures {
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+    rss: Vec<f64>,
+    size: Vec<f64>,
+    kept: Vec<f64>,
+    idle_v: Vec<f64>,
+    idle_n: Vec<f64>,
+    busy_v: Vec<f64>,
+    busy_n: Vec<f64>,
+}
+
+/// `stoker serve` of `bin` with the bundled newton release carrying `tasks` as its graph, and an
+/// environment of `n` nodes with the fixture's settings as its common facts.
+fn start(label: &str, bin: &std::ffi::OsStr, n: usize, tasks: &[Value], common: &Value) -> Master {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = Daemon(
-        Command::new(stoker_bin())
+        Command::new(bin)
             .current_dir(dir.path())
             .args([
                 "serve",
@@ -186,7 +205,7 @@ fn main() {
                 "--discovery-max-nodes",
                 &(n + 100).to_string(),
                 "--log-level",
-                "warn",
+                "warn,stoker::daemon=info",
             ])
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -228,10 +247,6 @@ fn main() {
         })
         .and_then(|r| r["id"].as_i64())
         .unwrap_or_else(|| panic!("no bundled newton release in {releases}"));
-    let opened =
-        stoker::package::graphs::open_release(&library.to_string_lossy(), None, "default", None)
-            .expect("fuel-library stable-newton");
-    let tasks: Vec<Value> = opened.graph.tasks.into_iter().map(|(t, _)| t).collect();
     let graph = format!("/api/v1/releases/{release}/deployment_graphs/default");
     let (status, body) = api.call("PUT", &graph, Some(&json!({"tasks": tasks})));
     if !(200..300).contains(&status) {
@@ -245,10 +260,20 @@ fn main() {
     )["id"]
         .as_i64()
         .expect("cluster id");
-    let fixture = std::fs::read_to_string(root.join("tests/fixtures/graph/newton-cluster.yaml"))
-        .expect("cluster fixture");
-    let (spec, _) =
-        stoker::engine::graph::parse_cluster("newton-cluster.yaml", &fixture).expect("fixture");
+
+    // The release's management and storage networks are /24s: /16s hold 10,000 nodes.
+    let nets = format!("/api/v1/clusters/{cluster}/network_configuration/neutron");
+    let mut config = api.ok("GET", &nets, None);
+    for (k, net) in config["networks"]
+        .as_array_mut()
+        .expect("networks")
+        .iter_mut()
+        .filter(|net| matches!(net["name"].as_str(), Some("management" | "storage")))
+        .enumerate()
+    {
+        net["cidr"] = json!(format!("10.{}.0.0/16", 100 + k));
+    }
+    api.ok("PUT", &nets, Some(&config));
 
     // The nodes: enrolled, then assigned in parts.
     let t = Instant::now();
@@ -321,106 +346,223 @@ fn main() {
     api.ok(
         "PUT",
         &format!("/api/v1/clusters/{cluster}/orchestrator/deployment"),
-        Some(&json!({"common": spec.settings})),
+        Some(&json!({ "common": common })),
     );
     println!(
-        "daemon planning: {n} nodes enrolled and assigned in {:.1} s; fuel-library stable-newton \
-         ({} tasks) as the release's graph; {} cores",
+        "{label} ({}): {n} nodes enrolled and assigned in {:.1} s",
+        bin.to_string_lossy(),
         t.elapsed().as_secs_f64(),
+    );
+    Master {
+        label: label.to_string(),
+        _daemon: child,
+        _dir: dir,
+        pid,
+        api,
+        cluster,
+        ids,
+    }
+}
+
+/// One round on one daemon: make its kept plan stale, then time the plan and the probes.
+fn round(m: &Master, r: usize, f: &mut Figures) {
+    let (api, n) = (&m.api, m.ids.len());
+    let plan_path = format!("/api/v1/clusters/{}/plan", m.cluster);
+    let node_path = format!("/api/v1/nodes/{}", m.ids[n / 2]);
+    api.ok(
+        "PUT",
+        &format!("/api/v1/nodes/{}", m.ids[0]),
+        Some(&json!({"name": format!("bench-1-round-{r}")})),
+    );
+    // The unrelated calls, idle, then while the plan is made.
+    let run_probes = |during: &dyn Fn()| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let v = probe(api.clone(), "/api/v1/version".into(), stop.clone());
+        let nd = probe(api.clone(), node_path.clone(), stop.clone());
+        during();
+        stop.store(true, Ordering::Relaxed);
+        (v.join().expect("probe"), nd.join().expect("probe"))
+    };
+    let (v, nd) = run_probes(&|| std::thread::sleep(Duration::from_secs(2)));
+    f.idle_v.extend(v);
+    f.idle_n.extend(nd);
+    let result = Mutex::new((0.0, 0.0, 0.0, 0usize));
+    let (v, nd) = run_probes(&|| {
+        let (c0, _) = usage(m.pid);
+        let t = Instant::now();
+        let (status, bytes) = api.raw("GET", &plan_path, None);
+        let w = t.elapsed().as_secs_f64();
+        let (c1, hwm) = usage(m.pid);
+        assert_eq!(
+            status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(2000)])
+        );
+        *result.lock().unwrap_or_else(PoisonError::into_inner) = (w, c1 - c0, hwm, bytes.len());
+    });
+    f.busy_v.extend(v);
+    f.busy_n.extend(nd);
+    let (w, c, hwm, s) = *result.lock().unwrap_or_else(PoisonError::into_inner);
+    let t = Instant::now();
+    let (status, _) = api.raw("GET", &plan_path, None);
+    assert_eq!(status, 200);
+    let kept = t.elapsed().as_secs_f64();
+    println!(
+        "round {} {}: plan {w:.2} s wall, {c:.2} s daemon CPU, peak RSS {hwm:.0} MB, {:.0} MB of \
+         JSON; kept plan {kept:.2} s",
+        r + 1,
+        m.label,
+        s as f64 / 1e6,
+    );
+    f.wall.push(w);
+    f.cpu.push(c);
+    f.rss.push(hwm);
+    f.size.push(s as f64 / 1e6);
+    f.kept.push(kept);
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = args.first().copied().unwrap_or(10_000);
+    let rounds = args.get(1).copied().unwrap_or(5).max(5);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shared = std::env::var_os("STOKER_BENCH_SHARED")
+        .map_or_else(|| root.join("../shared"), std::path::PathBuf::from);
+    let library = shared.join("corpus/fuel-library/stable-newton");
+    assert!(library.is_dir(), "{} not found", library.display());
+    let opened =
+        stoker::package::graphs::open_release(&library.to_string_lossy(), None, "default", None)
+            .expect("fuel-library stable-newton");
+    let tasks: Vec<Value> = opened.graph.tasks.into_iter().map(|(t, _)| t).collect();
+    let fixture = std::fs::read_to_string(root.join("tests/fixtures/graph/newton-cluster.yaml"))
+        .expect("cluster fixture");
+    let (spec, _) =
+        stoker::engine::graph::parse_cluster("newton-cluster.yaml", &fixture).expect("fixture");
+    let common = serde_json::to_value(&spec.settings).expect("settings as JSON");
+
+    // Each daemon runs in a directory of its own: a relative path would not find the binary.
+    let absolute = |bin: std::ffi::OsString| std::fs::canonicalize(&bin).map_or(bin, Into::into);
+    let mut masters = Vec::new();
+    if let Some(base) = std::env::var_os("STOKER_BENCH_BASELINE") {
+        masters.push(start("baseline", &absolute(base), n, &tasks, &common));
+    }
+    masters.push(start("stoker", &absolute(stoker_bin()), n, &tasks, &common));
+    println!(
+        "daemon planning: fuel-library stable-newton ({} tasks) as the release's graph; {rounds} \
+         rounds{}; {} cores",
         tasks.len(),
+        if masters.len() > 1 {
+            ", the build going first alternating"
+        } else {
+            ""
+        },
         std::thread::available_parallelism().map_or(1, |c| c.get())
     );
-    println!("no peer to alternate with: Nailgun's planning cannot run here");
+    println!("no peer: Nailgun's planning cannot run here");
 
-    let plan_path = format!("/api/v1/clusters/{cluster}/plan");
-    let node_path = format!("/api/v1/nodes/{}", ids[n / 2]);
-    let (mut wall, mut cpu, mut rss, mut size, mut kept) = (vec![], vec![], vec![], vec![], vec![]);
-    let (mut idle_v, mut idle_n, mut busy_v, mut busy_n) = (vec![], vec![], vec![], vec![]);
+    let mut figures: Vec<Figures> = masters.iter().map(|_| Figures::default()).collect();
     for r in 0..rounds {
-        api.ok(
-            "PUT",
-            &format!("/api/v1/nodes/{}", ids[0]),
-            Some(&json!({"name": format!("bench-1-round-{r}")})),
-        );
-        // The unrelated calls, idle, then while the plan is made.
-        let run_probes = |during: &dyn Fn()| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let v = probe(api.clone(), "/api/v1/version".into(), stop.clone());
-            let nd = probe(api.clone(), node_path.clone(), stop.clone());
-            during();
-            stop.store(true, Ordering::Relaxed);
-            (v.join().expect("probe"), nd.join().expect("probe"))
-        };
-        let (v, nd) = run_probes(&|| std::thread::sleep(Duration::from_secs(2)));
-        idle_v.extend(v);
-        idle_n.extend(nd);
-        let result = Mutex::new((0.0, 0.0, 0.0, 0usize));
-        let (v, nd) = run_probes(&|| {
-            let (c0, _) = usage(pid);
-            let t = Instant::now();
-            let (status, bytes) = api.raw("GET", &plan_path, None);
-            let w = t.elapsed().as_secs_f64();
-            let (c1, hwm) = usage(pid);
-            assert_eq!(
-                status,
-                200,
-                "{}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(2000)])
-            );
-            *result.lock().unwrap_or_else(PoisonError::into_inner) = (w, c1 - c0, hwm, bytes.len());
-        });
-        busy_v.extend(v);
-        busy_n.extend(nd);
-        let (w, c, m, s) = *result.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = Instant::now();
-        let (status, _) = api.raw("GET", &plan_path, None);
-        assert_eq!(status, 200);
-        kept.push(t.elapsed().as_secs_f64());
+        let mut order: Vec<usize> = (0..masters.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            round(&masters[i], r, &mut figures[i]);
+        }
+    }
+    let mut cores = Vec::new();
+    for (m, f) in masters.iter().zip(&figures) {
+        println!();
         println!(
-            "round {}: plan {w:.2} s wall, {c:.2} s daemon CPU, peak RSS {m:.0} MB, {:.0} MB of \
-             JSON; kept plan {:.2} s",
-            r + 1,
-            s as f64 / 1e6,
-            kept[kept.len() - 1]
+            "{}: GET /plan (made): wall {}, daemon CPU {}",
+            m.label,
+            show(&f.wall, "s"),
+            show(&f.cpu, "s")
         );
-        wall.push(w);
-        cpu.push(c);
-        rss.push(m);
-        size.push(s as f64 / 1e6);
+        println!(
+            "  daemon peak RSS {}, answer {}",
+            show(&f.rss, "MB"),
+            show(&f.size, "MB")
+        );
+        println!(
+            "  GET /plan (kept, unchanged inputs): {}",
+            show(&f.kept, "s")
+        );
+        let lat = |name: &str, idle: &[f64], busy: &[f64]| {
+            println!(
+                "  {name}: idle p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} calls); while \
+                 planning p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} calls)",
+                percentile(idle, 0.5),
+                percentile(idle, 0.99),
+                percentile(idle, 1.0),
+                idle.len(),
+                percentile(busy, 0.5),
+                percentile(busy, 0.99),
+                percentile(busy, 1.0),
+                busy.len()
+            );
+        };
+        lat("GET /api/v1/version", &f.idle_v, &f.busy_v);
+        lat("GET /api/v1/nodes/{id}", &f.idle_n, &f.busy_n);
+        let (c, w) = (spread(&f.cpu).0, spread(&f.wall).0);
+        cores.push(if w > 0.0 { c / w } else { 0.0 });
+    }
+    // The README's table: one row per build, the ratio on this build's row.
+    let paired = masters.len() == 2;
+    println!();
+    println!(
+        "| build | {n} nodes, {rounds} rounds: GET /plan made, wall | its daemon CPU | daemon \
+         peak RSS | answer | GET /plan kept | GET /api/v1/nodes/{{id}} p99 idle / while planning |{}",
+        if paired {
+            " baseline / this build, wall (per round) |"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "|---|---|---|---|---|---|---|{}",
+        if paired { "---|" } else { "" }
+    );
+    for (i, (m, f)) in masters.iter().zip(&figures).enumerate() {
+        let ratio = if !paired {
+            String::new()
+        } else if i == 1 {
+            let q: Vec<f64> = figures[0]
+                .wall
+                .iter()
+                .zip(&f.wall)
+                .map(|(b, s)| b / s)
+                .collect();
+            format!(" {} |", show(&q, "×"))
+        } else {
+            " |".to_string()
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.1} / {:.1} ms |{ratio}",
+            m.label,
+            show(&f.wall, "s"),
+            show(&f.cpu, "s"),
+            show(&f.rss, "MB"),
+            show(&f.size, "MB"),
+            show(&f.kept, "s"),
+            percentile(&f.idle_n, 0.99),
+            percentile(&f.busy_n, 0.99),
+        );
     }
     println!();
     println!(
-        "GET /plan (made): wall {}, daemon CPU {}",
-        show(&wall, "s"),
-        show(&cpu, "s")
-    );
-    println!(
-        "  daemon peak RSS {}, answer {}",
-        show(&rss, "MB"),
-        show(&size, "MB")
-    );
-    println!("GET /plan (kept, unchanged inputs): {}", show(&kept, "s"));
-    let lat = |name: &str, idle: &[f64], busy: &[f64]| {
-        println!(
-            "{name}: idle p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} calls); while planning \
-             p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} calls)",
-            percentile(idle, 0.5),
-            percentile(idle, 0.99),
-            percentile(idle, 1.0),
-            idle.len(),
-            percentile(busy, 0.5),
-            percentile(busy, 0.99),
-            percentile(busy, 1.0),
-            busy.len()
-        );
-    };
-    lat("GET /api/v1/version", &idle_v, &busy_v);
-    lat("GET /api/v1/nodes/{id}", &idle_n, &busy_n);
-    let (c, w) = (spread(&cpu).0, spread(&wall).0);
-    println!(
-        "what bounds it: the daemon used {:.2} cores while planning (reading the inputs and \
+        "what bounds it: the daemon used {} cores while planning (reading the inputs and \
          writing the answer on one thread, per-node evaluation on two); the probes' latency \
-         while planning is the cores being shared, unless it grows with the plan's length",
-        if w > 0.0 { c / w } else { 0.0 }
+         while planning is the cores being shared, unless it grows with the plan's length; \
+         one plan at a time (the other build's daemon idle meanwhile)",
+        cores
+            .iter()
+            .map(|c| format!("{c:.2}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
     );
 }

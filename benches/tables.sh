@@ -5,10 +5,13 @@
 # what machine and with which command it was measured. No table in the README is typed by hand.
 #
 # usage: benches/tables.sh [--from-logs] [NAME ...]
-#   NAME: pxe yaql graph agents agents_5s pages node_list bmc_sweep (default: all whose needs
-#   are met)
+#   NAME: pxe yaql graph agents agents_5s plan_api pages node_list bmc_sweep (default: all
+#   whose needs are met)
 #   Logs go to target/bench-logs/NAME.log. Needs root and ../shared for pxe and graph, the
-#   yaql reference's venv for yaql (see each bench's header).
+#   yaql reference's venv for yaql, Ironic's for node_list (see each bench's header).
+#   BASELINE=BIN (a stoker built from an earlier commit) is alternated round by round with this
+#   build by the benches that have no peer of their own beside stoker (graph, agents, agents_5s,
+#   plan_api, pages); the command line in the README says so.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,18 +26,26 @@ for a in "$@"; do
     *) names+=("$a") ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents agents_5s pages node_list bmc_sweep)
+[ ${#names[@]} -gt 0 ] || names=(pxe yaql graph agents agents_5s plan_api pages node_list bmc_sweep)
 bin=$root/target/release/stoker
+
+baseline=${BASELINE:+$(readlink -f "$BASELINE")}
 
 # The command each bench runs with for the README's figures.
 command_of() {
+  local agents_env="" base_env=""
+  if [ -n "$baseline" ]; then
+    agents_env="env STOKER_BENCH_BASELINE=$baseline "
+    base_env="env BASE=$baseline "
+  fi
   case $1 in
     pxe) echo "benches/pxe.sh $bin ../shared" ;;
     yaql) echo "cargo bench --bench yaql -- ../shared 5" ;;
-    graph) echo "benches/graph.sh $bin ../shared" ;;
-    agents) echo "cargo bench --bench agents -- 10000 250 day2" ;;
-    agents_5s) echo "cargo bench --bench agents -- 10000 5000 day2" ;;
-    pages) echo "benches/pages.sh $bin" ;;
+    graph) echo "${base_env}benches/graph.sh $bin ../shared" ;;
+    agents) echo "${agents_env}cargo bench --bench agents -- 10000 250 day2 rounds=5" ;;
+    agents_5s) echo "${agents_env}cargo bench --bench agents -- 10000 5000 day2 rounds=5" ;;
+    plan_api) echo "${agents_env}cargo bench --bench plan_api -- 10000 5" ;;
+    pages) echo "${base_env}benches/pages.sh $bin" ;;
     node_list) echo "benches/node_list.sh $bin 10000 7" ;;
     bmc_sweep) echo "benches/bmc_sweep.sh $bin 1000 8 5" ;;
     *) return 1 ;;
