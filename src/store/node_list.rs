@@ -250,8 +250,9 @@ fn where_clause(f: &NodeFilter, now: i64) -> (String, Vec<Box<dyn ToSql>>) {
     let search = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty());
     if let Some(mac) = search.and_then(whole_mac) {
         let p = arg(Box::new(String::from(mac)), &mut args);
+        // `node_macs` holds every MAC of every node, its first one too (as `node_by_mac` reads).
         terms.push(format!(
-            "(n.mac = {p} OR n.id IN (SELECT node_id FROM node_macs WHERE mac = {p}))"
+            "n.id IN (SELECT node_id FROM node_macs WHERE mac = {p})"
         ));
     } else if let Some(s) = search {
         let p = arg(Box::new(like_pattern(&s.to_lowercase())), &mut args);
