@@ -516,7 +516,7 @@ fn main() {
     println!();
     println!(
         "| build | {n} nodes, {rounds} rounds: GET /plan made, wall | its daemon CPU | daemon \
-         peak RSS | answer | GET /plan kept | GET /api/v1/nodes/{{id}} p99 idle / while planning |{}",
+         VmHWM after the plan (its peak so far) | answer | GET /plan kept | GET /api/v1/nodes/{{id}} p99 idle / while planning |{}",
         if paired {
             " baseline / this build, wall (per round) |"
         } else {
