@@ -242,6 +242,20 @@ fn a_deployment_runs_every_node_to_ready_in_order() {
     let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
     assert_eq!(r.status, 202, "{}", r.body);
     let dep = r.json()["id"].as_i64().unwrap();
+    // The answer counts the runs it made, as the deployment's own read counts them (a master
+    // run may have moved on since: the totals agree, and the statuses add up).
+    let counted = &r.json()["runs"];
+    assert!(counted["pending"].as_u64().unwrap() > 0, "{counted}");
+    assert_eq!(
+        counted["total"],
+        deployment(&base, dep)["runs"]["total"],
+        "{counted}"
+    );
+    let by_status: u64 = ["pending", "running", "ok", "failed", "skipped"]
+        .iter()
+        .map(|s| counted[s].as_u64().unwrap())
+        .sum();
+    assert_eq!(Some(by_status), counted["total"].as_u64(), "{counted}");
     // A second Deploy while this one runs is refused.
     let again = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
     assert_eq!(again.status, 409, "{}", again.body);

@@ -145,14 +145,6 @@ pub struct RunCounts {
 }
 
 impl RunCounts {
-    pub fn of(runs: &[Run]) -> RunCounts {
-        let mut c = RunCounts::default();
-        for r in runs {
-            c.add(&r.status, 1);
-        }
-        c
-    }
-
     /// Count `n` more runs in `status`.
     pub fn add(&mut self, status: &str, n: usize) {
         self.total += n;
