@@ -519,7 +519,9 @@ pub fn build(
             if let Some(scheme) = cluster.network.as_ref().and_then(|f| f.nodes.get(&n.uid))
                 && let Some(o) = part.as_object_mut()
             {
-                o.insert("network_scheme".to_string(), scheme.clone());
+                // `scheme::facts` wrote it from a value: it reads back.
+                let scheme = serde_json::from_str(scheme).unwrap_or(J::Null);
+                o.insert("network_scheme".to_string(), scheme);
             }
             deep_merge(&mut part, &n.data);
             keys_of(&mut node_keys, &part);
