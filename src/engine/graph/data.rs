@@ -516,11 +516,9 @@ pub fn build(
             {
                 o.insert("deleted".to_string(), J::Bool(true));
             }
-            if let Some(scheme) = cluster.network.as_ref().and_then(|f| f.nodes.get(&n.uid))
+            if let Some(scheme) = cluster.network.as_ref().and_then(|f| f.scheme(&n.uid))
                 && let Some(o) = part.as_object_mut()
             {
-                // `scheme::facts` wrote it from a value: it reads back.
-                let scheme = serde_json::from_str(scheme).unwrap_or(J::Null);
                 o.insert("network_scheme".to_string(), scheme);
             }
             deep_merge(&mut part, &n.data);

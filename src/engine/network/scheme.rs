@@ -377,6 +377,15 @@ mod tests {
             public: false,
         };
         let s = network_scheme(&c, &n);
+        // The facts hold it as text and give it back as it was made; a node they do not have
+        // has none.
+        let f = facts(&c, &[("3".to_string(), n.clone(), false)]);
+        assert_eq!(f.scheme("3").as_ref(), Some(&s));
+        assert_eq!(f.scheme("4"), None);
+        assert_eq!(
+            f.common["network_metadata"]["nodes"]["node-3"]["network_roles"]["management"],
+            "192.168.0.3"
+        );
         assert_eq!(s["endpoints"]["br-mgmt"]["IP"], json!(["192.168.0.3/24"]));
         assert_eq!(s["endpoints"]["br-fw-admin"]["gateway"], "10.20.0.2");
         assert_eq!(s["roles"]["management"], "br-mgmt");
@@ -402,13 +411,23 @@ mod tests {
 
 /// What the deployment data takes from the networks: a common part (`quantum_settings`,
 /// `network_metadata.vips`, each node's `network_metadata.nodes[*].network_roles`) and each
-/// node's `network_scheme`, by uid, as its compact JSON text: a plan holds these until it is
-/// made, and at 10,000 nodes the schemes as values took about 95 MB of its peak (heaptrack)
-/// against about a third of that as text; each is read back once, into its node's part.
+/// node's `network_scheme`, by uid ([`Facts::scheme`]). A plan holds these until it is made,
+/// though only the nodes' parts read the schemes, once each: they are kept as compact JSON
+/// text, not values (at 10,000 nodes the values were about 95 MB of a plan's peak, heaptrack).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
     pub common: J,
-    pub nodes: BTreeMap<String, Box<str>>,
+    schemes: BTreeMap<String, Box<str>>,
+}
+
+impl Facts {
+    /// Node `uid`'s `network_scheme`, read back from its text.
+    pub fn scheme(&self, uid: &str) -> Option<J> {
+        // Written by `facts` from a value: it always reads back.
+        self.schemes
+            .get(uid)
+            .map(|text| serde_json::from_str(text).unwrap_or(J::Null))
+    }
 }
 
 /// The facts of an environment from its networks and each node's (`(uid, nets, deleted)`).
@@ -433,6 +452,6 @@ pub fn facts(c: &ClusterNets, nodes: &[(String, NodeNets, bool)]) -> Facts {
             "quantum_settings": quantum_settings(c),
             "network_metadata": {"nodes": meta_nodes, "vips": vips(c)},
         }),
-        nodes: schemes,
+        schemes,
     }
 }

@@ -78,8 +78,10 @@ pub async fn deploy(
     let d = started.deployment;
     // The counts from the store's tallies, not from every run read back: at 10,000 nodes that
     // is 200,000 runs with their arguments, about 480 MB for a moment (heaptrack).
-    let id = d.id;
-    let counts = state.store(move |s| s.read(|r| r.run_counts(id))).await?;
+    let deployment = d.id;
+    let counts = state
+        .store(move |s| s.read(|r| r.run_counts(deployment)))
+        .await?;
     Ok(HttpResponse::Accepted()
         // As the plan's own answer says it: whether the plan was the kept one.
         .insert_header(("x-stoker-plan-cached", started.plan_cached.to_string()))
