@@ -564,6 +564,42 @@ struct Cached {
     revision: i64,
     plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
     made_at: i64,
+    /// False once its successor is being made ([`Cached::shown_only`]): it is then only shown,
+    /// never answered as a plan to deploy or record from.
+    whole: bool,
+}
+
+impl Cached {
+    fn new(
+        key: [u8; 32],
+        revision: i64,
+        plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
+        made_at: i64,
+    ) -> Cached {
+        Cached {
+            key,
+            revision,
+            plan,
+            made_at,
+            whole: true,
+        }
+    }
+
+    /// The plan is stale and its successor is being made: until it is replaced, only
+    /// [`Plans::kept`] reads it, for a page that shows its steps. What it was made from (the
+    /// nodes' rows) and the deployment data it would record (every node's part as text, some
+    /// 100 MB at 10,000 nodes) go now instead of sitting beside the new plan's at its peak.
+    /// A plan someone else still holds is left whole: dropping our share frees nothing.
+    fn shown_only(&mut self) {
+        self.whole = false;
+        if let Ok(plan) = &mut self.plan
+            && let Some(p) = Arc::get_mut(plan)
+        {
+            p.nodes = Vec::new();
+            p.plan.data = graph::data::DeploymentData::default();
+            p.plan.uids = Vec::new();
+        }
+    }
 }
 
 /// One environment's kept plan of one graph type. `making` is held by the one caller making a
@@ -633,6 +669,10 @@ impl Plans {
     /// The plan last made of environment `cluster_id`'s `graph_type`, whatever changed since,
     /// without reading the store: what a page shows while a deployment runs, when every node's
     /// status change would otherwise make a new plan per view (seconds at thousands of nodes).
+    ///
+    /// For showing only: while its successor is made, the plan has its steps but neither its
+    /// nodes' rows nor its deployment data ([`Cached::shown_only`]). Deploy through
+    /// [`Plans::plan`].
     pub fn kept(&self, cluster_id: i64, graph_type: &str) -> Option<Planned> {
         let slot = lock(&self.slots)
             .get(&(cluster_id, graph_type.to_string()))
@@ -750,6 +790,7 @@ impl Plans {
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
         if let Some(c) = lock(&slot.kept).as_mut()
+            && c.whole
             && c.key == key
         {
             // The same inputs at a newer revision (something unread by plans moved it, or a
@@ -760,6 +801,9 @@ impl Plans {
                 made_at: c.made_at,
                 cached: true,
             });
+        }
+        if let Some(c) = lock(&slot.kept).as_mut() {
+            c.shown_only();
         }
         self.made.fetch_add(1, Ordering::Relaxed);
         // Seconds of CPU at thousands of nodes, on both cores: niced, so that the agents' calls
@@ -778,12 +822,7 @@ impl Plans {
                 return Err(e);
             }
         };
-        *lock(&slot.kept) = Some(Cached {
-            key,
-            revision,
-            plan: plan.clone(),
-            made_at: now,
-        });
+        *lock(&slot.kept) = Some(Cached::new(key, revision, plan.clone(), now));
         Ok(Planned {
             plan,
             made_at: now,
@@ -795,7 +834,9 @@ impl Plans {
 /// The slot's kept plan when its inputs were read at `revision`.
 fn kept_at(slot: &SlotCell, revision: i64) -> Option<Planned> {
     let kept = lock(&slot.kept);
-    let c = kept.as_ref().filter(|c| c.revision == revision)?;
+    let c = kept
+        .as_ref()
+        .filter(|c| c.whole && c.revision == revision)?;
     Some(Planned {
         plan: c.plan.clone(),
         made_at: c.made_at,
@@ -1128,12 +1169,12 @@ mod tests {
                 .entry((1, "default".to_string()))
                 .or_default(),
         );
-        *lock(&slot.kept) = Some(Cached {
-            key: [0; 32],
-            revision: 3,
-            plan: Err(Arc::new(PlanningError::NoNodes("env".into()))),
-            made_at: 7,
-        });
+        *lock(&slot.kept) = Some(Cached::new(
+            [0; 32],
+            3,
+            Err(Arc::new(PlanningError::NoNodes("env".into()))),
+            7,
+        ));
         let making = lock(&slot.making);
         assert!(plans.making(1, "default"));
         assert!(!plans.making(2, "default"));
@@ -1276,5 +1317,55 @@ mod tests {
             .unwrap();
         assert!(!changed.cached);
         assert_eq!(plans.made(), 2);
+    }
+
+    /// A stale kept plan whose successor is being made keeps what a page shows (its steps) and
+    /// gives up its inputs and deployment data; it is never answered as a plan again, even for
+    /// the very inputs it was made from.
+    #[test]
+    fn a_kept_plan_being_replaced_is_only_shown() {
+        let (dir, store, cluster) = environment();
+        let plans = Plans::new(10_000_000);
+        let first = plans
+            .plan(&store, dir.path(), cluster, "default", 1)
+            .unwrap();
+        let steps = first.plan.as_ref().unwrap().plan.nodes.clone();
+        assert!(!steps.is_empty());
+        drop(first);
+        let slot = Arc::clone(&lock(&plans.slots)[&(cluster, "default".to_string())]);
+        let whole = |p: &Planned| {
+            let env = p.plan.as_ref().unwrap();
+            (
+                !env.nodes.is_empty(),
+                !env.plan.data.nodes.is_empty(),
+                !env.plan.uids.is_empty(),
+            )
+        };
+        // Held by a caller, the plan stays whole (dropping the slot's share frees nothing).
+        let held = plans.kept(cluster, "default").unwrap();
+        lock(&slot.kept).as_mut().unwrap().shown_only();
+        assert_eq!(whole(&held), (true, true, true));
+        drop(held);
+        lock(&slot.kept).as_mut().unwrap().whole = true;
+        lock(&slot.kept).as_mut().unwrap().shown_only();
+        let shown = plans.kept(cluster, "default").unwrap();
+        assert_eq!(whole(&shown), (false, false, false));
+        assert_eq!(shown.plan.as_ref().unwrap().plan.nodes, steps);
+        assert_eq!(shown.made_at, 1);
+        drop(shown);
+        // Nothing changed in the store, yet the plan to deploy from is made again, whole.
+        let again = plans
+            .plan(&store, dir.path(), cluster, "default", 2)
+            .unwrap();
+        assert!(!again.cached);
+        assert_eq!(again.made_at, 2);
+        assert_eq!(whole(&again), (true, true, true));
+        assert_eq!(plans.made(), 2);
+        assert!(
+            plans
+                .plan(&store, dir.path(), cluster, "default", 3)
+                .unwrap()
+                .cached
+        );
     }
 }
