@@ -26,15 +26,20 @@ impl ReadTxn<'_> {
                            WHERE t.cluster_id = s.cluster_id AND t.deployment = s.deployment)
              ORDER BY s.deployment",
         )?;
-        let rows = stmt.query_map([cluster_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
-        for row in rows {
-            let (id, data) = row?;
-            let snap: Snapshot = serde_json::from_str(&data).map_err(|e| StoreError::Corrupt {
+        let mut rows = stmt.query([cluster_id])?;
+        while let Some(row) = rows.next()? {
+            let id: String = row.get(0)?;
+            // Parsed from SQLite's own buffer: a snapshot of 10,000 nodes is tens of
+            // megabytes of text, and a copy of it would sit beside its parse at every plan.
+            let corrupt = |detail: String| StoreError::Corrupt {
                 what: "deployed snapshot",
-                detail: format!("environment {cluster_id}, deployment {id}: {e}"),
-            })?;
+                detail: format!("environment {cluster_id}, deployment {id}: {detail}"),
+            };
+            let data = row
+                .get_ref(1)?
+                .as_str()
+                .map_err(|e| corrupt(e.to_string()))?;
+            let snap: Snapshot = serde_json::from_str(data).map_err(|e| corrupt(e.to_string()))?;
             out.deployments.insert(id, snap);
         }
         let mut stmt = self.conn.prepare_cached(
@@ -298,6 +303,36 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, 0);
+    }
+
+    /// A deployed snapshot that is not JSON text (a damaged file, a hand edit) is an error
+    /// naming the environment and the deployment, not a panic or an empty state.
+    #[test]
+    fn a_damaged_snapshot_is_named() {
+        let (_dir, store) = with_nodes(1);
+        staged(&store, 1, &snap(&["1"]), &[("1", "netconfig")]);
+        succeed(&store, 1);
+        for (bad, says) in [
+            ("CAST(X'7BFF00' AS TEXT)", "utf-8"),
+            ("'{\"common\": '", "eof while parsing"),
+        ] {
+            store
+                .write(|tx| {
+                    tx.conn.execute(
+                        &format!(
+                            "UPDATE deployed_snapshots SET data = {bad} WHERE deployment = '1'"
+                        ),
+                        [],
+                    )?;
+                    Ok(())
+                })
+                .unwrap();
+            let e = store.read(|r| r.deployed(1)).unwrap_err().to_string();
+            assert!(
+                e.contains("environment 1, deployment 1") && e.to_lowercase().contains(says),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
