@@ -185,6 +185,8 @@ pub fn start(m: &Master<'_>, req: &Request) -> Result<Started, DeployError> {
         // Another graph: its tasks only, on the installed OS.
         planned.retain(|s| s.step == "run_tasks");
     }
+    // Pages show the kept plan, without planning again, until the deployment is stored.
+    let _deploying = plans.deploying(cluster_id);
     let planned_env = plans
         .plan_with(store, data_dir, cluster_id, graph_type, scope.force, now)
         .and_then(|p| Ok((p.cached, p.plan.map_err(PlanningError::Kept)?)));

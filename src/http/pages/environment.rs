@@ -274,9 +274,10 @@ pub async fn environment(
         None => {
             let made = crate::http::api::environments::make_plan(&state, id, "default".to_string());
             match state.plans.kept(id, "default") {
-                // Another view or call is making the new plan: show the kept one at once,
-                // rather than wait (and hold a blocking thread) for it.
-                Some(kept) if state.plans.making(id, "default") => {
+                // Another view or call is making the new plan, or a Deploy is being prepared
+                // (which makes its own): show the kept one at once, rather than wait (and hold
+                // a blocking thread) for it, or read every input again beside the Deploy.
+                Some(kept) if state.plans.making(id, "default") || state.plans.is_deploying(id) => {
                     page.plan_remaking = true;
                     Ok(kept)
                 }
