@@ -132,13 +132,6 @@ impl Store {
         } else {
             ChangeOf::default()
         };
-        let snapshot = match &change.snapshot {
-            Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
-                what: "deployed snapshot",
-                detail: e.to_string(),
-            })?),
-            None => None,
-        };
         let total = new.runs.len();
         let schedule = Schedule::new(
             new.runs
@@ -158,6 +151,15 @@ impl Store {
         in_parts(writer, change.tasks, move |tx, part| {
             tx.insert_ran(dep, part)
         })?;
+        // The snapshot's text (tens of megabytes at 10,000 nodes) is made once the runs are
+        // written and gone, not held beside them.
+        let snapshot = match &change.snapshot {
+            Some(s) => Some(serde_json::to_string(s).map_err(|e| StoreError::Corrupt {
+                what: "deployed snapshot",
+                detail: e.to_string(),
+            })?),
+            None => None,
+        };
         if let Some(pending) = new.data.take() {
             let data = pending()?;
             writer.write_blocking(move |tx| tx.attach_transaction_data(dep, &data))?;
