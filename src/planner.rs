@@ -828,20 +828,18 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        if let Some(c) = lock(&slot.kept).as_mut()
-            && c.whole
-            && c.key == key
-        {
-            // The same inputs at a newer revision (something unread by plans moved it, or a
-            // change was undone): the next call can answer at this one unread.
-            c.revision = c.revision.max(revision);
-            return Ok(Planned {
-                plan: c.plan.clone(),
-                made_at: c.made_at,
-                cached: true,
-            });
-        }
         if let Some(c) = lock(&slot.kept).as_mut() {
+            if c.whole && c.key == key {
+                // The same inputs at a newer revision (something unread by plans moved it, or
+                // a change was undone): the next call can answer at this one unread.
+                c.revision = c.revision.max(revision);
+                return Ok(Planned {
+                    plan: c.plan.clone(),
+                    made_at: c.made_at,
+                    cached: true,
+                });
+            }
+            // Stale: a successor is made now.
             c.shown_only();
         }
         self.made.fetch_add(1, Ordering::Relaxed);
