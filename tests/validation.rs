@@ -63,8 +63,11 @@ fn fields(r: &crate::common::Resp) -> Vec<(String, String)> {
         .collect()
 }
 
+/// GET `path` and one of its headers. The plans here are slow on purpose, and the API waits
+/// for one being made, so the client waits as long as a debug build on a loaded machine needs.
 fn header(d: &TestDaemon, path: &str, name: &str) -> (u16, String, String) {
-    let (status, body, headers) = Http::get_bytes(&d.url(path), &[]);
+    let (status, body, headers) =
+        Http::get_bytes_within(&d.url(path), &[], std::time::Duration::from_secs(120));
     (
         status,
         headers.get(name).cloned().unwrap_or_default(),

@@ -421,10 +421,13 @@ fn with_credentials<B>(
     req
 }
 
+/// How long the test client waits for one answer before calling the daemon hung.
+const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .timeout_global(Some(CLIENT_TIMEOUT))
         .build()
         .into()
 }
@@ -494,7 +497,23 @@ impl Http {
         url: &str,
         headers: &[(&str, &str)],
     ) -> (u16, Vec<u8>, std::collections::HashMap<String, String>) {
-        let mut req = with_credentials(agent().get(url), url, headers);
+        Self::get_bytes_within(url, headers, CLIENT_TIMEOUT)
+    }
+
+    /// [`Http::get_bytes`] for a request that waits on purpose (a deliberately slow plan):
+    /// `timeout` only guards against a hang, it does not time the daemon, so it must hold
+    /// in a debug build and on a loaded machine alike.
+    pub fn get_bytes_within(
+        url: &str,
+        headers: &[(&str, &str)],
+        timeout: std::time::Duration,
+    ) -> (u16, Vec<u8>, std::collections::HashMap<String, String>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .build()
+            .into();
+        let mut req = with_credentials(agent.get(url), url, headers);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
