@@ -169,3 +169,60 @@ fn version_and_usage_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `/proc/PID/environ` of a running process, as `KEY=VALUE` strings.
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .map(|kv| String::from_utf8_lossy(kv).into_owned())
+        .collect()
+}
+
+#[test]
+fn serve_gives_freed_memory_back_within_10_ms_unless_the_operator_chose_a_delay() {
+    for (given, expected) in [(None, "10"), (Some("250"), "250")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = stoker(dir.path());
+        cmd.args(["serve", "--http-listen", "127.0.0.1:0"])
+            .env_remove("MIMALLOC_PURGE_DELAY")
+            .env_remove("MIMALLOC_RESET_DELAY");
+        if let Some(v) = given {
+            cmd.env("MIMALLOC_PURGE_DELAY", v);
+        }
+        let served = Served::spawn(cmd);
+        let pid = served.child.id();
+        // The process the test started is the one serving (replaced in place, same PID), with
+        // the same arguments, and mimalloc read the delay from its environment.
+        let delays: Vec<String> = environ(pid)
+            .into_iter()
+            .filter(|kv| kv.starts_with("MIMALLOC_PURGE_DELAY="))
+            .collect();
+        assert_eq!(delays, [format!("MIMALLOC_PURGE_DELAY={expected}")]);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let argv: Vec<&[u8]> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .collect();
+        assert_eq!(
+            argv[1..],
+            [&b"serve"[..], b"--http-listen", b"127.0.0.1:0"],
+            "{}",
+            String::from_utf8_lossy(&cmdline)
+        );
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        if let Some(thp) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+            assert!(
+                thp.ends_with('0'),
+                "huge pages stay off across the restart: {thp}"
+            );
+        }
+        served.signal("TERM");
+        let (code, log) = served.wait();
+        assert_eq!(code, Some(0), "{log:#?}");
+        assert!(
+            !log.iter().any(|l| l.contains("cannot restart")),
+            "{log:#?}"
+        );
+    }
+}

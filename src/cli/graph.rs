@@ -100,7 +100,7 @@ fn next_id(d: &Deployed) -> String {
 }
 
 fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    super::no_huge_pages();
+    super::memory::no_huge_pages();
     let text = match std::fs::read_to_string(&args.cluster) {
         Ok(t) => t,
         Err(e) => return usage(format!("{}: {e}", args.cluster.display())),

@@ -20,6 +20,7 @@ pub mod exit;
 mod follow;
 mod generate;
 mod graph;
+mod memory;
 mod node;
 pub mod output;
 mod plugin;
@@ -161,18 +162,6 @@ pub fn command() -> clap::Command {
     API_COMMANDS.iter().fold(Cli::command(), |cmd, name| {
         cmd.mut_subcommand(name, with_codes)
     })
-}
-
-/// No transparent huge pages for this process from now on (`PR_SET_THP_DISABLE`, inherited by
-/// the commands it starts), for the commands that make and free big transient structures over
-/// and over: the daemon, and `graph plan`. mimalloc asks for huge pages on its arenas and gives
-/// freed memory back a 4 KiB page at a time; the kernel then splits the huge pages and, at the
-/// next touch, zeroes a fresh 2 MiB for a few kilobytes. At 10,000 nodes that zeroing was a
-/// fifth of the daemon's CPU while it planned (README, "Benchmarks"). A short command that only
-/// grows its heap (`stoker yaql`) keeps them: 4 KiB pages cost it six times the page faults.
-/// Best effort: a kernel without the call keeps its default.
-pub fn no_huge_pages() {
-    let _ = nix::sys::prctl::set_thp_disable(true);
 }
 
 /// Parse `std::env::args` and run the chosen subcommand.

@@ -60,12 +60,20 @@ const DEMO_IMAGE: &str = "demo-os.img";
 
 /// `stoker serve`
 pub fn run(args: &ConfigArgs, demo_nodes: usize) -> ExitCode {
-    super::no_huge_pages();
+    let unpurged = super::memory::for_daemon();
     let mut config = match resolve(args) {
         Ok(c) => c,
         Err(code) => return code,
     };
     init_logging(&config);
+    if let Some(e) = unpurged {
+        tracing::warn!(
+            "cannot restart with {}={} ({e}): freed memory goes back to the system after \
+             mimalloc's default delay (1 s), so peaks stay higher",
+            super::memory::PURGE_DELAY_ENV,
+            super::memory::PURGE_DELAY_MS
+        );
+    }
     if demo_nodes > 0 && config.deploy.image_url.is_none() {
         // The demo's nodes write a small image of the demo's own, from the master.
         let image = config.images_dir().join(DEMO_IMAGE);
