@@ -4,7 +4,8 @@
 /// mimalloc rather than glibc's malloc: the daemon's big transient allocations (planning a
 /// deployment of thousands of nodes, on whichever pool thread runs it) left glibc's per-thread
 /// arenas holding the freed memory, so the process kept about twice the heap it used at its peak
-/// (`benches/agents.rs`, README "Benchmarks"); mimalloc gives freed pages back.
+/// (`benches/agents.rs`, README "Benchmarks"); mimalloc gives freed pages back, within 10 ms
+/// for `stoker serve` (`cli::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

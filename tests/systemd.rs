@@ -87,3 +87,17 @@ fn the_filter_lets_background_work_lower_its_priority() {
         "setpriority is denied by the last filter line naming it: {last}"
     );
 }
+
+#[test]
+fn the_service_gives_freed_memory_back_as_serve_would() {
+    // Set in the unit, the service starts once instead of replacing itself with the setting.
+    let env = directive(&unit(), "Environment");
+    assert!(
+        env.contains(&format!(
+            "{}={}",
+            stoker::cli::memory::PURGE_DELAY_ENV,
+            stoker::cli::memory::PURGE_DELAY_MS
+        )),
+        "{env:?}"
+    );
+}

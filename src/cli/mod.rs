@@ -20,7 +20,7 @@ pub mod exit;
 mod follow;
 mod generate;
 mod graph;
-mod memory;
+pub mod memory;
 mod node;
 pub mod output;
 mod plugin;
