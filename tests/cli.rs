@@ -170,12 +170,14 @@ fn version_and_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// `/proc/PID/environ` of a running process, as `KEY=VALUE` strings.
-fn environ(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
+/// A NUL-separated file of a running process (`/proc/PID/environ`, `/proc/PID/cmdline`), one
+/// string per entry.
+fn proc_strings(pid: u32, file: &str) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/{file}"))
         .unwrap()
         .split(|b| *b == 0)
-        .map(|kv| String::from_utf8_lossy(kv).into_owned())
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
         .collect()
 }
 
@@ -194,21 +196,16 @@ fn serve_gives_freed_memory_back_within_10_ms_unless_the_operator_chose_a_delay(
         let pid = served.child.id();
         // The process the test started is the one serving (replaced in place, same PID), with
         // the same arguments, and mimalloc read the delay from its environment.
-        let delays: Vec<String> = environ(pid)
+        let delays: Vec<String> = proc_strings(pid, "environ")
             .into_iter()
             .filter(|kv| kv.starts_with("MIMALLOC_PURGE_DELAY="))
             .collect();
         assert_eq!(delays, [format!("MIMALLOC_PURGE_DELAY={expected}")]);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-        let argv: Vec<&[u8]> = cmdline
-            .split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .collect();
+        let argv = proc_strings(pid, "cmdline");
         assert_eq!(
             argv[1..],
-            [&b"serve"[..], b"--http-listen", b"127.0.0.1:0"],
-            "{}",
-            String::from_utf8_lossy(&cmdline)
+            ["serve", "--http-listen", "127.0.0.1:0"],
+            "{argv:?}"
         );
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         if let Some(thp) = status.lines().find(|l| l.starts_with("THP_enabled:")) {

@@ -425,9 +425,14 @@ fn with_credentials<B>(
 const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn agent() -> ureq::Agent {
+    agent_within(CLIENT_TIMEOUT)
+}
+
+/// The test client, giving up on an answer after `timeout`.
+fn agent_within(timeout: std::time::Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(CLIENT_TIMEOUT))
+        .timeout_global(Some(timeout))
         .build()
         .into()
 }
@@ -508,12 +513,7 @@ impl Http {
         headers: &[(&str, &str)],
         timeout: std::time::Duration,
     ) -> (u16, Vec<u8>, std::collections::HashMap<String, String>) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .build()
-            .into();
-        let mut req = with_credentials(agent.get(url), url, headers);
+        let mut req = with_credentials(agent_within(timeout).get(url), url, headers);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
