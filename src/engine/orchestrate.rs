@@ -183,7 +183,7 @@ fn task_run(
     let params = t.parameters.as_ref().map(|p| p.0.as_ref());
     let (status, reason) = match t.status {
         Status::Run | Status::Stage => (RunStatus::Pending, None),
-        Status::Skipped => (RunStatus::Skipped, t.reason.clone()),
+        Status::Skipped => (RunStatus::Skipped, t.reason.as_deref().map(str::to_string)),
     };
     let limit = t.strategy.as_ref().and_then(|s| s.limit());
     let run = NewRun {
@@ -196,10 +196,10 @@ fn task_run(
             "run_tasks"
         }
         .to_string(),
-        task: Some(t.id.clone()),
+        task: Some(t.id.to_string()),
         args: Args::Task {
-            id: t.id.clone(),
-            ty: t.ty.clone(),
+            id: t.id.to_string(),
+            ty: t.ty.to_string(),
             parameters: t.parameters.clone(),
         },
         deps: Vec::new(),
@@ -290,7 +290,7 @@ pub fn runs_for(
                 let (run, w) = task_run(node, uid, t, *seq, opts);
                 *seq += 1;
                 runs.push(run);
-                by_task.insert((t.id.clone(), uid.to_string()), runs.len() - 1);
+                by_task.insert((t.id.to_string(), uid.to_string()), runs.len() - 1);
                 waits.push((runs.len() - 1, w));
             }
         };
@@ -424,11 +424,11 @@ mod tests {
             "1",
             &Step {
                 id: "netconfig".into(),
-                ty: "puppet".into(),
+                ty: "puppet",
                 status: Status::Run,
                 reason: None,
                 order: 0,
-                source: String::new(),
+                source: "".into(),
                 parameters: Some(params.clone()),
                 fail_on_error: true,
                 strategy: None,

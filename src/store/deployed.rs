@@ -40,21 +40,22 @@ impl ReadTxn<'_> {
                 .as_str()
                 .map_err(|e| corrupt(e.to_string()))?;
             let snap: Snapshot = serde_json::from_str(data).map_err(|e| corrupt(e.to_string()))?;
-            out.deployments.insert(id, snap);
+            out.add_snapshot(id, snap);
         }
         let mut stmt = self.conn.prepare_cached(
             "SELECT node_uid, task, deployment FROM deployed_tasks WHERE cluster_id = ?1",
         )?;
-        let rows = stmt.query_map([cluster_id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })?;
-        for row in rows {
-            let (uid, task, dep) = row?;
-            out.tasks.entry(uid).or_default().insert(task, dep);
+        // Read from SQLite's buffers, each task and deployment id kept once.
+        let mut names = std::collections::HashSet::new();
+        let mut rows = stmt.query([cluster_id])?;
+        while let Some(row) = rows.next()? {
+            let text = |i: usize| -> Result<&str> {
+                row.get_ref(i)?.as_str().map_err(|e| StoreError::Corrupt {
+                    what: "deployed task",
+                    detail: format!("environment {cluster_id}: {e}"),
+                })
+            };
+            out.record_run(&mut names, text(0)?, text(1)?, text(2)?);
         }
         Ok(out)
     }
@@ -218,7 +219,7 @@ mod tests {
             .iter()
             .flat_map(|(u, t)| {
                 t.iter()
-                    .map(move |(task, dep)| ((u.clone(), task.clone()), dep.clone()))
+                    .map(move |(task, dep)| ((u.clone(), task.to_string()), dep.to_string()))
             })
             .collect()
     }

@@ -457,12 +457,12 @@ struct Template {
 /// A task on one place, serialized.
 struct Inst {
     status: Status,
-    ty: String,
-    reason: Option<String>,
+    ty: &'static str,
+    reason: Option<Arc<str>>,
     parameters: Option<Shared>,
     strategy: Option<Strategy>,
     fail_on_error: bool,
-    compared_with: Option<String>,
+    compared_with: Option<Arc<str>>,
     edges: Arc<Edges>,
 }
 
@@ -662,12 +662,12 @@ struct PlaceEnv {
     node_j: Option<Arc<J>>,
     /// Old data is ignored on this place.
     fresh: bool,
-    contexts: HashMap<Option<String>, Context>,
+    contexts: HashMap<Option<Arc<str>>, Context>,
 }
 
 /// A class of nodes whose shared values are the same: the deployment their old data comes
 /// from, and whether they had no part in it.
-type Class = (Option<String>, bool);
+type Class = (Option<Arc<str>>, bool);
 
 /// A task's shared values as variables, per class of nodes (None: the original decides).
 type SharedValues = HashMap<(usize, Class), Option<Vec<(String, Y)>>>;
@@ -860,7 +860,7 @@ pub fn plan_by(
         .collect();
     let uids: Vec<String> = nodes.iter().map(|n| n.uid.clone()).collect();
     let assigned: Vec<Assigned> = roles::assign(&node_roles, &uids, &meta)?;
-    let dd = data::build(cluster, &nodes, &assigned, release, plugins);
+    let dd = data::build(cluster, &nodes, &assigned, release, plugins, deployed);
     // The keys any node's own data has, new or old: what reads none of them reads the
     // common part, the same for every node ([`share`]). None when a node's data is not a
     // mapping (a replaced one may be anything): nothing is shared then.
@@ -1236,6 +1236,12 @@ pub fn plan_by(
 
     // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
     // with YAQL values of its own (they are not shared between threads).
+    // The deployments of the old data, each id one shared text ([`Step::compared_with`]).
+    let deployment_ids: HashMap<&str, Arc<str>> = deployed
+        .deployments
+        .keys()
+        .map(|d| (d.as_str(), Arc::from(d.as_str())))
+        .collect();
     let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>, (u64, Spent)) {
         let mut failures: Vec<EvalFailure> = Vec::new();
         let meter = Meter::new(engine, share);
@@ -1245,7 +1251,11 @@ pub fn plan_by(
             .with_memo(memo.clone())
             .with_var_value("common", common_y.clone())
             .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
-        let mut snapshots: HashMap<String, Y> = HashMap::new();
+        let mut snapshots: HashMap<Arc<str>, Y> = HashMap::new();
+        // Why a step is skipped, made once per task and deployment of its old data (or type):
+        // the same text for every node of a class, shared by their steps.
+        let mut reasons: HashMap<(usize, Option<Arc<str>>), Arc<str>> = HashMap::new();
+        let mut type_reasons: HashMap<&'static str, Arc<str>> = HashMap::new();
         // Shared values per task and class of nodes (old data's deployment, and whether the
         // node had a part in it), and each class's context: the common data only.
         let mut shared_values: SharedValues = HashMap::new();
@@ -1297,7 +1307,7 @@ pub fn plan_by(
                     } else {
                         Status::Skipped
                     },
-                    ty: t.ty.map_or("stage", TaskType::as_str).to_string(),
+                    ty: t.ty.map_or("stage", TaskType::as_str),
                     reason: None,
                     parameters: None,
                     strategy: None,
@@ -1324,13 +1334,18 @@ pub fn plan_by(
             let last = if pe.fresh {
                 None
             } else {
-                deployed.last_run(&pe.uid, &t.id).map(str::to_string)
+                deployed.last_run(&pe.uid, &t.id).map(|d| {
+                    deployment_ids
+                        .get(d)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from(d))
+                })
             };
             if !pe.contexts.contains_key(&last) {
                 let old = match &last {
                     None => empty.clone(),
                     Some(dep) => {
-                        let snap = deployed.deployments.get(dep);
+                        let snap = deployed.deployments.get(&**dep);
                         let common_old = match snapshots.get(dep) {
                             Some(v) => v.clone(),
                             None => {
@@ -1366,7 +1381,7 @@ pub fn plan_by(
                     last.as_ref().is_some_and(|dep| {
                         deployed
                             .deployments
-                            .get(dep)
+                            .get(&**dep)
                             .and_then(|s| s.nodes.get(&pe.uid))
                             .is_none_or(data::Part::is_null)
                     }),
@@ -1382,7 +1397,7 @@ pub fn plan_by(
                                         data::to_yaql(
                                             deployed
                                                 .deployments
-                                                .get(dep)
+                                                .get(&**dep)
                                                 .map_or(&J::Null, |s| &s.common),
                                         )
                                     })
@@ -1413,17 +1428,34 @@ pub fn plan_by(
             };
             let (run, why) = match &tpl.cond {
                 Cond::True => (true, None),
-                Cond::Value(b) => (*b, Some("condition is false".to_string())),
-                Cond::Yaql(e) => match evaluated(e) {
-                    Ok(v) => (
-                        v.truthy(),
-                        Some(format!(
-                            "condition is false: {} (old data: {})",
-                            e.split_whitespace().collect::<Vec<_>>().join(" "),
-                            last.as_deref()
-                                .map_or("none".to_string(), |d| format!("deployment {d}"))
-                        )),
+                Cond::Value(b) => (
+                    *b,
+                    Some(
+                        reasons
+                            .entry((ti, None))
+                            .or_insert_with(|| Arc::from("condition is false"))
+                            .clone(),
                     ),
+                ),
+                Cond::Yaql(e) => match evaluated(e) {
+                    Ok(v) => {
+                        let run = v.truthy();
+                        let why = (!run).then(|| {
+                            reasons
+                                .entry((ti, last.clone()))
+                                .or_insert_with(|| {
+                                    Arc::from(format!(
+                                        "condition is false: {} (old data: {})",
+                                        e.split_whitespace().collect::<Vec<_>>().join(" "),
+                                        last.as_deref().map_or("none".to_string(), |d| {
+                                            format!("deployment {d}")
+                                        })
+                                    ))
+                                })
+                                .clone()
+                        });
+                        (run, why)
+                    }
                     Err(x) => {
                         failures.push(fail(t, &node_name, "condition", e, x));
                         (false, None)
@@ -1449,10 +1481,18 @@ pub fn plan_by(
                         }
                     };
                     match expr::eval(x, &lookup, text) {
-                        Ok(v) => (
-                            expr::truthy(&v),
-                            Some(format!("condition is false: {text}")),
-                        ),
+                        Ok(v) => {
+                            let run = expr::truthy(&v);
+                            let why = (!run).then(|| {
+                                reasons
+                                    .entry((ti, None))
+                                    .or_insert_with(|| {
+                                        Arc::from(format!("condition is false: {text}"))
+                                    })
+                                    .clone()
+                            });
+                            (run, why)
+                        }
                         Err(e) => {
                             failures.push(fail(t, &node_name, "condition", text, e.message));
                             (false, None)
@@ -1497,7 +1537,10 @@ pub fn plan_by(
             let (status, reason) = if !run {
                 (Status::Skipped, why)
             } else if !ty.is_action() {
-                (Status::Skipped, Some(format!("type is {ty}")))
+                let why = type_reasons
+                    .entry(ty.as_str())
+                    .or_insert_with(|| Arc::from(format!("type is {ty}")));
+                (Status::Skipped, Some(why.clone()))
             } else {
                 (Status::Run, None)
             };
@@ -1582,7 +1625,7 @@ pub fn plan_by(
             }
             insts.push(Inst {
                 status,
-                ty: ty.as_str().to_string(),
+                ty: ty.as_str(),
                 reason,
                 parameters,
                 strategy,
@@ -1851,6 +1894,10 @@ pub fn plan_by(
     }
     // Names shared by every reference (a thousand-node plan has millions of edges).
     let task_names: Vec<Arc<str>> = tasks.iter().map(|t| Arc::from(t.id.as_str())).collect();
+    let task_sources: Vec<Arc<str>> = tasks
+        .iter()
+        .map(|t| Arc::from(t.source.to_string()))
+        .collect();
     let place_names: Vec<Arc<str>> = (0..places_total)
         .map(|p| Arc::from(place_uid(p).as_str()))
         .collect();
@@ -1938,12 +1985,12 @@ pub fn plan_by(
             req.retain(|&u| (u as usize) < nv);
             req.sort_unstable_by_key(|&u| order[u as usize]);
             steps.push(Step {
-                id: tasks[ti].id.clone(),
-                ty: inst.ty.clone(),
+                id: task_names[ti].clone(),
+                ty: inst.ty,
                 status: inst.status,
                 reason: inst.reason.clone(),
                 order: order[v],
-                source: tasks[ti].source.to_string(),
+                source: task_sources[ti].clone(),
                 parameters: inst.parameters.clone(),
                 fail_on_error: inst.fail_on_error,
                 strategy: inst.strategy.clone(),
@@ -2106,7 +2153,7 @@ impl<'a> ChangeOf<'a> {
         for node in plan.nodes.iter().filter(|n| n.uid != "null") {
             for step in &node.tasks {
                 if step.status == Status::Run && ran(&node.uid, &step.id) {
-                    tasks.push((node.uid.clone(), step.id.clone()));
+                    tasks.push((node.uid.clone(), step.id.to_string()));
                 }
             }
         }
@@ -2162,11 +2209,9 @@ impl Deployed {
 
     /// Apply `change` as deployment `id`, then drop what nothing refers to any more.
     pub fn apply(&mut self, change: Change, id: &str) {
+        let mut names = std::collections::HashSet::new();
         for (uid, task) in change.tasks {
-            self.tasks
-                .entry(uid)
-                .or_default()
-                .insert(task, id.to_string());
+            self.record_run(&mut names, &uid, &task, id);
         }
         if let Some(snap) = change.snapshot {
             self.deployments.insert(id.to_string(), snap);

@@ -36,12 +36,13 @@
 //! shares the common part's sub-trees instead of copying them. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value as J, json};
 
 use super::build::{PluginGraph, ReleaseGraph};
-use super::input::{Cluster, NodeSpec};
+use super::input::{Cluster, Deployed, NodeSpec};
 use super::legacy::plugin_dir;
 use super::roles::Assigned;
 use crate::yaql::Value as Y;
@@ -61,14 +62,30 @@ pub struct DeploymentData {
 }
 
 /// One node's part of the deployment data, kept as its compact JSON text (that of
-/// `serde_json::to_string` of the value: keys sorted) and written as it is.
+/// `serde_json::to_string` of the value: keys sorted) and written as it is. The text is
+/// shared by its clones: a node's part that did not change since a deployment is one text in
+/// the deployed snapshots and the new plan ([`Part::same_as`]).
 #[derive(Debug, Clone)]
-pub struct Part(Box<RawValue>);
+pub struct Part(Arc<RawValue>);
 
 impl Part {
     pub fn of(v: &J) -> Part {
         // A JSON value always writes as JSON text.
-        Part(serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_text()))
+        Part(Arc::from(
+            serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_text()),
+        ))
+    }
+
+    /// This part, sharing the text of the first of `earlier` that has the same text: the
+    /// copy made for it goes.
+    pub fn same_as<'a>(self, mut earlier: impl Iterator<Item = &'a Part>) -> Part {
+        earlier.find(|e| **e == self).cloned().unwrap_or(self)
+    }
+
+    /// Whether `other` is this very text, not a copy of it.
+    #[cfg(test)]
+    pub(crate) fn shares_text_with(&self, other: &Part) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The JSON text.
@@ -107,7 +124,7 @@ fn null_text() -> Box<RawValue> {
 
 impl Default for Part {
     fn default() -> Part {
-        Part(null_text())
+        Part(Arc::from(null_text()))
     }
 }
 
@@ -320,6 +337,7 @@ pub fn build(
     assigned: &[Assigned],
     release: &ReleaseGraph,
     plugins: &[PluginGraph],
+    deployed: &Deployed,
 ) -> DeploymentData {
     // 1. The release's settings; 2. each enabled plugin's (`Cluster.get_attributes`).
     let mut common = if release.settings.is_object() {
@@ -523,7 +541,8 @@ pub fn build(
             }
             deep_merge(&mut part, &n.data);
             keys_of(&mut node_keys, &part);
-            Part::of(&part)
+            // Unchanged since a deployment: the deployed snapshot's text, not a second one.
+            Part::of(&part).same_as(deployed.parts_of(&n.uid))
         })
         .collect();
 
@@ -791,6 +810,7 @@ mod tests {
             ],
             &release(),
             &[odl()],
+            &Deployed::default(),
         );
         let entry = |uid: &str, role: &str, user: &str| {
             json!({"uid": uid, "fqdn": format!("node-{uid}.domain.tld"), "name": format!("node-{uid}"),
@@ -899,6 +919,7 @@ mod tests {
             &[assigned(&["primary-controller"], &[])],
             &r,
             &[],
+            &Deployed::default(),
         );
         assert_eq!(d.common["x"], 1);
         assert_eq!(d.common["debug"], false);

@@ -69,7 +69,7 @@ pub fn svg(plan: &Plan) -> String {
     let mut all: Vec<(&str, usize, Status)> = Vec::new();
     for node in &plan.nodes {
         for step in &node.tasks {
-            all.push((step.id.as_str(), step.order, step.status));
+            all.push((&*step.id, step.order, step.status));
         }
     }
     all.sort_by_key(|&(id, order, _)| (order, id));
@@ -102,7 +102,7 @@ pub fn svg(plan: &Plan) -> String {
     }
     for node in &plan.nodes {
         for step in &node.tasks {
-            let Some(&to) = index.get(step.id.as_str()) else {
+            let Some(&to) = index.get(&*step.id) else {
                 continue;
             };
             let groups = step

@@ -115,20 +115,22 @@ impl Serialize for GroupRef {
     }
 }
 
-/// One task of one node's list.
+/// One task of one node's list. Its texts are shared: every node's step of a task has the
+/// same id and source, and its steps of one deployment's data the same reason and
+/// deployment, so a plan of 10,000 nodes holds each once, not once a step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
-    pub id: String,
+    pub id: Arc<str>,
     /// The task's type as written (or computed); what runs is decided by `status`.
     #[serde(rename = "type")]
-    pub ty: String,
+    pub ty: &'static str,
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Arc<str>>,
     /// Position in the whole plan's order (every `requires` comes earlier).
     pub order: usize,
     /// Where the task was written.
-    pub source: String,
+    pub source: Arc<str>,
     /// Evaluated parameters (only for tasks that run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Shared>,
@@ -137,7 +139,7 @@ pub struct Step {
     pub strategy: Option<Strategy>,
     /// The deployment whose data `$%old` held, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compared_with: Option<String>,
+    pub compared_with: Option<Arc<str>>,
     /// Tasks that must finish (or be skipped) first, on this node or others, in plan order
     /// (those of its groups are not repeated here).
     pub requires: Vec<TaskRef>,

@@ -69,18 +69,18 @@ fn make(tasks: J, ns: &[NodeSpec]) -> Plan {
 
 fn step<'a>(p: &'a Plan, uid: &str, id: &str) -> &'a Step {
     p.node(uid)
-        .and_then(|n| n.tasks.iter().find(|t| t.id == id))
+        .and_then(|n| n.tasks.iter().find(|t| &*t.id == id))
         .unwrap_or_else(|| panic!("no {id} on node {uid}:\n{}", p.to_text()))
 }
 
 fn has(p: &Plan, uid: &str, id: &str) -> bool {
     p.node(uid)
-        .is_some_and(|n| n.tasks.iter().any(|t| t.id == id))
+        .is_some_and(|n| n.tasks.iter().any(|t| &*t.id == id))
 }
 
 fn ids<'a>(p: &'a Plan, uid: &str) -> Vec<&'a str> {
     p.node(uid)
-        .map(|n| n.tasks.iter().map(|t| t.id.as_str()).collect())
+        .map(|n| n.tasks.iter().map(|t| &*t.id).collect())
         .unwrap_or_default()
 }
 
@@ -475,7 +475,7 @@ fn primary_controller_is_exactly_one_controller() {
     let on = |id: &str| -> Vec<String> {
         p.nodes
             .iter()
-            .filter(|n| n.tasks.iter().any(|t| t.id == id))
+            .filter(|n| n.tasks.iter().any(|t| &*t.id == id))
             .map(|n| n.uid.clone())
             .collect()
     };
@@ -836,8 +836,65 @@ fn run_on(p: &Plan, uid: &str) -> Vec<String> {
         .tasks
         .iter()
         .filter(|t| t.status == Status::Run)
-        .map(|t| t.id.clone())
+        .map(|t| t.id.to_string())
         .collect()
+}
+
+/// A plan after a deployment holds each text once: a node's unchanged part is the deployed
+/// snapshot's, and every node's step of a task has the same id, source, reason and
+/// deployment, not copies (what 10,000 nodes' plans and deployed state weigh).
+#[test]
+fn a_plan_after_a_deployment_shares_its_texts_with_the_deployed_state_and_between_nodes() {
+    let ns = nodes(&[
+        ("1", &["compute"]),
+        ("2", &["compute"]),
+        ("3", &["compute"]),
+    ]);
+    let cluster = Cluster {
+        settings: json!({"x": 1, "y": "a", "deep": {"z": [1, 2], "other": 0}}),
+        ..Cluster::default()
+    };
+    let mut deployed = Deployed::default();
+    let p1 = plan(&cluster, &ns, &changes(), &[], &deployed).unwrap();
+    deployed.record(&p1, "1");
+    // Recorded ids are shared between nodes.
+    let ids: Vec<(&Arc<str>, &Arc<str>)> = ["1", "2"]
+        .iter()
+        .map(|uid| {
+            deployed.tasks[*uid]
+                .iter()
+                .find(|(t, _)| &***t == "on_x")
+                .unwrap()
+        })
+        .collect();
+    assert!(Arc::ptr_eq(ids[0].0, ids[1].0) && Arc::ptr_eq(ids[0].1, ids[1].1));
+    // A node whose part did not change shares the snapshot's text; a changed one does not.
+    let mut changed = ns.clone();
+    changed[2].data = Arc::new(json!({"extra": true}));
+    let p2 = plan(&cluster, &changed, &changes(), &[], &deployed).unwrap();
+    let old = |uid: &str| &deployed.deployments["1"].nodes[uid];
+    for (i, uid) in p2.uids.iter().enumerate() {
+        let new = &p2.data.nodes[i];
+        assert_eq!(new.shares_text_with(old(uid)), uid != "3", "node {uid}");
+        assert_eq!(new == old(uid), uid != "3", "node {uid}");
+    }
+    // Every node's skipped step shares its texts.
+    let (a, b) = (step(&p2, "1", "on_x"), step(&p2, "2", "on_x"));
+    assert_eq!(
+        a.reason.as_deref(),
+        Some("condition is false: changed($.x) (old data: deployment 1)")
+    );
+    for (x, y) in [(&a.id, &b.id), (&a.source, &b.source)] {
+        assert!(Arc::ptr_eq(x, y));
+    }
+    let (Some(ra), Some(rb)) = (&a.reason, &b.reason) else {
+        panic!("no reasons")
+    };
+    assert!(Arc::ptr_eq(ra, rb));
+    let (Some(ca), Some(cb)) = (&a.compared_with, &b.compared_with) else {
+        panic!("no old data")
+    };
+    assert!(Arc::ptr_eq(ca, cb));
 }
 
 #[test]

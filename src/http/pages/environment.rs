@@ -174,7 +174,7 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                         })
                         .chain(groups)
                         .collect();
-                    let mut note = t.reason.clone().unwrap_or_default();
+                    let mut note = t.reason.as_deref().unwrap_or_default().to_string();
                     if !waits.is_empty() {
                         if !note.is_empty() {
                             note.push_str("; ");
@@ -184,8 +184,8 @@ fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
                     }
                     PlanRow {
                         number: i + 1,
-                        id: t.id.clone(),
-                        ty: t.ty.clone(),
+                        id: t.id.to_string(),
+                        ty: t.ty.to_string(),
                         status: t.status.as_str(),
                         badge: match t.status {
                             Status::Run => "badge-info",
