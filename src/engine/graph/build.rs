@@ -1234,14 +1234,14 @@ pub fn plan_by(
     }
     let share = budget - common_spent;
 
-    // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
-    // with YAQL values of its own (they are not shared between threads).
     // The deployments of the old data, each id one shared text ([`Step::compared_with`]).
     let deployment_ids: HashMap<&str, Arc<str>> = deployed
         .deployments
         .keys()
         .map(|d| (d.as_str(), Arc::from(d.as_str())))
         .collect();
+    // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
+    // with YAQL values of its own (they are not shared between threads).
     let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>, (u64, Spent)) {
         let mut failures: Vec<EvalFailure> = Vec::new();
         let meter = Meter::new(engine, share);
