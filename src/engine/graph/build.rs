@@ -466,6 +466,16 @@ struct Inst {
     edges: Arc<Edges>,
 }
 
+/// The text `key` names in `made`, made by `make` the first time: one shared copy for every
+/// step that says it.
+fn shared_text<K: std::hash::Hash + Eq>(
+    made: &mut HashMap<K, Arc<str>>,
+    key: K,
+    make: impl FnOnce() -> String,
+) -> Arc<str> {
+    Arc::clone(made.entry(key).or_insert_with(|| Arc::from(make())))
+}
+
 fn version_below_2(v: Option<&str>) -> bool {
     let parts: Vec<u64> = v
         .unwrap_or("0.0.0")
@@ -1234,12 +1244,6 @@ pub fn plan_by(
     }
     let share = budget - common_spent;
 
-    // The deployments of the old data, each id one shared text ([`Step::compared_with`]).
-    let deployment_ids: HashMap<&str, Arc<str>> = deployed
-        .deployments
-        .keys()
-        .map(|d| (d.as_str(), Arc::from(d.as_str())))
-        .collect();
     // Serialize every vertex: a run of vertices (whole places, in order) at a time, each run
     // with YAQL values of its own (they are not shared between threads).
     let serialize = |run: &[(Place, usize)]| -> (Vec<Inst>, Vec<EvalFailure>, (u64, Spent)) {
@@ -1252,8 +1256,8 @@ pub fn plan_by(
             .with_var_value("common", common_y.clone())
             .with_var_value("node", data::to_yaql(&J::Object(Map::new())));
         let mut snapshots: HashMap<Arc<str>, Y> = HashMap::new();
-        // Why a step is skipped, made once per task and deployment of its old data (or type):
-        // the same text for every node of a class, shared by their steps.
+        // Why a step is skipped, made once per task and deployment of its old data (or per
+        // type): the same text for every node of a class, shared by their steps.
         let mut reasons: HashMap<(usize, Option<Arc<str>>), Arc<str>> = HashMap::new();
         let mut type_reasons: HashMap<&'static str, Arc<str>> = HashMap::new();
         // Shared values per task and class of nodes (old data's deployment, and whether the
@@ -1334,12 +1338,7 @@ pub fn plan_by(
             let last = if pe.fresh {
                 None
             } else {
-                deployed.last_run(&pe.uid, &t.id).map(|d| {
-                    deployment_ids
-                        .get(d)
-                        .cloned()
-                        .unwrap_or_else(|| Arc::from(d))
-                })
+                deployed.last_deployment(&pe.uid, &t.id).cloned()
             };
             if !pe.contexts.contains_key(&last) {
                 let old = match &last {
@@ -1430,29 +1429,22 @@ pub fn plan_by(
                 Cond::True => (true, None),
                 Cond::Value(b) => (
                     *b,
-                    Some(
-                        reasons
-                            .entry((ti, None))
-                            .or_insert_with(|| Arc::from("condition is false"))
-                            .clone(),
-                    ),
+                    (!*b).then(|| {
+                        shared_text(&mut reasons, (ti, None), || "condition is false".into())
+                    }),
                 ),
                 Cond::Yaql(e) => match evaluated(e) {
                     Ok(v) => {
                         let run = v.truthy();
                         let why = (!run).then(|| {
-                            reasons
-                                .entry((ti, last.clone()))
-                                .or_insert_with(|| {
-                                    Arc::from(format!(
-                                        "condition is false: {} (old data: {})",
-                                        e.split_whitespace().collect::<Vec<_>>().join(" "),
-                                        last.as_deref().map_or("none".to_string(), |d| {
-                                            format!("deployment {d}")
-                                        })
-                                    ))
-                                })
-                                .clone()
+                            shared_text(&mut reasons, (ti, last.clone()), || {
+                                format!(
+                                    "condition is false: {} (old data: {})",
+                                    e.split_whitespace().collect::<Vec<_>>().join(" "),
+                                    last.as_deref()
+                                        .map_or("none".to_string(), |d| format!("deployment {d}"))
+                                )
+                            })
                         });
                         (run, why)
                     }
@@ -1484,12 +1476,9 @@ pub fn plan_by(
                         Ok(v) => {
                             let run = expr::truthy(&v);
                             let why = (!run).then(|| {
-                                reasons
-                                    .entry((ti, None))
-                                    .or_insert_with(|| {
-                                        Arc::from(format!("condition is false: {text}"))
-                                    })
-                                    .clone()
+                                shared_text(&mut reasons, (ti, None), || {
+                                    format!("condition is false: {text}")
+                                })
                             });
                             (run, why)
                         }
@@ -1537,10 +1526,8 @@ pub fn plan_by(
             let (status, reason) = if !run {
                 (Status::Skipped, why)
             } else if !ty.is_action() {
-                let why = type_reasons
-                    .entry(ty.as_str())
-                    .or_insert_with(|| Arc::from(format!("type is {ty}")));
-                (Status::Skipped, Some(why.clone()))
+                let why = shared_text(&mut type_reasons, ty.as_str(), || format!("type is {ty}"));
+                (Status::Skipped, Some(why))
             } else {
                 (Status::Run, None)
             };

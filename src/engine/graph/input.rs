@@ -276,7 +276,13 @@ pub struct Deployed {
 impl Deployed {
     /// The deployment that last ran `task` on node `uid`, if any.
     pub fn last_run(&self, uid: &str, task: &str) -> Option<&str> {
-        self.tasks.get(uid)?.get(task).map(|d| &**d)
+        self.last_deployment(uid, task).map(|d| &**d)
+    }
+
+    /// [`Deployed::last_run`] as the shared text the state holds (a plan's steps hold it too:
+    /// [`super::Step::compared_with`]).
+    pub fn last_deployment(&self, uid: &str, task: &str) -> Option<&Arc<str>> {
+        self.tasks.get(uid)?.get(task)
     }
 
     /// Node `uid`'s parts in the deployed snapshots.
@@ -290,7 +296,7 @@ impl Deployed {
     /// already added shares that text ([`super::data::Part::same_as`]).
     pub fn add_snapshot(&mut self, id: String, mut snapshot: Snapshot) {
         for (uid, part) in snapshot.nodes.iter_mut() {
-            *part = std::mem::take(part).same_as(self.parts_of(uid));
+            *part = part.clone().same_as(self.parts_of(uid));
         }
         self.deployments.insert(id, snapshot);
     }
