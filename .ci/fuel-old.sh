@@ -92,7 +92,9 @@ PY
 check "fuel network --upload" "uploaded" -- "$fuel" network --env "$env" --upload --dir "$d"
 check "fuel2 downloads the network configuration" "stored in" -- "$fuel2" env network download "$env" -d "$d/back" -f yaml
 check "fuel2 reads the uploaded VLAN back" "vlan_start: 142" -- cat "$d/back/environment_$env/network.yaml"
-check "fuel network --verify starts a verification" "Verification status is '(running|ready)'" -- "$fuel" network --env "$env" --verify --dir "$d"
+# The client reads the task back once, right after starting it: on a loaded machine the
+# simulated agents' empty reports may already have ended it (in error, nothing heard).
+check "fuel network --verify starts a verification" "Verification status is '(running|ready|error)'" -- "$fuel" network --env "$env" --verify --dir "$d"
 t=$(latest)
 # The simulated nodes' agents are sandboxed: they probe no interface and hear nothing, so the
 # verification ends in error naming what was not heard (.ci/net-verify.sh runs real probes).

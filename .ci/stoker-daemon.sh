@@ -23,16 +23,23 @@ start_stoker() {
   shift 3
   work=$(mktemp -d)
   port=
+  # A port that ss shows free can still be taken before the daemon binds it (CI runs several
+  # of these scripts at once): a daemon that exits without listening is tried on the next one.
   for p in $(seq "$first" $((first + 99))); do
-    if ! ss -ltn "( sport = :$p )" | grep -q ":$p"; then port=$p; break; fi
+    ss -ltn "( sport = :$p )" | grep -q ":$p" && continue
+    (cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$p" "$@" >"$work/daemon.log" 2>&1) &
+    pid=$!
+    for _ in $(seq 100); do
+      [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    if kill -0 "$pid" 2>/dev/null; then port=$p; break; fi
+    wait "$pid" 2>/dev/null || true
+    pid=
+    grep -qi 'address.*in use' "$work/daemon.log" || { cat "$work/daemon.log" >&2; echo "$name: the daemon did not start" >&2; exit 1; }
   done
   [ -n "$port" ] || { echo "$name: no free port in $first-$((first + 99))" >&2; exit 1; }
-  (cd "$work" && exec "$bin" serve --http-listen "127.0.0.1:$port" "$@" >"$work/daemon.log" 2>&1) &
-  pid=$!
-  for _ in $(seq 100); do
-    [ -s "$work/stoker-data/initial-admin-password" ] && grep -q "listening on" "$work/daemon.log" && break
-    sleep 0.2
-  done
   password=$(cat "$work/stoker-data/initial-admin-password")
 }
 
