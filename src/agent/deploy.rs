@@ -79,7 +79,11 @@ pub trait MasterApi: Fetch {
     fn next(&self, node_id: i64) -> Call<NextReply>;
     /// Send the output tail so far; failures are ignored by the loop.
     fn output(&self, run_id: i64, report: &OutputReport);
-    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck>;
+    /// Report a run's result. `last`: the node reboots once the master answered, so the
+    /// connection ends with this call (`Connection: close`): a forced reboot sends no FIN, and
+    /// the master would otherwise keep the dead connection, with its buffers, for its
+    /// keep-alive.
+    fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck>;
     /// Called after a 401: pick up a token saved meanwhile (by a heartbeat hello); true when
     /// the token changed, so the call is worth repeating at once.
     fn reload_token(&self) -> bool {
@@ -274,7 +278,7 @@ impl<M: MasterApi> Driver<'_, M> {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Reported::Stopped);
             }
-            match self.api.result(kept.run_id, &kept.result) {
+            match self.api.result(kept.run_id, &kept.result, kept.reboot) {
                 Call::Ok(_) => {
                     tracing::info!(
                         run = kept.run_id,
@@ -575,16 +579,29 @@ impl HttpMaster {
     }
 
     fn post<T: serde::de::DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Call<T> {
+        self.post_closing(path, body, false)
+    }
+
+    /// [`HttpMaster::post`], closing the connection after the answer when `close`.
+    fn post_closing<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+        close: bool,
+    ) -> Call<T> {
         let body = match serde_json::to_string(body) {
             Ok(b) => b,
             Err(e) => return Call::Refused(0, format!("cannot encode the request: {e}")),
         };
-        let resp = self
+        let mut req = self
             .api
             .post(format!("{}{path}", self.base))
             .header("authorization", &self.bearer())
-            .header("content-type", "application/json")
-            .send(body);
+            .header("content-type", "application/json");
+        if close {
+            req = req.header("connection", "close");
+        }
+        let resp = req.send(body);
         let mut resp = match resp {
             Ok(r) => r,
             Err(e) => return Call::Retry(e.to_string()),
@@ -665,8 +682,8 @@ impl MasterApi for HttpMaster {
             self.post(&format!("/api/v1/agent/runs/{run_id}/output"), report);
     }
 
-    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
-        self.post(&format!("/api/v1/agent/runs/{run_id}/result"), result)
+    fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck> {
+        self.post_closing(&format!("/api/v1/agent/runs/{run_id}/result"), result, last)
     }
 
     fn adopt_token(&self, token: &str) {
@@ -913,6 +930,8 @@ mod tests {
         /// Results the master stored, by (run, attempt).
         stored: Mutex<Vec<(i64, RunResult)>>,
         result_calls: Mutex<u32>,
+        /// Each result call's run and whether it was the boot's last (closing) call.
+        last_calls: Mutex<Vec<(i64, bool)>>,
         outputs: Mutex<Vec<(i64, OutputReport)>>,
         stop: Arc<AtomicBool>,
     }
@@ -958,8 +977,9 @@ mod tests {
         fn output(&self, run_id: i64, report: &OutputReport) {
             self.outputs.lock().unwrap().push((run_id, report.clone()));
         }
-        fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
+        fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck> {
             *self.result_calls.lock().unwrap() += 1;
+            self.last_calls.lock().unwrap().push((run_id, last));
             let how = self
                 .on_result
                 .lock()
@@ -1092,6 +1112,18 @@ mod tests {
             vec![],
         );
         assert_eq!(n.drive(&fake).unwrap(), LoopEnd::RebootedToDisk);
+        // Only the reboot's result closes the connection: nothing follows it in this boot.
+        assert_eq!(
+            *fake.last_calls.lock().unwrap(),
+            vec![
+                (1, false),
+                (2, false),
+                (3, false),
+                (4, false),
+                (5, false),
+                (6, true)
+            ]
+        );
         assert_eq!(
             fake.stored(),
             vec![

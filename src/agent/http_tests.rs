@@ -21,6 +21,8 @@ struct Req {
     method: String,
     target: String,
     auth: Option<String>,
+    /// It asked for its connection to end with the answer (`Connection: close`).
+    close: bool,
     body: Vec<u8>,
 }
 
@@ -46,7 +48,7 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                 let mut parts = line.split_whitespace();
                 let method = parts.next().unwrap_or("").to_string();
                 let target = parts.next().unwrap_or("").to_string();
-                let (mut len, mut auth) = (0usize, None);
+                let (mut len, mut auth, mut close) = (0usize, None, false);
                 loop {
                     let mut h = String::new();
                     reader.read_line(&mut h).unwrap();
@@ -58,6 +60,7 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                     match k.to_ascii_lowercase().as_str() {
                         "content-length" => len = v.trim().parse().unwrap(),
                         "authorization" => auth = Some(v.trim().to_string()),
+                        "connection" => close = v.trim().eq_ignore_ascii_case("close"),
                         _ => {}
                     }
                 }
@@ -67,6 +70,7 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                     method,
                     target,
                     auth,
+                    close,
                     body,
                 };
                 let (status, out) = handler(&req);
@@ -294,6 +298,15 @@ fn the_loop_over_http_writes_the_image_syncs_copies_and_reboots_to_disk() {
             ("/api/v1/agent/runs/7/result", true),
         ]
     );
+    // The reboot's result, the boot's last call, ends its connection; no other call does.
+    let closing: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.close)
+        .map(|r| r.target.clone())
+        .collect();
+    assert_eq!(closing, ["/api/v1/agent/runs/7/result"]);
     assert!(
         results[0].1.output_tail.contains("verified"),
         "{}",
