@@ -643,10 +643,13 @@ impl WriteTxn<'_> {
     /// Bind a service-agent credential to the node (its hash): the one its configure step is
     /// installing. The last one bound is the only one that works.
     pub fn bind_os_credential(&self, id: NodeId, hash: &str, now: i64) -> Result<()> {
-        let n = self.conn.execute(
-            "UPDATE nodes SET os_credential_hash = ?1 WHERE id = ?2 AND os_credential_hash IS NOT ?1",
-            params![hash, id],
-        )?;
+        // Cached, like every statement of the agents' calls: each node's configure binds one.
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE nodes SET os_credential_hash = ?1 WHERE id = ?2 AND os_credential_hash IS NOT ?1",
+            )?
+            .execute(params![hash, id])?;
         if n > 0 {
             self.add_history(
                 now,
@@ -689,12 +692,14 @@ impl WriteTxn<'_> {
         version: &str,
         now: i64,
     ) -> Result<()> {
-        self.conn.execute(
-            "UPDATE nodes SET agent_token_hash = ?1, agent_token_pending_hash = NULL,
-               agent_kind = 'os', agent_version = ?2, last_seen_at = MAX(last_seen_at, ?3)
-             WHERE id = ?4",
-            params![token_hash, version, now, id],
-        )?;
+        // Cached: a rack rebooting into its installed OS says thousands of these at once.
+        self.conn
+            .prepare_cached(
+                "UPDATE nodes SET agent_token_hash = ?1, agent_token_pending_hash = NULL,
+                   agent_kind = 'os', agent_version = ?2, last_seen_at = MAX(last_seen_at, ?3)
+                 WHERE id = ?4",
+            )?
+            .execute(params![token_hash, version, now, id])?;
         self.add_history(
             now,
             Some(id),
