@@ -27,6 +27,13 @@
 //! and counted as the agent's pause. `STOKER_BENCH_POLL=1` plays agents that do not ask to be
 //! held (every agent before long-poll): the master answers at once and they poll.
 //!
+//! A node's reboot to its disk is a forced one, as `stoker agent`'s (`reboot -f`): the ramdisk
+//! agent's connection is left open, without a FIN, for the rest of the bench. Its result of
+//! `power.reboot_to_disk` says `Connection: close`, as `stoker agent` does, so the daemon closes
+//! it after answering; `STOKER_BENCH_REBOOT_CLOSE=0` plays agents that did not, whose dead
+//! connections the daemon kept until its keep-alive (30 s) ended (the bench then holds two
+//! connections per agent, so it needs an open-file limit of more than twice the agents).
+//!
 //! The operator: while the agents run, a thread asks once a second for the dashboard's `/`,
 //! `/nodes` and the environment's page (an admin session) and `GET /api/v1/clusters/{id}` and
 //! `GET /api/v1/deployments/{id}` (an admin token), one after another, and each phase reports
@@ -51,7 +58,8 @@
 //! with `AGENTS=` runs both alternately).
 //!
 //! `STOKER_BENCH_CALLS=DIR` writes each phase's calls to `DIR/PHASE.calls`, one line each: when
-//! it started (s since the bench's start), how long the master held it, its latency, which call.
+//! it started (s since the bench's start), how long the master held it, its latency, which call;
+//! and the operator's calls to `DIR/PHASE.operator` (when, latency, status, which).
 //!
 //! `cargo bench --bench agents -- [AGENTS] [STEP_MS] [day2] [rounds=R]` (default 1000 agents,
 //! 250 ms, 5 rounds: fewer give no spread worth quoting, and the summary says so); each round
@@ -303,14 +311,21 @@ impl Conn {
     }
 
     async fn post(&mut self, path: &str, token: &str, body: &str) -> Reply {
+        self.post_closing(path, token, body, false).await
+    }
+
+    /// [`Conn::post`], asking the daemon to close the connection after its answer when
+    /// `close` (`stoker agent` does so with the result its node reboots after).
+    async fn post_closing(&mut self, path: &str, token: &str, body: &str, close: bool) -> Reply {
         if self.used.elapsed() > Duration::from_secs(25) {
             self.stream = None;
         }
         let req = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+             Authorization: Bearer {token}\r\nContent-Length: {}\r\n{}\r\n{body}",
             self.addr,
-            body.len()
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" }
         );
         for _ in 0..3 {
             if self.stream.is_none() {
@@ -407,10 +422,29 @@ fn open_files_limit(pid: u32) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Raise this process's open-file limit to its hard limit: 10,000 agents hold 10,000
-/// connections, and the daemon, started from here, inherits the limit.
+/// Raise this process's open-file limit to [`WANT_OPEN_FILES`] when it may, else to its hard
+/// limit: 10,000 agents hold 10,000 connections, and the daemon, started from here, inherits
+/// the limit.
 fn raise_open_files() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    // Agents that do not close their connection before a forced reboot
+    // (`STOKER_BENCH_REBOOT_CLOSE=0`) leave theirs open beside the service agents' new ones:
+    // twice the agents, on both sides. With CAP_SYS_RESOURCE the hard limit may be raised
+    // that far; without it, that mode runs fewer agents than half the hard limit.
+    let want = Some(WANT_OPEN_FILES);
+    let limit = getrlimit(Resource::Nofile);
+    if limit.maximum.is_some_and(|m| m < WANT_OPEN_FILES)
+        && setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: want,
+                maximum: want,
+            },
+        )
+        .is_ok()
+    {
+        return WANT_OPEN_FILES;
+    }
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
         limit.current = limit.maximum;
@@ -420,6 +454,9 @@ fn raise_open_files() -> u64 {
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
+
+/// The open-file limit the bench asks for when its hard limit is lower and it may raise it.
+const WANT_OPEN_FILES: u64 = 65_536;
 
 /// A release for the benchmark, as a plugin package: the test fixture release with a graph of
 /// `TASKS` chained shell tasks for the `compute` role and nothing across nodes, so every agent
@@ -667,6 +704,8 @@ struct Shared {
     retry_ms: AtomicU64,
     /// Whether the agents ask the master to hold their `next` (long-poll).
     hold: bool,
+    /// Whether the result a node reboots after asks the daemon to close its connection.
+    close_at_reboot: bool,
     /// Calls the master held, and those of them that ended because work came.
     held: AtomicUsize,
     /// Agents that made their first call.
@@ -719,6 +758,8 @@ async fn run_node(
     let mut rec = Record::default();
     let mut stop = shared.stop.subscribe();
     let mut c = Conn::new(addr);
+    // The connections of the boots that ended (kept open, as a dead machine's are).
+    let mut dead = Vec::new();
     let mut token = sim.token;
     let mut credential = None;
     let ask = if shared.hold {
@@ -795,7 +836,10 @@ async fn run_node(
                 .to_string();
                 let path = format!("/api/v1/agent/runs/{}/result", run["id"]);
                 let at = shared.at();
-                let r = c.post(&path, &token, &done).await;
+                let reboots = step == "power.reboot_to_disk";
+                let r = c
+                    .post_closing(&path, &token, &done, reboots && shared.close_at_reboot)
+                    .await;
                 rec.calls.push(Call {
                     at,
                     secs: shared.at() - at,
@@ -808,9 +852,12 @@ async fn run_node(
                     return rec;
                 }
                 shared.results.fetch_add(1, Ordering::Relaxed);
-                if step == "power.reboot_to_disk" {
+                if reboots {
                     // The machine boots its installed OS; its service agent is another
-                    // process, on a connection of its own.
+                    // process, on a connection of its own. A forced reboot closes nothing:
+                    // the ramdisk's connection is left as it is (no FIN), and only the
+                    // daemon's closing it after the answer frees it before its keep-alive ends.
+                    dead.push(std::mem::replace(&mut c, Conn::new(addr)));
                     let Some(cred) = credential.clone() else {
                         eprintln!("node {}: rebooted without a credential", sim.id);
                         return rec;
@@ -845,7 +892,6 @@ async fn run_node(
                         return rec;
                     };
                     token = t.to_string();
-                    c = Conn::new(addr);
                 }
             }
             Some("wait") => {
@@ -1129,6 +1175,21 @@ fn report(
             ));
         }
         let file = format!("{dir}/{}.calls", p.name.replace([' ', ','], "_"));
+        if let Err(e) = std::fs::write(&file, out) {
+            eprintln!("cannot write {file}: {e}");
+        }
+        // The operator's calls beside them: a slow page and the agents' slow calls at once.
+        let mut out = String::from("start_s latency_s status call\n");
+        for s in samples.iter().filter(|s| s.at >= p.start && s.at < p.end) {
+            out.push_str(&format!(
+                "{:.4} {:.4} {} {}\n",
+                s.at,
+                s.secs,
+                s.status,
+                s.what.replace(' ', "_")
+            ));
+        }
+        let file = format!("{dir}/{}.operator", p.name.replace([' ', ','], "_"));
         if let Err(e) = std::fs::write(&file, out) {
             eprintln!("cannot write {file}: {e}");
         }
@@ -1441,6 +1502,7 @@ struct Setup {
     step_ms: u64,
     day2: bool,
     hold: bool,
+    close_at_reboot: bool,
     client_threads: usize,
     operator: bool,
     cores: f64,
@@ -1677,6 +1739,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         results: AtomicUsize::new(0),
         retry_ms: AtomicU64::new(0),
         hold: setup.hold,
+        close_at_reboot: setup.close_at_reboot,
         held: AtomicUsize::new(0),
         asked: AtomicUsize::new(0),
     });
@@ -1997,6 +2060,7 @@ fn main() {
         step_ms: nums.get(1).copied().unwrap_or(250),
         day2: args.iter().any(|a| a == "day2"),
         hold: !env_on("STOKER_BENCH_POLL", false),
+        close_at_reboot: env_on("STOKER_BENCH_REBOOT_CLOSE", true),
         client_threads: std::env::var("STOKER_BENCH_CLIENT_THREADS")
             .ok()
             .and_then(|v| v.parse().ok())
