@@ -855,9 +855,13 @@ async fn run_node(
                 if reboots {
                     // The machine boots its installed OS; its service agent is another
                     // process, on a connection of its own. A forced reboot closes nothing:
-                    // the ramdisk's connection is left as it is (no FIN), and only the
-                    // daemon's closing it after the answer frees it before its keep-alive ends.
-                    dead.push(std::mem::replace(&mut c, Conn::new(addr)));
+                    // without the close asked for, the ramdisk's connection is left as it is
+                    // (no FIN) until the bench ends. With it, the daemon closed its side after
+                    // the answer, and the socket here goes (as the dead machine's did).
+                    let old = std::mem::replace(&mut c, Conn::new(addr));
+                    if !shared.close_at_reboot {
+                        dead.push(old);
+                    }
                     let Some(cred) = credential.clone() else {
                         eprintln!("node {}: rebooted without a credential", sim.id);
                         return rec;
