@@ -79,11 +79,12 @@ pub trait MasterApi: Fetch {
     fn next(&self, node_id: i64) -> Call<NextReply>;
     /// Send the output tail so far; failures are ignored by the loop.
     fn output(&self, run_id: i64, report: &OutputReport);
-    /// Report a run's result. `last`: the node reboots once the master answered, so the
-    /// connection ends with this call (`Connection: close`): a forced reboot sends no FIN, and
-    /// the master would otherwise keep the dead connection, with its buffers, for its
-    /// keep-alive.
-    fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck>;
+    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck>;
+    /// Close the connections kept open to the master: the machine is about to reboot. A
+    /// forced reboot sends no FIN, so the master would keep each dead connection, with its
+    /// buffers and file descriptor, for its keep-alive (30 s) while a whole rack reboots. Later
+    /// calls open new ones (a reboot that failed is reported).
+    fn hang_up(&self) {}
     /// Called after a 401: pick up a token saved meanwhile (by a heartbeat hello); true when
     /// the token changed, so the call is worth repeating at once.
     fn reload_token(&self) -> bool {
@@ -278,7 +279,7 @@ impl<M: MasterApi> Driver<'_, M> {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Reported::Stopped);
             }
-            match self.api.result(kept.run_id, &kept.result, kept.reboot) {
+            match self.api.result(kept.run_id, &kept.result) {
                 Call::Ok(_) => {
                     tracing::info!(
                         run = kept.run_id,
@@ -389,6 +390,7 @@ impl<M: MasterApi> Driver<'_, M> {
             {
                 let now = self.executor.boot_id();
                 if now.is_some() && now == k.boot_before {
+                    self.api.hang_up();
                     let out = self.executor.reboot_now();
                     if !out.ok {
                         k.result.ok = false;
@@ -416,6 +418,7 @@ impl<M: MasterApi> Driver<'_, M> {
                     return Ok(LoopEnd::Stopped);
                 }
                 if k.reboot {
+                    self.api.hang_up();
                     self.executor.reboot_now();
                     if k.erase {
                         return Ok(LoopEnd::Erased);
@@ -540,16 +543,25 @@ pub fn run_loop(
 
 /// The master over HTTP (ureq, blocking).
 pub struct HttpMaster {
+    master: Master,
     base: String,
     token: std::sync::Mutex<String>,
     token_file: Option<PathBuf>,
+    /// Replaced by new ones at [`MasterApi::hang_up`], which closes these.
+    clients: std::sync::Mutex<Clients>,
+}
+
+/// The HTTP clients of one [`HttpMaster`], each with its pool of kept connections.
+#[derive(Clone)]
+struct Clients {
+    /// The protocol's calls.
     api: ureq::Agent,
+    /// Images and files, with longer timeouts.
     download: ureq::Agent,
 }
 
-impl HttpMaster {
-    /// `token_file`: where a refreshed token may appear (see [`MasterApi::reload_token`]).
-    pub fn new(master: &Master, token: &str, token_file: Option<PathBuf>) -> HttpMaster {
+impl Clients {
+    fn new(master: &Master) -> Clients {
         let api = master.agent(
             ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -562,13 +574,27 @@ impl HttpMaster {
                 .timeout_recv_response(Some(Duration::from_secs(120)))
                 .timeout_recv_body(Some(Duration::from_secs(6 * 3600))),
         );
+        Clients { api, download }
+    }
+}
+
+impl HttpMaster {
+    /// `token_file`: where a refreshed token may appear (see [`MasterApi::reload_token`]).
+    pub fn new(master: &Master, token: &str, token_file: Option<PathBuf>) -> HttpMaster {
         HttpMaster {
+            master: master.clone(),
             base: master.url().to_string(),
             token: std::sync::Mutex::new(token.to_string()),
             token_file,
-            api,
-            download,
+            clients: std::sync::Mutex::new(Clients::new(master)),
         }
+    }
+
+    fn clients(&self) -> Clients {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn bearer(&self) -> String {
@@ -579,29 +605,17 @@ impl HttpMaster {
     }
 
     fn post<T: serde::de::DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Call<T> {
-        self.post_closing(path, body, false)
-    }
-
-    /// [`HttpMaster::post`], closing the connection after the answer when `close`.
-    fn post_closing<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &impl Serialize,
-        close: bool,
-    ) -> Call<T> {
         let body = match serde_json::to_string(body) {
             Ok(b) => b,
             Err(e) => return Call::Refused(0, format!("cannot encode the request: {e}")),
         };
-        let mut req = self
+        let resp = self
+            .clients()
             .api
             .post(format!("{}{path}", self.base))
             .header("authorization", &self.bearer())
-            .header("content-type", "application/json");
-        if close {
-            req = req.header("connection", "close");
-        }
-        let resp = req.send(body);
+            .header("content-type", "application/json")
+            .send(body);
         let mut resp = match resp {
             Ok(r) => r,
             Err(e) => return Call::Retry(e.to_string()),
@@ -636,7 +650,7 @@ impl Fetch for HttpMaster {
         } else {
             url.to_string()
         };
-        let mut req = self.download.get(&full);
+        let mut req = self.clients().download.get(&full);
         // The token goes to the master only, never to a third-party image server.
         if full.starts_with(&format!("{}/", self.base)) {
             req = req.header("authorization", &self.bearer());
@@ -682,8 +696,18 @@ impl MasterApi for HttpMaster {
             self.post(&format!("/api/v1/agent/runs/{run_id}/output"), report);
     }
 
-    fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck> {
-        self.post_closing(&format!("/api/v1/agent/runs/{run_id}/result"), result, last)
+    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
+        self.post(&format!("/api/v1/agent/runs/{run_id}/result"), result)
+    }
+
+    fn hang_up(&self) {
+        let fresh = Clients::new(&self.master);
+        let old = std::mem::replace(
+            &mut *self.clients.lock().unwrap_or_else(|e| e.into_inner()),
+            fresh,
+        );
+        old.api.shutdown();
+        old.download.shutdown();
     }
 
     fn adopt_token(&self, token: &str) {
@@ -930,8 +954,8 @@ mod tests {
         /// Results the master stored, by (run, attempt).
         stored: Mutex<Vec<(i64, RunResult)>>,
         result_calls: Mutex<u32>,
-        /// Each result call's run and whether it was the boot's last (closing) call.
-        last_calls: Mutex<Vec<(i64, bool)>>,
+        /// The results reported (by run) and the hang-ups, in order.
+        calls: Mutex<Vec<String>>,
         outputs: Mutex<Vec<(i64, OutputReport)>>,
         stop: Arc<AtomicBool>,
     }
@@ -977,9 +1001,12 @@ mod tests {
         fn output(&self, run_id: i64, report: &OutputReport) {
             self.outputs.lock().unwrap().push((run_id, report.clone()));
         }
-        fn result(&self, run_id: i64, result: &RunResult, last: bool) -> Call<ResultAck> {
+        fn hang_up(&self) {
+            self.calls.lock().unwrap().push("hang up".into());
+        }
+        fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
             *self.result_calls.lock().unwrap() += 1;
-            self.last_calls.lock().unwrap().push((run_id, last));
+            self.calls.lock().unwrap().push(format!("result {run_id}"));
             let how = self
                 .on_result
                 .lock()
@@ -1112,16 +1139,11 @@ mod tests {
             vec![],
         );
         assert_eq!(n.drive(&fake).unwrap(), LoopEnd::RebootedToDisk);
-        // Only the reboot's result closes the connection: nothing follows it in this boot.
+        // The connections close once, after the reboot's result and before the reboot.
         assert_eq!(
-            *fake.last_calls.lock().unwrap(),
-            vec![
-                (1, false),
-                (2, false),
-                (3, false),
-                (4, false),
-                (5, false),
-                (6, true)
+            *fake.calls.lock().unwrap(),
+            [
+                "result 1", "result 2", "result 3", "result 4", "result 5", "result 6", "hang up"
             ]
         );
         assert_eq!(
@@ -1184,6 +1206,8 @@ mod tests {
         // running until the node is back.
         assert_eq!(n.drive(&fake).unwrap(), LoopEnd::Rebooted);
         assert_eq!(fake.stored(), vec![(1, 1, true)]);
+        // Its connections closed before the reboot, though its result waits.
+        assert_eq!(*fake.calls.lock().unwrap(), ["result 1", "hang up"]);
         let second = boot(&n);
         assert_ne!(first, second, "the sandbox rebooted");
         // The agent starts again on the new boot: the reboot's result goes first.

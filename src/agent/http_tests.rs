@@ -21,8 +21,6 @@ struct Req {
     method: String,
     target: String,
     auth: Option<String>,
-    /// It asked for its connection to end with the answer (`Connection: close`).
-    close: bool,
     body: Vec<u8>,
 }
 
@@ -48,7 +46,7 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                 let mut parts = line.split_whitespace();
                 let method = parts.next().unwrap_or("").to_string();
                 let target = parts.next().unwrap_or("").to_string();
-                let (mut len, mut auth, mut close) = (0usize, None, false);
+                let (mut len, mut auth) = (0usize, None);
                 loop {
                     let mut h = String::new();
                     reader.read_line(&mut h).unwrap();
@@ -60,7 +58,6 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                     match k.to_ascii_lowercase().as_str() {
                         "content-length" => len = v.trim().parse().unwrap(),
                         "authorization" => auth = Some(v.trim().to_string()),
-                        "connection" => close = v.trim().eq_ignore_ascii_case("close"),
                         _ => {}
                     }
                 }
@@ -70,7 +67,6 @@ fn serve(handler: Arc<Handler>) -> (String, Arc<Mutex<Vec<Req>>>) {
                     method,
                     target,
                     auth,
-                    close,
                     body,
                 };
                 let (status, out) = handler(&req);
@@ -298,15 +294,6 @@ fn the_loop_over_http_writes_the_image_syncs_copies_and_reboots_to_disk() {
             ("/api/v1/agent/runs/7/result", true),
         ]
     );
-    // The reboot's result, the boot's last call, ends its connection; no other call does.
-    let closing: Vec<String> = log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.close)
-        .map(|r| r.target.clone())
-        .collect();
-    assert_eq!(closing, ["/api/v1/agent/runs/7/result"]);
     assert!(
         results[0].1.output_tail.contains("verified"),
         "{}",
@@ -434,4 +421,55 @@ fn fetch_is_a_trait_object() {
     );
     let f: &dyn Fetch = &m;
     assert!(matches!(f.get("/x", &[]), Err(FetchError::Failed { .. })));
+}
+
+/// A connection the agent keeps to the master is closed by `hang_up` (the server reads its
+/// end), and the next call opens another: a forced reboot must not leave it to the master's
+/// keep-alive, and a reboot that failed still reports.
+#[test]
+fn hang_up_closes_the_kept_connection_and_the_next_call_opens_another() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let mut ends = Vec::new();
+        for _ in 0..2 {
+            let (conn, _) = listener.accept().unwrap();
+            conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                let h = h.trim_end().to_ascii_lowercase();
+                if h.is_empty() {
+                    break;
+                }
+                if let Some(v) = h.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0u8; len];
+            reader.read_exact(&mut body).unwrap();
+            // Kept alive: no `connection: close` from this side.
+            (&conn)
+                .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                .unwrap();
+            // What comes next on this connection: 0 bytes is the client's close; an error is
+            // the read timing out with the connection still open.
+            let mut more = [0u8; 1];
+            ends.push(reader.read(&mut more).map_err(|e| e.kind()));
+        }
+        ends
+    });
+    let m = HttpMaster::new(&crate::agent::Master::plain(&base), "tok-1", None);
+    let report = super::protocol::OutputReport {
+        attempt: 1,
+        tail: "x".into(),
+    };
+    m.output(1, &report);
+    m.hang_up();
+    m.output(1, &report);
+    m.hang_up();
+    assert_eq!(server.join().unwrap(), [Ok(0), Ok(0)]);
 }
