@@ -27,12 +27,13 @@
 //! and counted as the agent's pause. `STOKER_BENCH_POLL=1` plays agents that do not ask to be
 //! held (every agent before long-poll): the master answers at once and they poll.
 //!
-//! A node's reboot to its disk is a forced one, as `stoker agent`'s (`reboot -f`): the ramdisk
-//! agent's connection is left open, without a FIN, for the rest of the bench. Its result of
-//! `power.reboot_to_disk` says `Connection: close`, as `stoker agent` does, so the daemon closes
-//! it after answering; `STOKER_BENCH_REBOOT_CLOSE=0` plays agents that did not, whose dead
-//! connections the daemon kept until its keep-alive (30 s) ended (the bench then holds two
-//! connections per agent, so it needs an open-file limit of more than twice the agents).
+//! A node's reboot to its disk is a forced one, as `stoker agent`'s (`reboot -f`), which sends
+//! no FIN. `stoker agent` closes its connections to the master first (`MasterApi::hang_up`), and
+//! so do these agents, after the answer to their result of `power.reboot_to_disk`.
+//! `STOKER_BENCH_REBOOT_CLOSE=0` plays agents that did not: the ramdisk's connection is left
+//! open and silent for the rest of the bench, and the daemon keeps it until its keep-alive
+//! (30 s) ends. The bench then holds two connections per agent, and refuses to start with an
+//! open-file limit of less than twice the agents and a margin.
 //!
 //! The operator: while the agents run, a thread asks once a second for the dashboard's `/`,
 //! `/nodes` and the environment's page (an admin session) and `GET /api/v1/clusters/{id}` and
@@ -311,21 +312,14 @@ impl Conn {
     }
 
     async fn post(&mut self, path: &str, token: &str, body: &str) -> Reply {
-        self.post_closing(path, token, body, false).await
-    }
-
-    /// [`Conn::post`], asking the daemon to close the connection after its answer when
-    /// `close` (`stoker agent` does so with the result its node reboots after).
-    async fn post_closing(&mut self, path: &str, token: &str, body: &str, close: bool) -> Reply {
         if self.used.elapsed() > Duration::from_secs(25) {
             self.stream = None;
         }
         let req = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Authorization: Bearer {token}\r\nContent-Length: {}\r\n{}\r\n{body}",
+             Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
-            body.len(),
-            if close { "Connection: close\r\n" } else { "" }
+            body.len()
         );
         for _ in 0..3 {
             if self.stream.is_none() {
@@ -422,29 +416,10 @@ fn open_files_limit(pid: u32) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Raise this process's open-file limit to [`WANT_OPEN_FILES`] when it may, else to its hard
-/// limit: 10,000 agents hold 10,000 connections, and the daemon, started from here, inherits
-/// the limit.
+/// Raise this process's open-file limit to its hard limit: 10,000 agents hold 10,000
+/// connections, and the daemon, started from here, inherits the limit.
 fn raise_open_files() -> u64 {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    // Agents that do not close their connection before a forced reboot
-    // (`STOKER_BENCH_REBOOT_CLOSE=0`) leave theirs open beside the service agents' new ones:
-    // twice the agents, on both sides. With CAP_SYS_RESOURCE the hard limit may be raised
-    // that far; without it, that mode runs fewer agents than half the hard limit.
-    let want = Some(WANT_OPEN_FILES);
-    let limit = getrlimit(Resource::Nofile);
-    if limit.maximum.is_some_and(|m| m < WANT_OPEN_FILES)
-        && setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: want,
-                maximum: want,
-            },
-        )
-        .is_ok()
-    {
-        return WANT_OPEN_FILES;
-    }
+    use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
         limit.current = limit.maximum;
@@ -454,9 +429,6 @@ fn raise_open_files() -> u64 {
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
-
-/// The open-file limit the bench asks for when its hard limit is lower and it may raise it.
-const WANT_OPEN_FILES: u64 = 65_536;
 
 /// A release for the benchmark, as a plugin package: the test fixture release with a graph of
 /// `TASKS` chained shell tasks for the `compute` role and nothing across nodes, so every agent
@@ -836,10 +808,7 @@ async fn run_node(
                 .to_string();
                 let path = format!("/api/v1/agent/runs/{}/result", run["id"]);
                 let at = shared.at();
-                let reboots = step == "power.reboot_to_disk";
-                let r = c
-                    .post_closing(&path, &token, &done, reboots && shared.close_at_reboot)
-                    .await;
+                let r = c.post(&path, &token, &done).await;
                 rec.calls.push(Call {
                     at,
                     secs: shared.at() - at,
@@ -852,12 +821,11 @@ async fn run_node(
                     return rec;
                 }
                 shared.results.fetch_add(1, Ordering::Relaxed);
-                if reboots {
+                if step == "power.reboot_to_disk" {
                     // The machine boots its installed OS; its service agent is another
-                    // process, on a connection of its own. A forced reboot closes nothing:
-                    // without the close asked for, the ramdisk's connection is left as it is
-                    // (no FIN) until the bench ends. With it, the daemon closed its side after
-                    // the answer, and the socket here goes (as the dead machine's did).
+                    // process, on a connection of its own. The ramdisk's agent closed its
+                    // connection before the forced reboot; one that did not left it open and
+                    // silent (no FIN) until the bench ends.
                     let old = std::mem::replace(&mut c, Conn::new(addr));
                     if !shared.close_at_reboot {
                         dead.push(old);
@@ -1163,40 +1131,42 @@ fn report(
         .collect();
     let rate = calls.len() as f64 / secs;
     if let Ok(dir) = std::env::var("STOKER_BENCH_CALLS") {
-        // Every call of the phase, for a look at when the slow ones came.
-        let mut out = String::from("start_s held_s latency_s call\n");
-        for c in &calls {
-            let kind = match c.kind {
-                Kind::Next => "next",
-                Kind::Result => "result",
-                Kind::Hello => "hello",
-            };
-            out.push_str(&format!(
-                "{:.4} {:.4} {:.4} {kind}\n",
-                c.at,
-                c.held,
-                c.latency()
-            ));
-        }
-        let file = format!("{dir}/{}.calls", p.name.replace([' ', ','], "_"));
-        if let Err(e) = std::fs::write(&file, out) {
-            eprintln!("cannot write {file}: {e}");
-        }
-        // The operator's calls beside them: a slow page and the agents' slow calls at once.
-        let mut out = String::from("start_s latency_s status call\n");
-        for s in samples.iter().filter(|s| s.at >= p.start && s.at < p.end) {
-            out.push_str(&format!(
-                "{:.4} {:.4} {} {}\n",
-                s.at,
-                s.secs,
-                s.status,
-                s.what.replace(' ', "_")
-            ));
-        }
-        let file = format!("{dir}/{}.operator", p.name.replace([' ', ','], "_"));
-        if let Err(e) = std::fs::write(&file, out) {
-            eprintln!("cannot write {file}: {e}");
-        }
+        // Every call of the phase, for a look at when the slow ones came; the operator's calls
+        // beside them (a slow page and the agents' slow calls at once).
+        let write = |ext: &str, head: &str, lines: Vec<String>| {
+            let file = format!("{dir}/{}.{ext}", p.name.replace([' ', ','], "_"));
+            let out = std::iter::once(head.to_string())
+                .chain(lines)
+                .collect::<Vec<_>>();
+            if let Err(e) = std::fs::write(&file, out.join("\n") + "\n") {
+                eprintln!("cannot write {file}: {e}");
+            }
+        };
+        let kind = |c: &Call| match c.kind {
+            Kind::Next => "next",
+            Kind::Result => "result",
+            Kind::Hello => "hello",
+        };
+        write(
+            "calls",
+            "start_s held_s latency_s call",
+            calls
+                .iter()
+                .map(|c| format!("{:.4} {:.4} {:.4} {}", c.at, c.held, c.latency(), kind(c)))
+                .collect(),
+        );
+        write(
+            "operator",
+            "start_s latency_s status call",
+            samples
+                .iter()
+                .filter(|s| s.at >= p.start && s.at < p.end)
+                .map(|s| {
+                    let what = s.what.replace(' ', "_");
+                    format!("{:.4} {:.4} {} {what}", s.at, s.secs, s.status)
+                })
+                .collect(),
+        );
     }
     println!("\n== {} ({secs:.1} s)", p.name);
     if let Some(s) = &p.summary {
@@ -2074,6 +2044,18 @@ fn main() {
     };
     let limit = raise_open_files();
     println!("open-file limit {limit} (the daemon inherits it)");
+    // Agents that leave their connection at the reboot hold two each for the rest of the bench
+    // (and the hellos, the operator and the files take some more): say so now rather than
+    // fail halfway with "Too many open files".
+    let needs = 2 * setup.agents as u64 + 1000;
+    if !setup.close_at_reboot && limit < needs {
+        eprintln!(
+            "STOKER_BENCH_REBOOT_CLOSE=0 with {} agents needs an open-file limit of {needs}; \
+             this one is {limit}: run fewer agents",
+            setup.agents
+        );
+        std::process::exit(2);
+    }
     let new = stoker_bin();
     let mut bins: Vec<(String, std::ffi::OsString)> = Vec::new();
     if let Some(base) = std::env::var_os("STOKER_BENCH_BASELINE") {
