@@ -21,13 +21,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
 use serde_json::Value as J;
 
 use crate::engine::attributes::PluginAttributes;
+use crate::engine::graph::preview::Preview;
 use crate::engine::graph::{self, NodeSpec, Plan, PlanError};
 use crate::engine::plugin::release::for_release;
 use crate::engine::settings::{Installed, Schema, enabled_plugins as choose_plugins, enables};
@@ -547,6 +548,10 @@ fn uploaded(g: &StoredGraph, origin: &str) -> Vec<(J, graph::Source)> {
         .collect()
 }
 
+/// Nodes whose tasks a plan's preview lists (the environment page's); the text plan has
+/// every node's.
+pub const PREVIEW_NODES: usize = 25;
+
 /// A plan answered by [`Plans::plan`], and whether it was made for this call.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -555,6 +560,73 @@ pub struct Planned {
     pub made_at: i64,
     /// It was made earlier, from the same inputs.
     pub cached: bool,
+    /// Its preview once a page has asked for one; shared with its kept entry.
+    preview: PreviewCell,
+}
+
+impl Planned {
+    /// `plan`, made at `made_at` for this call.
+    fn made(plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>, made_at: i64) -> Planned {
+        Planned {
+            plan,
+            made_at,
+            cached: false,
+            preview: Arc::default(),
+        }
+    }
+
+    /// The plan as a page shows it.
+    pub fn shown(&self) -> Shown {
+        Shown {
+            made_at: self.made_at,
+            cached: self.cached,
+            held: match &self.plan {
+                Ok(p) => Held::Plan(Arc::clone(p), Arc::clone(&self.preview)),
+                Err(e) => Held::Failed(Arc::clone(e)),
+            },
+        }
+    }
+}
+
+/// A plan as a page shows it: [`Planned::shown`], or [`Plans::kept`] without planning.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    /// When it was made.
+    pub made_at: i64,
+    /// It was made earlier than the call that answered it.
+    pub cached: bool,
+    held: Held,
+}
+
+impl Shown {
+    /// Its preview, or why there is no plan. The first page to ask for a plan's preview makes
+    /// it, walking every step (about a tenth of a second at 10,000 nodes: call it off the async
+    /// workers); every later one, and the plan's kept entry, share it.
+    pub fn preview(&self) -> Result<Arc<Preview>, Arc<PlanningError>> {
+        match &self.held {
+            Held::Plan(plan, cell) => {
+                Ok(Arc::clone(cell.get_or_init(|| {
+                    Arc::new(Preview::of(&plan.plan, PREVIEW_NODES))
+                })))
+            }
+            Held::Shown(preview) => Ok(Arc::clone(preview)),
+            Held::Failed(e) => Err(Arc::clone(e)),
+        }
+    }
+}
+
+/// A plan's preview, made the first time a page asks for it.
+type PreviewCell = Arc<OnceLock<Arc<Preview>>>;
+
+/// What a kept entry holds of its plan.
+#[derive(Debug, Clone)]
+enum Held {
+    /// The plan, and its preview once a page has asked for it.
+    Plan(Arc<EnvironmentPlan>, PreviewCell),
+    /// Its successor is being made: only its preview is left ([`Cached::shown_only`]).
+    Shown(Arc<Preview>),
+    /// Why there is no plan: the plan was refused, or the environment has no nodes.
+    Failed(Arc<PlanningError>),
 }
 
 /// The last plan made of one environment, the digest of what it was made from, and the plan
@@ -562,7 +634,7 @@ pub struct Planned {
 struct Cached {
     key: [u8; 32],
     revision: i64,
-    plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
+    held: Held,
     made_at: i64,
     /// False once its successor is being made ([`Cached::shown_only`]): it is then only shown,
     /// never answered as a plan to deploy or record from.
@@ -570,34 +642,53 @@ struct Cached {
 }
 
 impl Cached {
-    fn new(
-        key: [u8; 32],
-        revision: i64,
-        plan: Result<Arc<EnvironmentPlan>, Arc<PlanningError>>,
-        made_at: i64,
-    ) -> Cached {
+    /// `planned`, made from inputs of digest `key` read at `revision`, kept.
+    fn new(key: [u8; 32], revision: i64, planned: &Planned) -> Cached {
         Cached {
             key,
             revision,
-            plan,
-            made_at,
+            held: planned.shown().held,
+            made_at: planned.made_at,
             whole: true,
         }
     }
 
-    /// The plan is stale and its successor is being made: until it is replaced, only
-    /// [`Plans::kept`] reads it, for a page that shows its steps. What it was made from (the
-    /// nodes' rows) and the deployment data it would record (every node's part as text, some
-    /// 100 MB at 10,000 nodes) go now instead of sitting beside the new plan's at its peak.
-    /// A plan someone else still holds is left whole: dropping our share frees nothing.
-    fn shown_only(&mut self) {
+    /// The plan to answer a caller with, unless its successor is being made.
+    fn answer(&self, cached: bool) -> Option<Planned> {
+        if !self.whole {
+            return None;
+        }
+        let (plan, preview) = match &self.held {
+            Held::Plan(p, cell) => (Ok(Arc::clone(p)), Arc::clone(cell)),
+            Held::Failed(e) => (Err(Arc::clone(e)), Arc::default()),
+            Held::Shown(_) => return None,
+        };
+        Some(Planned {
+            plan,
+            made_at: self.made_at,
+            cached,
+            preview,
+        })
+    }
+
+    /// The plan is stale and its successor is being made: it is never answered again, and
+    /// the plan itself goes (its steps, the nodes' rows it was made from and the deployment
+    /// data it would record: some 300 MB at 10,000 nodes) instead of sitting beside its
+    /// successor's at the peak of the making. What [`Plans::kept`] shows of it meanwhile is
+    /// its preview, made now if no page asked for it yet: the caller makes it from the plan
+    /// returned, outside the entry's lock, and puts it back with [`Cached::shown`].
+    fn shown_only(&mut self) -> Option<(Arc<EnvironmentPlan>, PreviewCell)> {
         self.whole = false;
-        if let Ok(plan) = &mut self.plan
-            && let Some(p) = Arc::get_mut(plan)
-        {
-            p.nodes = Vec::new();
-            p.plan.data = graph::data::DeploymentData::default();
-            p.plan.uids = Vec::new();
+        match &self.held {
+            Held::Plan(p, cell) => Some((Arc::clone(p), Arc::clone(cell))),
+            Held::Shown(_) | Held::Failed(_) => None,
+        }
+    }
+
+    /// Keep only `preview` of a plan being replaced (made `made_at`).
+    fn shown(&mut self, made_at: i64, preview: Arc<Preview>) {
+        if !self.whole && self.made_at == made_at && matches!(self.held, Held::Plan(..)) {
+            self.held = Held::Shown(preview);
         }
     }
 }
@@ -692,18 +783,17 @@ impl Plans {
     /// without reading the store: what a page shows while a deployment runs, when every node's
     /// status change would otherwise make a new plan per view (seconds at thousands of nodes).
     ///
-    /// For showing only: while its successor is made, the plan has its steps but neither its
-    /// nodes' rows nor its deployment data ([`Cached::shown_only`]). Deploy through
-    /// [`Plans::plan`].
-    pub fn kept(&self, cluster_id: i64, graph_type: &str) -> Option<Planned> {
+    /// For showing only: while its successor is made, only the plan's preview is left
+    /// ([`Cached::shown_only`]). Deploy through [`Plans::plan`].
+    pub fn kept(&self, cluster_id: i64, graph_type: &str) -> Option<Shown> {
         let slot = lock(&self.slots)
             .get(&(cluster_id, graph_type.to_string()))
             .cloned()?;
         let kept = lock(&slot.kept);
-        kept.as_ref().map(|c| Planned {
-            plan: c.plan.clone(),
+        kept.as_ref().map(|c| Shown {
             made_at: c.made_at,
             cached: true,
+            held: c.held.clone(),
         })
     }
 
@@ -828,20 +918,17 @@ impl Plans {
             }
         };
         let key = digest(&inputs, &manifests, graph_type, self.budget);
-        if let Some(c) = lock(&slot.kept).as_mut() {
-            if c.whole && c.key == key {
-                // The same inputs at a newer revision (something unread by plans moved it, or
-                // a change was undone): the next call can answer at this one unread.
-                c.revision = c.revision.max(revision);
-                return Ok(Planned {
-                    plan: c.plan.clone(),
-                    made_at: c.made_at,
-                    cached: true,
-                });
-            }
-            // Stale: a successor is made now.
-            c.shown_only();
+        if let Some(c) = lock(&slot.kept).as_mut()
+            && c.key == key
+            && let Some(p) = c.answer(true)
+        {
+            // The same inputs at a newer revision (something unread by plans moved it, or a
+            // change was undone): the next call can answer at this one unread.
+            c.revision = c.revision.max(revision);
+            return Ok(p);
         }
+        // Stale: a successor is made now.
+        retire(&slot);
         self.made.fetch_add(1, Ordering::Relaxed);
         // Seconds of CPU at thousands of nodes, on both cores: niced, so that the agents' calls
         // and the pages go first while it runs.
@@ -859,26 +946,34 @@ impl Plans {
                 return Err(e);
             }
         };
-        *lock(&slot.kept) = Some(Cached::new(key, revision, plan.clone(), now));
-        Ok(Planned {
-            plan,
-            made_at: now,
-            cached: false,
-        })
+        let planned = Planned::made(plan, now);
+        *lock(&slot.kept) = Some(Cached::new(key, revision, &planned));
+        Ok(planned)
+    }
+}
+
+/// The slot's kept plan is stale and its successor is about to be made: only its preview is
+/// kept ([`Cached::shown_only`]), made here, outside the entry's lock, if no page asked yet.
+fn retire(slot: &SlotCell) {
+    let taken = lock(&slot.kept)
+        .as_mut()
+        .and_then(|c| Some((c.shown_only()?, c.made_at)));
+    if let Some(((plan, cell), made_at)) = taken {
+        let preview =
+            Arc::clone(cell.get_or_init(|| Arc::new(Preview::of(&plan.plan, PREVIEW_NODES))));
+        drop(plan);
+        if let Some(c) = lock(&slot.kept).as_mut() {
+            c.shown(made_at, preview);
+        }
     }
 }
 
 /// The slot's kept plan when its inputs were read at `revision`.
 fn kept_at(slot: &SlotCell, revision: i64) -> Option<Planned> {
     let kept = lock(&slot.kept);
-    let c = kept
-        .as_ref()
-        .filter(|c| c.whole && c.revision == revision)?;
-    Some(Planned {
-        plan: c.plan.clone(),
-        made_at: c.made_at,
-        cached: true,
-    })
+    kept.as_ref()
+        .filter(|c| c.revision == revision)?
+        .answer(true)
 }
 
 /// A lock whose holder panicked is still usable: the data is replaced whole, never half-made.
@@ -1209,8 +1304,7 @@ mod tests {
         *lock(&slot.kept) = Some(Cached::new(
             [0; 32],
             3,
-            Err(Arc::new(PlanningError::NoNodes("env".into()))),
-            7,
+            &Planned::made(Err(Arc::new(PlanningError::NoNodes("env".into()))), 7),
         ));
         let making = lock(&slot.making);
         assert!(plans.making(1, "default"));
@@ -1375,9 +1469,9 @@ mod tests {
         assert_eq!(plans.made(), 2);
     }
 
-    /// A stale kept plan whose successor is being made keeps what a page shows (its steps) and
-    /// gives up its inputs and deployment data; it is never answered as a plan again, even for
-    /// the very inputs it was made from.
+    /// A stale kept plan whose successor is being made keeps only what a page shows, its
+    /// preview: the plan itself is let go (freed once no caller holds it), and never
+    /// answered as a plan again, even for the very inputs it was made from.
     #[test]
     fn a_kept_plan_being_replaced_is_only_shown() {
         let (dir, store, cluster) = environment();
@@ -1385,9 +1479,11 @@ mod tests {
         let first = plans
             .plan(&store, dir.path(), cluster, "default", 1)
             .unwrap();
-        let steps = first.plan.as_ref().unwrap().plan.nodes.clone();
-        assert!(!steps.is_empty());
-        drop(first);
+        let env = Arc::clone(first.plan.as_ref().unwrap());
+        let expected = Preview::of(&env.plan, PREVIEW_NODES);
+        assert!(!expected.nodes.is_empty());
+        let gone = Arc::downgrade(&env);
+        drop((first, env));
         let slot = Arc::clone(&lock(&plans.slots)[&(cluster, "default".to_string())]);
         let whole = |p: &Planned| {
             let env = p.plan.as_ref().unwrap();
@@ -1397,18 +1493,27 @@ mod tests {
                 !env.plan.uids.is_empty(),
             )
         };
-        // Held by a caller, the plan stays whole (dropping the slot's share frees nothing).
+        // Shown while whole: the page's preview is the plan's, made once and shared.
         let held = plans.kept(cluster, "default").unwrap();
-        lock(&slot.kept).as_mut().unwrap().shown_only();
-        assert_eq!(whole(&held), (true, true, true));
+        assert_eq!(*held.preview().unwrap(), expected);
+        assert!(Arc::ptr_eq(
+            &held.preview().unwrap(),
+            &plans.kept(cluster, "default").unwrap().preview().unwrap()
+        ));
+        // A caller holds the plan: it lives on with the caller, not with the entry.
+        retire(&slot);
+        assert!(gone.upgrade().is_some());
         drop(held);
-        lock(&slot.kept).as_mut().unwrap().whole = true;
-        lock(&slot.kept).as_mut().unwrap().shown_only();
+        assert!(gone.upgrade().is_none(), "the stale plan is freed");
         let shown = plans.kept(cluster, "default").unwrap();
-        assert_eq!(whole(&shown), (false, false, false));
-        assert_eq!(shown.plan.as_ref().unwrap().plan.nodes, steps);
-        assert_eq!(shown.made_at, 1);
-        drop(shown);
+        assert_eq!(*shown.preview().unwrap(), expected);
+        assert_eq!((shown.made_at, shown.cached), (1, true));
+        // An entry replaced meanwhile (another made_at) is left as it is.
+        lock(&slot.kept)
+            .as_mut()
+            .unwrap()
+            .shown(9, Arc::new(expected.clone()));
+        assert_eq!(plans.kept(cluster, "default").unwrap().made_at, 1);
         // Nothing changed in the store, yet the plan to deploy from is made again, whole.
         let again = plans
             .plan(&store, dir.path(), cluster, "default", 2)

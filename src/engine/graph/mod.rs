@@ -31,6 +31,7 @@ pub mod input;
 pub mod legacy;
 pub mod picture;
 pub mod plan;
+pub mod preview;
 pub mod roles;
 pub mod share;
 pub mod source;

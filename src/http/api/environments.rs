@@ -307,10 +307,10 @@ pub async fn make_plan(state: &AppState, id: i64, graph: String) -> Result<Plann
 
 /// The headers that say which plan an answer shows: when it was made, and whether it was kept
 /// from an earlier call (`X-Stoker-Plan-Cached: true`) or made for this one.
-pub fn plan_headers(planned: &Planned) -> [(&'static str, String); 2] {
+pub fn plan_headers(made_at: i64, cached: bool) -> [(&'static str, String); 2] {
     [
-        ("x-stoker-plan-made", planned.made_at.to_string()),
-        ("x-stoker-plan-cached", planned.cached.to_string()),
+        ("x-stoker-plan-made", made_at.to_string()),
+        ("x-stoker-plan-cached", cached.to_string()),
     ]
 }
 
@@ -330,7 +330,7 @@ pub async fn plan(
         )));
     }
     let planned = make_plan(&state, id, graph).await?;
-    let headers = plan_headers(&planned);
+    let headers = plan_headers(planned.made_at, planned.cached);
     let env = match planned.plan {
         Ok(env) => env,
         Err(e) => {

@@ -9,6 +9,7 @@ use actix_web::{HttpResponse, web};
 use askama::Template;
 use askama_web::WebTemplate;
 
+use crate::engine::graph::preview::{Preview, PreviewNode, Wait};
 use crate::http::pages::confirm;
 use crate::http::pages::deployments::History;
 use crate::http::pages::notice;
@@ -61,7 +62,7 @@ pub struct EnvironmentPage {
     /// The picture's width at 100%, for the zoom buttons.
     picture_width: String,
     plan_nodes: Vec<PlanNode>,
-    /// Nodes of the plan whose tasks are not listed (past [`PLAN_NODES_SHOWN`]).
+    /// Nodes of the plan whose tasks are not listed (past [`crate::planner::PREVIEW_NODES`]).
     plan_more: usize,
     /// How tasks are numbered, and how they become a deployment's steps.
     numbering: &'static str,
@@ -102,102 +103,77 @@ pub struct MembersFragment {
     members: crate::http::pages::environment_edit::Members,
 }
 
-/// Nodes whose tasks the page lists; the text plan has every node's.
-const PLAN_NODES_SHOWN: usize = 25;
-
 impl EnvironmentPage {
-    /// The page with `plan` shown: its summary, warnings, picture and first nodes' tasks.
-    fn with_plan(mut self, plan: &crate::engine::graph::Plan) -> EnvironmentPage {
+    /// The page with `plan`'s preview shown: its summary, warnings, picture and first nodes'
+    /// tasks.
+    fn with_plan(mut self, plan: &Preview) -> EnvironmentPage {
         let s = &plan.summary;
         self.summary = format!(
             "{} nodes, {} tasks to run, {} skipped, {} dependencies ({} across nodes)",
             s.nodes, s.run, s.skipped, s.edges, s.cross_node_edges
         );
         self.warnings.clone_from(&plan.warnings);
-        self.picture = crate::engine::graph::picture::svg(plan);
+        self.picture.clone_from(&plan.picture);
         self.picture_width = picture_width(&self.picture);
-        self.plan_nodes = plan_nodes(plan);
-        self.plan_more = plan
-            .nodes
-            .iter()
-            .filter(|n| n.uid != "null")
-            .count()
-            .saturating_sub(PLAN_NODES_SHOWN);
+        self.plan_nodes = plan.nodes.iter().map(plan_node).collect();
+        self.plan_more = plan.more;
         self
     }
 }
 
-fn plan_nodes(plan: &crate::engine::graph::Plan) -> Vec<PlanNode> {
+/// One node's tasks as the page lists them, each with what it waits for on other nodes.
+fn plan_node(n: &PreviewNode) -> PlanNode {
     use crate::engine::graph::Status;
-    let names: std::collections::HashMap<&str, String> = plan
-        .nodes
-        .iter()
-        .map(|n| (n.uid.as_str(), n.name.clone()))
-        .collect();
-    plan.nodes
-        .iter()
-        .filter(|n| n.uid != "null")
-        .take(PLAN_NODES_SHOWN)
-        .map(|n| PlanNode {
-            title: if n.roles.is_empty() {
-                n.name.clone()
-            } else {
-                format!("{} · {}", n.name, n.roles.join(", "))
-            },
-            runs: n.tasks.iter().filter(|t| t.status == Status::Run).count(),
-            rows: n
-                .tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let groups = t
-                        .requires_groups
-                        .iter()
-                        .filter_map(|g| plan.groups.get(g.index))
-                        .map(|g| {
-                            let which = match g.roles.as_str() {
+    PlanNode {
+        title: if n.roles.is_empty() {
+            n.name.clone()
+        } else {
+            format!("{} · {}", n.name, n.roles.join(", "))
+        },
+        runs: n.tasks.iter().filter(|t| t.status == Status::Run).count(),
+        rows: n
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let waits: Vec<String> = t
+                    .waits
+                    .iter()
+                    .map(|w| match w {
+                        Wait::Stage { task } => format!("stage {task}"),
+                        Wait::Task { task, node } => format!("{task} on {node}"),
+                        Wait::Group { task, roles, nodes } => {
+                            let which = match roles.as_str() {
                                 "*" => "every node".to_string(),
                                 roles => format!("every {roles} node"),
                             };
-                            format!("{} on {which} ({} nodes)", g.task, g.nodes.len())
-                        });
-                    let waits: Vec<String> = t
-                        .requires
-                        .iter()
-                        .filter(|r| *r.node != *n.uid)
-                        .map(|r| match &*r.node {
-                            "null" => format!("stage {}", r.task),
-                            uid => {
-                                let who = names.get(uid).map_or(uid, |s| s.as_str());
-                                format!("{} on {who}", r.task)
-                            }
-                        })
-                        .chain(groups)
-                        .collect();
-                    let mut note = t.reason.as_deref().unwrap_or_default().to_string();
-                    if !waits.is_empty() {
-                        if !note.is_empty() {
-                            note.push_str("; ");
+                            format!("{task} on {which} ({nodes} nodes)")
                         }
-                        note.push_str("waits for ");
-                        note.push_str(&waits.join(", "));
+                    })
+                    .collect();
+                let mut note = t.reason.as_deref().unwrap_or_default().to_string();
+                if !waits.is_empty() {
+                    if !note.is_empty() {
+                        note.push_str("; ");
                     }
-                    PlanRow {
-                        number: i + 1,
-                        id: t.id.to_string(),
-                        ty: t.ty.to_string(),
-                        status: t.status.as_str(),
-                        badge: match t.status {
-                            Status::Run => "badge-info",
-                            Status::Skipped => "badge-neutral",
-                            Status::Stage => "badge-progress",
-                        },
-                        note,
-                    }
-                })
-                .collect(),
-        })
-        .collect()
+                    note.push_str("waits for ");
+                    note.push_str(&waits.join(", "));
+                }
+                PlanRow {
+                    number: i + 1,
+                    id: t.id.to_string(),
+                    ty: t.ty.to_string(),
+                    status: t.status.as_str(),
+                    badge: match t.status {
+                        Status::Run => "badge-info",
+                        Status::Skipped => "badge-neutral",
+                        Status::Stage => "badge-progress",
+                    },
+                    note,
+                }
+            })
+            .collect(),
+    }
 }
 
 /// `GET /environments/{id}`: the environment's nodes, a form to add more, and its plan: the
@@ -272,7 +248,11 @@ pub async fn environment(
             "A deployment is running: the plan is made again when it ends.".to_string(),
         )),
         None => {
-            let made = crate::http::api::environments::make_plan(&state, id, "default".to_string());
+            let made = async {
+                crate::http::api::environments::make_plan(&state, id, "default".to_string())
+                    .await
+                    .map(|p| p.shown())
+            };
             match state.plans.kept(id, "default") {
                 // Another view or call is making the new plan, or a Deploy is being prepared
                 // (which makes its own): show the kept one at once, rather than wait (and hold
@@ -297,7 +277,7 @@ pub async fn environment(
     };
     let headers = planned
         .as_ref()
-        .map(crate::http::api::environments::plan_headers)
+        .map(|p| crate::http::api::environments::plan_headers(p.made_at, p.cached))
         .ok();
     if let Ok(p) = &planned {
         page.plan_made = format!(
@@ -306,10 +286,12 @@ pub async fn environment(
             crate::http::pages::views::utc(p.made_at)
         );
     }
-    match planned.map(|p| p.plan) {
-        // The picture and the nodes' rows walk every task of every node: off the worker.
-        Ok(Ok(env)) => page = crate::http::off_worker(move || page.with_plan(&env.plan)).await?,
-        Ok(Err(e)) => page.plan_error = Some(e.to_string()),
+    match planned {
+        // A plan's first preview walks every task of every node: off the worker.
+        Ok(shown) => match crate::http::off_worker(move || shown.preview()).await? {
+            Ok(preview) => page = page.with_plan(&preview),
+            Err(e) => page.plan_error = Some(e.to_string()),
+        },
         Err(e) => page.plan_error = Some(e.to_string()),
     }
     let mut page = actix_web::Responder::customize(page);
