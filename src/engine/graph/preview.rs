@@ -1,6 +1,6 @@
 //! A plan at a glance, as the dashboard shows it: its summary, warnings and picture, and the
 //! first nodes' tasks with what each waits for, named. Made once from a whole plan (walking
-//! every step, about a tenth of a second at 10,000 nodes) and small (the picture and a few
+//! every step, tens of milliseconds at 10,000 nodes) and small (the picture and a few
 //! nodes' rows), so it can be kept and shown after the plan itself, some 170 MB of steps at
 //! 10,000 nodes, has been let go for its successor. Pure: a plan in, a preview out.
 
