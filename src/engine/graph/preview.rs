@@ -132,7 +132,8 @@ impl Preview {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::graph::{Cluster, Deployed, NodeSpec, ReleaseGraph, Source, plan};
+    use crate::engine::graph::NodeSpec;
+    use crate::engine::graph::tests::make;
     use serde_json::json;
 
     fn node(uid: &str, role: &str, name: &str) -> NodeSpec {
@@ -146,57 +147,25 @@ mod tests {
     /// skipped. The preview lists the first two nodes and counts the rest.
     #[test]
     fn lists_the_first_nodes_with_their_waits_named_and_counts_the_rest() {
-        let src = || Source::new("release r", "tasks.yaml", 1);
-        let tasks = vec![
-            (
-                json!({"id": "db", "type": "shell", "roles": ["controller", "primary-controller"],
-                       "parameters": {"cmd": "x"}}),
-                src(),
-            ),
-            (
-                json!({"id": "agent", "type": "shell", "roles": ["compute"],
-                       "parameters": {"cmd": "x"}}),
-                src(),
-            ),
-            (
-                json!({"id": "nova", "type": "shell", "roles": ["compute"],
-                       "requires": ["agent"],
-                       "cross-depends": [{"name": "agent", "role": "compute"}],
-                       "parameters": {"cmd": "x"}}),
-                src(),
-            ),
-            (
-                json!({"id": "conf", "type": "shell", "roles": ["compute"],
-                       "cross-depends": [{"name": "db", "role": ["controller", "primary-controller"]}],
-                       "parameters": {"cmd": "x"}}),
-                src(),
-            ),
-            (
-                json!({"id": "off", "type": "shell", "roles": ["compute"],
-                       "condition": {"yaql_exp": "false"}, "parameters": {"cmd": "x"}}),
-                src(),
-            ),
-        ];
-        let release = ReleaseGraph {
-            name: "r".into(),
-            version: "newton-10.0".into(),
-            tasks,
-            ..ReleaseGraph::default()
-        };
-        let nodes = [
-            node("1", "controller", "ctl-a"),
-            node("2", "compute", "cmp-b"),
-            node("3", "compute", "cmp-c"),
-            node("4", "compute", "cmp-d"),
-        ];
-        let p = plan(
-            &Cluster::default(),
-            &nodes,
-            &release,
-            &[],
-            &Deployed::default(),
-        )
-        .unwrap();
+        let controllers = json!(["controller", "primary-controller"]);
+        let p = make(
+            json!([
+                {"id": "db", "type": "shell", "roles": controllers},
+                {"id": "agent", "type": "shell", "roles": ["compute"]},
+                {"id": "nova", "type": "shell", "roles": ["compute"], "requires": ["agent"],
+                 "cross-depends": [{"name": "agent", "role": "compute"}]},
+                {"id": "conf", "type": "shell", "roles": ["compute"],
+                 "cross-depends": [{"name": "db", "role": controllers}]},
+                {"id": "off", "type": "shell", "roles": ["compute"],
+                 "condition": {"yaql_exp": "false"}},
+            ]),
+            &[
+                node("1", "controller", "ctl-a"),
+                node("2", "compute", "cmp-b"),
+                node("3", "compute", "cmp-c"),
+                node("4", "compute", "cmp-d"),
+            ],
+        );
         let v = Preview::of(&p, 2);
         assert_eq!(v.summary, p.summary);
         assert_eq!(v.picture, crate::engine::graph::picture::svg(&p));

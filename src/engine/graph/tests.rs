@@ -56,7 +56,7 @@ fn four() -> Vec<NodeSpec> {
     ])
 }
 
-fn make(tasks: J, ns: &[NodeSpec]) -> Plan {
+pub(super) fn make(tasks: J, ns: &[NodeSpec]) -> Plan {
     plan(
         &Cluster::default(),
         ns,
