@@ -489,3 +489,76 @@ pub async fn deployment_action(
     }
     Ok(crate::http::pages::deployment::act(&state, dep, abort, &back).await)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::graph::Status;
+    use crate::engine::graph::preview::PreviewTask;
+
+    /// A node's rows say why a task is skipped and what it waits for on other nodes: a task by
+    /// its node's name, a stage, a group with its size; numbered in the node's order.
+    #[test]
+    fn a_nodes_rows_name_what_each_task_waits_for() {
+        let task = |id: &str, status, reason: Option<&str>, waits| PreviewTask {
+            id: id.into(),
+            ty: "shell",
+            status,
+            reason: reason.map(Into::into),
+            waits,
+        };
+        let node = PreviewNode {
+            uid: "2".into(),
+            name: "cmp-b".into(),
+            roles: vec!["compute".into()],
+            tasks: vec![
+                task("off", Status::Skipped, Some("condition is false"), vec![]),
+                task(
+                    "nova",
+                    Status::Run,
+                    None,
+                    vec![
+                        Wait::Task {
+                            task: "db".into(),
+                            node: "ctl-a".into(),
+                        },
+                        Wait::Stage {
+                            task: "pre_deployment_end".into(),
+                        },
+                        Wait::Group {
+                            task: "agent".into(),
+                            roles: "compute".into(),
+                            nodes: 3,
+                        },
+                        Wait::Group {
+                            task: "hiera".into(),
+                            roles: "*".into(),
+                            nodes: 4,
+                        },
+                    ],
+                ),
+            ],
+        };
+        let shown = plan_node(&node);
+        assert_eq!(shown.title, "cmp-b · compute");
+        assert_eq!(shown.runs, 1);
+        let rows: Vec<(usize, &str, &str, &str)> = shown
+            .rows
+            .iter()
+            .map(|r| (r.number, r.id.as_str(), r.status, r.note.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "off", "skipped", "condition is false"),
+                (
+                    2,
+                    "nova",
+                    "run",
+                    "waits for db on ctl-a, stage pre_deployment_end, agent on every compute \
+                     node (3 nodes), hiera on every node (4 nodes)"
+                ),
+            ]
+        );
+    }
+}
