@@ -111,13 +111,16 @@ async function agent(node, dep) {
 
 // A page whose deployment changes reloads itself (live.js's data-live-reload, 300 ms after the
 // event): a goto that lands in that moment is aborted by the page's own reload, not by the
-// server. Such a navigation is made again; any other failure is the test's.
+// server (Chromium says net::ERR_ABORTED, or Playwright that the navigation "is interrupted by
+// another navigation"). Such a navigation is made again; any other failure is the test's.
 async function visit(p, url) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await p.goto(url);
     } catch (e) {
-      if (attempt >= 3 || !String(e).includes("net::ERR_ABORTED")) { throw e; }
+      const reloaded = String(e).includes("net::ERR_ABORTED")
+        || String(e).includes("is interrupted by another navigation");
+      if (attempt >= 3 || !reloaded) { throw e; }
       await sleep(500);
     }
   }
