@@ -203,15 +203,15 @@ struct RunAt {
 
 struct RunHead {
     deployment: i64,
-    cluster: i64,
     node_id: Option<i64>,
     attempt: u32,
     status: String,
     /// The task, or `interface.step`.
     label: String,
     runs_on: Location,
-    /// Whether its result moves its node through its states: not in a check ([`VERIFY`]),
-    /// nor the master's power-off that ends a reset ([`bmc_steps::moves_node`]).
+    /// Whether its step moves its node through its states: all but the master's power-off
+    /// that ends a reset ([`bmc_steps::moves_node`]); nor does any step of a check
+    /// ([`VERIFY`]), which its deployment says.
     moves_node: bool,
 }
 
@@ -243,15 +243,14 @@ pub(super) const DEPLOYMENT_COLUMNS: &str =
 /// The runs the timeout watcher fails, once a second: read through `step_runs_running` (the
 /// running runs only), which a test of the migrations checks.
 pub(super) const EXPIRED: &str = "status = 'running' AND started_at + timeout_s < ?1";
-/// What deciding a result needs of its run: run `?1`'s head, and its deployment's name and
-/// environment. Subqueries rather than a join: SQLite compiled the joined form again each time
-/// it was bound to another id (`StatementStatus::RePrepare` counted one a call; the cached
-/// single-table lookups are not), 3.6% of the writer's time in a redeploy of 10,000 nodes.
+/// What deciding a result needs of run `?1` (its deployment is read apart, once, and handed
+/// on to [`WriteTxn::advance_deployment`]). One table, not a join: SQLite compiled the joined
+/// form with `deployments` again each time it was bound to another id
+/// (`StatementStatus::RePrepare` counted one a call; single-table lookups by id are not),
+/// 3.6% of the writer's time in a redeploy of 10,000 nodes.
 pub(super) const RUN_HEAD: &str =
-    "SELECT r.deployment, r.node_id, r.attempt, r.status, r.interface, r.step, r.task,
-       r.runs_on, (SELECT d.name FROM deployments d WHERE d.id = r.deployment),
-       (SELECT d.cluster_id FROM deployments d WHERE d.id = r.deployment)
-     FROM step_runs r WHERE r.id = ?1";
+    "SELECT deployment, node_id, attempt, status, interface, step, task, runs_on
+     FROM step_runs WHERE id = ?1";
 
 pub(super) const RUN_COLUMNS: &str = "id, deployment, node_id, seq, interface, step, task, args, deps, \
      concurrency, max_parallel, timeout_s, status, reason, attempt, started_at, finished_at, \
@@ -673,7 +672,6 @@ impl WriteTxn<'_> {
             .query_row([run_id], |r| {
                 Ok(RunHead {
                     deployment: r.get(0)?,
-                    cluster: r.get(9)?,
                     node_id: r.get(1)?,
                     attempt: r.get(2)?,
                     status: r.get(3)?,
@@ -683,8 +681,10 @@ impl WriteTxn<'_> {
                         r.get_ref(5)?.as_str()?,
                     ),
                     runs_on: Location::parse(r.get_ref(7)?.as_str()?).unwrap_or_default(),
-                    moves_node: r.get_ref(8)?.as_str()? != VERIFY
-                        && bmc_steps::moves_node(r.get_ref(4)?.as_str()?, r.get_ref(5)?.as_str()?),
+                    moves_node: bmc_steps::moves_node(
+                        r.get_ref(4)?.as_str()?,
+                        r.get_ref(5)?.as_str()?,
+                    ),
                 })
             })
             .optional()?;
@@ -708,6 +708,13 @@ impl WriteTxn<'_> {
             "ok" | "failed" => return Ok(Report::Duplicate),
             _ => return Ok(Report::Stale),
         }
+        // Read once: nothing below changes the deployment's row before it closes it.
+        let Some(dep) = self.read().deployment(run.deployment)? else {
+            return Err(StoreError::NotFound {
+                entity: "deployment",
+                id: run.deployment.to_string(),
+            });
+        };
         let status = if result.ok {
             RunStatus::Ok
         } else {
@@ -729,14 +736,14 @@ impl WriteTxn<'_> {
             ])?;
         self.mirror(
             RunAt {
-                deployment: run.deployment,
-                cluster: Some(run.cluster),
+                deployment: dep.id,
+                cluster: Some(dep.cluster_id),
                 node: Some(node_id),
             },
             run_id,
             status,
         );
-        if !run.moves_node {
+        if !run.moves_node || dep.name == VERIFY {
             // A check's failed probe is part of its verdict, not the node's error; a failed
             // power-off after an erase leaves the node where the erase put it.
         } else if !result.ok {
@@ -749,7 +756,7 @@ impl WriteTxn<'_> {
             // its installed OS boots, before its agent there takes a deployment step.
             self.move_node(node_id, Some(run.deployment), now, state::provisioning_done)?;
         }
-        self.advance(run.deployment, Some(node_id), now)?;
+        self.advance_deployment(&dep, Some(node_id), now)?;
         Ok(Report::Accepted)
     }
 
@@ -1196,9 +1203,16 @@ impl WriteTxn<'_> {
     /// done (`node`, or every node of the deployment when None), and close the deployment when
     /// nothing more can happen.
     pub(super) fn advance(&self, dep: i64, node: Option<i64>, now: i64) -> Result<()> {
-        let Some(d) = self.read().deployment(dep)? else {
-            return Ok(());
-        };
+        match self.read().deployment(dep)? {
+            Some(d) => self.advance_deployment(&d, node, now),
+            None => Ok(()),
+        }
+    }
+
+    /// [`WriteTxn::advance`] for a caller that has just read the deployment `d` (an agent's
+    /// result: the writer's busiest path need not read it twice).
+    fn advance_deployment(&self, d: &Deployment, node: Option<i64>, now: i64) -> Result<()> {
+        let dep = d.id;
         if d.status == "running" {
             loop {
                 let stages = self.with_schedule(dep, |s| s.ready_stages())?;
@@ -1222,7 +1236,7 @@ impl WriteTxn<'_> {
             }
         }
         if d.is_check() {
-            return self.advance_check(&d, now);
+            return self.advance_check(d, now);
         }
         let nodes: Vec<i64> = match node {
             Some(n) => vec![n],
