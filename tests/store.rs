@@ -34,8 +34,12 @@ fn open_creates_migrates_and_uses_wal() {
 
 /// The WAL header's checkpoint sequence number: it goes up each time the WAL starts over.
 fn wal_restarts(db: &std::path::Path) -> u32 {
-    let wal = std::fs::read(db.with_extension("db-wal")).unwrap();
-    u32::from_be_bytes([wal[12], wal[13], wal[14], wal[15]])
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    std::fs::File::open(db.with_extension("db-wal"))
+        .and_then(|mut f| f.read_exact(&mut header))
+        .unwrap();
+    u32::from_be_bytes([header[12], header[13], header[14], header[15]])
 }
 
 /// History rows already copied into the database file itself (a copy of it without its WAL).
@@ -81,6 +85,39 @@ fn the_checkpoint_thread_copies_the_wal_and_lets_it_start_over() {
             wal_restarts(&path) - before
         );
     }
+    store.close().unwrap();
+}
+
+#[test]
+fn a_wal_that_writes_never_leave_alone_starts_over_long_before_its_cap() {
+    // One write after another, no pause: the checkpoint thread alone never copies the whole
+    // WAL (each commit adds to it while it copies), so before the writer's catch-up it grew
+    // to its 1 GiB cap and a blocking checkpoint, which stalls every write. Now past 64 MiB
+    // the writer copies the last few frames between two writes and the WAL starts over.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stoker.db");
+    let wal = path.with_extension("db-wal");
+    let store = Store::open(&path).unwrap();
+    let before = wal_restarts(&path);
+    let page = "x".repeat(4000);
+    let mut writes = 0;
+    while wal_restarts(&path) == before {
+        store
+            .write(|tx| tx.add_history(writes, None, "test", &page))
+            .unwrap();
+        writes += 1;
+        // 4 KiB a write: some 400 MiB, far past 64 MiB and short of the 1 GiB cap.
+        assert!(
+            writes < 100_000,
+            "the WAL never started over ({} bytes)",
+            std::fs::metadata(&wal).unwrap().len()
+        );
+    }
+    let size = std::fs::metadata(&wal).unwrap().len();
+    assert!(
+        size < 256 << 20,
+        "the WAL started over at {size} bytes, after {writes} writes"
+    );
     store.close().unwrap();
 }
 

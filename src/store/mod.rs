@@ -243,6 +243,7 @@ impl Store {
         })
         .map_err(located)
         .and_then(|value| tx.commit().map(|()| value).map_err(|e| located(e.into())));
+        self.checkpointer.committed(conn);
         // A rollback drops the schedules (rebuilt from the rows when next needed) and what
         // the transaction would have told.
         if done.is_ok() {
@@ -349,6 +350,8 @@ impl Store {
         for (deliver, failed) in answers {
             deliver(committed.as_ref().err().or(failed.as_ref()));
         }
+        // After the answers: a catch-up checkpoint delays only the writes queued behind it.
+        self.checkpointer.committed(conn);
     }
 
     /// Checkpoint the WAL into the main file and close both connections. After a clean close the

@@ -1,8 +1,10 @@
 //! The background checkpoint: a thread and a connection of its own copy the WAL into the
-//! database file, so that no commit waits for a checkpoint (see [`Checkpointer`]). SQLite's
-//! WAL is this file's whole subject; another engine has its own way of keeping its log short.
+//! database file, so that no commit waits for a checkpoint's bulk (see [`Checkpointer`]).
+//! SQLite's WAL is this file's whole subject; another engine has its own way of keeping its
+//! log short.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -18,28 +20,53 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How often the background checkpoint runs.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
-/// Past this many WAL frames (1 GiB of 4 KiB pages) the checkpoint thread waits for the
-/// writer and blocks it while it copies the rest (a stall of 100–200 ms), so that a write load
-/// with no pause at all still has a bounded WAL. 1,000 agents stepping as fast as the agents
-/// bench drives them grow the WAL by about 60 MiB a second; real steps, which take minutes,
-/// leave pauses in which it starts over long before this.
+/// Past this many WAL frames (64 MiB of 4 KiB pages) the WAL is made to start over even while
+/// writes never pause: once the checkpoint thread has copied all but [`CATCH_UP_FRAMES`] of
+/// it, the writer copies that rest itself between two transactions ([`Checkpointer::committed`]),
+/// and its next transaction writes the WAL from its beginning. 10,000 agents deploying grow
+/// the WAL by about 100 MiB a second, and a checkpoint that runs beside the writes never
+/// catches up with them alone.
+const START_OVER_FRAMES: i64 = 16_384;
+
+/// The most frames the writer is asked to copy itself (4 MiB): a few milliseconds.
+const CATCH_UP_FRAMES: i64 = 1_024;
+
+/// Past this many WAL frames (1 GiB) the checkpoint thread waits for the writer and blocks it
+/// while it copies the rest, so that the WAL stays bounded even when long reads keep it from
+/// starting over (a reader's snapshot pins the frames after it). Blocking waits for those
+/// readers too, which stalls every write for as long as the oldest read lasts: a last resort.
 const WAL_CAP_FRAMES: i64 = 262_144;
 
-/// A WAL file that grew past this in a burst is truncated by the checkpoint thread once it has
-/// copied all of it and no write came for a whole round: truncating a few hundred MiB blocks
-/// the writer for 100 ms or more, so not while anyone writes (SQLite's own size limit would
-/// do it in the writer, at the first write after the WAL caught up).
+/// A WAL file that grew past this in a burst (one transaction writes what it writes) is
+/// truncated by the checkpoint thread once it has copied all of it and no commit came for
+/// [`IDLE_ROUNDS`] rounds. Truncating blocks the writer, and costs about 0.2 s a GiB on a file
+/// system that discards freed blocks, so not while writes keep coming: the WAL starts over
+/// inside the file instead (SQLite's own size limit would truncate in the writer).
 const WAL_KEEP_BYTES: u64 = 64 << 20;
+
+/// Rounds without a commit (5 s) before a large WAL file is truncated.
+const IDLE_ROUNDS: u32 = 20;
+
+/// What the writer and the checkpoint thread tell each other.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Commits so far, which tells the checkpoint thread whether writes have paused.
+    commits: AtomicU64,
+    /// Set by the checkpoint thread when the writer should copy the rest of the WAL.
+    catch_up: AtomicBool,
+}
 
 /// Copies the WAL into the database file from a thread and a connection of its own, so a
 /// commit never waits for a checkpoint's writes and two fsyncs (30–50 ms on a busy disk). The
 /// writer's automatic checkpoint is off. A passive checkpoint never blocks the writer or the
-/// readers; the WAL starts again from its beginning at the first write after a checkpoint that
-/// caught up, which happens in any pause of the writes. Only a WAL past [`WAL_CAP_FRAMES`]
-/// gets a blocking (RESTART) checkpoint, and only an idle WAL file past [`WAL_KEEP_BYTES`] is
-/// truncated. Stopped and joined when dropped.
+/// readers. The WAL starts again from its beginning at the first write after a checkpoint that
+/// copied all of it, if no reader still reads an older snapshot: in any pause of the writes,
+/// and past [`START_OVER_FRAMES`] through the writer's catch-up. Only a WAL past
+/// [`WAL_CAP_FRAMES`] gets a blocking (RESTART) checkpoint, and only a large WAL file idle for
+/// [`IDLE_ROUNDS`] is truncated. Stopped and joined when dropped.
 pub(in crate::store) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
+    shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -52,25 +79,32 @@ impl Checkpointer {
         configure(&conn, path)?;
         let wal = path.with_extension("db-wal");
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let shared = Arc::new(Shared::default());
         let flag = Arc::clone(&stop);
+        let told = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("stoker-checkpoint".into())
             .spawn(move || {
                 let (lock, wake) = &*flag;
                 let mut stopped = locked(lock);
-                let mut last = None;
+                let mut round = Round::default();
+                let mut pause = CHECKPOINT_EVERY;
                 while !*stopped {
                     stopped = wake
-                        .wait_timeout(stopped, CHECKPOINT_EVERY)
+                        .wait_timeout(stopped, pause)
                         .map(|(g, _)| g)
                         .unwrap_or_else(|poisoned| poisoned.into_inner().0);
                     if *stopped {
                         break;
                     }
-                    match checkpoint(&conn, &wal, last) {
-                        Ok(frames) => last = Some(frames),
-                        Err(err) => tracing::debug!(%err, "background checkpoint"),
-                    }
+                    pause = match checkpoint(&conn, &wal, &told, &mut round) {
+                        Ok(Next::Soon) => Duration::from_millis(5),
+                        Ok(Next::Later) => CHECKPOINT_EVERY,
+                        Err(err) => {
+                            tracing::debug!(%err, "background checkpoint");
+                            CHECKPOINT_EVERY
+                        }
+                    };
                 }
             })
             .map_err(|source| StoreError::Thread {
@@ -79,32 +113,86 @@ impl Checkpointer {
             })?;
         Ok(Checkpointer {
             stop,
+            shared,
             thread: Some(thread),
         })
     }
+
+    /// The writer committed, on `conn`, and still holds the writer (no other write can start):
+    /// if the checkpoint thread asked for it, copy the few frames it has not, so that the next
+    /// transaction writes the WAL from its beginning. A failure only leaves the WAL longer.
+    pub(in crate::store) fn committed(&self, conn: &Connection) {
+        self.shared.commits.fetch_add(1, Ordering::Relaxed);
+        if self.shared.catch_up.swap(false, Ordering::AcqRel)
+            && let Err(err) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        {
+            tracing::debug!(%err, "the writer's catch-up checkpoint");
+        }
+    }
 }
 
-/// One round of the checkpoint thread: passive; then blocking if the WAL is past its cap, or
-/// truncating if its file has grown large and it is all copied and unchanged since the last
-/// round (`last`: the frames in it then). Returns the frames in the WAL.
-fn checkpoint(conn: &Connection, wal: &Path, last: Option<i64>) -> rusqlite::Result<i64> {
-    // (busy, frames in the WAL, frames copied into the database)
+/// What the checkpoint thread remembers between rounds.
+#[derive(Debug, Default)]
+struct Round {
+    /// Frames copied at the last round.
+    copied: Option<i64>,
+    /// Commits counted at the last round, and for how many rounds that count has not moved.
+    commits: u64,
+    idle: u32,
+}
+
+/// When the checkpoint thread runs next: at once (it is closing in on the writer) or after
+/// its pause.
+enum Next {
+    Soon,
+    Later,
+}
+
+/// One round of the checkpoint thread: passive; then, by what is left, ask the writer to copy
+/// the rest (a long WAL nearly all copied), go again soon (a long WAL copied in part since the
+/// last round), block (a WAL past its cap), or truncate (a large WAL file all copied, with no
+/// commit for [`IDLE_ROUNDS`]).
+fn checkpoint(
+    conn: &Connection,
+    wal: &Path,
+    shared: &Shared,
+    round: &mut Round,
+) -> rusqlite::Result<Next> {
+    // (frames in the WAL, frames copied into the database)
     let frames = |mode: &str| {
         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         })
     };
+    let commits = shared.commits.load(Ordering::Relaxed);
+    if commits == round.commits {
+        round.idle = round.idle.saturating_add(1);
+    } else {
+        round.commits = commits;
+        round.idle = 0;
+    }
     let (in_wal, copied) = frames("PASSIVE")?;
+    let progress = round.copied.replace(copied) != Some(copied);
+    let mut next = Next::Later;
     if in_wal >= WAL_CAP_FRAMES {
         tracing::info!(frames = in_wal, "WAL past its cap: blocking checkpoint");
         frames("RESTART")?;
     } else if in_wal == copied
-        && last == Some(in_wal)
+        && !progress
+        && round.idle >= IDLE_ROUNDS
         && std::fs::metadata(wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
     {
         frames("TRUNCATE")?;
+    } else if in_wal >= START_OVER_FRAMES {
+        if in_wal - copied <= CATCH_UP_FRAMES {
+            shared.catch_up.store(true, Ordering::Release);
+        } else if progress {
+            // Copying what the writes added, not held back by a reader's snapshot: once more
+            // before the writer is asked.
+            next = Next::Soon;
+        }
     }
-    Ok(in_wal)
+    Ok(next)
 }
 
 impl Drop for Checkpointer {
