@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -39,13 +39,13 @@ const WAL_CAP_FRAMES: i64 = 262_144;
 
 /// A WAL file that grew past this in a burst (one transaction writes what it writes) is
 /// truncated by the checkpoint thread once it has copied all of it and no commit came for
-/// [`IDLE_ROUNDS`] rounds. Truncating blocks the writer, and costs about 0.2 s a GiB on a file
+/// [`IDLE_FOR`]. Truncating blocks the writer, and costs about 0.2 s a GiB on a file
 /// system that discards freed blocks, so not while writes keep coming: the WAL starts over
 /// inside the file instead (SQLite's own size limit would truncate in the writer).
 const WAL_KEEP_BYTES: u64 = 64 << 20;
 
-/// Rounds without a commit (5 s) before a large WAL file is truncated.
-const IDLE_ROUNDS: u32 = 20;
+/// How long without a commit before a large WAL file is truncated.
+const IDLE_FOR: Duration = Duration::from_secs(5);
 
 /// What the writer and the checkpoint thread tell each other.
 #[derive(Debug, Default)]
@@ -63,7 +63,7 @@ struct Shared {
 /// copied all of it, if no reader still reads an older snapshot: in any pause of the writes,
 /// and past [`START_OVER_FRAMES`] through the writer's catch-up. Only a WAL past
 /// [`WAL_CAP_FRAMES`] gets a blocking (RESTART) checkpoint, and only a large WAL file idle for
-/// [`IDLE_ROUNDS`] is truncated. Stopped and joined when dropped.
+/// [`IDLE_FOR`] is truncated. Stopped and joined when dropped.
 pub(in crate::store) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
     shared: Arc<Shared>,
@@ -87,7 +87,11 @@ impl Checkpointer {
             .spawn(move || {
                 let (lock, wake) = &*flag;
                 let mut stopped = locked(lock);
-                let mut round = Round::default();
+                let mut round = Round {
+                    copied: None,
+                    commits: 0,
+                    since: Instant::now(),
+                };
                 let mut pause = CHECKPOINT_EVERY;
                 while !*stopped {
                     stopped = wake
@@ -132,13 +136,13 @@ impl Checkpointer {
 }
 
 /// What the checkpoint thread remembers between rounds.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Round {
     /// Frames copied at the last round.
     copied: Option<i64>,
-    /// Commits counted at the last round, and for how many rounds that count has not moved.
+    /// Commits counted at the last round, and since when that count has not moved.
     commits: u64,
-    idle: u32,
+    since: Instant,
 }
 
 /// When the checkpoint thread runs next: at once (it is closing in on the writer) or after
@@ -151,7 +155,7 @@ enum Next {
 /// One round of the checkpoint thread: passive; then, by what is left, ask the writer to copy
 /// the rest (a long WAL nearly all copied), go again soon (a long WAL copied in part since the
 /// last round), block (a WAL past its cap), or truncate (a large WAL file all copied, with no
-/// commit for [`IDLE_ROUNDS`]).
+/// commit for [`IDLE_FOR`]).
 fn checkpoint(
     conn: &Connection,
     wal: &Path,
@@ -165,11 +169,9 @@ fn checkpoint(
         })
     };
     let commits = shared.commits.load(Ordering::Relaxed);
-    if commits == round.commits {
-        round.idle = round.idle.saturating_add(1);
-    } else {
+    if commits != round.commits {
         round.commits = commits;
-        round.idle = 0;
+        round.since = Instant::now();
     }
     let (in_wal, copied) = frames("PASSIVE")?;
     let progress = round.copied.replace(copied) != Some(copied);
@@ -179,7 +181,7 @@ fn checkpoint(
         frames("RESTART")?;
     } else if in_wal == copied
         && !progress
-        && round.idle >= IDLE_ROUNDS
+        && round.since.elapsed() >= IDLE_FOR
         && std::fs::metadata(wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
     {
         frames("TRUNCATE")?;
