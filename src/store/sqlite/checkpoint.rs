@@ -20,6 +20,9 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// How often the background checkpoint runs.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
+/// How soon it runs again while it closes in on the writes of a long WAL.
+const CLOSING_IN: Duration = Duration::from_millis(5);
+
 /// Past this many WAL frames (64 MiB of 4 KiB pages) the WAL is made to start over even while
 /// writes never pause: once the checkpoint thread has copied all but [`CATCH_UP_FRAMES`] of
 /// it, the writer copies that rest itself between two transactions ([`Checkpointer::committed`]),
@@ -101,14 +104,10 @@ impl Checkpointer {
                     if *stopped {
                         break;
                     }
-                    pause = match checkpoint(&conn, &wal, &told, &mut round) {
-                        Ok(Next::Soon) => Duration::from_millis(5),
-                        Ok(Next::Later) => CHECKPOINT_EVERY,
-                        Err(err) => {
-                            tracing::debug!(%err, "background checkpoint");
-                            CHECKPOINT_EVERY
-                        }
-                    };
+                    pause = checkpoint(&conn, &wal, &told, &mut round).unwrap_or_else(|err| {
+                        tracing::debug!(%err, "background checkpoint");
+                        CHECKPOINT_EVERY
+                    });
                 }
             })
             .map_err(|source| StoreError::Thread {
@@ -145,23 +144,16 @@ struct Round {
     since: Instant,
 }
 
-/// When the checkpoint thread runs next: at once (it is closing in on the writer) or after
-/// its pause.
-enum Next {
-    Soon,
-    Later,
-}
-
 /// One round of the checkpoint thread: passive; then, by what is left, ask the writer to copy
 /// the rest (a long WAL nearly all copied), go again soon (a long WAL copied in part since the
 /// last round), block (a WAL past its cap), or truncate (a large WAL file all copied, with no
-/// commit for [`IDLE_FOR`]).
+/// commit for [`IDLE_FOR`]). Returns how long to pause before the next round.
 fn checkpoint(
     conn: &Connection,
     wal: &Path,
     shared: &Shared,
     round: &mut Round,
-) -> rusqlite::Result<Next> {
+) -> rusqlite::Result<Duration> {
     // (frames in the WAL, frames copied into the database)
     let frames = |mode: &str| {
         conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
@@ -175,7 +167,7 @@ fn checkpoint(
     }
     let (in_wal, copied) = frames("PASSIVE")?;
     let progress = round.copied.replace(copied) != Some(copied);
-    let mut next = Next::Later;
+    let mut pause = CHECKPOINT_EVERY;
     if in_wal >= WAL_CAP_FRAMES {
         tracing::info!(frames = in_wal, "WAL past its cap: blocking checkpoint");
         frames("RESTART")?;
@@ -191,10 +183,10 @@ fn checkpoint(
         } else if progress {
             // Copying what the writes added, not held back by a reader's snapshot: once more
             // before the writer is asked.
-            next = Next::Soon;
+            pause = CLOSING_IN;
         }
     }
-    Ok(next)
+    Ok(pause)
 }
 
 impl Drop for Checkpointer {
