@@ -150,12 +150,25 @@ fn every_route_refuses_missing_and_weaker_credentials() {
                 assert_eq!(status, 303, "{method} {path} with a token only");
                 checked += 1;
             }
-            Access::Public | Access::Agent => {}
+            Access::Public | Access::Node | Access::Agent => {}
         }
     }
     assert!(checked > 50, "{checked} routes checked");
+    // A node's own calls without a token are its hellos and Fuel's discovery calls.
+    for route in table.iter().filter(|r| r.access == Access::Node) {
+        let p = &route.path;
+        assert!(
+            p == "/api/v1/agent/hello"
+                || p == "/api/v1/agent/service/hello"
+                || p.starts_with("/api/nodes"),
+            "unexpected node route {p}"
+        );
+    }
     // The unauthenticated surface is only what a node needs, signing in, assets and health.
-    for route in table.iter().filter(|r| r.access == Access::Public) {
+    for route in table
+        .iter()
+        .filter(|r| matches!(r.access, Access::Public | Access::Node))
+    {
         let p = &route.path;
         assert!(
             p.starts_with("/boot/")
@@ -453,6 +466,51 @@ fn the_audit_log_says_who_did_what_from_where() {
     let page = http.get("/audit");
     assert_eq!(page.status, 200);
     assert!(page.body.contains("/api/v1/clusters"));
+}
+
+/// A node's hellos are its history's, not the audit log's: a rack rebooting says thousands at
+/// once. What the audit log keeps of them is a refusal of what a node presented.
+#[test]
+fn a_nodes_hellos_are_audited_only_when_refused() {
+    let d = TestDaemon::start();
+    let http = d.http();
+    let hello = Http::raw_post(
+        &d.url("/api/v1/agent/hello"),
+        &crate::common::inventory("52:54:00:aa:00:07").to_string(),
+        &[],
+    );
+    assert_eq!(hello.status, 201, "{}", hello.body);
+    let node = hello.json()["node"]["id"].as_i64().unwrap();
+    let service = |credential: &str| {
+        Http::raw_post(
+            &d.url("/api/v1/agent/service/hello"),
+            &json!({"node_id": node, "credential": credential,
+                    "version": env!("CARGO_PKG_VERSION"), "macs": ["52:54:00:aa:00:07"]})
+            .to_string(),
+            &[],
+        )
+    };
+    // A credential no node was given: refused, and audited.
+    let refused = service("skn_not-a-credential");
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let log = http.get("/api/v1/audit").json();
+    let entries = log.as_array().unwrap();
+    let hellos: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["path"].as_str().is_some_and(|p| p.contains("hello")))
+        .collect();
+    assert_eq!(hellos.len(), 1, "{entries:?}");
+    assert_eq!(hellos[0]["path"], "/api/v1/agent/service/hello");
+    assert_eq!(hellos[0]["status"], 401);
+    assert_eq!(hellos[0]["actor"], "anonymous");
+    // The discovery hello that made the node is on its page's activity instead.
+    let page = http.get(&format!("/nodes/{node}"));
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("discovered 52:54:00:aa:00:07"),
+        "{}",
+        page.body
+    );
 }
 
 #[test]

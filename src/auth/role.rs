@@ -57,10 +57,16 @@ impl FromStr for Role {
 /// What a route needs from its caller. Every route is registered with one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// No credential: only what a node needs before it has one (boot files and scripts, the
-    /// discovery hello, Fuel's discovery endpoints), the sign-in page and its form, the
-    /// Keystone token endpoint, static assets and the health check.
+    /// No credential: the boot files and scripts a node fetches before it has one, the sign-in
+    /// page and its form, the Keystone token endpoint, static assets and the health check.
     Public,
+    /// A node's own call before it has an agent token (the discovery hello, Fuel's discovery
+    /// endpoints, the installed OS's service hello with its credential in the body): no
+    /// credential for the middleware to check, rate-limited and checked by its handler, and
+    /// recorded in the node's history. The audit log keeps only its refusals (401, 403): a
+    /// rack that reboots says thousands of hellos in a few seconds, and an audit entry each
+    /// was a transaction each beside the agents' group writer.
+    Node,
     /// A node's agent token, which the handler checks against that node.
     Agent,
     /// A bearer token (`Authorization: Bearer` or Keystone's `X-Auth-Token`) of at least this
@@ -76,7 +82,7 @@ impl Access {
     pub fn role(self) -> Option<Role> {
         match self {
             Access::Api(r) | Access::Page(r) => Some(r),
-            Access::Public | Access::Agent => None,
+            Access::Public | Access::Node | Access::Agent => None,
         }
     }
 }

@@ -31,7 +31,7 @@ use std::time::Duration;
 use actix_web::http::Method;
 use actix_web::{App, HttpServer, dev::Server, middleware, web};
 
-use crate::auth::Access::{Agent, Api, Page, Public};
+use crate::auth::Access::{Agent, Api, Node, Page, Public};
 use crate::auth::Role;
 pub use access::{BodyKind, RouteInfo, Routes};
 
@@ -213,9 +213,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .default_service(web::to(pages::not_found));
 }
 
-/// Every route with what it needs, in one table: `Public` is only what a node needs before it
-/// has a credential (and signing in); `Agent` checks the node's agent token; `Api(role)` a
-/// bearer token; `Page(role)` a dashboard session (forms with its CSRF token).
+/// Every route with what it needs, in one table: `Public` is only what a node fetches before it
+/// has a credential (and signing in); `Node` a node's own hellos, which their handlers check
+/// (audited only when refused); `Agent` checks the node's agent token; `Api(role)` a bearer
+/// token; `Page(role)` a dashboard session (forms with its CSRF token).
 fn routes(r: &mut Routes<'_>) {
     const V: Role = Role::Viewer;
     const O: Role = Role::Operator;
@@ -226,11 +227,11 @@ fn routes(r: &mut Routes<'_>) {
     r.get("/boot/ipxe/{file}", Public, boot::ipxe_loader);
     r.get("/boot/{mac}.ipxe", Public, boot::ipxe_script);
     r.get("/boot/tls/chain.pem", Public, boot::tls_chain);
-    r.post("/api/v1/agent/hello", Public, agent::hello);
-    r.post("/api/v1/agent/service/hello", Public, service::hello);
+    r.post("/api/v1/agent/hello", Node, agent::hello);
+    r.post("/api/v1/agent/service/hello", Node, service::hello);
     r.get(service::BINARY_PATH, Agent, service::binary);
-    r.post("/api/nodes", Public, fuel_agent::register);
-    r.put("/api/nodes/agent", Public, fuel_agent::update);
+    r.post("/api/nodes", Node, fuel_agent::register);
+    r.put("/api/nodes/agent", Node, fuel_agent::update);
     r.get("/api/v1/agent/sync", Agent, steps::sync);
     r.get("/api/v1/agent/file", Agent, steps::file);
     // Signing in: fuel2's Keystone, the CLI's password login, the dashboard's form.

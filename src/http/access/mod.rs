@@ -9,7 +9,8 @@
 //! - checks that a JSON call's body is `application/json` (or the route's declared binary
 //!   type), and that a form post carries its session's CSRF token;
 //! - records every state-changing request in the audit log: who, role, from where, what, and
-//!   the answer's status.
+//!   the answer's status; of a node's own calls ([`Access::Node`]: its hellos, which its
+//!   history records), only the refused ones (401, 403).
 //!
 //! Handlers reach the caller through the [`Caller`] extractor, and code they call through
 //! [`acting_user`].
@@ -480,7 +481,7 @@ async fn authorize(
     let mut who: Option<Principal> = None;
     let checked: Result<(), ApiError> = async {
         let principal = match access {
-            Access::Public | Access::Agent => return Ok(()),
+            Access::Public | Access::Node | Access::Agent => return Ok(()),
             Access::Api(_) => token_caller(&state, req.request()).await?.ok_or_else(|| {
                 ApiError::Unauthorized(
                     "an API token is required (Authorization: Bearer TOKEN)".to_string(),
@@ -540,7 +541,7 @@ async fn authorize(
             if notice.is_some() && !res.status().is_redirection() {
                 crate::http::pages::notice::clear(&state, res.response_mut());
             }
-            if audited {
+            if audited && (access != Access::Node || refused(res.status())) {
                 record(&state, actor, role, source, method, path, res.status(), "").await;
             }
             return Ok(res);
@@ -624,6 +625,12 @@ tokio::task_local! {
 /// without every handler on the way taking the caller. `None` outside a request's handler.
 pub fn acting_user() -> Option<String> {
     ACTING.try_with(Clone::clone).ok().flatten()
+}
+
+/// Whether a node's own call was refused for what it presented (a credential or token not
+/// its node's, or a machine that is not that node): what the audit log keeps of those calls.
+fn refused(status: StatusCode) -> bool {
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
 }
 
 /// Write one audit entry; a failure is logged, never turned into the request's answer.
