@@ -240,8 +240,9 @@ pub enum Report {
 
 pub(super) const DEPLOYMENT_COLUMNS: &str =
     "id, cluster_id, status, created_at, finished_at, name, graph_type, message, result, parent_id";
-/// The runs the timeout watcher fails, once a second: read through `step_runs_running` (the
-/// running runs only), which a test of the migrations checks.
+/// The runs the timeout watcher fails, once a second: looked up through `step_runs_deadline`
+/// (the running runs by `started_at + timeout_s`, the expression written as the index's), only
+/// those past it, which a test of the migrations checks.
 pub(super) const EXPIRED: &str = "status = 'running' AND started_at + timeout_s < ?1";
 /// What deciding a result needs of run `?1` (its deployment is read apart, once, and handed
 /// on to [`WriteTxn::advance_deployment`]). One table, not a join: SQLite compiled the joined
@@ -1337,6 +1338,50 @@ mod tests {
     use rusqlite::{OptionalExtension, StatementStatus};
 
     use crate::store::testing::store_with_cluster;
+
+    /// The timeout watcher fails a running run past `started_at + timeout_s`, saying so, and
+    /// leaves one within its time running (both read through the deadline index).
+    #[test]
+    fn a_run_past_its_deadline_fails_and_one_within_it_runs_on() {
+        let (_dir, store) = store_with_cluster();
+        crate::store::testing::exec(
+            &store,
+            "INSERT INTO nodes (id, mac, name, status, created_at, last_seen_at, cluster_id)
+             VALUES (1, '52:54:00:00:00:01', 'n1', 'deploying', 1, 1, 1),
+                    (2, '52:54:00:00:00:02', 'n2', 'deploying', 1, 1, 1);
+             INSERT INTO deployments (id, cluster_id, status, created_at, name, graph_type)
+             VALUES (10, 1, 'running', 100, 'deployment', 'default');
+             INSERT INTO step_runs (id, deployment, node_id, seq, interface, step, args, deps,
+               timeout_s, status, attempt, started_at, runs_on) VALUES
+               (1, 10, 1, 0, 'deploy', 'run_tasks', '{}', '[]', 10, 'running', 1, 100, 'os'),
+               (2, 10, 2, 0, 'deploy', 'run_tasks', '{}', '[]', 1000, 'running', 1, 100, 'os');",
+        );
+        let status = |id: i64| -> (String, Option<String>) {
+            store
+                .read(|r| {
+                    Ok(r.conn.query_row(
+                        "SELECT status, error FROM step_runs WHERE id = ?1",
+                        [id],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )?)
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            store.write(|tx| tx.expire_runs(110)).unwrap(),
+            0,
+            "not past it yet"
+        );
+        assert_eq!(store.write(|tx| tx.expire_runs(111)).unwrap(), 1);
+        assert_eq!(
+            status(1),
+            (
+                "failed".to_string(),
+                Some("timed out after 10 s".to_string())
+            )
+        );
+        assert_eq!(status(2), ("running".to_string(), None));
+    }
 
     #[test]
     fn a_results_run_head_is_compiled_once_whatever_run_it_reads() {
