@@ -469,7 +469,8 @@ fn the_audit_log_says_who_did_what_from_where() {
 }
 
 /// A node's hellos are its history's, not the audit log's: a rack rebooting says thousands at
-/// once. What the audit log keeps of them is a refusal of what a node presented.
+/// once. What the audit log keeps of them is a refusal of what a node presented. (A
+/// deployment's successful service hellos: `deploy::a_deployment_runs_every_node_to_ready_in_order`.)
 #[test]
 fn a_nodes_hellos_are_audited_only_when_refused() {
     let d = TestDaemon::start();
@@ -481,17 +482,14 @@ fn a_nodes_hellos_are_audited_only_when_refused() {
     );
     assert_eq!(hello.status, 201, "{}", hello.body);
     let node = hello.json()["node"]["id"].as_i64().unwrap();
-    let service = |credential: &str| {
-        Http::raw_post(
-            &d.url("/api/v1/agent/service/hello"),
-            &json!({"node_id": node, "credential": credential,
-                    "version": env!("CARGO_PKG_VERSION"), "macs": ["52:54:00:aa:00:07"]})
-            .to_string(),
-            &[],
-        )
-    };
     // A credential no node was given: refused, and audited.
-    let refused = service("skn_not-a-credential");
+    let refused = Http::raw_post(
+        &d.url("/api/v1/agent/service/hello"),
+        &json!({"node_id": node, "credential": "skn_not-a-credential",
+                "version": env!("CARGO_PKG_VERSION"), "macs": ["52:54:00:aa:00:07"]})
+        .to_string(),
+        &[],
+    );
     assert_eq!(refused.status, 401, "{}", refused.body);
     let log = http.get("/api/v1/audit").json();
     let entries = log.as_array().unwrap();

@@ -298,6 +298,15 @@ fn a_deployment_runs_every_node_to_ready_in_order() {
     assert_eq!(netconfig["output_tail"], "ran netconfig");
     let env = Http::raw_get_json(&format!("{base}/api/v1/clusters/{cluster}"));
     assert_eq!(env["status"], "operational");
+    // The nodes' hellos (discovery, then their service agents' after the reboot) are in their
+    // histories, not the audit log.
+    let audit = d.http().get("/api/v1/audit").json();
+    assert!(
+        audit.as_array().is_some_and(|a| a
+            .iter()
+            .all(|e| !e["path"].as_str().unwrap_or("").contains("hello"))),
+        "{audit}"
+    );
     // The environment page shows the deployment and its timeline; the fragment refreshes it.
     let page = d.http().get(&format!("/environments/{cluster}"));
     assert!(page.body.contains("class=\"timeline\""), "{}", page.body);
