@@ -452,6 +452,7 @@ impl Daemon {
         }
         udp.push(tokio::spawn(watch_timeouts(
             Arc::clone(&self.store),
+            self.chains.deploy.runs.boot_timeout_s,
             stopped(stop_rx.clone()),
         )));
         let bmc = Arc::clone(&self.chains.bmc);
@@ -561,14 +562,14 @@ async fn periodically<T, J, R>(
 }
 
 /// Once a second, fail the deploy steps that outlived their timeout (a node that died
-/// mid-step never reports).
-async fn watch_timeouts(store: Arc<Store>, stop: impl Future<Output = ()>) {
+/// mid-step never reports), and those no agent took in time (`boot_s` after a boot).
+async fn watch_timeouts(store: Arc<Store>, boot_s: u64, stop: impl Future<Output = ()>) {
     periodically(
         Duration::from_secs(1),
         "check deploy step timeouts",
         store,
         stop,
-        |s, now| s.write(|tx| tx.expire_runs(now)),
+        move |s, now| s.write(|tx| tx.expire_runs(now, boot_s)),
         |n| {
             if n > 0 {
                 tracing::warn!(runs = n, "deploy steps timed out");

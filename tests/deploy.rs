@@ -748,12 +748,14 @@ fn an_offline_node_fails_its_due_steps_at_the_timeout_and_retry_resumes() {
         &[
             ("plugins.bundled", "install".to_string()),
             ("deploy.step_timeout", "2".to_string()),
+            ("deploy.boot_timeout", "3".to_string()),
         ],
     );
     let base = d.url("");
     let (cluster, nodes) = setup(&base, &["compute"]);
     let n = &nodes[0];
-    // collect_logs first on the installed OS: a step with the master's 2 s default timeout.
+    // collect_logs first on the installed OS: a step with the master's 2 s default timeout,
+    // which may wait the 3 s boot timeout for its node to boot its disk.
     let steps = json!({"steps": [{"interface": "deploy", "step": "collect_logs", "priority": 90,
                                   "args": {}}]});
     let r = Http::raw_post(
@@ -799,9 +801,16 @@ fn an_offline_node_fails_its_due_steps_at_the_timeout_and_retry_resumes() {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
     };
-    // Nobody calls: it fails after its timeout, naming the node and since when.
+    // Nobody calls: it fails after the boot timeout, naming the node, since when and why.
     let f = failed_run("has not called since");
     assert_eq!(f["step"], "collect_logs");
+    assert!(
+        f["error"]
+            .as_str()
+            .unwrap()
+            .contains("not taken within the 3 s its node may take to boot (deploy.boot_timeout)"),
+        "{f}"
+    );
     assert!(
         f["error"]
             .as_str()

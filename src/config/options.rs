@@ -362,6 +362,14 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "Timeout of a deploy step or graph task that sets none; a step over it fails",
     },
     OptionSpec {
+        key: "deploy.boot_timeout",
+        env: "STOKER_DEPLOY_BOOT_TIMEOUT",
+        flag: "deploy-boot-timeout",
+        default: "1800",
+        kind: Kind::Seconds,
+        help: "How long a node may take to boot (after a power step, the network; after reboot_to_disk, its disk) before the first step it boots for fails as not taken, when that step's own timeout is shorter",
+    },
+    OptionSpec {
         key: "plan.yaql_budget",
         env: "STOKER_PLAN_YAQL_BUDGET",
         flag: "plan-yaql-budget",

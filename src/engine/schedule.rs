@@ -75,6 +75,19 @@ impl Released {
     }
 }
 
+/// A run its node's agent has not taken in time ([`Schedule::overdue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overdue {
+    pub run: i64,
+    /// When it was first seen due.
+    pub since: i64,
+    /// How long it could wait: its timeout, or the boot timeout when that is longer and
+    /// `boots`.
+    pub limit_s: u64,
+    /// Its node had to boot before it could take it.
+    pub boots: bool,
+}
+
 impl Schedule {
     pub fn new(views: Vec<RunView>) -> Schedule {
         let mut s = Schedule {
@@ -368,12 +381,15 @@ impl Schedule {
     }
 
     /// Node runs that have been due (free to start, waiting only for their node's agent to
-    /// take them) for longer than their timeout at `now`, with since when: an agent that is
-    /// gone, or the wrong agent (the bootstrap's when the step runs on the installed OS), never
-    /// takes them, and they must fail rather than wait forever. The first call that sees a run
-    /// due starts its clock; a schedule built again (after a restart) starts them again,
-    /// which only gives the agents more time.
-    pub fn overdue(&mut self, now: i64) -> Vec<(i64, i64)> {
+    /// take them) for longer than they may wait at `now`, with since when and that limit: an
+    /// agent that is gone, or the wrong agent (the bootstrap's when the step runs on the
+    /// installed OS), never takes them, and they must fail rather than wait forever. A run may
+    /// wait its timeout, or `boot_s` when that is longer and its node must boot before it can
+    /// take it ([`Overdue::boots`]): a real server's firmware and OS take minutes to come up,
+    /// which a task's timeout (counted once an agent takes it) is not meant to cover. The
+    /// first call that sees a run due starts its clock; a schedule built again (after a
+    /// restart) starts them again, which only gives the agents more time.
+    pub fn overdue(&mut self, now: i64, boot_s: u64) -> Vec<Overdue> {
         let due: Vec<i64> = self
             .runnable()
             .into_iter()
@@ -385,12 +401,38 @@ impl Schedule {
             let since = self.due.get(&id).copied().unwrap_or(now);
             kept.insert(id, since);
             let timeout = self.runs.get(&id).map_or(0, |s| s.timeout_s);
-            if now.saturating_sub(since) > timeout as i64 {
-                out.push((id, since));
+            let boots = self.boots_before(id);
+            let limit_s = if boots { timeout.max(boot_s) } else { timeout };
+            if now.saturating_sub(since) > limit_s as i64 {
+                out.push(Overdue {
+                    run: id,
+                    since,
+                    limit_s,
+                    boots,
+                });
             }
         }
         self.due = kept;
         out
+    }
+
+    /// Whether run `id`'s node boots before its agent can take it: the run is an agent's (the
+    /// bootstrap's or the installed OS's) and the run before it in its node's lane runs
+    /// elsewhere: a power step of the master (the node boots the network), `reboot_to_disk`
+    /// in the ramdisk (it boots its disk), or any step that hands the node to its other agent.
+    fn boots_before(&self, id: i64) -> bool {
+        let Some(slot) = self.runs.get(&id) else {
+            return false;
+        };
+        if slot.runs_on == Location::Master || slot.pos == 0 {
+            return false;
+        }
+        let Some(node) = slot.node else { return false };
+        self.lanes
+            .get(&node)
+            .and_then(|(ids, _)| ids.get(slot.pos - 1))
+            .and_then(|prev| self.runs.get(prev))
+            .is_some_and(|prev| prev.runs_on != slot.runs_on)
     }
 
     /// Where the deployment stands. Cheap while something runs; otherwise it looks for a run
@@ -648,16 +690,70 @@ mod tests {
             v(4, None, 0, Pending, &[1]),
         ]);
         // Runs 1 and 3 are due from t=100; 2 waits behind 1, the stage waits for 1.
-        assert!(s.overdue(100).is_empty());
-        assert!(s.overdue(110).is_empty(), "10 s is within the timeout");
+        let over = |s: &mut Schedule, now| -> Vec<(i64, i64)> {
+            s.overdue(now, 1800)
+                .into_iter()
+                .map(|o| {
+                    assert_eq!((o.limit_s, o.boots), (10, false), "{o:?}");
+                    (o.run, o.since)
+                })
+                .collect()
+        };
+        assert!(over(&mut s, 100).is_empty());
+        assert!(over(&mut s, 110).is_empty(), "10 s is within the timeout");
         s.set(3, Running);
-        assert_eq!(s.overdue(111), [(1, 100)], "3 was taken; 1 is overdue");
+        assert_eq!(over(&mut s, 111), [(1, 100)], "3 was taken; 1 is overdue");
         // Failed and retried: due again from the retry, not from the first time.
         s.set(1, Failed);
-        assert!(s.overdue(112).is_empty());
+        assert!(over(&mut s, 112).is_empty());
         s.set(1, Pending);
-        assert!(s.overdue(113).is_empty());
-        assert_eq!(s.overdue(124), [(1, 113)]);
+        assert!(over(&mut s, 113).is_empty());
+        assert_eq!(over(&mut s, 124), [(1, 113)]);
+    }
+
+    /// A run its node must boot for (the run before it ran elsewhere: the master powered the
+    /// node on, or the ramdisk rebooted it to its disk) may wait the boot timeout when that is
+    /// longer than its own; once a run of the same agent came before it, only its own.
+    #[test]
+    fn a_run_after_a_boot_may_wait_the_boot_timeout() {
+        let at = |loc, r: RunView| RunView { runs_on: loc, ..r };
+        let mut s = Schedule::new(vec![
+            at(Location::Master, v(1, Some(7), 0, Pending, &[])),
+            at(Location::Ramdisk, v(2, Some(7), 1, Pending, &[])),
+            at(Location::Ramdisk, v(3, Some(7), 2, Pending, &[])),
+            v(4, Some(7), 3, Pending, &[]),
+            v(5, Some(7), 4, Pending, &[]),
+            // Node 8's lane starts on the installed OS: nothing boots before it.
+            v(6, Some(8), 0, Pending, &[]),
+        ]);
+        let over = |s: &mut Schedule, now, boot| -> Vec<(i64, u64, bool)> {
+            s.overdue(now, boot)
+                .into_iter()
+                .map(|o| (o.run, o.limit_s, o.boots))
+                .collect()
+        };
+        // The master's own run and a lane's first run never wait for a boot.
+        assert!(over(&mut s, 100, 300).is_empty());
+        assert_eq!(over(&mut s, 111, 300), [(1, 10, false), (6, 10, false)]);
+        s.set(1, Ok);
+        s.set(6, Ok);
+        // Run 2 follows the master's power step: the node boots the network first.
+        assert!(over(&mut s, 200, 300).is_empty());
+        assert!(over(&mut s, 500, 300).is_empty(), "300 s is the limit");
+        assert_eq!(over(&mut s, 501, 300), [(2, 300, true)]);
+        s.set(2, Ok);
+        // Run 3 follows a ramdisk run: its own timeout.
+        assert!(over(&mut s, 600, 300).is_empty());
+        assert_eq!(over(&mut s, 611, 300), [(3, 10, false)]);
+        s.set(3, Ok);
+        // Run 4 waits for the installed OS to boot; a boot timeout shorter than its own
+        // timeout changes nothing.
+        assert!(over(&mut s, 700, 5).is_empty());
+        assert!(over(&mut s, 710, 5).is_empty());
+        assert_eq!(over(&mut s, 711, 5), [(4, 10, true)]);
+        s.set(4, Ok);
+        assert!(over(&mut s, 800, 300).is_empty());
+        assert_eq!(over(&mut s, 811, 300), [(5, 10, false)]);
     }
 
     #[test]

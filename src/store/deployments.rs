@@ -773,8 +773,10 @@ impl WriteTxn<'_> {
         Ok(n > 0)
     }
 
-    /// Fail every running run that has outlived its timeout ([`EXPIRED`]). Returns how many.
-    pub fn expire_runs(&self, now: i64) -> Result<usize> {
+    /// Fail every running run that has outlived its timeout ([`EXPIRED`]), and every due run
+    /// no agent took in time (`boot_s`: how long a node may take to boot before a run it must
+    /// boot for, `deploy.boot_timeout`). Returns how many.
+    pub fn expire_runs(&self, now: i64, boot_s: u64) -> Result<usize> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM step_runs WHERE {EXPIRED}"
         ))?;
@@ -798,14 +800,15 @@ impl WriteTxn<'_> {
             }
             self.advance(run.deployment, run.node_id, now)?;
         }
-        Ok(late.len() + self.expire_untaken(now)?)
+        Ok(late.len() + self.expire_untaken(now, boot_s)?)
     }
 
-    /// Fail every run that has been due longer than its timeout without its node's agent
-    /// taking it ([`Schedule::overdue`]), saying why: the agent has not called since it was
-    /// due (offline, or cannot reach the master), or the agent that calls is the node's other
-    /// one. A retry makes them due again. Returns how many.
-    fn expire_untaken(&self, now: i64) -> Result<usize> {
+    /// Fail every run that has been due longer than it may wait without its node's agent
+    /// taking it ([`Schedule::overdue`]: its timeout, or `boot_s` after a boot), saying why:
+    /// the agent has not called since it was due (offline, or cannot reach the master), or the
+    /// agent that calls is the node's other one. A retry makes them due again. Returns how
+    /// many.
+    fn expire_untaken(&self, now: i64, boot_s: u64) -> Result<usize> {
         let running: Vec<i64> = self
             .conn
             .prepare_cached("SELECT id FROM deployments WHERE status = 'running'")?
@@ -813,7 +816,8 @@ impl WriteTxn<'_> {
             .collect::<rusqlite::Result<_>>()?;
         let mut failed = 0;
         for dep in running {
-            for (run_id, since) in self.with_schedule(dep, |s| s.overdue(now))? {
+            for late in self.with_schedule(dep, |s| s.overdue(now, boot_s))? {
+                let (run_id, since) = (late.run, late.since);
                 let Some(run) = self.read().run(run_id)? else {
                     continue;
                 };
@@ -823,24 +827,30 @@ impl WriteTxn<'_> {
                     .prepare_cached("SELECT last_seen_at, agent_kind FROM nodes WHERE id = ?1")?
                     .query_row([node], |r| Ok((r.get(0)?, r.get(1)?)))?;
                 let kind = Location::parse(&kind).unwrap_or_default();
+                let within = if late.boots && late.limit_s > run.timeout_s {
+                    format!(
+                        "within the {} s its node may take to boot (deploy.boot_timeout)",
+                        late.limit_s
+                    )
+                } else {
+                    format!("within its {} s timeout", late.limit_s)
+                };
                 let why = if last_seen <= since {
                     format!(
                         "node-{node}'s agent has not called since {}; the step was due from \
-                         {} and was not taken within its {} s timeout (the node is off, hung, \
-                         or cannot reach the master)",
+                         {} and was not taken {within} (the node is off, hung, or cannot \
+                         reach the master)",
                         crate::model::utc(last_seen),
                         crate::model::utc(since),
-                        run.timeout_s
                     )
                 } else {
                     format!(
                         "the step runs on {} but node-{node}'s agent calls from {}; it was due \
-                         from {} and was not taken within its {} s timeout (did the node boot \
-                         its installed OS?)",
+                         from {} and was not taken {within} (did the node boot its installed \
+                         OS?)",
                         run.runs_on.describe(),
                         kind.describe(),
                         crate::model::utc(since),
-                        run.timeout_s
                     )
                 };
                 self.conn.execute(
@@ -1368,11 +1378,11 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(
-            store.write(|tx| tx.expire_runs(110)).unwrap(),
+            store.write(|tx| tx.expire_runs(110, 1800)).unwrap(),
             0,
             "not past it yet"
         );
-        assert_eq!(store.write(|tx| tx.expire_runs(111)).unwrap(), 1);
+        assert_eq!(store.write(|tx| tx.expire_runs(111, 1800)).unwrap(), 1);
         assert_eq!(
             status(1),
             (
