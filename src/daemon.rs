@@ -452,7 +452,7 @@ impl Daemon {
         }
         udp.push(tokio::spawn(watch_timeouts(
             Arc::clone(&self.store),
-            self.chains.deploy.runs.boot_timeout_s,
+            self.chains.deploy.boot_timeout_s,
             stopped(stop_rx.clone()),
         )));
         let bmc = Arc::clone(&self.chains.bmc);

@@ -17,7 +17,7 @@ use crate::planner::{self, PlanningError};
 use crate::store::{Deployment, GroupWriter, NewDeployment, Store, StoreError, TransactionData};
 
 /// The master's deployment settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DeploySettings {
     /// The operating system image `deploy.write_image` writes (none: the step is off).
     pub image_url: Option<String>,
@@ -25,6 +25,23 @@ pub struct DeploySettings {
     /// How `deploy.configure` puts the service agent onto the installed OS.
     pub agent_install: steps::AgentInstall,
     pub runs: RunOptions,
+    /// How long a node may take to boot (its firmware, then the bootstrap or its installed
+    /// OS) before the first run it must boot for fails as not taken, when that run's own
+    /// timeout is shorter (`deploy.boot_timeout`; the timeout watcher's, through
+    /// [`crate::engine::schedule::Schedule::overdue`]).
+    pub boot_timeout_s: u64,
+}
+
+impl Default for DeploySettings {
+    fn default() -> DeploySettings {
+        DeploySettings {
+            image_url: None,
+            image_checksum: None,
+            agent_install: steps::AgentInstall::default(),
+            runs: RunOptions::default(),
+            boot_timeout_s: 1800,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -495,9 +495,9 @@ impl Layers {
                 runs: crate::engine::orchestrate::RunOptions {
                     default_timeout_s: v.seconds("deploy.step_timeout"),
                     max_provisioning: v.count("deploy.max_provisioning"),
-                    boot_timeout_s: v.seconds("deploy.boot_timeout"),
                     ..crate::engine::orchestrate::RunOptions::default()
                 },
+                boot_timeout_s: v.seconds("deploy.boot_timeout"),
             },
         })
     }

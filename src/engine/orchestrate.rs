@@ -144,10 +144,6 @@ pub struct RunOptions {
     pub image_timeout_s: u64,
     /// How many nodes may write their image at once (0: no cap).
     pub max_provisioning: u64,
-    /// How long a node may take to boot (its firmware, then the bootstrap or its installed
-    /// OS) before the first run it must boot for fails as not taken, when that run's own
-    /// timeout is shorter ([`super::schedule::Schedule::overdue`]).
-    pub boot_timeout_s: u64,
 }
 
 impl Default for RunOptions {
@@ -156,7 +152,6 @@ impl Default for RunOptions {
             default_timeout_s: 600,
             image_timeout_s: 3600,
             max_provisioning: 10,
-            boot_timeout_s: 1800,
         }
     }
 }

@@ -81,11 +81,11 @@ pub struct Overdue {
     pub run: i64,
     /// When it was first seen due.
     pub since: i64,
-    /// How long it could wait: its timeout, or the boot timeout when that is longer and
-    /// `boots`.
+    /// How long it could wait: its timeout, or the boot timeout.
     pub limit_s: u64,
-    /// Its node had to boot before it could take it.
-    pub boots: bool,
+    /// The limit was the boot timeout: its node had to boot before it could take it, and
+    /// that is longer than its own timeout.
+    pub for_boot: bool,
 }
 
 impl Schedule {
@@ -385,7 +385,7 @@ impl Schedule {
     /// agent that is gone, or the wrong agent (the bootstrap's when the step runs on the
     /// installed OS), never takes them, and they must fail rather than wait forever. A run may
     /// wait its timeout, or `boot_s` when that is longer and its node must boot before it can
-    /// take it ([`Overdue::boots`]): a real server's firmware and OS take minutes to come up,
+    /// take it ([`Overdue::for_boot`]): a real server's firmware and OS take minutes to come up,
     /// which a task's timeout (counted once an agent takes it) is not meant to cover. The
     /// first call that sees a run due starts its clock; a schedule built again (after a
     /// restart) starts them again, which only gives the agents more time.
@@ -401,14 +401,14 @@ impl Schedule {
             let since = self.due.get(&id).copied().unwrap_or(now);
             kept.insert(id, since);
             let timeout = self.runs.get(&id).map_or(0, |s| s.timeout_s);
-            let boots = self.boots_before(id);
-            let limit_s = if boots { timeout.max(boot_s) } else { timeout };
+            let for_boot = boot_s > timeout && self.boots_before(id);
+            let limit_s = if for_boot { boot_s } else { timeout };
             if now.saturating_sub(since) > limit_s as i64 {
                 out.push(Overdue {
                     run: id,
                     since,
                     limit_s,
-                    boots,
+                    for_boot,
                 });
             }
         }
@@ -417,22 +417,24 @@ impl Schedule {
     }
 
     /// Whether run `id`'s node boots before its agent can take it: the run is an agent's (the
-    /// bootstrap's or the installed OS's) and the run before it in its node's lane runs
-    /// elsewhere: a power step of the master (the node boots the network), `reboot_to_disk`
-    /// in the ramdisk (it boots its disk), or any step that hands the node to its other agent.
+    /// bootstrap's or the installed OS's) and the last run before it in its node's lane that
+    /// was not skipped (a skipped one rebooted nothing) runs elsewhere: a power step of the
+    /// master (the node boots the network), `reboot_to_disk` in the ramdisk (it boots its
+    /// disk), or any step that hands the node to its other agent.
     fn boots_before(&self, id: i64) -> bool {
         let Some(slot) = self.runs.get(&id) else {
             return false;
         };
-        if slot.runs_on == Location::Master || slot.pos == 0 {
+        let Some((ids, _)) = slot.node.and_then(|n| self.lanes.get(&n)) else {
             return false;
-        }
-        let Some(node) = slot.node else { return false };
-        self.lanes
-            .get(&node)
-            .and_then(|(ids, _)| ids.get(slot.pos - 1))
-            .and_then(|prev| self.runs.get(prev))
-            .is_some_and(|prev| prev.runs_on != slot.runs_on)
+        };
+        slot.runs_on != Location::Master
+            && ids[..slot.pos]
+                .iter()
+                .rev()
+                .filter_map(|prev| self.runs.get(prev))
+                .find(|prev| prev.status != RunStatus::Skipped)
+                .is_some_and(|prev| prev.runs_on != slot.runs_on)
     }
 
     /// Where the deployment stands. Cheap while something runs; otherwise it looks for a run
@@ -694,7 +696,7 @@ mod tests {
             s.overdue(now, 1800)
                 .into_iter()
                 .map(|o| {
-                    assert_eq!((o.limit_s, o.boots), (10, false), "{o:?}");
+                    assert_eq!((o.limit_s, o.for_boot), (10, false), "{o:?}");
                     (o.run, o.since)
                 })
                 .collect()
@@ -711,9 +713,10 @@ mod tests {
         assert_eq!(over(&mut s, 124), [(1, 113)]);
     }
 
-    /// A run its node must boot for (the run before it ran elsewhere: the master powered the
-    /// node on, or the ramdisk rebooted it to its disk) may wait the boot timeout when that is
-    /// longer than its own; once a run of the same agent came before it, only its own.
+    /// A run its node must boot for (the last run before it that ran went elsewhere: the
+    /// master powered the node on, or the ramdisk rebooted it to its disk) may wait the boot
+    /// timeout when that is longer than its own; once a run of the same agent came before it,
+    /// or only skipped runs elsewhere, only its own.
     #[test]
     fn a_run_after_a_boot_may_wait_the_boot_timeout() {
         let at = |loc, r: RunView| RunView { runs_on: loc, ..r };
@@ -725,18 +728,27 @@ mod tests {
             v(5, Some(7), 4, Pending, &[]),
             // Node 8's lane starts on the installed OS: nothing boots before it.
             v(6, Some(8), 0, Pending, &[]),
+            // Node 9's ramdisk run was skipped: its OS run follows an OS run that ran.
+            v(7, Some(9), 0, Ok, &[]),
+            at(Location::Ramdisk, v(8, Some(9), 1, Skipped, &[])),
+            v(9, Some(9), 2, Pending, &[]),
         ]);
         let over = |s: &mut Schedule, now, boot| -> Vec<(i64, u64, bool)> {
             s.overdue(now, boot)
                 .into_iter()
-                .map(|o| (o.run, o.limit_s, o.boots))
+                .map(|o| (o.run, o.limit_s, o.for_boot))
                 .collect()
         };
-        // The master's own run and a lane's first run never wait for a boot.
+        // The master's own run, a lane's first run and one after only a skipped run elsewhere
+        // never wait for a boot.
         assert!(over(&mut s, 100, 300).is_empty());
-        assert_eq!(over(&mut s, 111, 300), [(1, 10, false), (6, 10, false)]);
+        assert_eq!(
+            over(&mut s, 111, 300),
+            [(1, 10, false), (6, 10, false), (9, 10, false)]
+        );
         s.set(1, Ok);
         s.set(6, Ok);
+        s.set(9, Ok);
         // Run 2 follows the master's power step: the node boots the network first.
         assert!(over(&mut s, 200, 300).is_empty());
         assert!(over(&mut s, 500, 300).is_empty(), "300 s is the limit");
@@ -750,7 +762,7 @@ mod tests {
         // timeout changes nothing.
         assert!(over(&mut s, 700, 5).is_empty());
         assert!(over(&mut s, 710, 5).is_empty());
-        assert_eq!(over(&mut s, 711, 5), [(4, 10, true)]);
+        assert_eq!(over(&mut s, 711, 5), [(4, 10, false)]);
         s.set(4, Ok);
         assert!(over(&mut s, 800, 300).is_empty());
         assert_eq!(over(&mut s, 811, 300), [(5, 10, false)]);

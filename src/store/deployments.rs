@@ -827,7 +827,7 @@ impl WriteTxn<'_> {
                     .prepare_cached("SELECT last_seen_at, agent_kind FROM nodes WHERE id = ?1")?
                     .query_row([node], |r| Ok((r.get(0)?, r.get(1)?)))?;
                 let kind = Location::parse(&kind).unwrap_or_default();
-                let within = if late.boots && late.limit_s > run.timeout_s {
+                let within = if late.for_boot {
                     format!(
                         "within the {} s its node may take to boot (deploy.boot_timeout)",
                         late.limit_s
