@@ -7,7 +7,7 @@
 # usage (as root):
 #   .ci/bmc-emulators.sh        install, then print the variables to export
 #   . .ci/bmc-emulators.sh      the same, and export them into this shell
-# then: cargo test --release --test integration bmc_redfish -- --ignored
+# then: cargo test --profile ci --test integration bmc_redfish -- --ignored
 #
 # STOKER_SUSHY_VENV: where the virtualenv goes (default /var/cache/stoker-ci/sushy).
 

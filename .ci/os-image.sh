@@ -9,9 +9,12 @@
 # must have a DHCP lease (systemd-networkd's configuration), which the user-data prints. The NIC is on QEMU's user network
 # with restrict=on: its DHCP server answers, nothing leaves QEMU.
 #
-# usage: .ci/os-image.sh [RUNS]    boots per variant (default 1); prints each boot's times
+# usage: .ci/os-image.sh [RUNS]    boots per variant (default 1; 0 only builds); prints each
+#                                 boot's times
 # OS_IMAGES_OUT=DIR: also copy the two images, as built, into DIR (CI hands the base one to
 # .ci/pxe-deploy.sh as STOKER_OS_IMAGE, so it is built once).
+# OS_IMAGES_IN=DIR: boot the two images in DIR instead of building them (CI builds them with
+# OS_IMAGES_OUT and RUNS 0 while the tests compile, and its VM lane only boots them).
 # Needs root; installs mmdebstrap, fdisk, qemu-system-x86, dosfstools and mtools when missing.
 # Otherwise it says why it skipped and exits 0. Only the QEMU processes started here are stopped,
 # by PID. KEEP=1 keeps the work directory (images, console logs).
@@ -45,7 +48,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+images=$work/images
 for variant in base cloud-init; do
+  if [ -n "${OS_IMAGES_IN:-}" ]; then
+    images=$OS_IMAGES_IN
+    [ -s "$images/stoker-os-$variant.img" ] || fail "OS_IMAGES_IN: no $images/stoker-os-$variant.img"
+    echo "os-image: $images/stoker-os-$variant.img (built before this step)"
+    continue
+  fi
   flag=(); [ "$variant" = cloud-init ] && flag=(--cloud-init)
   t0=$(date +%s)
   STOKER_DEB_CACHE=$cache "$root/images/build-os-image.sh" --out "$work/images" "${flag[@]}" \
@@ -58,6 +68,7 @@ for variant in base cloud-init; do
     mv "$OS_IMAGES_OUT/.stoker-os-$variant.img.tmp" "$OS_IMAGES_OUT/stoker-os-$variant.img"
   fi
 done
+[ "$runs" -gt 0 ] || { echo "os-image: built, not booted (RUNS 0)"; exit 0; }
 
 # The cloud-init image's NoCloud seed.
 mkdir -p "$work/seed"
@@ -79,7 +90,7 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # boot VARIANT N: boot the image once; prints the times, fails the script on a missed marker.
 boot() {
-  local variant=$1 n=$2 img=$work/images/stoker-os-$1.img log=$work/console-$1-$2.log extra=() t0 t_mark='' t_ci='' up ci_part=''
+  local variant=$1 n=$2 img=$images/stoker-os-$1.img log=$work/console-$1-$2.log extra=() t0 t_mark='' t_ci='' up ci_part=''
   [ "$variant" = cloud-init ] && extra=(-drive "file=$work/seed.img,format=raw,if=virtio,readonly=on")
   : >"$log"
   t0=$(now)

@@ -13,7 +13,7 @@
 #
 # usage: .ci/pxe-vm.sh STOKER_BIN SHARED_DIR [RUNS] [BOOTSTRAP_BIN]
 #   BOOTSTRAP_BIN: the binary packed into the bootstrap image (default STOKER_BIN); CI passes
-#   the `bootstrap` profile's smaller build.
+#   the tests' binary, stripped.
 # Needs root and ../shared/tools/pxe-lab; otherwise it says why it skipped and exits 0.
 # Traffic stays inside the lab's namespaces; only processes started here are stopped, by PID.
 set -euo pipefail

@@ -131,7 +131,7 @@ fn limits_are_errors_not_crashes() {
 
 mod fuzz {
     //! Parse + evaluate random expressions: no panic, no stack overflow, no hang. Runs a few
-    //! hundred cases in `cargo test`; `YAQL_FUZZ_SECS=600 cargo test --release --test
+    //! hundred cases in `cargo test`; `YAQL_FUZZ_SECS=600 cargo test --profile ci --test
     //! integration yaql::fuzz -- --ignored --nocapture` runs for ten minutes.
 
     use std::time::{Duration, Instant};
