@@ -58,11 +58,23 @@
         });
     }, wait);
   }
+  // A reload must not cancel what the person asked for: a change that comes as they follow a
+  // link or send a form (a deployment ending as they open its page) would reload the page they
+  // are leaving instead of taking them where they asked. Leaving starts with beforeunload; a
+  // navigation that does not leave (a download, a 204) stops counting after 10 s.
+  var leaving = false;
+  window.addEventListener("beforeunload", function () {
+    leaving = true;
+    window.setTimeout(function () { leaving = false; }, 10000);
+  });
   var reloading = false;
   function reload() {
-    if (reloading) { return; }
+    if (reloading || leaving) { return; }
     reloading = true;
-    window.setTimeout(function () { window.location.reload(); }, 300);
+    window.setTimeout(function () {
+      if (leaving) { reloading = false; return; }
+      window.location.reload();
+    }, 300);
   }
 
   var kinds = {};
