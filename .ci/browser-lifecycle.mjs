@@ -802,6 +802,24 @@ const end3 = await page.waitForFunction(() => {
 }, null, { timeout: 20000 }).then((h) => h.jsonValue()).catch(() => "running");
 ok(end3 !== "running", `the aborted deployment ends (${end3})`);
 await shot("deployment-aborted");
+// A change that comes as the person follows a link does not take them back: the environment
+// page reloads itself when its deployments change (data-live-reload), and a deployment that
+// ended as its link was clicked used to reload the page being left instead of opening the one
+// asked for. Made certain here: the deployment's page is held back 1.5 s, and the deployment is
+// aborted (through the API) 0.2 s after the click, so the page's reload falls within the wait.
+await page.goto(`${base}/environments/${env2}`);
+await confirmClick(page.getByRole("button", { name: "Deploy changes", exact: true }), true);
+const dep4 = Number(((await notice()).match(/Deployment (\d+) started/) || [])[1]);
+ok(dep4 > 0, `the rack is deployed again (${await notice()})`);
+const dep4Url = `${base}/deployments/${dep4}`;
+await page.route(dep4Url, async (route) => { await new Promise((r) => setTimeout(r, 1500)); await route.continue(); });
+const [, abort4] = await Promise.all([
+  go(page.locator(`#deployment a[href="/deployments/${dep4}"]`).first()),
+  new Promise((r) => setTimeout(r, 200)).then(() => call("POST", `/api/v1/deployments/${dep4}/abort`, undefined, admin)),
+]);
+await page.unroute(dep4Url);
+ok(abort4.status === 200, `the deployment is aborted as its link is followed (${abort4.status})`);
+ok(page.url() === dep4Url, `the link is followed, not undone by the page's reload on that change (${page.url()})`);
 
 // =============================================================================================
 workflow("layout");

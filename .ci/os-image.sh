@@ -48,10 +48,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-images=$work/images
+images=${OS_IMAGES_IN:-$work/images}
 for variant in base cloud-init; do
   if [ -n "${OS_IMAGES_IN:-}" ]; then
-    images=$OS_IMAGES_IN
     [ -s "$images/stoker-os-$variant.img" ] || fail "OS_IMAGES_IN: no $images/stoker-os-$variant.img"
     echo "os-image: $images/stoker-os-$variant.img (built before this step)"
     continue

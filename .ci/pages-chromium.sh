@@ -13,7 +13,8 @@
 #                             the task graph's zoom, rack scale on 58 nodes, rename/roles/remove/
 #                             delete, settings and network forms, a plugin built here by `stoker
 #                             plugin build` installed and removed, silent agents and a deployment
-#                             waiting on them, no sideways scroll at 900 px and labelled controls,
+#                             waiting on them, a link followed as a live page's reload comes,
+#                             no sideways scroll at 900 px and labelled controls,
 #                             one path without JavaScript), a screenshot per step
 # Each counts its checks, prints a summary and exits non-zero on any failure, which fails this
 # script. Screenshots go to $OUT (default target/pages) for a person to look at: login.png and
