@@ -39,4 +39,4 @@ pub mod store;
 pub mod tftp;
 pub mod tls;
 pub mod volumes;
-pub mod yaql;
+pub use stoker_yaql as yaql;

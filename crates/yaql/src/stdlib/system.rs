@@ -5,10 +5,10 @@
 
 use std::rc::Rc;
 
-use crate::yaql::error::{ErrorKind, Result, err};
-use crate::yaql::interp::{ArgIn, Call, Ctx, Interp, Lambda, PArg, UserFn, lazy};
-use crate::yaql::registry::{Def, FnDef, Form, PKind, Registry, Ty, p};
-use crate::yaql::value::{Value, py_eq};
+use crate::error::{ErrorKind, Result, err};
+use crate::interp::{ArgIn, Call, Ctx, Interp, Lambda, PArg, UserFn, lazy};
+use crate::registry::{Def, FnDef, Form, PKind, Registry, Ty, p};
+use crate::value::{Value, py_eq};
 
 /// yaql's CamelCaseConvention for function names given to `def`.
 pub fn camel_case(name: &str) -> String {

@@ -7,11 +7,11 @@
 
 use std::collections::HashMap;
 
-use crate::yaql::error::Result;
-use crate::yaql::interp::{Call, Interp, Lambda, PArg};
-use crate::yaql::output::{final_eq, finalize, python_json};
-use crate::yaql::registry::{Form, LAYER_FUEL, Registry, Ty, p};
-use crate::yaql::value::{Map, VSet, Value, float_repr, py_eq};
+use crate::error::Result;
+use crate::interp::{Call, Interp, Lambda, PArg};
+use crate::output::{final_eq, finalize, python_json};
+use crate::registry::{Form, LAYER_FUEL, Registry, Ty, p};
+use crate::value::{Map, VSet, Value, float_repr, py_eq};
 
 fn eval_new(it: &Interp, c: &Call, l: &Lambda) -> Result<Value> {
     let data = c.ctx.get("%new").unwrap_or(Value::Null);
@@ -413,7 +413,7 @@ fn sorted_entries(v: &Value) -> Vec<(Value, Value)> {
     let mut e: Vec<(Value, Value)> = d.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     e.sort_by(|a, b| match (&a.0, &b.0) {
         (Value::Str(x), Value::Str(y)) => x.cmp(y),
-        _ => crate::yaql::value::py_repr(&a.0).cmp(&crate::yaql::value::py_repr(&b.0)),
+        _ => crate::value::py_repr(&a.0).cmp(&crate::value::py_repr(&b.0)),
     });
     e
 }
@@ -497,7 +497,7 @@ fn scalar(v: &Value, col: usize, indent: usize) -> String {
         Value::Str(s) => yaml_str(s, col, indent),
         Value::Dict(_) => "{}".into(),
         Value::Tuple(_) | Value::List(_) => "[]".into(),
-        other => crate::yaql::value::py_str(other),
+        other => crate::value::py_str(other),
     }
 }
 

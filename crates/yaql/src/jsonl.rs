@@ -88,7 +88,7 @@ fn error_line(out: &mut Vec<u8>, kind: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::yaql::Limits;
+    use crate::Limits;
 
     fn ask(conv: &mut Converter, line: &str) -> serde_json::Value {
         let mut out = Vec::new();
@@ -190,10 +190,7 @@ mod tests {
             let line = format!(
                 r#"{{"expr": "$.network_metadata.nodes.values().where($.uid = $uid2).roles", "data": {{"uid": "{uid}", "network_metadata": {meta}}}, "vars": {{"uid2": "{uid}"}}}}"#
             );
-            let alone = ask(
-                &mut Converter::with_sharing(crate::yaql::ShareLimits::OFF),
-                &line,
-            );
+            let alone = ask(&mut Converter::with_sharing(crate::ShareLimits::OFF), &line);
             assert_eq!(ask(&mut conv, &line), alone);
         }
         assert!(conv.stats().hits >= 1, "{:?}", conv.stats());

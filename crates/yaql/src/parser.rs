@@ -473,7 +473,7 @@ mod tests {
     /// of the threads that plan) in a release build; and longer text is refused unread.
     #[test]
     fn deep_expressions_are_errors_not_crashes() {
-        use crate::yaql::{Context, Engine, Limits};
+        use crate::{Context, Engine, Limits};
         let long = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
         let e = parse(&long).unwrap_err();
         assert_eq!(e.kind, ErrorKind::YaqlGrammarException, "{e}");

@@ -5,10 +5,10 @@
 
 use std::rc::Rc;
 
-use crate::yaql::error::{ErrorKind, Result, err};
-use crate::yaql::interp::{Call, Interp, ValIter, lazy};
-use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Map, VSet, Value, py_eq};
+use crate::error::{ErrorKind, Result, err};
+use crate::interp::{Call, Interp, ValIter, lazy};
+use crate::registry::{Def, Form, Registry, Ty, p};
+use crate::value::{Map, VSet, Value, py_eq};
 
 use super::queries::concat_values;
 
@@ -27,7 +27,7 @@ fn rec_args(it: &Interp, args: Vec<Value>) -> Result<Vec<Value>> {
                     out.push(v);
                 }
                 if out.len() > limit {
-                    return Err(crate::yaql::interp::too_large(limit));
+                    return Err(crate::interp::too_large(limit));
                 }
             }
         } else {
@@ -48,8 +48,8 @@ pub fn to_set(it: &Interp, v: &Value) -> Result<Value> {
     Ok(Value::frozen_set(items))
 }
 
-fn key_error(k: &Value) -> crate::yaql::error::YaqlError {
-    crate::yaql::error::YaqlError::new(ErrorKind::KeyError, crate::yaql::value::py_repr(k))
+fn key_error(k: &Value) -> crate::error::YaqlError {
+    crate::error::YaqlError::new(ErrorKind::KeyError, crate::value::py_repr(k))
 }
 
 fn dict_get(d: &Value, k: &Value) -> Result<Option<Value>> {
@@ -184,7 +184,7 @@ pub fn register(r: &mut Registry) {
             while let Some(t) = src.next() {
                 let t = t?;
                 let mut inner = it.iter(&t)?;
-                let stop = || crate::yaql::error::YaqlError::new(ErrorKind::StopIteration, "");
+                let stop = || crate::error::YaqlError::new(ErrorKind::StopIteration, "");
                 let k = inner.next().ok_or_else(stop)??;
                 let v = inner.next().ok_or_else(stop)??;
                 pairs.push((k, v));
@@ -830,7 +830,7 @@ fn subset(it: &Interp, a: &Value, b: &Value) -> Result<bool> {
 }
 
 /// `x in dict.items()`: `x` is unpacked into `(key, value)` first.
-fn items_contains(it: &Interp, d: &crate::yaql::value::Dict, x: &Value) -> Result<bool> {
+fn items_contains(it: &Interp, d: &crate::value::Dict, x: &Value) -> Result<bool> {
     let pair: Vec<Value> = match x {
         v if v.is_iterable() => it.to_vec(v)?,
         Value::Str(s) => s.chars().map(|c| Value::string(c.to_string())).collect(),

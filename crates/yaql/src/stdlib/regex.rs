@@ -1,6 +1,6 @@
 //! yaql's `regex` module on `regex-automata`'s meta regex (the `regex` crate's engine). Python
 //! `re` patterns are translated: `\Z` (end of text), `(?#...)`, `\N{NAME}` (a character by its
-//! Unicode name, [`crate::yaql::charname`]), escapes, and `$`. Outside multi-line mode (the `multiLine` flag or an inline `(?m)`), Python's
+//! Unicode name, [`crate::charname`]), escapes, and `$`. Outside multi-line mode (the `multiLine` flag or an inline `(?m)`), Python's
 //! `$` matches at the end of the text and also before a final `\n`; the `regex` crate has no
 //! lookahead to say so, so `$` becomes `(?:(\n)?\z)`, a hidden group that takes that final
 //! newline, and every span is cut back to where the hidden group starts: matches, groups, the
@@ -25,10 +25,10 @@ use regex_automata::meta;
 use regex_automata::util::syntax;
 use regex_automata::{Input, PatternID};
 
-use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
-use crate::yaql::interp::{Call, Ctx, Interp, Lambda, lazy};
-use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Map, RegexObj, Value};
+use crate::error::{ErrorKind, Result, YaqlError, err};
+use crate::interp::{Call, Ctx, Interp, Lambda, lazy};
+use crate::registry::{Def, Form, Registry, Ty, p};
+use crate::value::{Map, RegexObj, Value};
 
 const IGNORECASE: u8 = 1;
 const MULTILINE: u8 = 2;
@@ -211,7 +211,7 @@ fn named_char(cs: &[char], i: usize) -> Result<(char, usize)> {
         )));
     }
     let name: String = cs[i + 2..i + 2 + len].iter().collect();
-    let c = crate::yaql::charname::lookup(&name).ok_or_else(|| {
+    let c = crate::charname::lookup(&name).ok_or_else(|| {
         re_error(format!(
             "undefined character name '{name}' at position {}",
             i - 1

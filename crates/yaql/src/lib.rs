@@ -4,7 +4,7 @@
 //! `isUndef`, `toYaml`, `toJson`). Must not do I/O: data comes in as `serde_json` values.
 //!
 //! ```
-//! use stoker::yaql::{Context, Engine, Limits};
+//! use stoker_yaql::{Context, Engine, Limits};
 //! let engine = Engine::new(Limits::default());
 //! let ctx = Context::new(&serde_json::json!({"roles": ["controller"]}));
 //! let v = engine.eval("'controller' in $.roles", &ctx).unwrap();
@@ -52,7 +52,7 @@ mod error;
 mod interp;
 pub mod jsonl;
 mod jsontext;
-pub(crate) mod lexer;
+pub mod lexer;
 mod map;
 mod output;
 mod parser;

@@ -556,7 +556,7 @@ mod tests {
     use serde_json::json;
 
     use super::FinalMemo;
-    use crate::yaql::{Context, Engine, Limits, Value, value::from_json};
+    use crate::{Context, Engine, Limits, Value, value::from_json};
 
     /// A memo shared by contexts over the same sub-trees gives what evaluating afresh gives:
     /// results, and the memory quota (a cached finalisation still charges its cost).

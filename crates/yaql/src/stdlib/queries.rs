@@ -9,10 +9,10 @@ use std::rc::Rc;
 
 use indexmap::IndexMap;
 
-use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
-use crate::yaql::interp::{Call, Interp, Lambda, Ordered, ValIter, lazy, lazy_iter};
-use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{FxBuild, Map, VSet, Value, py_eq};
+use crate::error::{ErrorKind, Result, YaqlError, err};
+use crate::interp::{Call, Interp, Lambda, Ordered, ValIter, lazy, lazy_iter};
+use crate::registry::{Def, Form, Registry, Ty, p};
+use crate::value::{FxBuild, Map, VSet, Value, py_eq};
 
 /// A lazy sequence over already computed values.
 pub fn from_vec(v: Vec<Value>) -> Value {

@@ -5,10 +5,10 @@
 //! (Python `find`/`rfind` index arithmetic), `toCharArray`, `characters`, `isString`,
 //! `startsWith`, `endsWith`, `hex`. Must not do I/O.
 
-use crate::yaql::error::{ErrorKind, Result, err};
-use crate::yaql::interp::{Call, Interp};
-use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::{Value, py_str, py_str_limited};
+use crate::error::{ErrorKind, Result, err};
+use crate::interp::{Call, Interp};
+use crate::registry::{Def, Form, Registry, Ty, p};
+use crate::value::{Value, py_str, py_str_limited};
 
 /// yaql's `str()`: null/true/false spelled the JSON way, everything else Python's `str`.
 pub fn yaql_str(v: &Value) -> String {

@@ -3,10 +3,10 @@
 //! `float`, bitwise functions, `max`/`min` of two values, `pow`, `sign`, `round` (half to
 //! even), `isInteger`, `isNumber`. `random` is left out (not deterministic). Must not do I/O.
 
-use crate::yaql::error::{ErrorKind, Result, YaqlError, err};
-use crate::yaql::interp::{Call, Interp};
-use crate::yaql::registry::{Def, Form, Registry, Ty, p};
-use crate::yaql::value::Value;
+use crate::error::{ErrorKind, Result, YaqlError, err};
+use crate::interp::{Call, Interp};
+use crate::registry::{Def, Form, Registry, Ty, p};
+use crate::value::Value;
 
 fn overflow() -> YaqlError {
     YaqlError::new(
@@ -97,7 +97,7 @@ pub fn arith(op: char, a: &Value, b: &Value) -> Result<Value> {
     }))
 }
 
-fn num2(name: &'static str) -> Vec<crate::yaql::registry::Param> {
+fn num2(name: &'static str) -> Vec<crate::registry::Param> {
     let _ = name;
     vec![p("left", Ty::Number), p("right", Ty::Number)]
 }
@@ -202,7 +202,7 @@ fn parse_int(s: &str) -> Result<Value> {
                 ErrorKind::ValueError,
                 format!(
                     "invalid literal for int() with base 10: {}",
-                    crate::yaql::value::str_repr(s)
+                    crate::value::str_repr(s)
                 ),
             )
         }
@@ -229,7 +229,7 @@ fn parse_float(s: &str) -> Result<Value> {
             ErrorKind::ValueError,
             format!(
                 "could not convert string to float: {}",
-                crate::yaql::value::str_repr(s)
+                crate::value::str_repr(s)
             ),
         ),
     }
