@@ -35,6 +35,13 @@
 //! (30 s) ends. The bench then holds two connections per agent, and refuses to start with an
 //! open-file limit of less than twice the agents and a margin.
 //!
+//! A result asks for the node's next run in its answer (`claim_next`, as `stoker agent` does
+//! unless it is about to reboot), and the agent runs the run it was handed without asking
+//! `next`: a chain of steps costs one call a step. A master that does not hand runs out this
+//! way (every one before it) answers without one, and the agent asks `next` as before, so a
+//! baseline binary is measured doing what it supports. `STOKER_BENCH_CLAIM_NEXT=0` plays
+//! agents that never ask.
+//!
 //! The operator: while the agents run, a thread asks once a second for the dashboard's `/`,
 //! `/nodes` and the environment's page (an admin session) and `GET /api/v1/clusters/{id}` and
 //! `GET /api/v1/deployments/{id}` (an admin token), one after another, and each phase reports
@@ -678,6 +685,8 @@ struct Shared {
     hold: bool,
     /// Whether the result a node reboots after asks the daemon to close its connection.
     close_at_reboot: bool,
+    /// Whether a result asks for the next run in its answer (`claim_next`).
+    claim_next: bool,
     /// Calls the master held, and those of them that ended because work came.
     held: AtomicUsize,
     /// Agents that made their first call.
@@ -757,31 +766,38 @@ async fn run_node(
         return rec;
     }
     shared.asked.fetch_add(1, Ordering::Relaxed);
+    // The next run, when the answer to the last result handed it out (`claim_next`).
+    let mut handed: Option<Value> = None;
     loop {
-        let at = shared.at();
-        let reply = c.post("/api/v1/agent/next", &token, &ask).await;
-        let secs = shared.at() - at;
-        if reply.status != 200 {
-            eprintln!(
-                "node {}: next answered {}: {}",
-                sim.id, reply.status, reply.body
-            );
-            return rec;
-        }
-        let held = reply.held.as_secs_f64().min(secs);
-        let timed_out = reply.body["action"] == "wait" && reply.body["retry_after_ms"] == 0;
-        rec.calls.push(Call {
-            at,
-            secs,
-            held,
-            woken: held > 0.0 && !timed_out,
-            kind: Kind::Next,
-        });
-        if held > 0.0 {
-            rec.pauses.push((at, held));
-            shared.held.fetch_add(1, Ordering::Relaxed);
-        }
-        let reply = reply.body;
+        let (reply, held) = match handed.take() {
+            Some(next) => (next, 0.0),
+            None => {
+                let at = shared.at();
+                let reply = c.post("/api/v1/agent/next", &token, &ask).await;
+                let secs = shared.at() - at;
+                if reply.status != 200 {
+                    eprintln!(
+                        "node {}: next answered {}: {}",
+                        sim.id, reply.status, reply.body
+                    );
+                    return rec;
+                }
+                let held = reply.held.as_secs_f64().min(secs);
+                let timed_out = reply.body["action"] == "wait" && reply.body["retry_after_ms"] == 0;
+                rec.calls.push(Call {
+                    at,
+                    secs,
+                    held,
+                    woken: held > 0.0 && !timed_out,
+                    kind: Kind::Next,
+                });
+                if held > 0.0 {
+                    rec.pauses.push((at, held));
+                    shared.held.fetch_add(1, Ordering::Relaxed);
+                }
+                (reply.body, held)
+            }
+        };
         if let Some(t) = reply["agent_token"].as_str() {
             token = t.to_string();
         }
@@ -803,8 +819,11 @@ async fn run_node(
                 if !pause(&mut stop, d).await {
                     return rec;
                 }
+                // As `stoker agent`: the result asks for the next run, unless the node is
+                // about to reboot (it would not run it).
                 let done = json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
-                                  "output_tail": "ok"})
+                                  "output_tail": "ok",
+                                  "claim_next": shared.claim_next && step != "power.reboot_to_disk"})
                 .to_string();
                 let path = format!("/api/v1/agent/runs/{}/result", run["id"]);
                 let at = shared.at();
@@ -821,6 +840,9 @@ async fn run_node(
                     return rec;
                 }
                 shared.results.fetch_add(1, Ordering::Relaxed);
+                if r.body["next"]["action"] == "run" {
+                    handed = Some(r.body["next"].clone());
+                }
                 if step == "power.reboot_to_disk" {
                     // The machine boots its installed OS; its service agent is another
                     // process, on a connection of its own. The ramdisk's agent closed its
@@ -1099,6 +1121,9 @@ struct Figures {
     max: f64,
     held: usize,
     daemon_us: f64,
+    /// The daemon's CPU per step (per result the agents reported in the phase): what compares
+    /// across masters that take one or two calls a step; 0 in a phase without steps.
+    daemon_step_us: f64,
     writer_cores: f64,
     client_us: f64,
     client_cores: f64,
@@ -1130,6 +1155,9 @@ fn report(
         .filter(|c| c.when() >= p.start && c.when() < p.end)
         .collect();
     let rate = calls.len() as f64 / secs;
+    // Steps the agents finished in the phase (results), and the calls each took.
+    let steps = calls.iter().filter(|c| c.kind == Kind::Result).count();
+    let per_step = calls.len() as f64 / steps.max(1) as f64;
     if let Ok(dir) = std::env::var("STOKER_BENCH_CALLS") {
         // Every call of the phase, for a look at when the slow ones came; the operator's calls
         // beside them (a slow page and the agents' slow calls at once).
@@ -1225,8 +1253,8 @@ fn report(
                 "unbounded (closed loop)".to_string()
             } else {
                 format!(
-                    "{:.0} msg/s ({agents} agents × 2 calls / {step_ms} ms)",
-                    agents as f64 * 2000.0 / step_ms as f64
+                    "{:.0} msg/s ({agents} agents × {per_step:.2} calls a step / {step_ms} ms)",
+                    agents as f64 * per_step * 1000.0 / step_ms as f64
                 )
             };
             (
@@ -1258,13 +1286,18 @@ fn report(
         println!("  service hello: {}", latency(&calls, Some(Kind::Hello)));
     }
     let per = |cpu: f64| cpu * 1e6 / calls.len().max(1) as f64;
+    let step_us = if steps == 0 {
+        0.0
+    } else {
+        p.cpu * 1e6 / steps as f64
+    };
     let used = (p.cpu + p.own) / secs;
     let busy = p.busy / secs;
     let other = (busy - used).max(0.0);
     println!(
-        "daemon CPU {:.1} s = {:.0} µs per call (its writer thread {:.2} of a core); the client \
-         {:.1} s = {:.0} µs per call; of the machine's {cores} cores {busy:.2} were busy: daemon \
-         {:.2}, client {:.2}, other processes {other:.2}",
+        "daemon CPU {:.1} s = {:.0} µs per call, {step_us:.0} µs per step (its writer thread \
+         {:.2} of a core); the client {:.1} s = {:.0} µs per call; of the machine's {cores} cores \
+         {busy:.2} were busy: daemon {:.2}, client {:.2}, other processes {other:.2}",
         p.cpu,
         per(p.cpu),
         p.writer / secs,
@@ -1343,6 +1376,7 @@ fn report(
         max,
         held,
         daemon_us: per(p.cpu),
+        daemon_step_us: step_us,
         writer_cores: p.writer / secs,
         client_us: per(p.own),
         client_cores: p.own / secs,
@@ -1477,6 +1511,7 @@ struct Setup {
     day2: bool,
     hold: bool,
     close_at_reboot: bool,
+    claim_next: bool,
     client_threads: usize,
     operator: bool,
     cores: f64,
@@ -1714,6 +1749,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         retry_ms: AtomicU64::new(0),
         hold: setup.hold,
         close_at_reboot: setup.close_at_reboot,
+        claim_next: setup.claim_next,
         held: AtomicUsize::new(0),
         asked: AtomicUsize::new(0),
     });
@@ -1936,10 +1972,10 @@ fn summary(setup: &Setup, runs: &[(String, Vec<(&'static str, Figures)>)]) {
     );
     println!(
         "| binary | phase | messages/s | % of pacing ceiling | p50 ms | p99 ms | max ms | daemon \
-         µs/call | daemon cores (writer) | client µs/call (cores) | other processes' cores | \
-         client timer lag p99 ms | daemon VmHWM MB |"
+         µs/call | daemon µs/step | daemon cores (writer) | client µs/call (cores) | other \
+         processes' cores | client timer lag p99 ms | daemon VmHWM MB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for label in &labels {
         for phase in &phases {
             let figs: Vec<&Figures> = runs
@@ -1949,13 +1985,14 @@ fn summary(setup: &Setup, runs: &[(String, Vec<(&'static str, Figures)>)]) {
                 .collect();
             let col = |f: &dyn Fn(&Figures) -> f64, d| cell(figs.iter().map(|x| f(x)).collect(), d);
             println!(
-                "| {label} | {phase} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} |",
+                "| {label} | {phase} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} | {} |",
                 col(&|f| f.rate, 0),
                 col(&|f| 100.0 * f.rate / f.ceiling.max(1e-9), 0),
                 col(&|f| f.p50, 1),
                 col(&|f| f.p99, 1),
                 col(&|f| f.max, 0),
                 col(&|f| f.daemon_us, 0),
+                col(&|f| f.daemon_step_us, 0),
                 col(&|f| f.daemon_cores, 2),
                 col(&|f| f.writer_cores, 2),
                 col(&|f| f.client_us, 0),
@@ -2035,6 +2072,7 @@ fn main() {
         day2: args.iter().any(|a| a == "day2"),
         hold: !env_on("STOKER_BENCH_POLL", false),
         close_at_reboot: env_on("STOKER_BENCH_REBOOT_CLOSE", true),
+        claim_next: env_on("STOKER_BENCH_CLAIM_NEXT", true),
         client_threads: std::env::var("STOKER_BENCH_CLIENT_THREADS")
             .ok()
             .and_then(|v| v.parse().ok())

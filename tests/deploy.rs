@@ -406,6 +406,111 @@ fn results_are_idempotent_and_tokens_checked() {
     );
 }
 
+/// Report `run` as `node`'s agent asking for its next run in the answer (`claim_next`).
+fn report_claiming(base: &str, node: &Node, run: &Value) -> Resp {
+    let r = post(
+        base,
+        &format!("/api/v1/agent/runs/{}/result", run["id"]),
+        &node.bearer(),
+        &json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
+                "output_tail": "ok", "claim_next": true}),
+    );
+    if r.status == 200 && run_name(run) == "power.reboot_to_disk" {
+        node.boot_os(base);
+    }
+    r
+}
+
+/// A result that asks for the next run (`claim_next`) gets it in its answer when one is due
+/// for that agent at once, as `next` would hand it out (a configure step with the installed
+/// OS's credential, the attempt counted): a whole deployment takes one `next` in the ramdisk
+/// and one on the installed OS, and every other run comes with the result before it. Nothing
+/// is handed out across the reboot to disk (the run is the OS's), for a stale result, or to a
+/// result that does not ask.
+#[test]
+fn a_result_hands_out_the_next_run_when_asked() {
+    let d = TestDaemon::start_bundled("install");
+    let base = d.url("");
+    let (cluster, nodes) = setup(&base, &["compute"]);
+    let n = &nodes[0];
+    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let dep = r.json()["id"].as_i64().unwrap();
+    let mut nexts = 1;
+    let mut run = next(&base, n).expect("the first run");
+    // Not asking: the answer is what it always was.
+    let plain = report(&base, n, &run, true);
+    assert_eq!(plain.status, 200, "{}", plain.body);
+    assert_eq!(plain.json(), json!({"accepted": true}));
+    nexts += 1;
+    run = next(&base, n).expect("the second run");
+    let mut ran = Vec::new();
+    loop {
+        ran.push(run_name(&run));
+        let r = report_claiming(&base, n, &run);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let ack = r.json();
+        assert_eq!(ack["accepted"], true, "{ack}");
+        if run_name(&run) == "power.reboot_to_disk" {
+            assert!(
+                ack.get("next").is_none(),
+                "the run after the reboot is the installed OS's: {ack}"
+            );
+            nexts += 1;
+            run = next(&base, n).expect("the installed OS's first run");
+            continue;
+        }
+        let Some(handed) = ack.get("next") else {
+            break;
+        };
+        assert_eq!(handed["action"], "run", "{ack}");
+        let next_run = handed["run"].clone();
+        assert_eq!(next_run["attempt"], 1, "{ack}");
+        if run_name(&next_run) == "deploy.configure" {
+            let credential = next_run["step"]["args"]["os_agent"]["config"]["credential"]
+                .as_str()
+                .expect("a handed configure carries the service credential");
+            *n.service.borrow_mut() = Some(credential.to_string());
+        }
+        // The node shows the handed run as running, as after `next`.
+        let detail = Http::raw_get_json(&format!("{base}/api/v1/nodes/{}", n.id));
+        assert_eq!(
+            detail["deploy_step"]["step"], next_run["step"]["name"],
+            "{detail}"
+        );
+        run = next_run;
+    }
+    assert_eq!(
+        nexts, 3,
+        "one next in the ramdisk (two with the plain report), one on the OS"
+    );
+    assert!(ran.len() > 5, "{ran:?}");
+    assert!(ran.contains(&"power.reboot_to_disk".to_string()), "{ran:?}");
+    let d1 = deployment(&base, dep);
+    assert_eq!(d1["status"], "done", "{d1}");
+    assert_eq!(d1["runs"]["failed"], 0, "{d1}");
+    // Every run of the node's agents was handed out once (attempt 1), and ran.
+    let steps = d1["steps"].as_array().unwrap();
+    let agents: Vec<&Value> = steps.iter().filter(|s| s["runs_on"] != "master").collect();
+    assert_eq!(agents.len(), ran.len() + 1, "{ran:?} {d1}");
+    assert!(
+        agents
+            .iter()
+            .all(|s| s["attempt"] == 1 && s["status"] == "ok"),
+        "{d1}"
+    );
+    // Nothing is running now: a stale result (an attempt the run never had) is refused and
+    // hands nothing out.
+    let stale = post(
+        &base,
+        &format!("/api/v1/agent/runs/{}/result", run["id"]),
+        &n.bearer(),
+        &json!({"attempt": 7, "ok": true, "output_tail": "", "claim_next": true}),
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert!(stale.json().get("next").is_none(), "{}", stale.body);
+}
+
 #[test]
 fn a_failed_step_stops_and_retry_runs_only_it_again() {
     let d = TestDaemon::start_bundled("install");

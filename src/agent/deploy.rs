@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::agent::client::{AgentError, Backoff, Master, hello_with_credentials};
 use crate::agent::exec::{Context, Executor, Fetch, FetchError, Tail};
 use crate::agent::inventory;
-use crate::agent::protocol::{NextReply, NextRequest, OutputReport, ResultAck, Run, RunResult};
+use crate::agent::protocol::{
+    NextReply, NextRequest, OutputReport, ResultAck, ResultRequest, Run, RunResult,
+};
 
 /// The token file, in the state directory.
 pub const TOKEN_FILE: &str = "stoker-agent.token";
@@ -79,7 +81,9 @@ pub trait MasterApi: Fetch {
     fn next(&self, node_id: i64) -> Call<NextReply>;
     /// Send the output tail so far; failures are ignored by the loop.
     fn output(&self, run_id: i64, report: &OutputReport);
-    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck>;
+    /// Report a result; with `claim_next`, the answer may hand out the node's next run
+    /// ([`ResultAck::next`]), which saves the agent its `next` call.
+    fn result(&self, run_id: i64, result: &RunResult, claim_next: bool) -> Call<ResultAck>;
     /// Close the connections kept open to the master: the machine is about to reboot. A
     /// forced reboot sends no FIN, so the master would keep each dead connection, with its
     /// buffers and file descriptor, for its keep-alive (30 s) while a whole rack reboots. Later
@@ -228,8 +232,11 @@ struct Driver<'a, M: MasterApi> {
     refusals: u32,
 }
 
+// Lives for one report, as `NextReply` lives for one poll; boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Reported {
-    Done,
+    /// Taken (or dropped as stale); the next run, when the master handed it out in its answer.
+    Done(Option<NextReply>),
     Stopped,
 }
 
@@ -275,18 +282,21 @@ impl<M: MasterApi> Driver<'_, M> {
 
     /// Send the kept result until the master takes it (2xx) or says it is stale (409).
     fn report(&mut self, kept: &mut Kept) -> Result<Reported, DeployError> {
+        let mut handed = None;
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Reported::Stopped);
             }
-            match self.api.result(kept.run_id, &kept.result) {
-                Call::Ok(_) => {
+            // A node about to reboot does not ask for its next run: it would not run it.
+            match self.api.result(kept.run_id, &kept.result, !kept.reboot) {
+                Call::Ok(ack) => {
                     tracing::info!(
                         run = kept.run_id,
                         attempt = kept.attempt,
                         ok = kept.result.ok,
                         "result reported"
                     );
+                    handed = ack.next.filter(|_| !kept.reboot);
                     break;
                 }
                 Call::Conflict(message) => {
@@ -322,7 +332,7 @@ impl<M: MasterApi> Driver<'_, M> {
         self.backoff.reset();
         kept.reported = true;
         self.state.save(kept)?;
-        Ok(Reported::Done)
+        Ok(Reported::Done(handed))
     }
 
     /// Execute a run, streaming its output from a second thread.
@@ -412,10 +422,13 @@ impl<M: MasterApi> Driver<'_, M> {
                 k.reboot = false;
                 self.state.save(k)?;
             }
-            // A result the master has not acknowledged goes first, before asking for more.
+            // A result the master has not acknowledged goes first, before asking for more; its
+            // answer may carry the next run.
+            let mut handed = None;
             if let Some(k) = kept.as_mut().filter(|k| !k.reported) {
-                if let Reported::Stopped = self.report(k)? {
-                    return Ok(LoopEnd::Stopped);
+                match self.report(k)? {
+                    Reported::Stopped => return Ok(LoopEnd::Stopped),
+                    Reported::Done(next) => handed = next,
                 }
                 if k.reboot {
                     self.api.hang_up();
@@ -430,7 +443,11 @@ impl<M: MasterApi> Driver<'_, M> {
                     });
                 }
             }
-            match self.api.next(self.node_id) {
+            let reply = match handed {
+                Some(next) => Call::Ok(next),
+                None => self.api.next(self.node_id),
+            };
+            match reply {
                 Call::Ok(NextReply::Wait { retry_after_ms }) => {
                     self.refusals = 0;
                     self.backoff.reset();
@@ -696,8 +713,11 @@ impl MasterApi for HttpMaster {
             self.post(&format!("/api/v1/agent/runs/{run_id}/output"), report);
     }
 
-    fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
-        self.post(&format!("/api/v1/agent/runs/{run_id}/result"), result)
+    fn result(&self, run_id: i64, result: &RunResult, claim_next: bool) -> Call<ResultAck> {
+        self.post(
+            &format!("/api/v1/agent/runs/{run_id}/result"),
+            &ResultRequest { result, claim_next },
+        )
     }
 
     fn hang_up(&self) {
@@ -958,6 +978,13 @@ mod tests {
         calls: Mutex<Vec<String>>,
         outputs: Mutex<Vec<(i64, OutputReport)>>,
         stop: Arc<AtomicBool>,
+        /// Hand out the next queued run in the answer to a result that asks for it, as the
+        /// master does when one is due at once.
+        hands: bool,
+        /// Each result call's run and whether it asked for the next run.
+        claims: Mutex<Vec<(i64, bool)>>,
+        next_calls: Mutex<u32>,
+        adopted: Mutex<Vec<String>>,
     }
 
     impl Fake {
@@ -990,6 +1017,7 @@ mod tests {
             "fake".into()
         }
         fn next(&self, _node_id: i64) -> Call<NextReply> {
+            *self.next_calls.lock().unwrap() += 1;
             match self.next.lock().unwrap().pop_front() {
                 Some(c) => c,
                 None => {
@@ -1004,8 +1032,12 @@ mod tests {
         fn hang_up(&self) {
             self.calls.lock().unwrap().push("hang up".into());
         }
-        fn result(&self, run_id: i64, result: &RunResult) -> Call<ResultAck> {
+        fn adopt_token(&self, token: &str) {
+            self.adopted.lock().unwrap().push(token.into());
+        }
+        fn result(&self, run_id: i64, result: &RunResult, claim_next: bool) -> Call<ResultAck> {
             *self.result_calls.lock().unwrap() += 1;
+            self.claims.lock().unwrap().push((run_id, claim_next));
             self.calls.lock().unwrap().push(format!("result {run_id}"));
             let how = self
                 .on_result
@@ -1026,7 +1058,20 @@ mod tests {
             match how {
                 OnResult::Accept => {
                     store(&mut stored);
-                    Call::Ok(ResultAck { accepted: true })
+                    let mut queue = self.next.lock().unwrap();
+                    let next = match queue.front() {
+                        Some(Call::Ok(NextReply::Run { .. })) if self.hands && claim_next => {
+                            queue.pop_front().and_then(|c| match c {
+                                Call::Ok(reply) => Some(reply),
+                                _ => None,
+                            })
+                        }
+                        _ => None,
+                    };
+                    Call::Ok(ResultAck {
+                        accepted: true,
+                        next,
+                    })
                 }
                 OnResult::LoseAnswer => {
                     store(&mut stored);
@@ -1179,6 +1224,53 @@ mod tests {
             "x\n",
             "run 7 came after the reboot and was not executed"
         );
+    }
+
+    /// A master that hands out the next run with each result's answer: a chain of steps costs
+    /// one call a step, the first run still comes from `next`, a result before a reboot does
+    /// not ask (the run after `reboot_to_disk` is not taken by the rebooting agent), and a
+    /// rotated token handed out this way is adopted as one from `next` is.
+    #[test]
+    fn a_run_handed_out_with_a_results_answer_is_run_without_asking_next() {
+        let n = node();
+        let Call::Ok(NextReply::Run { run, .. }) = shell(2, 1, COUNT) else {
+            unreachable!()
+        };
+        let rotated = Call::Ok(NextReply::Run {
+            run,
+            agent_token: Some("new-token".into()),
+        });
+        let mut fake = Fake::new(
+            vec![
+                shell(1, 1, COUNT),
+                rotated,
+                shell(3, 1, COUNT),
+                step(4, "power", "reboot_to_disk", json!({})),
+                shell(5, 1, COUNT),
+            ],
+            vec![],
+        );
+        fake.hands = true;
+        assert_eq!(n.drive(&fake).unwrap(), LoopEnd::RebootedToDisk);
+        assert_eq!(
+            *fake.next_calls.lock().unwrap(),
+            1,
+            "only the first run came from next"
+        );
+        assert_eq!(
+            *fake.claims.lock().unwrap(),
+            [(1, true), (2, true), (3, true), (4, false)]
+        );
+        assert_eq!(
+            fake.stored(),
+            vec![(1, 1, true), (2, 1, true), (3, 1, true), (4, 1, true)]
+        );
+        assert_eq!(
+            n.count(),
+            "x\nx\nx\n",
+            "runs 1-3 ran once each, run 5 never"
+        );
+        assert_eq!(*fake.adopted.lock().unwrap(), ["new-token"]);
     }
 
     fn reboot_task(id: i64) -> Call<NextReply> {

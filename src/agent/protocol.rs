@@ -88,10 +88,25 @@ pub struct RunResult {
     pub report: Option<serde_json::Value>,
 }
 
-/// The master's answer to a result (200).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Body of `POST /api/v1/agent/runs/{id}/result`: the result, and whether the master should
+/// hand out the node's next run in its answer ([`ResultAck::next`]) when one is due at once.
+/// An agent about to reboot does not ask: it would not run what it was handed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResultRequest<'a> {
+    #[serde(flatten)]
+    pub result: &'a RunResult,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub claim_next: bool,
+}
+
+/// The master's answer to a result (200). `next`, when the result asked for it and a run was
+/// due for this agent at once: that run, as `next` would have answered it (a master that does
+/// not hand runs out this way never sends it; the agent then asks `next`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultAck {
     pub accepted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<NextReply>,
 }
 
 #[cfg(test)]
@@ -168,6 +183,37 @@ mod tests {
             serde_json::to_value(&r).unwrap(),
             json!({"attempt": 1, "ok": true, "exit_code": 0, "output_tail": "...",
                    "error": null, "duration_ms": 1234})
+        );
+        // Asking for the next run adds one field; not asking sends what agents always sent.
+        let asks = ResultRequest {
+            result: &r,
+            claim_next: true,
+        };
+        assert_eq!(
+            serde_json::to_value(&asks).unwrap(),
+            json!({"attempt": 1, "ok": true, "exit_code": 0, "output_tail": "...",
+                   "error": null, "duration_ms": 1234, "claim_next": true})
+        );
+        let quiet = ResultRequest {
+            result: &r,
+            claim_next: false,
+        };
+        assert_eq!(
+            serde_json::to_value(&quiet).unwrap(),
+            serde_json::to_value(&r).unwrap()
+        );
+        // A master's answer without `next` (every master before it) reads as none.
+        let ack: ResultAck = serde_json::from_value(json!({"accepted": true})).unwrap();
+        assert_eq!(ack.next, None);
+        let ack: ResultAck = serde_json::from_value(json!({"accepted": true, "next": {
+            "action": "run", "agent_token": "t", "run": {"id": 8, "attempt": 1,
+            "deployment": 5, "timeout_s": 60, "step": {"interface": "deploy",
+            "name": "run_tasks"}, "task": null}}}))
+        .unwrap();
+        assert!(
+            matches!(&ack.next, Some(NextReply::Run { run, agent_token: Some(t) })
+                     if run.id == 8 && t == "t"),
+            "{ack:?}"
         );
     }
 }

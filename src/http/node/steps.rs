@@ -1,8 +1,10 @@
 //! Endpoints the node agent calls while its environment deploys: ask for the next run
 //! (`/agent/next`), stream a run's output tail, report its result (idempotent by run and
-//! attempt), and fetch what graph tasks copy from the master (`/agent/sync` a directory as tar,
-//! `/agent/file` one file). Every call needs the node's agent token; a wrong one is refused and
-//! logged. Thin: authenticate, call the store, answer.
+//! attempt; with `claim_next`, the answer also hands out the node's next run when one is due
+//! at once, so a chain of steps costs one call a step instead of two), and fetch what graph
+//! tasks copy from the master (`/agent/sync` a directory as tar, `/agent/file` one file).
+//! Every call needs the node's agent token; a wrong one is refused and logged. Thin:
+//! authenticate, call the store, answer.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -97,6 +99,65 @@ struct Claimed {
     held: Option<tokio::sync::oneshot::Receiver<crate::store::Wake>>,
 }
 
+/// Claim the node's next run for its agent of `kind`, inside the caller's write: a configure
+/// step binds the installed OS's credential (`credential_hash`), and the first run of a
+/// deployment gives the node a new pending token (`new_hash`). Returns the claim and whether
+/// the token was rotated (then the answer carries the token whose hash is `new_hash`).
+fn claim_for(
+    tx: &crate::store::WriteTxn<'_>,
+    node: i64,
+    kind: Location,
+    now: i64,
+    credential_hash: &str,
+    new_hash: &str,
+) -> crate::store::Result<(Claim, bool)> {
+    let claim = tx.claim_run(node, kind, now)?;
+    let rotated = match &claim {
+        Claim::Run(r) => {
+            if r.interface == "deploy" && r.step == "configure" {
+                // The installed OS's agent gets its own credential, bound to this node now;
+                // only the agent that runs this configure ever sees it.
+                tx.bind_os_credential(node, credential_hash, now)?;
+            }
+            tx.rotate_agent_token(node, r.deployment, new_hash)?
+        }
+        Claim::Idle | Claim::Elsewhere { .. } => false,
+    };
+    Ok((claim, rotated))
+}
+
+/// The answer that hands `run` to the node's agent: the run, the installed OS's agent
+/// configuration with its `credential` for a configure step, and the rotated token when the
+/// claim rotated it.
+fn run_answer(
+    state: &AppState,
+    req: &HttpRequest,
+    node: i64,
+    run: &Run,
+    rotated: bool,
+    credential: &str,
+    new_token: &str,
+) -> Value {
+    tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
+        task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
+    let mut json_run = run_json(run);
+    if run.interface == "deploy" && run.step == "configure" {
+        json_run["step"]["args"]["os_agent"] = crate::http::node::service::os_agent(
+            state,
+            req.app_config().local_addr(),
+            node,
+            credential,
+        );
+    }
+    let mut reply = json!({"action": "run", "run": json_run});
+    if rotated {
+        // Each deployment gets the node a new token; the current one works until the agent
+        // first uses this one.
+        reply["agent_token"] = json!(new_token);
+    }
+    reply
+}
+
 /// Claim the node's next run as its agent (one write of the group writer); with `hold`, a
 /// call that finds nothing for this agent is parked in that same write, so that a run made due
 /// by any later commit wakes it.
@@ -113,18 +174,7 @@ async fn claim(
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);
         }
-        let claim = tx.claim_run(node, kind, now)?;
-        let rotated = match &claim {
-            Claim::Run(r) => {
-                if r.interface == "deploy" && r.step == "configure" {
-                    // The installed OS's agent gets its own credential, bound to this node
-                    // now; only the agent that runs this configure ever sees it.
-                    tx.bind_os_credential(node, &credential_hash, now)?;
-                }
-                tx.rotate_agent_token(node, r.deployment, &new_hash)?
-            }
-            Claim::Idle | Claim::Elsewhere { .. } => false,
-        };
+        let (claim, rotated) = claim_for(tx, node, kind, now, &credential_hash, &new_hash)?;
         // Nothing for this agent until something else happens: a run becomes due, or the
         // master's own step (a BMC's) ends.
         let waits = matches!(
@@ -222,26 +272,7 @@ pub async fn next(
             .insert(crate::http::measure::Held(held));
     }
     Ok(answer.json(match claim {
-        Claim::Run(run) => {
-            tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
-                task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
-            let mut json_run = run_json(&run);
-            if run.interface == "deploy" && run.step == "configure" {
-                json_run["step"]["args"]["os_agent"] = crate::http::node::service::os_agent(
-                    &state,
-                    req.app_config().local_addr(),
-                    node,
-                    &credential,
-                );
-            }
-            let mut reply = json!({"action": "run", "run": json_run});
-            if rotated {
-                // Each deployment gets the node a new token; the current one works until the
-                // agent first uses this one.
-                reply["agent_token"] = json!(new_token);
-            }
-            reply
-        }
+        Claim::Run(run) => run_answer(&state, &req, node, &run, rotated, &credential, &new_token),
         Claim::Idle => json!({"action": "wait", "retry_after_ms": retry_ms}),
         Claim::Elsewhere { run_id, runs_on } => {
             let why = format!(
@@ -268,6 +299,11 @@ struct ResultBody {
     /// What the step reported beside its output (a network probe: the frames it heard).
     #[serde(default)]
     report: Option<Value>,
+    /// Hand out the node's next run in the answer when one is due for this agent at once
+    /// (`next`, as `/agent/next` would answer it, never held): the agent's next call saved.
+    /// An agent about to reboot does not ask, since it would not run what it was handed.
+    #[serde(default)]
+    claim_next: bool,
 }
 
 fn run_id(raw: &str) -> Result<i64, ApiError> {
@@ -293,8 +329,34 @@ pub async fn result(
         report: b.report,
     };
     let now = crate::clock::now();
-    let (node, report) = as_agent(&state, &req, move |tx, node, _| {
-        tx.report_run(id, node, &result, now)
+    // What a claim of the next run needs, made before the write as `next` makes it, so that
+    // the writer spends no time on randomness or hashing.
+    let fresh = if b.claim_next {
+        Some((
+            crate::http::node::service::new_credential()?,
+            crate::http::node::boot::new_token()?,
+        ))
+    } else {
+        None
+    };
+    let hashes = fresh
+        .as_ref()
+        .map(|((_, credential_hash), (_, token_hash))| {
+            (credential_hash.clone(), token_hash.clone())
+        });
+    let (node, (report, next)) = as_agent(&state, &req, move |tx, node, kind| {
+        let report = tx.report_run(id, node, &result, now)?;
+        let next = match (&report, hashes) {
+            (Report::Accepted | Report::Duplicate, Some((credential_hash, new_hash))) => {
+                match claim_for(tx, node, kind, now, &credential_hash, &new_hash)? {
+                    (Claim::Run(run), rotated) => Some((run, rotated)),
+                    // Nothing due for this agent at once: it asks `next`, and is held there.
+                    (Claim::Idle | Claim::Elsewhere { .. }, _) => None,
+                }
+            }
+            _ => None,
+        };
+        Ok((report, next))
     })
     .await?;
     match report {
@@ -306,7 +368,13 @@ pub async fn result(
                 tracing::warn!(node, run = id, duplicate, exit_code = ?b.exit_code,
                     error = b.error.as_deref().unwrap_or(""), "run failed");
             }
-            Ok(HttpResponse::Ok().json(json!({"accepted": true})))
+            let mut answer = json!({"accepted": true});
+            if let (Some((run, rotated)), Some(((credential, _), (new_token, _)))) = (next, &fresh)
+            {
+                answer["next"] =
+                    run_answer(&state, &req, node, &run, rotated, credential, new_token);
+            }
+            Ok(HttpResponse::Ok().json(answer))
         }
         Report::Stale => Err(ApiError::Conflict(format!(
             "run {id} attempt {} is not the run's current attempt, or the run is no longer active",
