@@ -721,9 +721,7 @@ fn a_deleted_nodes_runs_stay_counted_in_the_deployment_list() {
     let base = d.url("");
     let cli = Cli::of(&d);
     let (cluster, nodes) = setup(&base, &["controller", "compute"]);
-    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
-    assert_eq!(r.status, 202, "{}", r.body);
-    let id = r.json()["id"].as_i64().unwrap();
+    let id = crate::deploy::start(&base, cluster);
     // Both fail their first step on the bootstrap: no installed OS, so a node leaves at once.
     drive(
         &base,

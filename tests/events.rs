@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::sse::{Sse, Stream};
-use crate::common::{Http, TestDaemon, credentials};
+use crate::common::{TestDaemon, credentials};
 use crate::deploy::{drive, setup};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -36,9 +36,7 @@ fn a_deployment_is_heard_run_by_run_in_commit_order() {
     assert_eq!(s.status, 200);
     assert!(s.content_type.starts_with("text/event-stream"));
     let (cluster, nodes) = setup(&base, &["controller", "compute"]);
-    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
-    assert_eq!(r.status, 202, "{}", r.body);
-    let dep = r.json()["id"].as_i64().unwrap();
+    let dep = crate::deploy::start(&base, cluster);
     let ran = drive(&base, &nodes, &|_| false, 1000);
     let events = s.until(WAIT, |e| {
         e.event == "deployment" && e.data["id"] == dep && e.data["status"] == "done"
@@ -100,9 +98,7 @@ fn filters_narrow_a_stream_and_bad_ones_are_named() {
     let only_runs = open(&d, &format!("?kinds=run&cluster={cluster}"), &admin);
     let one_node = open(&d, &format!("?node={}", nodes[1].id), &admin);
     let elsewhere = open(&d, &format!("?cluster={}", cluster + 100), &admin);
-    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
-    assert_eq!(r.status, 202, "{}", r.body);
-    let dep = r.json()["id"].as_i64().unwrap();
+    let dep = crate::deploy::start(&base, cluster);
     drive(&base, &nodes, &|_| false, 1000);
     let runs = only_runs.drain(Duration::from_secs(2));
     assert!(!runs.is_empty(), "the runs were heard");

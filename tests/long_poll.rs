@@ -103,9 +103,7 @@ fn a_held_next_gets_its_run_when_the_other_node_it_waits_for_is_done() {
     let d = TestDaemon::start_bundled("install");
     let base = d.url("");
     let (cluster, nodes) = setup(&base, &["controller", "compute"]);
-    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
-    assert_eq!(r.status, 202, "{}", r.body);
-    let dep = r.json()["id"].as_i64().unwrap();
+    let dep = crate::deploy::start(&base, cluster);
     let (controller, compute) = (&nodes[0], &nodes[1]);
     // The compute node runs until its next run waits for the controller.
     let mut compute_ran = 0;
@@ -204,9 +202,7 @@ fn a_held_agent_keeps_its_node_online() {
     // While its agent is held, a deployment waits on nobody; the held call takes the run.
     let held = ask_later(&base, n, 10);
     std::thread::sleep(Duration::from_millis(300));
-    let r = Http::raw_post(&format!("{base}/api/v1/clusters/{cluster}/deploy"), "", &[]);
-    assert_eq!(r.status, 202, "{}", r.body);
-    let dep = r.json()["id"].as_i64().unwrap();
+    let dep = crate::deploy::start(&base, cluster);
     let (a, _) = held.join().unwrap();
     assert_eq!(a.body["action"], "run", "{}", a.body);
     let d1 = deployment(&base, dep);

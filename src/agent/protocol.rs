@@ -1,7 +1,10 @@
 //! The wire types of the agent ↔ master deploy protocol (issue 7): what `POST
 //! /api/v1/agent/next` answers, the run it hands out, and the output and result reports the agent
-//! sends back. Plain serde structs shared by both sides: the agent's loop (`deploy`) and the
-//! master's handlers import them from here. No agent logic and no I/O belong in this file.
+//! sends back. Plain serde structs: the agent's loop (`deploy`) speaks through them; the master's
+//! handlers (`http::node::steps`) read the same JSON with bodies of their own that take what
+//! older agents send, and answer with the shapes these types read (the agent tests' fake
+//! master and the integration tests' real one hold both to it). No agent logic and no I/O
+//! belong in this file.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

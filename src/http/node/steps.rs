@@ -99,17 +99,47 @@ struct Claimed {
     held: Option<tokio::sync::oneshot::Receiver<crate::store::Wake>>,
 }
 
+/// What handing out a run may give the agent, minted before the write so that the writer spends
+/// no time on randomness or hashing: the installed OS's credential (a configure step binds it
+/// to the node) and the node's next agent token (the first run of a deployment rotates to it).
+/// One per request (`next`, however often a held call claims again, or `result`); only the
+/// hashes ([`HandoutHashes`]) go into the write.
+struct Handout {
+    credential: String,
+    token: String,
+}
+
+/// The hashes of a [`Handout`], which is all the store keeps.
+#[derive(Clone)]
+struct HandoutHashes {
+    credential: String,
+    token: String,
+}
+
+impl Handout {
+    fn mint() -> Result<(Handout, HandoutHashes), ApiError> {
+        let (credential, credential_hash) = crate::http::node::service::new_credential()?;
+        let (token, token_hash) = crate::http::node::boot::new_token()?;
+        Ok((
+            Handout { credential, token },
+            HandoutHashes {
+                credential: credential_hash,
+                token: token_hash,
+            },
+        ))
+    }
+}
+
 /// Claim the node's next run for its agent of `kind`, inside the caller's write: a configure
-/// step binds the installed OS's credential (`credential_hash`), and the first run of a
-/// deployment gives the node a new pending token (`new_hash`). Returns the claim and whether
-/// the token was rotated (then the answer carries the token whose hash is `new_hash`).
+/// step binds the installed OS's credential, and the first run of a deployment gives the node
+/// its next token as pending. Returns the claim and whether the token was rotated (then the
+/// answer carries the [`Handout`]'s token).
 fn claim_for(
     tx: &crate::store::WriteTxn<'_>,
     node: i64,
     kind: Location,
     now: i64,
-    credential_hash: &str,
-    new_hash: &str,
+    hashes: &HandoutHashes,
 ) -> crate::store::Result<(Claim, bool)> {
     let claim = tx.claim_run(node, kind, now)?;
     let rotated = match &claim {
@@ -117,9 +147,9 @@ fn claim_for(
             if r.interface == "deploy" && r.step == "configure" {
                 // The installed OS's agent gets its own credential, bound to this node now;
                 // only the agent that runs this configure ever sees it.
-                tx.bind_os_credential(node, credential_hash, now)?;
+                tx.bind_os_credential(node, &hashes.credential, now)?;
             }
-            tx.rotate_agent_token(node, r.deployment, new_hash)?
+            tx.rotate_agent_token(node, r.deployment, &hashes.token)?
         }
         Claim::Idle | Claim::Elsewhere { .. } => false,
     };
@@ -127,16 +157,15 @@ fn claim_for(
 }
 
 /// The answer that hands `run` to the node's agent: the run, the installed OS's agent
-/// configuration with its `credential` for a configure step, and the rotated token when the
-/// claim rotated it.
+/// configuration with the handout's credential for a configure step, and the handout's token
+/// when the claim rotated it.
 fn run_answer(
     state: &AppState,
     req: &HttpRequest,
     node: i64,
     run: &Run,
     rotated: bool,
-    credential: &str,
-    new_token: &str,
+    handout: &Handout,
 ) -> Value {
     tracing::debug!(node, run = run.id, attempt = run.attempt, step = %run.step_id(),
         task = run.task.as_deref().unwrap_or(""), rotated, "run handed out");
@@ -146,14 +175,14 @@ fn run_answer(
             state,
             req.app_config().local_addr(),
             node,
-            credential,
+            &handout.credential,
         );
     }
     let mut reply = json!({"action": "run", "run": json_run});
     if rotated {
         // Each deployment gets the node a new token; the current one works until the agent
         // first uses this one.
-        reply["agent_token"] = json!(new_token);
+        reply["agent_token"] = json!(handout.token);
     }
     reply
 }
@@ -166,15 +195,14 @@ async fn claim(
     req: &HttpRequest,
     claimed: Option<i64>,
     hold: bool,
-    credential_hash: String,
-) -> Result<(i64, Claimed, String), ApiError> {
+    hashes: HandoutHashes,
+) -> Result<(i64, Claimed), ApiError> {
     let now = crate::clock::now();
-    let (new_token, new_hash) = crate::http::node::boot::new_token()?;
     let (node, outcome) = as_agent(state, req, move |tx, node, kind| {
         if claimed.is_some_and(|id| id != node) {
             return Ok(None);
         }
-        let (claim, rotated) = claim_for(tx, node, kind, now, &credential_hash, &new_hash)?;
+        let (claim, rotated) = claim_for(tx, node, kind, now, &hashes)?;
         // Nothing for this agent until something else happens: a run becomes due, or the
         // master's own step (a BMC's) ends.
         let waits = matches!(
@@ -196,7 +224,7 @@ async fn claim(
     .await?;
     let claimed = outcome
         .ok_or_else(|| ApiError::Unauthorized("node_id does not match the agent token".into()))?;
-    Ok((node, claimed, new_token))
+    Ok((node, claimed))
 }
 
 /// `POST /api/v1/agent/next`: the node's next run, or `wait`. With `wait_s`, a call that finds
@@ -221,15 +249,14 @@ pub async fn next(
         .filter(|s| *s > 0)
         .map(|s| std::time::Duration::from_secs(s.min(MAX_HOLD_S)));
     let deadline = hold.map(|h| tokio::time::Instant::now() + h);
-    let (credential, credential_hash) = crate::http::node::service::new_credential()?;
+    let (handout, hashes) = Handout::mint()?;
     let mut held = std::time::Duration::ZERO;
     let mut timed_out = false;
-    let (node, claim, rotated, kind, new_token) = loop {
+    let (node, claim, rotated, kind) = loop {
         let open = deadline.is_some_and(|d| tokio::time::Instant::now() < d);
-        let (node, c, new_token) =
-            claim(&state, &req, claimed, open, credential_hash.clone()).await?;
+        let (node, c) = claim(&state, &req, claimed, open, hashes.clone()).await?;
         let (Some(woken), Some(deadline)) = (c.held, deadline) else {
-            break (node, c.claim, c.rotated, c.kind, new_token);
+            break (node, c.claim, c.rotated, c.kind);
         };
         let since = std::time::Instant::now();
         let wake = tokio::select! {
@@ -243,7 +270,7 @@ pub async fn next(
             Some(crate::store::Wake::Answer) => {}
             None => timed_out = true,
         }
-        break (node, c.claim, c.rotated, c.kind, new_token);
+        break (node, c.claim, c.rotated, c.kind);
     };
     if kind == Location::Ramdisk
         && let Claim::Elsewhere {
@@ -272,7 +299,7 @@ pub async fn next(
             .insert(crate::http::measure::Held(held));
     }
     Ok(answer.json(match claim {
-        Claim::Run(run) => run_answer(&state, &req, node, &run, rotated, &credential, &new_token),
+        Claim::Run(run) => run_answer(&state, &req, node, &run, rotated, &handout),
         Claim::Idle => json!({"action": "wait", "retry_after_ms": retry_ms}),
         Claim::Elsewhere { run_id, runs_on } => {
             let why = format!(
@@ -329,26 +356,17 @@ pub async fn result(
         report: b.report,
     };
     let now = crate::clock::now();
-    // What a claim of the next run needs, made before the write as `next` makes it, so that
-    // the writer spends no time on randomness or hashing.
-    let fresh = if b.claim_next {
-        Some((
-            crate::http::node::service::new_credential()?,
-            crate::http::node::boot::new_token()?,
-        ))
+    let (handout, hashes) = if b.claim_next {
+        let (handout, hashes) = Handout::mint()?;
+        (Some(handout), Some(hashes))
     } else {
-        None
+        (None, None)
     };
-    let hashes = fresh
-        .as_ref()
-        .map(|((_, credential_hash), (_, token_hash))| {
-            (credential_hash.clone(), token_hash.clone())
-        });
     let (node, (report, next)) = as_agent(&state, &req, move |tx, node, kind| {
         let report = tx.report_run(id, node, &result, now)?;
         let next = match (&report, hashes) {
-            (Report::Accepted | Report::Duplicate, Some((credential_hash, new_hash))) => {
-                match claim_for(tx, node, kind, now, &credential_hash, &new_hash)? {
+            (Report::Accepted | Report::Duplicate, Some(hashes)) => {
+                match claim_for(tx, node, kind, now, &hashes)? {
                     (Claim::Run(run), rotated) => Some((run, rotated)),
                     // Nothing due for this agent at once: it asks `next`, and is held there.
                     (Claim::Idle | Claim::Elsewhere { .. }, _) => None,
@@ -369,10 +387,8 @@ pub async fn result(
                     error = b.error.as_deref().unwrap_or(""), "run failed");
             }
             let mut answer = json!({"accepted": true});
-            if let (Some((run, rotated)), Some(((credential, _), (new_token, _)))) = (next, &fresh)
-            {
-                answer["next"] =
-                    run_answer(&state, &req, node, &run, rotated, credential, new_token);
+            if let (Some((run, rotated)), Some(handout)) = (next, &handout) {
+                answer["next"] = run_answer(&state, &req, node, &run, rotated, handout);
             }
             Ok(HttpResponse::Ok().json(answer))
         }
