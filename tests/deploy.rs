@@ -52,11 +52,29 @@ impl Node {
 
     /// The installed OS booted: its service agent says hello with the credential.
     fn boot_os(&self, base: &str) {
+        let answer = self.boot_os_claiming(base, false);
+        assert!(answer.get("next").is_none(), "not asked for: {answer}");
+    }
+
+    /// [`Node::boot_os`], the hello asking for the node's next run (`claim_next`) or not;
+    /// the hello's answer.
+    fn boot_os_claiming(&self, base: &str, claim_next: bool) -> Value {
         let credential = self.service.borrow().clone().expect("configure ran");
-        let r = service_hello(base, self.id, &credential, &[&self.mac], VERSION);
+        let mut body = json!({"node_id": self.id, "credential": credential, "version": VERSION,
+                              "macs": [self.mac]});
+        if claim_next {
+            body["claim_next"] = json!(true);
+        }
+        let r = Http::raw_post(
+            &format!("{base}/api/v1/agent/service/hello"),
+            &body.to_string(),
+            &[],
+        );
         assert_eq!(r.status, 200, "{}", r.body);
-        let token = r.json()["agent_token"].as_str().unwrap().to_string();
+        let answer = r.json();
+        let token = answer["agent_token"].as_str().unwrap().to_string();
         *self.os_token.borrow_mut() = Some(token);
+        answer
     }
 }
 
@@ -416,27 +434,24 @@ fn results_are_idempotent_and_tokens_checked() {
 
 /// Report `run` as `node`'s agent asking for its next run in the answer (`claim_next`).
 fn report_claiming(base: &str, node: &Node, run: &Value) -> Resp {
-    let r = post(
+    post(
         base,
         &format!("/api/v1/agent/runs/{}/result", run["id"]),
         &node.bearer(),
         &json!({"attempt": run["attempt"], "ok": true, "exit_code": 0,
                 "output_tail": "ok", "claim_next": true}),
-    );
-    if r.status == 200 && run_name(run) == "power.reboot_to_disk" {
-        node.boot_os(base);
-    }
-    r
+    )
 }
 
 /// A result that asks for the next run (`claim_next`) gets it in its answer when one is due
-/// for that agent at once, claimed as `next` claims it (attempt 1, the node's deploy step):
-/// after the ramdisk's first two runs (one reported without asking), only the installed OS's
-/// first run comes from `next`, and the deployment still ends done with every run handed
-/// once, so every other run came with the result before it. Nothing is handed out across the
-/// reboot to disk (the run is the OS's), for a stale result, or to a result that does not ask.
-/// (The configure step that carries the OS's credential is a deployment's first run, handed by
-/// `next`; a handed one is built by the same `run_answer`.)
+/// for that agent at once, claimed as `next` claims it (attempt 1, the node's deploy step),
+/// and so does the installed OS's hello after the reboot to disk: after the ramdisk's first
+/// two runs (one reported without asking), nothing comes from `next`, and the deployment still
+/// ends done with every run handed once, so every other run came with the call before it.
+/// Nothing is handed out across the reboot to disk (the run is the OS's), for a stale result,
+/// or to a result or a hello that does not ask. (The configure step that carries the OS's
+/// credential is a deployment's first run, handed by `next`; a handed one is built by the same
+/// `run_answer`.)
 #[test]
 fn a_result_hands_out_the_next_run_when_asked() {
     let d = TestDaemon::start_bundled("install");
@@ -462,7 +477,14 @@ fn a_result_hands_out_the_next_run_when_asked() {
                 ack.get("next").is_none(),
                 "the run after the reboot is the installed OS's: {ack}"
             );
-            run = next(&base, n).expect("the installed OS's first run");
+            // The OS's agent: a hello that does not ask is handed nothing; one that asks gets
+            // the OS's first run (and the one before it no longer works).
+            n.boot_os(&base);
+            let hello = n.boot_os_claiming(&base, true);
+            let handed = &hello["next"];
+            assert_eq!(handed["action"], "run", "{hello}");
+            assert_eq!(handed["run"]["step"]["runs_on"], "os", "{hello}");
+            run = handed["run"].clone();
             continue;
         }
         let Some(handed) = ack.get("next") else {
@@ -504,6 +526,20 @@ fn a_result_hands_out_the_next_run_when_asked() {
     );
     assert_eq!(stale.status, 409, "{}", stale.body);
     assert!(stale.json().get("next").is_none(), "{}", stale.body);
+    // Nothing is due: a hello that asks is answered with its token alone; a flag that is not
+    // a boolean is refused, naming it.
+    let idle = n.boot_os_claiming(&base, true);
+    assert!(idle.get("next").is_none(), "{idle}");
+    let credential = n.service.borrow().clone().unwrap();
+    let bad = Http::raw_post(
+        &format!("{base}/api/v1/agent/service/hello"),
+        &json!({"node_id": n.id, "credential": credential, "version": VERSION,
+                "macs": [n.mac], "claim_next": "yes"})
+        .to_string(),
+        &[],
+    );
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("claim_next"), "{}", bad.body);
 }
 
 #[test]

@@ -230,6 +230,8 @@ struct Driver<'a, M: MasterApi> {
     cfg: &'a LoopConfig,
     backoff: Backoff,
     refusals: u32,
+    /// A run the master handed out before the loop began (with the service agent's hello).
+    first: Option<NextReply>,
 }
 
 // Lives for one report, as `NextReply` lives for one poll; boxing would only add an allocation.
@@ -388,6 +390,13 @@ impl<M: MasterApi> Driver<'_, M> {
 
     fn run(&mut self) -> Result<LoopEnd, DeployError> {
         let mut kept = self.state.load();
+        // A run handed out before the loop goes first, unless a result waits to be reported:
+        // the agent did not ask then (see [`unreported_result`]); should one come anyway, the
+        // result goes first and `next` hands the run out again.
+        let mut first = self
+            .first
+            .take()
+            .filter(|_| kept.as_ref().is_none_or(|k| k.reported));
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(LoopEnd::Stopped);
@@ -424,7 +433,7 @@ impl<M: MasterApi> Driver<'_, M> {
             }
             // A result the master has not acknowledged goes first, before asking for more; its
             // answer may carry the next run.
-            let mut handed = None;
+            let mut handed = first.take();
             if let Some(k) = kept.as_mut().filter(|k| !k.reported) {
                 match self.report(k)? {
                     Reported::Stopped => return Ok(LoopEnd::Stopped),
@@ -521,6 +530,20 @@ pub fn drive<M: MasterApi>(
     stop: &AtomicBool,
     cfg: &LoopConfig,
 ) -> Result<LoopEnd, DeployError> {
+    drive_from(api, node_id, executor, state_dir, stop, cfg, None)
+}
+
+/// [`drive`], beginning with `first` when the master has already handed out a run (the
+/// service agent's hello with `claim_next`) instead of asking `next`.
+pub fn drive_from<M: MasterApi>(
+    api: &M,
+    node_id: i64,
+    executor: &Executor,
+    state_dir: &Path,
+    stop: &AtomicBool,
+    cfg: &LoopConfig,
+    first: Option<NextReply>,
+) -> Result<LoopEnd, DeployError> {
     Driver {
         api,
         node_id,
@@ -532,8 +555,20 @@ pub fn drive<M: MasterApi>(
         cfg,
         backoff: Backoff::new(cfg.backoff_initial, cfg.backoff_max),
         refusals: 0,
+        first,
     }
     .run()
+}
+
+/// Whether `state_dir` keeps a result the master has not acknowledged (a reboot task's, which
+/// is reported from the next boot): then the agent must not be handed a run before it reports
+/// it, since the master would hand out that same run again.
+pub fn unreported_result(state_dir: &Path) -> bool {
+    StateDir {
+        path: state_dir.to_path_buf(),
+    }
+    .load()
+    .is_some_and(|k| !k.reported)
 }
 
 /// Ask `master` for work as node `node_id` with the agent `token` until told to stop, the
@@ -1271,6 +1306,80 @@ mod tests {
             "runs 1-3 ran once each, run 5 never"
         );
         assert_eq!(*fake.adopted.lock().unwrap(), ["new-token"]);
+    }
+
+    /// A run handed out before the loop (the service agent's hello) is run first, without
+    /// asking `next`; with a result still to report it is dropped instead: the result goes
+    /// first, and `next` hands the run out again (`unreported_result` is why the service
+    /// agent does not ask then).
+    #[test]
+    fn a_run_handed_out_with_the_hello_runs_first_unless_a_result_waits() {
+        let first = |id| {
+            let Call::Ok(reply) = shell(id, 1, COUNT) else {
+                unreachable!()
+            };
+            reply
+        };
+        let n = node();
+        let state = n.dir.path().join("state");
+        assert!(!unreported_result(&state), "nothing kept yet");
+        let fake = Fake::new(
+            vec![
+                shell(2, 1, COUNT),
+                step(3, "power", "reboot_to_disk", json!({})),
+            ],
+            vec![],
+        );
+        let end = drive_from(&fake, 7, &n.ex, &state, &fake.stop, &cfg(), Some(first(1)));
+        assert_eq!(end.unwrap(), LoopEnd::RebootedToDisk);
+        assert_eq!(
+            fake.stored(),
+            vec![(1, 1, true), (2, 1, true), (3, 1, true)]
+        );
+        assert_eq!(
+            *fake.next_calls.lock().unwrap(),
+            2,
+            "run 1 came with the hello"
+        );
+        assert_eq!(n.count(), "x\nx\n");
+
+        // A result kept from before a reboot, not yet reported.
+        let n = node();
+        let state = n.dir.path().join("state");
+        let kept = Kept {
+            run_id: 9,
+            attempt: 1,
+            result: RunResult {
+                attempt: 1,
+                ok: true,
+                exit_code: Some(0),
+                output_tail: String::new(),
+                error: None,
+                duration_ms: 1,
+                report: None,
+            },
+            reported: false,
+            reboot: false,
+            task_reboot: false,
+            boot_before: None,
+            erase: false,
+        };
+        StateDir {
+            path: state.clone(),
+        }
+        .save(&kept)
+        .unwrap();
+        assert!(unreported_result(&state));
+        let fake = Fake::new(vec![step(3, "power", "reboot_to_disk", json!({}))], vec![]);
+        let end = drive_from(&fake, 7, &n.ex, &state, &fake.stop, &cfg(), Some(first(1)));
+        assert_eq!(end.unwrap(), LoopEnd::RebootedToDisk);
+        assert_eq!(
+            fake.stored(),
+            vec![(9, 1, true), (3, 1, true)],
+            "the kept result went first; the handed run was left for next"
+        );
+        assert_eq!(n.count(), "", "run 1 was not executed");
+        assert!(!unreported_result(&state), "the kept result was reported");
     }
 
     fn reboot_task(id: i64) -> Call<NextReply> {

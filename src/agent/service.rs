@@ -2,7 +2,8 @@
 //! started by systemd at every boot): it says hello with the credential its node was given at
 //! provisioning (installed by `deploy.configure`), gets the node's agent token, and then keeps
 //! the same deploy loop as the ramdisk's ([`super::deploy`]) forever: its polls are its
-//! heartbeat. A master that needs another version is answered by fetching that version's
+//! heartbeat. Its hello asks for the node's next run (`claim_next`) unless a result waits to be
+//! reported, and runs what it is handed without asking `next`. A master that needs another version is answered by fetching that version's
 //! binary from the master (with the credential), checking its SHA-256, replacing this
 //! executable and starting it again. A refused credential is retried slowly, never in a hot
 //! loop: the node may have been removed, or provisioned again with a new one.
@@ -15,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::client::{Backoff, Master};
-use super::deploy::{DeployError, HttpMaster, LoopConfig, LoopEnd, drive};
+use super::deploy::{DeployError, HttpMaster, LoopConfig, LoopEnd, drive_from};
 use super::exec::Executor;
 use super::inventory;
+use super::protocol::NextReply;
 
 /// The version this agent reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -69,7 +71,10 @@ impl ServiceConfig {
 /// What the master answered a service hello.
 #[derive(Debug)]
 enum Hello {
-    Token(String),
+    /// The node's agent token, and the run handed out with it when the hello asked.
+    Token(String, Option<NextReply>),
+    /// 400 naming `claim_next`: a master older than the field; say hello again without it.
+    NoClaimNext,
     /// 426: fetch `binary` (whose SHA-256 is `sha256`) and run it instead.
     Outdated {
         required: String,
@@ -82,7 +87,9 @@ enum Hello {
     Retry(String),
 }
 
-fn say_hello(master: &Master, cfg: &ServiceConfig, root: &Path) -> Hello {
+/// Say hello; with `claim_next`, ask for the node's next run in the answer (never when a
+/// result waits to be reported, which goes first).
+fn say_hello(master: &Master, cfg: &ServiceConfig, root: &Path, claim_next: bool) -> Hello {
     let url = format!("{}/api/v1/agent/service/hello", master.url());
     let agent = master.agent(
         ureq::Agent::config_builder()
@@ -96,12 +103,15 @@ fn say_hello(master: &Master, cfg: &ServiceConfig, root: &Path) -> Hello {
         .flatten()
         .filter_map(|i| i.get("mac").cloned())
         .collect();
-    let body = json!({
+    let mut body = json!({
         "node_id": cfg.node_id,
         "credential": cfg.credential,
         "version": claimed_version(),
         "macs": macs,
     });
+    if claim_next {
+        body["claim_next"] = json!(true);
+    }
     let mut resp = match agent
         .post(&url)
         .header("content-type", "application/json")
@@ -116,9 +126,16 @@ fn say_hello(master: &Master, cfg: &ServiceConfig, root: &Path) -> Hello {
     let message = v["message"].as_str().unwrap_or(&text).to_string();
     match status {
         200 => match v["agent_token"].as_str() {
-            Some(t) => Hello::Token(t.to_string()),
+            // A handed-out run that cannot be read is asked for again by `next` (the master
+            // hands it out as the next attempt).
+            Some(t) => Hello::Token(
+                t.to_string(),
+                v.get("next")
+                    .and_then(|n| serde_json::from_value(n.clone()).ok()),
+            ),
             None => Hello::Retry("the master's answer has no agent_token".into()),
         },
+        400 if claim_next && text.contains("claim_next") => Hello::NoClaimNext,
         426 => Hello::Outdated {
             required: v["required_version"].as_str().unwrap_or("?").to_string(),
             binary: v["binary"]
@@ -243,22 +260,29 @@ pub fn run(
         source,
     })?;
     let mut backoff = Backoff::new(Duration::from_secs(1), opts.max_backoff);
+    let mut claim_next = true;
     while !stop.load(Ordering::Relaxed) {
-        match say_hello(&master, cfg, &opts.root) {
-            Hello::Token(token) => {
+        let ask = claim_next && !super::deploy::unreported_result(&state_dir);
+        match say_hello(&master, cfg, &opts.root, ask) {
+            Hello::NoClaimNext => {
+                tracing::info!("the master does not hand out runs with the hello; asking next");
+                claim_next = false;
+            }
+            Hello::Token(token, first) => {
                 backoff.reset();
                 println!(
                     "STOKER-AGENT service node={} version={VERSION}",
                     cfg.node_id
                 );
                 let api = HttpMaster::new(&master, &token, None);
-                match drive(
+                match drive_from(
                     &api,
                     cfg.node_id,
                     &executor,
                     &state_dir,
                     stop,
                     &LoopConfig::default(),
+                    first,
                 ) {
                     Ok(end) => return Ok(end),
                     // The token was refused (the node was removed, or another agent took it):
@@ -352,6 +376,50 @@ mod tests {
             node_id: 7,
             credential: "skn_secret".into(),
         }
+    }
+
+    /// What a hello's answer means: the token and the run handed out with it (none when the
+    /// answer has none, or one the agent cannot read: `next` then hands it out again), and a
+    /// master older than `claim_next` refusing the field by name, which only a hello that
+    /// asked takes as such.
+    #[test]
+    fn a_hellos_answer_gives_the_token_and_the_run_handed_out_with_it() {
+        let root = tempfile::tempdir().unwrap();
+        let hello = |status: u16, body: serde_json::Value, claim_next: bool| {
+            let (url, _) = serve_once(status, body.to_string().into_bytes());
+            say_hello(&Master::plain(&url), &cfg(&url), root.path(), claim_next)
+        };
+        let run = json!({"id": 5, "attempt": 1, "deployment": 2, "timeout_s": 60,
+                         "step": {"interface": "deploy", "name": "shell", "args": {}}});
+        let handed = hello(
+            200,
+            json!({"agent_token": "t1", "next": {"action": "run", "run": run}}),
+            true,
+        );
+        let Hello::Token(token, Some(NextReply::Run { run, agent_token })) = handed else {
+            panic!("{handed:?}")
+        };
+        assert_eq!((token.as_str(), run.id, agent_token), ("t1", 5, None));
+        let plain = hello(200, json!({"agent_token": "t2"}), true);
+        assert!(
+            matches!(&plain, Hello::Token(t, None) if t == "t2"),
+            "{plain:?}"
+        );
+        let unreadable = hello(
+            200,
+            json!({"agent_token": "t3", "next": {"action": "run"}}),
+            true,
+        );
+        assert!(
+            matches!(&unreadable, Hello::Token(t, None) if t == "t3"),
+            "{unreadable:?}"
+        );
+        let old = json!({"code": "invalid_json", "message": "request body is not valid JSON: \
+                         unknown field `claim_next`, expected one of `node_id`"});
+        let refused = hello(400, old.clone(), true);
+        assert!(matches!(refused, Hello::NoClaimNext), "{refused:?}");
+        let other = hello(400, old, false);
+        assert!(matches!(other, Hello::Retry(_)), "{other:?}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! node, stored hashed, installed into the OS by a config drive or by injection) and gets the
 //! node's agent token, which then works for the same deploy protocol as the ramdisk's (next,
 //! output, result). The agent's binary is served only to a caller with a node's credential;
-//! an agent of another version is told which one it needs and where to get it. Thin:
+//! an agent of another version is told which one it needs and where to get it. A hello that
+//! asks (`claim_next`) is also handed the node's next run when one is due at once, claimed in
+//! the same write, as a result's answer hands one out. Thin:
 //! authenticate, let `engine::hello` decide, call the store, answer.
 
 use std::path::PathBuf;
@@ -13,8 +15,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::engine::hello::{self, ServiceHello, ServiceRefusal};
+use crate::engine::steps::Location;
+use crate::http::node::steps::{Handout, claim_for, run_answer};
 use crate::http::{ApiError, AppState};
 use crate::model::Mac;
+use crate::store::Claim;
 
 /// The version a service agent must run: the master's own.
 pub const REQUIRED_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -45,6 +50,12 @@ struct HelloBody {
     version: String,
     /// The MACs of the machine's NICs.
     macs: Vec<String>,
+    /// Hand out the node's next run for its installed OS in the answer (`next`, as
+    /// `/agent/next` would answer it, never held) when one is due at once: a rack rebooting into
+    /// its OS mid-deployment saves each node's first `next`. An agent with a result it has not
+    /// reported yet does not ask: that result goes first.
+    #[serde(default)]
+    claim_next: bool,
 }
 
 /// `POST /api/v1/agent/service/hello`
@@ -60,7 +71,7 @@ pub async fn hello(
             body.len()
         )));
     }
-    let b: HelloBody = ApiError::parse(&body)?;
+    let b: HelloBody = ApiError::parse_fields(&body, "service hello")?;
     if b.macs.len() > 64 || b.version.len() > 64 {
         return Err(ApiError::BadRequest(
             "service hello: at most 64 MACs and a version of at most 64 characters".into(),
@@ -81,9 +92,15 @@ pub async fn hello(
     let claimed = b.node_id;
     let version = b.version.clone();
     let peer = crate::http::node::agent::peer_address(&req);
+    let (handout, hashes) = if b.claim_next {
+        let (handout, hashes) = Handout::mint()?;
+        (Some(handout), Some(hashes))
+    } else {
+        (None, None)
+    };
     // One write of the group writer, like the agents' step calls: a rack that reboots into
     // its installed OS says hello all at once, and those hellos commit together.
-    let decided = state
+    let (decided, next) = state
         .writer
         .write(move |tx| {
             let r = tx.read();
@@ -105,8 +122,17 @@ pub async fn hello(
                 version: &version,
                 required: REQUIRED_VERSION,
             });
+            let mut next = None;
             match &check {
-                Ok(()) => tx.service_hello(claimed, &token_hash, &version, now)?,
+                Ok(()) => {
+                    tx.service_hello(claimed, &token_hash, &version, now)?;
+                    if let Some(hashes) = &hashes
+                        && let (Claim::Run(run), rotated) =
+                            claim_for(tx, claimed, Location::Os, now, hashes)?
+                    {
+                        next = Some((run, rotated));
+                    }
+                }
                 Err(ServiceRefusal::OtherNode { bound_to }) => tx.add_history(
                     now,
                     Some(*bound_to),
@@ -119,17 +145,21 @@ pub async fn hello(
                 )?,
                 Err(_) => {}
             }
-            Ok(check)
+            Ok((check, next))
         })
         .await?;
     match decided {
         Ok(()) => {
             tracing::info!(node = claimed, version = %b.version, "service agent hello");
-            Ok(HttpResponse::Ok().json(json!({
+            let mut answer = json!({
                 "node_id": claimed,
                 "agent_token": token,
                 "heartbeat_s": HEARTBEAT_S,
-            })))
+            });
+            if let (Some((run, rotated)), Some(handout)) = (next, &handout) {
+                answer["next"] = run_answer(&state, &req, claimed, &run, rotated, handout);
+            }
+            Ok(HttpResponse::Ok().json(answer))
         }
         Err(why) => {
             tracing::warn!(node = claimed, ?why, "service agent refused");

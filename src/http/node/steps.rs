@@ -103,21 +103,22 @@ struct Claimed {
 /// no time on randomness or hashing: the installed OS's credential (a configure step binds it
 /// to the node) and the node's next agent token (the first run of a deployment rotates to it).
 /// One per request (`next`, however often a held call claims again, or `result`); only the
-/// hashes ([`HandoutHashes`]) go into the write.
-struct Handout {
+/// hashes ([`HandoutHashes`]) go into the write. The service agent's hello hands out a run the
+/// same way ([`super::service`]).
+pub(super) struct Handout {
     credential: String,
     token: String,
 }
 
 /// The hashes of a [`Handout`], which is all the store keeps.
 #[derive(Clone)]
-struct HandoutHashes {
+pub(super) struct HandoutHashes {
     credential: String,
     token: String,
 }
 
 impl Handout {
-    fn mint() -> Result<(Handout, HandoutHashes), ApiError> {
+    pub(super) fn mint() -> Result<(Handout, HandoutHashes), ApiError> {
         let (credential, credential_hash) = crate::http::node::service::new_credential()?;
         let (token, token_hash) = crate::http::node::boot::new_token()?;
         Ok((
@@ -134,7 +135,7 @@ impl Handout {
 /// step binds the installed OS's credential, and the first run of a deployment gives the node
 /// its next token as pending. Returns the claim and whether the token was rotated (then the
 /// answer carries the [`Handout`]'s token).
-fn claim_for(
+pub(super) fn claim_for(
     tx: &crate::store::WriteTxn<'_>,
     node: i64,
     kind: Location,
@@ -159,7 +160,7 @@ fn claim_for(
 /// The answer that hands `run` to the node's agent: the run, the installed OS's agent
 /// configuration with the handout's credential for a configure step, and the handout's token
 /// when the claim rotated it.
-fn run_answer(
+pub(super) fn run_answer(
     state: &AppState,
     req: &HttpRequest,
     node: i64,
@@ -346,7 +347,7 @@ pub async fn result(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let b: ResultBody = ApiError::parse(&body)?;
+    let b: ResultBody = ApiError::parse_fields(&body, "result")?;
     let result = RunResult {
         attempt: b.attempt,
         ok: b.ok,
