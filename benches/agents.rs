@@ -36,8 +36,9 @@
 //! open-file limit of less than twice the agents and a margin.
 //!
 //! A result asks for the node's next run in its answer (`claim_next`, as `stoker agent` does
-//! unless it is about to reboot), and the agent runs the run it was handed without asking
-//! `next`: a chain of steps costs one call a step. A master that does not hand runs out this
+//! unless it is about to reboot), and so does the service agent's hello after the reboot to
+//! disk; the agent runs the run it was handed without asking `next`: a chain of steps costs
+//! one call a step. A master that does not hand runs out this
 //! way (every one before it) answers without one, and the agent asks `next` as before, so a
 //! baseline binary is measured doing what it supports. `STOKER_BENCH_CLAIM_NEXT=0` plays
 //! agents that never ask.
@@ -298,6 +299,21 @@ async fn post_from(addr: SocketAddr, src: Ipv4Addr, path: &str, body: &Value) ->
     exchange(&stream, req.as_bytes())
         .await
         .map_or(Value::Null, |r| r.body)
+}
+
+/// Whether the daemon hands out a run with a service hello that asks (`claim_next`): a hello
+/// with a credential no node has is refused for the credential (401) by one that does, and
+/// for the unknown field (400, naming it) by one before it, as `stoker agent` finds out.
+fn hello_claims(api: &Api) -> bool {
+    let (status, body) = api.call(
+        "POST",
+        "/api/v1/agent/service/hello",
+        Some(
+            &json!({"node_id": 0, "credential": "skn_probe", "version": "0",
+                     "macs": [], "claim_next": true}),
+        ),
+    );
+    !(status == 400 && body.to_string().contains("claim_next"))
 }
 
 /// One agent's keep-alive HTTP/1.1 connection.
@@ -687,6 +703,9 @@ struct Shared {
     close_at_reboot: bool,
     /// Whether a result asks for the next run in its answer (`claim_next`).
     claim_next: bool,
+    /// Whether the service hello asks for it too (`claim_next` where the daemon knows the
+    /// field in a hello: [`hello_claims`]).
+    hello_claims: bool,
     /// Calls the master held, and those of them that ended because work came.
     held: AtomicUsize,
     /// Agents that made their first call.
@@ -856,8 +875,11 @@ async fn run_node(
                         eprintln!("node {}: rebooted without a credential", sim.id);
                         return rec;
                     };
-                    let body = json!({"node_id": sim.id, "credential": cred,
+                    let mut body = json!({"node_id": sim.id, "credential": cred,
                                       "version": env!("CARGO_PKG_VERSION"), "macs": [sim.mac]});
+                    if shared.hello_claims {
+                        body["claim_next"] = json!(true);
+                    }
                     // Refused for the rate (thousands of nodes rebooting within a second),
                     // it tries again after 1 s, 2 s, 4 s ... as `stoker agent --service` does.
                     let mut backoff = Duration::from_secs(1);
@@ -886,6 +908,9 @@ async fn run_node(
                         return rec;
                     };
                     token = t.to_string();
+                    if hello["next"]["action"] == "run" {
+                        handed = Some(hello["next"].clone());
+                    }
                 }
             }
             Some("wait") => {
@@ -1750,6 +1775,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         hold: setup.hold,
         close_at_reboot: setup.close_at_reboot,
         claim_next: setup.claim_next,
+        hello_claims: setup.claim_next && hello_claims(&api),
         held: AtomicUsize::new(0),
         asked: AtomicUsize::new(0),
     });
