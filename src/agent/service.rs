@@ -3,10 +3,11 @@
 //! provisioning (installed by `deploy.configure`), gets the node's agent token, and then keeps
 //! the same deploy loop as the ramdisk's ([`super::deploy`]) forever: its polls are its
 //! heartbeat. Its hello asks for the node's next run (`claim_next`) unless a result waits to be
-//! reported, and runs what it is handed without asking `next`. A master that needs another version is answered by fetching that version's
-//! binary from the master (with the credential), checking its SHA-256, replacing this
-//! executable and starting it again. A refused credential is retried slowly, never in a hot
-//! loop: the node may have been removed, or provisioned again with a new one.
+//! reported, and runs what it is handed without asking `next`. A master that needs another
+//! version is answered by fetching that version's binary from the master (with the
+//! credential), checking its SHA-256, replacing this executable and starting it again. A
+//! refused credential is retried slowly, never in a hot loop: the node may have been removed,
+//! or provisioned again with a new one.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
