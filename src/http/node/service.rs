@@ -16,10 +16,9 @@ use serde_json::json;
 
 use crate::engine::hello::{self, ServiceHello, ServiceRefusal};
 use crate::engine::steps::Location;
-use crate::http::node::steps::{Handout, claim_for, run_answer};
+use crate::http::node::steps::{answer_next, asked_next, claim_next};
 use crate::http::{ApiError, AppState};
 use crate::model::Mac;
-use crate::store::Claim;
 
 /// The version a service agent must run: the master's own.
 pub const REQUIRED_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -92,12 +91,7 @@ pub async fn hello(
     let claimed = b.node_id;
     let version = b.version.clone();
     let peer = crate::http::node::agent::peer_address(&req);
-    let (handout, hashes) = if b.claim_next {
-        let (handout, hashes) = Handout::mint()?;
-        (Some(handout), Some(hashes))
-    } else {
-        (None, None)
-    };
+    let (handout, hashes) = asked_next(b.claim_next)?;
     // One write of the group writer, like the agents' step calls: a rack that reboots into
     // its installed OS says hello all at once, and those hellos commit together.
     let (decided, next) = state
@@ -126,12 +120,7 @@ pub async fn hello(
             match &check {
                 Ok(()) => {
                     tx.service_hello(claimed, &token_hash, &version, now)?;
-                    if let Some(hashes) = &hashes
-                        && let (Claim::Run(run), rotated) =
-                            claim_for(tx, claimed, Location::Os, now, hashes)?
-                    {
-                        next = Some((run, rotated));
-                    }
+                    next = claim_next(tx, claimed, Location::Os, now, hashes.as_ref())?;
                 }
                 Err(ServiceRefusal::OtherNode { bound_to }) => tx.add_history(
                     now,
@@ -156,9 +145,7 @@ pub async fn hello(
                 "agent_token": token,
                 "heartbeat_s": HEARTBEAT_S,
             });
-            if let (Some((run, rotated)), Some(handout)) = (next, &handout) {
-                answer["next"] = run_answer(&state, &req, claimed, &run, rotated, handout);
-            }
+            answer_next(&mut answer, &state, &req, claimed, next, handout.as_ref());
             Ok(HttpResponse::Ok().json(answer))
         }
         Err(why) => {

@@ -118,7 +118,7 @@ pub(super) struct HandoutHashes {
 }
 
 impl Handout {
-    pub(super) fn mint() -> Result<(Handout, HandoutHashes), ApiError> {
+    fn mint() -> Result<(Handout, HandoutHashes), ApiError> {
         let (credential, credential_hash) = crate::http::node::service::new_credential()?;
         let (token, token_hash) = crate::http::node::boot::new_token()?;
         Ok((
@@ -131,11 +131,55 @@ impl Handout {
     }
 }
 
+/// A call that may ask for the node's next run in its answer (`claim_next`: a result, the
+/// service agent's hello): its [`Handout`], minted only when it asks, and the hashes that go
+/// into its write ([`claim_next`]); [`answer_next`] puts what was handed out into its answer.
+pub(super) fn asked_next(asks: bool) -> Result<(Option<Handout>, Option<HandoutHashes>), ApiError> {
+    if !asks {
+        return Ok((None, None));
+    }
+    let (handout, hashes) = Handout::mint()?;
+    Ok((Some(handout), Some(hashes)))
+}
+
+/// Inside the write of a call that asked (`hashes`, from [`asked_next`]): the node's next run
+/// for its agent of `kind` and whether it rotated the token, when one is due at once.
+pub(super) fn claim_next(
+    tx: &crate::store::WriteTxn<'_>,
+    node: i64,
+    kind: Location,
+    now: i64,
+    hashes: Option<&HandoutHashes>,
+) -> crate::store::Result<Option<(Box<Run>, bool)>> {
+    let Some(hashes) = hashes else {
+        return Ok(None);
+    };
+    Ok(match claim_for(tx, node, kind, now, hashes)? {
+        (Claim::Run(run), rotated) => Some((run, rotated)),
+        // Nothing due for this agent at once: it asks `next`, and is held there.
+        (Claim::Idle | Claim::Elsewhere { .. }, _) => None,
+    })
+}
+
+/// Put the run [`claim_next`] handed out into the call's `answer` as `next`.
+pub(super) fn answer_next(
+    answer: &mut Value,
+    state: &AppState,
+    req: &HttpRequest,
+    node: i64,
+    next: Option<(Box<Run>, bool)>,
+    handout: Option<&Handout>,
+) {
+    if let (Some((run, rotated)), Some(handout)) = (next, handout) {
+        answer["next"] = run_answer(state, req, node, &run, rotated, handout);
+    }
+}
+
 /// Claim the node's next run for its agent of `kind`, inside the caller's write: a configure
 /// step binds the installed OS's credential, and the first run of a deployment gives the node
 /// its next token as pending. Returns the claim and whether the token was rotated (then the
 /// answer carries the [`Handout`]'s token).
-pub(super) fn claim_for(
+fn claim_for(
     tx: &crate::store::WriteTxn<'_>,
     node: i64,
     kind: Location,
@@ -160,7 +204,7 @@ pub(super) fn claim_for(
 /// The answer that hands `run` to the node's agent: the run, the installed OS's agent
 /// configuration with the handout's credential for a configure step, and the handout's token
 /// when the claim rotated it.
-pub(super) fn run_answer(
+fn run_answer(
     state: &AppState,
     req: &HttpRequest,
     node: i64,
@@ -357,23 +401,14 @@ pub async fn result(
         report: b.report,
     };
     let now = crate::clock::now();
-    let (handout, hashes) = if b.claim_next {
-        let (handout, hashes) = Handout::mint()?;
-        (Some(handout), Some(hashes))
-    } else {
-        (None, None)
-    };
+    let (handout, hashes) = asked_next(b.claim_next)?;
     let (node, (report, next)) = as_agent(&state, &req, move |tx, node, kind| {
         let report = tx.report_run(id, node, &result, now)?;
-        let next = match (&report, hashes) {
-            (Report::Accepted | Report::Duplicate, Some(hashes)) => {
-                match claim_for(tx, node, kind, now, &hashes)? {
-                    (Claim::Run(run), rotated) => Some((run, rotated)),
-                    // Nothing due for this agent at once: it asks `next`, and is held there.
-                    (Claim::Idle | Claim::Elsewhere { .. }, _) => None,
-                }
+        let next = match report {
+            Report::Accepted | Report::Duplicate => {
+                claim_next(tx, node, kind, now, hashes.as_ref())?
             }
-            _ => None,
+            Report::Stale => None,
         };
         Ok((report, next))
     })
@@ -388,9 +423,7 @@ pub async fn result(
                     error = b.error.as_deref().unwrap_or(""), "run failed");
             }
             let mut answer = json!({"accepted": true});
-            if let (Some((run, rotated)), Some(handout)) = (next, &handout) {
-                answer["next"] = run_answer(&state, &req, node, &run, rotated, handout);
-            }
+            answer_next(&mut answer, &state, &req, node, next, handout.as_ref());
             Ok(HttpResponse::Ok().json(answer))
         }
         Report::Stale => Err(ApiError::Conflict(format!(
