@@ -66,6 +66,9 @@
 //! latency of the agent calls that overlapped a sweep beside the others' (`benches/bmc_sweep.sh`
 //! with `AGENTS=` runs both alternately).
 //!
+//! `STOKER_BENCH_TIMELINE=1` prints, after each round, every half second's agent-call latency
+//! by kind and the cores the daemon, its writer thread, the client and the machine used then.
+//!
 //! `STOKER_BENCH_CALLS=DIR` writes each phase's calls to `DIR/PHASE.calls`, one line each: when
 //! it started (s since the bench's start), how long the master held it, its latency, which call;
 //! and the operator's calls to `DIR/PHASE.operator` (when, latency, status, which).
@@ -955,6 +958,33 @@ async fn ticker(shared: Arc<Shared>, lag: Arc<Mutex<Vec<(f64, f64)>>>) {
     }
 }
 
+/// CPU seconds so far at `at` (STOKER_BENCH_TIMELINE=1): the daemon, its writer thread, this
+/// client, and the machine's busy time, for the timeline's CPU line per half second.
+#[derive(Clone, Copy)]
+struct CpuMark {
+    at: f64,
+    daemon: f64,
+    writer: f64,
+    client: f64,
+    machine: f64,
+}
+
+/// Mark the CPU every half second until `stop` (a thread of its own, off the client's runtime).
+fn cpu_marks(pid: u32, shared: Arc<Shared>, stop: Arc<AtomicBool>) -> Vec<CpuMark> {
+    let mut out = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        out.push(CpuMark {
+            at: shared.at(),
+            daemon: cpu_s(pid),
+            writer: thread_cpu_s(pid, "stoker-writer"),
+            client: cpu_s(std::process::id()),
+            machine: machine_s().0,
+        });
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    out
+}
+
 /// One operator request: when, which, how long, what status.
 #[derive(Clone)]
 struct Sample {
@@ -1454,12 +1484,31 @@ fn report_sweeps(p: &Phase, calls: &[&Call], sweeps: &[Window]) {
     println!("  calls outside sweeps: {}", latency(&b, None));
 }
 
-/// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are.
-fn timeline(records: &[Record]) {
+/// Latency by half second of the run (STOKER_BENCH_TIMELINE=1): where the slow calls are,
+/// and the cores the daemon, its writer, this client and the machine used in that half second
+/// (from the marks nearest its ends; /proc counts in 10 ms ticks).
+fn timeline(records: &[Record], marks: &[CpuMark]) {
     let calls: Vec<&Call> = records.iter().flat_map(|r| &r.calls).collect();
     let end = calls.iter().map(|c| c.at).fold(0.0, f64::max);
     let mut w = calls.iter().map(|c| c.at).fold(f64::MAX, f64::min);
+    let mark = |t: f64| {
+        marks
+            .iter()
+            .min_by(|a, b| (a.at - t).abs().total_cmp(&(b.at - t).abs()))
+    };
     while w <= end {
+        if let (Some(a), Some(b)) = (mark(w), mark(w + 0.5))
+            && b.at > a.at
+        {
+            let d = b.at - a.at;
+            eprintln!(
+                "{w:6.1} s cores  daemon {:.2}  writer {:.2}  client {:.2}  machine {:.2}",
+                (b.daemon - a.daemon) / d,
+                (b.writer - a.writer) / d,
+                (b.client - a.client) / d,
+                (b.machine - a.machine) / d,
+            );
+        }
         for (name, kind) in [
             ("next", Kind::Next),
             ("result", Kind::Result),
@@ -1847,6 +1896,11 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         );
         std::thread::spawn(move || operator(base, token, session, cluster, current, shared, stop))
     });
+    let marks_stop = Arc::new(AtomicBool::new(false));
+    let marker = std::env::var_os("STOKER_BENCH_TIMELINE").map(|_| {
+        let (shared, stop) = (Arc::clone(&shared), Arc::clone(&marks_stop));
+        std::thread::spawn(move || cpu_marks(pid, shared, stop))
+    });
     let (start, cpu0) = (shared.at(), cpus());
     if !setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
@@ -1901,6 +1955,10 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         ));
     }
     operator_stop.store(true, Ordering::Relaxed);
+    marks_stop.store(true, Ordering::Relaxed);
+    let marks = marker
+        .map(|m| m.join().unwrap_or_default())
+        .unwrap_or_default();
     let samples = sampler
         .map(|s| s.join().unwrap_or_default())
         .unwrap_or_default();
@@ -1922,7 +1980,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
     );
     drop(rt);
     if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
-        timeline(&records);
+        timeline(&records, &marks);
     }
     let windows: Vec<Window> = sweep_log
         .lock()

@@ -46,15 +46,16 @@ pub struct Agent {
 }
 
 /// Whether an agent last seen at `last_seen` (0: never) is silent at `now`: no call within the
-/// online window.
+/// online window, that is a last call before [`silent_before`]`(now)`.
 pub fn silent(last_seen: i64, now: i64) -> bool {
-    now.saturating_sub(last_seen) > ONLINE_WINDOW_S
+    last_seen < silent_before(now)
 }
 
-/// Whether any of `nodes`' agents is silent at `now`. When none is (and `nodes` holds every
-/// node with a run), [`waiting`] is empty, and its caller need not read the runs at all.
-pub fn any_silent(nodes: &HashMap<i64, Agent>, now: i64) -> bool {
-    nodes.values().any(|a| silent(a.last_seen, now))
+/// The last call before which an agent is silent at `now`. When no node with a run in the
+/// deployment was last seen before it, [`waiting`] is empty, and its caller need not read the
+/// runs (nor the nodes) at all: the store asks that of the database in one query.
+pub fn silent_before(now: i64) -> i64 {
+    now.saturating_sub(ONLINE_WINDOW_S)
 }
 
 /// The nodes a running deployment started at `started_at` waits on at `now`, by node id;
@@ -119,6 +120,20 @@ mod tests {
             timeout_s: 600,
             runs_on,
         }
+    }
+
+    #[test]
+    fn silent_means_last_seen_before_the_cutoff_the_store_asks_with() {
+        let now = 1_000_000;
+        assert_eq!(silent_before(now), now - ONLINE_WINDOW_S);
+        assert!(
+            !silent(now - ONLINE_WINDOW_S, now),
+            "a call exactly a window ago"
+        );
+        assert!(silent(now - ONLINE_WINDOW_S - 1, now));
+        assert!(silent(0, now), "never seen");
+        assert!(!silent(now + 5, now), "a clock that stepped back");
+        assert_eq!(silent_before(i64::MIN + 1), i64::MIN, "no overflow");
     }
 
     #[test]

@@ -390,6 +390,22 @@ impl ReadTxn<'_> {
         if d.status != "running" {
             return Ok(Vec::new());
         }
+        // No agent silent (the rule while a deployment goes well): nothing waits on one, and
+        // neither the runs (200,000 at 10,000 nodes) nor the nodes need be read. Asked of the
+        // nodes, each checked against the deployment's runs by one seek in
+        // step_runs_by_deployment: reading every node of the deployment for this took an
+        // operator's poll of a 10,000-node deployment about 50 ms.
+        let any_silent: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM nodes n WHERE n.last_seen_at < ?2
+                   AND EXISTS (SELECT 1 FROM step_runs r
+                               WHERE r.deployment = ?1 AND r.node_id = n.id))",
+            )?
+            .query_row(params![d.id, liveness::silent_before(now)], |r| r.get(0))?;
+        if !any_silent {
+            return Ok(Vec::new());
+        }
         let seen: std::collections::HashMap<i64, liveness::Agent> = self
             .conn
             .prepare_cached(
@@ -406,11 +422,6 @@ impl ReadTxn<'_> {
                 ))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        // No agent is silent: nothing waits on one, and the runs (200,000 at 10,000 nodes) need
-        // not be read and scheduled to find the due ones.
-        if !liveness::any_silent(&seen, now) {
-            return Ok(Vec::new());
-        }
         Ok(liveness::waiting(
             self.run_views(d.id)?,
             d.created_at,
