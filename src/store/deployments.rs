@@ -14,7 +14,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value as J;
 
-use super::catalog::{json_column, optional_json};
+use super::catalog::{json_column, json_column_as, optional_json};
 use super::{ReadTxn, Result, StoreError, WriteTxn};
 use crate::engine::bmc_steps;
 use crate::engine::liveness::{self, Waiting};
@@ -273,7 +273,6 @@ pub(super) fn deployment_from_row(r: &Row<'_>) -> rusqlite::Result<Deployment> {
 }
 
 pub(super) fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
-    let deps = json_column(r, 8)?;
     Ok(Run {
         id: r.get(0)?,
         deployment: r.get(1)?,
@@ -283,10 +282,7 @@ pub(super) fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
         step: r.get(5)?,
         task: r.get(6)?,
         args: json_column(r, 7)?,
-        deps: deps
-            .as_array()
-            .map(|a| a.iter().filter_map(J::as_i64).collect())
-            .unwrap_or_default(),
+        deps: json_column_as(r, 8)?,
         concurrency: r.get(9)?,
         max_parallel: r.get::<_, Option<i64>>(10)?.map(|m| m.max(0) as u64),
         timeout_s: r.get::<_, i64>(11)?.max(0) as u64,
