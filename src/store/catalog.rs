@@ -41,17 +41,22 @@ pub(super) fn json_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<serde_j
 }
 
 /// A JSON text column read straight into `T` (a run's `deps` into a `Vec<i64>`), from the
-/// row's own text rather than a copy of it: a page of 10,000 runs reads 10,000 of each.
+/// row's own text rather than a copy of it: a page of 10,000 runs reads 10,000 of each. A value
+/// that is not that JSON is an error naming the column (`deps: invalid type: …`).
 pub(super) fn json_column_as<T: serde::de::DeserializeOwned>(
     row: &Row<'_>,
     idx: usize,
 ) -> rusqlite::Result<T> {
     let value = row.get_ref(idx)?;
+    let named = |e: &dyn std::fmt::Display| -> Box<dyn std::error::Error + Send + Sync> {
+        let column = row.as_ref().column_name(idx).unwrap_or("?");
+        format!("{column}: {e}").into()
+    };
     let text = value.as_str().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(idx, value.data_type(), Box::new(e))
+        rusqlite::Error::FromSqlConversionFailure(idx, value.data_type(), named(&e))
     })?;
     serde_json::from_str(text).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, named(&e))
     })
 }
 
