@@ -69,6 +69,10 @@
 //! `STOKER_BENCH_TIMELINE=1` prints, after each round, every half second's agent-call latency
 //! by kind and the cores the daemon, its writer thread, the client and the machine used then.
 //!
+//! `STOKER_BENCH_SNAPSHOT=FILE` has `stoker backup --force FILE` copy the daemon's database 40 s
+//! into the first deployment (past the reboot wave), while it serves: the database
+//! `benches/operator_reads.py` measures the operator's reads on.
+//!
 //! `STOKER_BENCH_CALLS=DIR` writes each phase's calls to `DIR/PHASE.calls`, one line each: when
 //! it started (s since the bench's start), how long the master held it, its latency, which call;
 //! and the operator's calls to `DIR/PHASE.operator` (when, latency, status, which).
@@ -1588,8 +1592,17 @@ struct Setup {
     claim_next: bool,
     client_threads: usize,
     operator: bool,
+    /// STOKER_BENCH_TIMELINE: the latency and the cores per half second, after each round.
+    timeline: bool,
+    /// STOKER_BENCH_SNAPSHOT: where `stoker backup` writes the daemon's database
+    /// [`SNAPSHOT_AFTER_S`] into the first deployment.
+    snapshot: Option<std::path::PathBuf>,
     cores: f64,
 }
+
+/// How far into the first deployment STOKER_BENCH_SNAPSHOT takes its backup: past the reboot
+/// wave, every node running its tasks.
+const SNAPSHOT_AFTER_S: u64 = 40;
 
 /// One round: a new daemon of `bin`, the nodes, the phases; returns each phase's figures.
 fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)> {
@@ -1897,15 +1910,41 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         std::thread::spawn(move || operator(base, token, session, cluster, current, shared, stop))
     });
     let marks_stop = Arc::new(AtomicBool::new(false));
-    let marker = std::env::var_os("STOKER_BENCH_TIMELINE").map(|_| {
+    let marker = setup.timeline.then(|| {
         let (shared, stop) = (Arc::clone(&shared), Arc::clone(&marks_stop));
         std::thread::spawn(move || cpu_marks(pid, shared, stop))
+    });
+    // A copy of the database mid-deployment, through the daemon's own online backup, for
+    // `benches/operator_reads.py` (the last round's, when there are several).
+    let snapshot = setup.snapshot.clone().map(|file| {
+        let (bin, data) = (bin.to_owned(), dir.path().join("stoker-data"));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(SNAPSHOT_AFTER_S));
+            let out = Command::new(&bin)
+                .arg("backup")
+                .arg("--force")
+                .arg(&file)
+                .arg("--data-dir")
+                .arg(&data)
+                .output();
+            match out {
+                Ok(o) if o.status.success() => println!(
+                    "database backed up to {} {SNAPSHOT_AFTER_S} s into the first deployment",
+                    file.display()
+                ),
+                Ok(o) => eprintln!("backup failed: {}", String::from_utf8_lossy(&o.stderr)),
+                Err(e) => eprintln!("backup not run: {e}"),
+            }
+        })
     });
     let (start, cpu0) = (shared.at(), cpus());
     if !setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
     }
     let summary = wait_done(&api, &shared, cluster, dep, n * FIRST_STEPS);
+    if let Some(s) = snapshot {
+        let _ = s.join();
+    }
     phases.push(phase(
         "first deployment",
         start,
@@ -1979,7 +2018,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         stop_t.elapsed().as_secs_f64()
     );
     drop(rt);
-    if std::env::var_os("STOKER_BENCH_TIMELINE").is_some() {
+    if setup.timeline {
         timeline(&records, &marks);
     }
     let windows: Vec<Window> = sweep_log
@@ -2162,6 +2201,8 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1),
         operator: env_on("STOKER_BENCH_OPERATOR", true),
+        timeline: env_on("STOKER_BENCH_TIMELINE", false),
+        snapshot: std::env::var_os("STOKER_BENCH_SNAPSHOT").map(std::path::PathBuf::from),
         cores: std::thread::available_parallelism().map_or(1, |c| c.get()) as f64,
     };
     let limit = raise_open_files();
