@@ -234,17 +234,20 @@ impl Daemon {
         snapshots
             .recover(&store, crate::clock::now())
             .context("cannot clear what an interrupted snapshot left")?;
-        let listener = TcpListener::bind(config.http_listen)
+        let listener = http::transport::listen(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;
+        http::transport::check_backlog();
         let identity = tls_identity(config)?;
         let boot_listener = match &identity {
-            Some(_) => Some(TcpListener::bind(config.http_boot_listen).with_context(|| {
-                format!(
-                    "cannot listen on {} (http.boot_listen, iPXE's plain HTTP under TLS)",
-                    config.http_boot_listen
-                )
-            })?),
+            Some(_) => Some(
+                http::transport::listen(config.http_boot_listen).with_context(|| {
+                    format!(
+                        "cannot listen on {} (http.boot_listen, iPXE's plain HTTP under TLS)",
+                        config.http_boot_listen
+                    )
+                })?,
+            ),
             None => None,
         };
         let boot_addr = boot_listener

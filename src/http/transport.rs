@@ -3,9 +3,10 @@
 //! master's certificate): `/boot/` and nothing else. A plain request for anything else is sent
 //! to the HTTPS URL (308, with a JSON body saying so), so no credential or session is ever
 //! asked for in clear. Answers over TLS carry HSTS. Without TLS there is one plain listener and
-//! this layer only passes requests on.
+//! this layer only passes requests on. The listening sockets themselves are opened here too,
+//! with a backlog sized for a site's agents connecting at once ([`LISTEN_BACKLOG`]).
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -14,6 +15,46 @@ use actix_web::middleware::Next;
 use actix_web::{HttpResponse, web};
 
 use crate::http::AppState;
+
+/// Connections the kernel may queue on a listener before the daemon accepts them (clamped to
+/// `net.core.somaxconn`, 4096 by default since Linux 5.4). Rust's `TcpListener::bind` asks for
+/// 128: 10,000 agents opening their connections within a second (a rack's ramdisks asking for
+/// work, every agent reconnecting after the daemon restarts) overflowed it (the kernel's
+/// `ListenOverflows`), and each SYN it dropped cost its agent TCP's first retransmission, one
+/// second (the agents bench's first deployment had a max of 1.0-1.1 s from those alone).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Listen on `addr` for HTTP as `TcpListener::bind` does (`SO_REUSEADDR`, so a restarted
+/// daemon binds while the last one's connections linger in `TIME_WAIT`), with a backlog of
+/// [`LISTEN_BACKLOG`].
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// The kernel's cap on any listener's backlog (`net.core.somaxconn`), when it can be read.
+pub fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Say at start when the kernel keeps the listeners' backlog under 1,024 (128 before Linux
+/// 5.4): a rack of agents connecting at once then waits a second each.
+pub fn check_backlog() {
+    match somaxconn() {
+        Some(cap) if cap < 1024 => tracing::warn!(
+            somaxconn = cap,
+            "the kernel queues at most {cap} connections on a listener (net.core.somaxconn): \
+             agents connecting at once past that wait a second each; raise it to {LISTEN_BACKLOG}"
+        ),
+        cap => tracing::debug!(?cap, "listen backlog {LISTEN_BACKLOG}, the kernel's cap"),
+    }
+}
 
 /// What the boot scripts and this layer need to know about TLS.
 #[derive(Debug, Clone)]
@@ -125,5 +166,26 @@ mod tests {
             https_base(Some("https://master.lab"), &tls, local),
             "https://master.lab"
         );
+    }
+
+    /// 500 agents connect at once and nobody accepts yet: every connection is queued by the
+    /// kernel at once (with a backlog of 128 the 130th waited a second for its SYN's
+    /// retransmission and timed out here).
+    #[test]
+    fn a_burst_of_connections_is_queued_without_a_retransmission() {
+        let l = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let n = 500.min(somaxconn().unwrap_or(4096).saturating_sub(8)) as usize;
+        let mut streams = Vec::with_capacity(n);
+        for i in 0..n {
+            let s =
+                std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(500))
+                    .unwrap_or_else(|e| panic!("connection {i} of {n} not queued: {e}"));
+            streams.push(s);
+        }
+        // They are all there to accept, and the listener still serves.
+        l.set_nonblocking(true).unwrap();
+        let accepted = std::iter::from_fn(|| l.accept().ok()).take(n).count();
+        assert_eq!(accepted, n);
     }
 }
