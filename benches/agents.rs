@@ -421,6 +421,23 @@ fn machine_s() -> (f64, f64) {
     ((total - idle) / 100.0, total / 100.0)
 }
 
+/// Connections the kernel dropped because a listener's accept queue was full (`TcpExt:
+/// ListenDrops` of /proc/net/netstat, the whole host's network namespace): each costs its
+/// client TCP's first SYN retransmission, a second, which shows in the agents' latency.
+fn listen_drops() -> u64 {
+    let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut lines = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ListenDrops")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A `/proc/PID/status` figure in kB (`VmHWM`, `VmRSS`).
 fn status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -1132,6 +1149,9 @@ struct Phase {
     summary: Option<Value>,
     hwm_kb: u64,
     rss_kb: u64,
+    /// [`listen_drops`] over the phase (the first deployment's from before its agents' first
+    /// connections).
+    listen_drops: u64,
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -1374,6 +1394,11 @@ fn report(
     println!(
         "client timers late by p50 {lag50:.1} ms, p99 {lag99:.1} ms, max {lagmax:.1} ms \
          (a late client adds that much to the agents' latencies)"
+    );
+    println!(
+        "connections dropped at a full accept queue (the host's ListenDrops): {} (each waits \
+         1 s for its SYN's retransmission)",
+        p.listen_drops
     );
     println!(
         "daemon RSS: peak (VmHWM) {} MB, now {} MB",
@@ -1844,7 +1869,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
     let lag: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
     rt.spawn(ticker(Arc::clone(&shared), Arc::clone(&lag)));
     let mut phases = Vec::new();
-    let phase = |name, start: f64, cpu0: (f64, f64, f64, f64), pacing, summary| Phase {
+    let phase = |name, start: f64, cpu0: (f64, f64, f64, f64, u64), pacing, summary| Phase {
         name,
         start,
         end: shared.at(),
@@ -1852,6 +1877,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         own: cpu_s(std::process::id()) - cpu0.1,
         busy: machine_s().0 - cpu0.2,
         writer: thread_cpu_s(pid, "stoker-writer") - cpu0.3,
+        listen_drops: listen_drops().saturating_sub(cpu0.4),
         pacing,
         summary,
         hwm_kb: status_kb(pid, "VmHWM:"),
@@ -1863,6 +1889,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
             cpu_s(std::process::id()),
             machine_s().0,
             thread_cpu_s(pid, "stoker-writer"),
+            listen_drops(),
         )
     };
 
@@ -1887,6 +1914,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
             .collect()
     };
     let mut tasks = Vec::new();
+    let drops0 = listen_drops();
     if setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
         while shared.asked.load(Ordering::Relaxed) < n {
@@ -1937,7 +1965,8 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
             }
         })
     });
-    let (start, cpu0) = (shared.at(), cpus());
+    let (start, mut cpu0) = (shared.at(), cpus());
+    cpu0.4 = drops0;
     if !setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
     }
