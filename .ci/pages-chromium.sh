@@ -65,7 +65,9 @@ checks='[
  {"path": "/releases", "want": ["No plugin is installed"]},
  {"path": "/audit", "want": ["/login"]}
 ]'
-node "$node_dir/browser.mjs" "$base" "$password" "$(cd "$OUT" && pwd)" "$checks"
+node "$node_dir/browser.mjs" "$base" "$password" "$(cd "$OUT" && pwd)" "$checks" || {
+  echo "the daemon's log (its last 40 lines):" >&2; tail -n 40 "$work/log" >&2; exit 1
+}
 
 # The deployment and node pages, on a daemon with the bundled release (its simulated nodes'
 # agents are played by the script itself).
@@ -75,7 +77,9 @@ pid2=$!
 for _ in $(seq 100); do grep -q 'listening on http://' "$work/log2" && break; sleep 0.1; done
 base2=$(grep -o 'listening on http://[0-9.:]*' "$work/log2" | head -n1 | sed 's/listening on //')
 [ -n "$base2" ] || { cat "$work/log2"; echo "the second stoker did not start" >&2; exit 1; }
-node "$node_dir/browser-pages.mjs" "$base2" "$(cat "$work/data2/initial-admin-password")" "$(cd "$OUT" && pwd)"
+node "$node_dir/browser-pages.mjs" "$base2" "$(cat "$work/data2/initial-admin-password")" "$(cd "$OUT" && pwd)" || {
+  echo "the second daemon's log (its last 40 lines):" >&2; tail -n 40 "$work/log2" >&2; exit 1
+}
 kill "$pid2" 2>/dev/null; wait "$pid2" 2>/dev/null || true; pid2=
 
 # The workflows, clicked through as a person would (.ci/browser-lifecycle.mjs), on a third

@@ -114,10 +114,16 @@ fn a_wal_that_writes_never_leave_alone_starts_over_long_before_its_cap() {
             std::fs::metadata(&wal).unwrap().len()
         );
     }
+    // Half the cap: without the catch-up the WAL reached the cap (1.15 GB). This loop writes
+    // some 450 MB of WAL a second (10,000 agents deploying write about 100 MiB), and the
+    // writer is asked to catch up only once the checkpoint thread is within 4 MiB of it, which
+    // at that rate comes late: on the 2-core machine of 2026-12-04 it started over at 280-330
+    // MB, quiet or in CI. What this guards is the WAL starting over without ever reaching the
+    // cap's blocking checkpoint.
     let size = std::fs::metadata(&wal).unwrap().len();
     assert!(
-        size < 256 << 20,
-        "the WAL started over at {size} bytes, after {writes} writes"
+        size < 512 << 20,
+        "the WAL started over at {size} bytes, after {writes} writes (its cap is 1 GiB)"
     );
     store.close().unwrap();
 }
