@@ -438,6 +438,33 @@ fn listen_drops() -> u64 {
         .unwrap_or(0)
 }
 
+/// The counters a phase is measured between, read at its start and at its end.
+#[derive(Debug, Clone, Copy)]
+struct Marks {
+    /// The daemon's CPU seconds.
+    daemon: f64,
+    /// The bench's own (the agents' client's).
+    client: f64,
+    /// The whole machine's busy seconds.
+    machine: f64,
+    /// The daemon's writer thread's.
+    writer: f64,
+    /// [`listen_drops`].
+    listen_drops: u64,
+}
+
+impl Marks {
+    fn now(daemon: u32) -> Marks {
+        Marks {
+            daemon: cpu_s(daemon),
+            client: cpu_s(std::process::id()),
+            machine: machine_s().0,
+            writer: thread_cpu_s(daemon, "stoker-writer"),
+            listen_drops: listen_drops(),
+        }
+    }
+}
+
 /// A `/proc/PID/status` figure in kB (`VmHWM`, `VmRSS`).
 fn status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -1869,28 +1896,22 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
     let lag: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
     rt.spawn(ticker(Arc::clone(&shared), Arc::clone(&lag)));
     let mut phases = Vec::new();
-    let phase = |name, start: f64, cpu0: (f64, f64, f64, f64, u64), pacing, summary| Phase {
-        name,
-        start,
-        end: shared.at(),
-        cpu: cpu_s(pid) - cpu0.0,
-        own: cpu_s(std::process::id()) - cpu0.1,
-        busy: machine_s().0 - cpu0.2,
-        writer: thread_cpu_s(pid, "stoker-writer") - cpu0.3,
-        listen_drops: listen_drops().saturating_sub(cpu0.4),
-        pacing,
-        summary,
-        hwm_kb: status_kb(pid, "VmHWM:"),
-        rss_kb: status_kb(pid, "VmRSS:"),
-    };
-    let cpus = || {
-        (
-            cpu_s(pid),
-            cpu_s(std::process::id()),
-            machine_s().0,
-            thread_cpu_s(pid, "stoker-writer"),
-            listen_drops(),
-        )
+    let phase = |name, start: f64, at: Marks, pacing, summary| {
+        let now = Marks::now(pid);
+        Phase {
+            name,
+            start,
+            end: shared.at(),
+            cpu: now.daemon - at.daemon,
+            own: now.client - at.client,
+            busy: now.machine - at.machine,
+            writer: now.writer - at.writer,
+            listen_drops: now.listen_drops.saturating_sub(at.listen_drops),
+            pacing,
+            summary,
+            hwm_kb: status_kb(pid, "VmHWM:"),
+            rss_kb: status_kb(pid, "VmRSS:"),
+        }
     };
 
     // The first deployment. Agents that ask to be held are already waiting for work when
@@ -1914,7 +1935,8 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
             .collect()
     };
     let mut tasks = Vec::new();
-    let drops0 = listen_drops();
+    // Dropped connections count from before the first agents connect, held or not.
+    let drops_before = listen_drops();
     if setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
         while shared.asked.load(Ordering::Relaxed) < n {
@@ -1965,8 +1987,13 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
             }
         })
     });
-    let (start, mut cpu0) = (shared.at(), cpus());
-    cpu0.4 = drops0;
+    let (start, at) = (
+        shared.at(),
+        Marks {
+            listen_drops: drops_before,
+            ..Marks::now(pid)
+        },
+    );
     if !setup.hold {
         tasks = spawn(std::mem::take(&mut sims));
     }
@@ -1977,7 +2004,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
     phases.push(phase(
         "first deployment",
         start,
-        cpu0,
+        at,
         Pacing::Steps(if setup.hold {
             ", held until Deploy, the service hellos backing off".into()
         } else {
@@ -1988,12 +2015,12 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
 
     if setup.day2 {
         // Every node ready, its service agent asking for work (held, or polling).
-        let (start, cpu0) = (shared.at(), cpus());
+        let (start, at) = (shared.at(), Marks::now(pid));
         std::thread::sleep(Duration::from_secs(IDLE_S));
         phases.push(phase(
             "ready, idle (heartbeats)",
             start,
-            cpu0,
+            at,
             Pacing::Idle,
             None,
         ));
@@ -2003,7 +2030,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         settings["bench_marker"] = json!("day 2");
         let (status, r) = api.call("PUT", &path, Some(&settings));
         assert_eq!(status, 200, "settings: {r}");
-        let (start, cpu0) = (shared.at(), cpus());
+        let (start, at) = (shared.at(), Marks::now(pid));
         let before = shared.results.load(Ordering::Relaxed);
         let (dep, plan_s) = deploy(&api, cluster);
         current.store(dep, Ordering::Relaxed);
@@ -2013,7 +2040,7 @@ fn run_once(bin: &std::ffi::OsStr, setup: &Setup) -> Vec<(&'static str, Figures)
         phases.push(phase(
             "redeploy after one setting changed",
             start,
-            cpu0,
+            at,
             Pacing::Steps(if setup.hold {
                 ": each held until its run was due, then its one step".to_string()
             } else {

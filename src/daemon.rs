@@ -194,6 +194,7 @@ impl Daemon {
     /// Tokio runtime.
     pub fn start(config: &Config) -> anyhow::Result<Daemon> {
         raise_open_files();
+        http::transport::check_backlog();
         std::fs::create_dir_all(&config.data_dir).with_context(|| {
             format!("cannot create data directory {}", config.data_dir.display())
         })?;
@@ -237,7 +238,6 @@ impl Daemon {
         let listener = http::transport::listen(config.http_listen)
             .with_context(|| format!("cannot listen on {} (http.listen)", config.http_listen))?;
         let http_addr = listener.local_addr()?;
-        http::transport::check_backlog();
         let identity = tls_identity(config)?;
         let boot_listener = match &identity {
             Some(_) => Some(

@@ -22,7 +22,7 @@ use crate::http::AppState;
 /// work, every agent reconnecting after the daemon restarts) overflowed it (the kernel's
 /// `ListenOverflows`), and each SYN it dropped cost its agent TCP's first retransmission, one
 /// second (the agents bench's first deployment had a max of 1.0-1.1 s from those alone).
-pub const LISTEN_BACKLOG: i32 = 4096;
+const LISTEN_BACKLOG: i32 = 4096;
 
 /// Listen on `addr` for HTTP as `TcpListener::bind` does (`SO_REUSEADDR`, so a restarted
 /// daemon binds while the last one's connections linger in `TIME_WAIT`), with a backlog of
@@ -37,14 +37,15 @@ pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// The kernel's cap on any listener's backlog (`net.core.somaxconn`), when it can be read.
-pub fn somaxconn() -> Option<u32> {
+fn somaxconn() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()
         .and_then(|s| s.trim().parse().ok())
 }
 
 /// Say at start when the kernel keeps the listeners' backlog under 1,024 (128 before Linux
-/// 5.4): a rack of agents connecting at once then waits a second each.
+/// 5.4): a rack of agents connecting at once then waits a second each. Like the open-file
+/// limit's check, it only tells: the host's settings are the operator's.
 pub fn check_backlog() {
     match somaxconn() {
         Some(cap) if cap < 1024 => tracing::warn!(
@@ -175,6 +176,8 @@ mod tests {
     fn a_burst_of_connections_is_queued_without_a_retransmission() {
         let l = listen("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = l.local_addr().unwrap();
+        // A host that caps every backlog lower (an old kernel's 128) queues no more than that
+        // for anyone: the test then asks for what the cap allows.
         let n = 500.min(somaxconn().unwrap_or(4096).saturating_sub(8)) as usize;
         let mut streams = Vec::with_capacity(n);
         for i in 0..n {
